@@ -1,0 +1,53 @@
+/*
+ * buf.h — a growable byte buffer with text, JSON and HTML appenders.
+ *
+ * A buf is a small value type (transparent on purpose: it lives inside other structs).
+ * It always keeps a NUL after its contents. When memory runs out it sets `oom`, ignores
+ * further appends and keeps what it had, so builders check once at the end.
+ * Workers keep their bufs for the process lifetime and buf_reset() them per request, so the
+ * request path stops allocating once the buffers have grown to the largest response seen.
+ */
+#ifndef TN_CORE_BUF_H
+#define TN_CORE_BUF_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct buf {
+    char *p;      /* contents, NUL-terminated (NULL until the first append) */
+    size_t len;
+    size_t cap;
+    bool oom;
+} buf;
+
+#define BUF_INIT { NULL, 0, 0, false }
+
+void buf_free(buf *b);
+void buf_reset(buf *b);                 /* len = 0, keeps the memory, clears oom */
+int buf_reserve(buf *b, size_t extra);  /* 0, or -1 (and oom) */
+void buf_append(buf *b, const void *data, size_t n);
+void buf_puts(buf *b, const char *s);
+void buf_putc(buf *b, char c);
+void buf_printf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void buf_vprintf(buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+void buf_u64(buf *b, unsigned long long v);   /* decimal, no printf */
+void buf_i64(buf *b, long long v);
+
+/* A JSON string literal, quotes included. Control characters are escaped; bytes that are not
+ * valid UTF-8 become U+FFFD, so the output is always valid JSON. NULL appends null. */
+void buf_json_str(buf *b, const char *s);
+void buf_json_strn(buf *b, const char *s, size_t n);
+
+/* Text escaped for HTML element content and quoted attribute values (& < > " '). */
+void buf_html(buf *b, const char *s);
+void buf_htmln(buf *b, const char *s, size_t n);
+
+/* Text as a CSV field (quoted when it holds , " CR or LF; leading = + - @ neutralised with a
+ * quote so spreadsheets do not evaluate it). */
+void buf_csv(buf *b, const char *s);
+
+/* Length of the longest prefix of s[0..n) that is valid UTF-8. */
+size_t utf8_valid_prefix(const char *s, size_t n);
+
+#endif

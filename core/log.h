@@ -1,0 +1,53 @@
+/*
+ * log.h — the error log: leveled lines with their context.
+ *
+ * Every line is written with a single write(2) so lines from concurrent workers never
+ * interleave:  2026-12-02T14:43:07.123Z tenancyd[1234] error: [req=… tenant=acme] message
+ * The bracketed context is whatever the current request set with log_set_context() and is
+ * cleared when it ends, so a line can never carry another request's tenant.
+ *
+ * The log goes to stderr (the journal under systemd) or to a file given to log_open(); a
+ * reopen (SIGUSR1 after rotation) switches to a fresh file without losing lines.
+ * Not thread-safe (one thread per process in this project).
+ */
+#ifndef TN_CORE_LOG_H
+#define TN_CORE_LOG_H
+
+#include <stdarg.h>
+
+#include "core/rc.h"   /* TN_LOG_* levels live in the public header */
+
+/* Name shown in every line ("tenancyd", "tenancy"), and the most verbose level written. */
+void log_init(const char *ident, int level);
+void log_set_level(int level);
+int log_level(void);
+
+/* Parse "error", "warn", "info", "debug"; -1 when unknown. */
+int log_level_parse(const char *name);
+
+/* Write to `path` (appending) instead of stderr; NULL or "" or "stderr" means stderr.
+ * Returns TN_OK or TN_IO (the log then stays where it was). log_reopen() reopens the same
+ * path (after rotation). */
+int log_open(const char *path);
+int log_reopen(void);
+
+/* The request context printed in brackets on every line until cleared (NULL or ""). The
+ * string is copied; at most 255 bytes are kept. */
+void log_set_context(const char *ctx);
+const char *log_context(void);
+
+/* The process id shown on lines (refresh after fork). */
+void log_set_pid(void);
+
+void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void log_vmsg(int level, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+
+#define log_error(...) log_msg(TN_LOG_ERROR, __VA_ARGS__)
+#define log_warn(...) log_msg(TN_LOG_WARN, __VA_ARGS__)
+#define log_info(...) log_msg(TN_LOG_INFO, __VA_ARGS__)
+#define log_debug(...) log_msg(TN_LOG_DEBUG, __VA_ARGS__)
+
+/* Format an ISO-8601 UTC timestamp with milliseconds into out (at least 32 bytes). */
+void log_timestamp(char *out, size_t n);
+
+#endif

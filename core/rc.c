@@ -1,0 +1,26 @@
+/*
+ * rc.c — names of the return codes, for logs and error messages.
+ */
+#include "core/first.h"
+#include "core/rc.h"
+
+const char *tn_rc_str(int rc)
+{
+    switch (rc) {
+    case TN_OK: return "ok";
+    case TN_ERR: return "error";
+    case TN_AGAIN: return "try again";
+    case TN_DECLINED: return "declined";
+    case TN_BUSY: return "busy";
+    case TN_NOTFOUND: return "not found";
+    case TN_INVALID: return "invalid";
+    case TN_TOOBIG: return "too big";
+    case TN_TIMEOUT: return "timed out";
+    case TN_DENIED: return "denied";
+    case TN_EXISTS: return "exists";
+    case TN_NOMEM: return "out of memory";
+    case TN_IO: return "i/o error";
+    case TN_DONE: return "done";
+    default: return "unknown";
+    }
+}

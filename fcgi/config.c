@@ -1,0 +1,175 @@
+/*
+ * config.c — the tenancyd option table and cross-option validation (see config.h).
+ * Must not: open sockets, files or the app (the master does that after validation), or
+ * log — errors go back in conf_error so `tenancyd -t` and reload report them the same way.
+ */
+#include "core/first.h"
+#include "fcgi/config.h"
+#include "core/log.h"
+#include "core/rc.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const pm_names[] = {"static", "dynamic", "ondemand", NULL};
+static const char *const level_names[] = {"error", "warn", "info", "debug", NULL};
+
+#define OFF(f) offsetof(tn_config, f)
+
+/* key, type, offset, default, min, max, enum names, flags, help */
+const conf_opt tn_config_table[] = {
+    {"listen", CONF_STR, OFF(listen), "/run/tenancy/tenancyd.sock", 0, 0, NULL, 0,
+     "FastCGI socket: a unix path, host:port, [v6]:port, inherit (fd 0) or systemd"},
+    {"listen.mode", CONF_MODE, OFF(listen_mode), "0660", 0, 0, NULL, 0,
+     "permissions of a unix socket"},
+    {"listen.owner", CONF_STR, OFF(listen_owner), NULL, 0, 0, NULL, 0,
+     "owner (user name) of a unix socket"},
+    {"listen.group", CONF_STR, OFF(listen_group), NULL, 0, 0, NULL, 0,
+     "group of a unix socket"},
+    {"listen.backlog", CONF_INT, OFF(listen_backlog), "511", -1, 65535, NULL, 0,
+     "listen queue length (-1: the kernel maximum)"},
+    {"allowed_clients", CONF_STR, OFF(allowed_clients), "", 0, 0, NULL, 0,
+     "IP addresses or prefixes allowed to connect over TCP (empty: any)"},
+    {"user", CONF_STR, OFF(user), NULL, 0, 0, NULL, CONF_RESTART,
+     "user the workers run as (when started as root)"},
+    {"group", CONF_STR, OFF(group), NULL, 0, 0, NULL, CONF_RESTART,
+     "group the workers run as (default: the user's group)"},
+    {"pid_file", CONF_STR, OFF(pid_file), NULL, 0, 0, NULL, CONF_RESTART,
+     "write the master's pid to this file"},
+    {"pm", CONF_ENUM, OFF(pm), "dynamic", 0, 0, pm_names, 0,
+     "process manager: static, dynamic or ondemand"},
+    {"pm.max_children", CONF_INT, OFF(max_children), "5", 1, TN_MAX_CHILDREN, NULL, 0,
+     "most workers at once"},
+    {"pm.start", CONF_INT, OFF(start), "2", 0, TN_MAX_CHILDREN, NULL, 0,
+     "workers started at launch (dynamic)"},
+    {"pm.min_spare", CONF_INT, OFF(min_spare), "1", 0, TN_MAX_CHILDREN, NULL, 0,
+     "fewest idle workers (dynamic)"},
+    {"pm.max_spare", CONF_INT, OFF(max_spare), "3", 1, TN_MAX_CHILDREN, NULL, 0,
+     "most idle workers (dynamic)"},
+    {"pm.max_spawn_rate", CONF_INT, OFF(max_spawn_rate), "32", 1, 1024, NULL, 0,
+     "most workers started per second (dynamic)"},
+    {"pm.idle_timeout", CONF_DURATION, OFF(idle_timeout_ms), "10s", 100, 86400000, NULL, 0,
+     "an idle worker exits after this (ondemand)"},
+    {"pm.max_requests", CONF_INT, OFF(max_requests), "0", 0, 1000000000, NULL, 0,
+     "recycle a worker after about this many requests (0: never)"},
+    {"pm.max_requests_jitter", CONF_INT, OFF(max_requests_jitter), "10", 0, 50, NULL, 0,
+     "spread of pm.max_requests per worker, in percent"},
+    {"pm.crash_limit", CONF_INT, OFF(crash_limit), "10", 1, 100000, NULL, 0,
+     "crashes within pm.crash_window that engage the respawn brake"},
+    {"pm.crash_window", CONF_DURATION, OFF(crash_window_ms), "10s", 1000, 3600000, NULL, 0,
+     "window over which crashes are counted"},
+    {"pm.respawn_backoff_max", CONF_DURATION, OFF(respawn_backoff_max_ms), "30s", 100, 3600000,
+     NULL, 0, "longest delay between respawns while the brake is engaged"},
+    {"request_timeout", CONF_DURATION, OFF(request_timeout_ms), "60s", 0, 86400000, NULL, 0,
+     "longest a request may take, reading included; the worker is then killed (0: off)"},
+    {"slow_request", CONF_DURATION, OFF(slow_request_ms), "0", 0, 86400000, NULL, 0,
+     "log requests running longer than this (0: off)"},
+    {"queue_timeout", CONF_DURATION, OFF(queue_timeout_ms), "60s", 0, 86400000, NULL, 0,
+     "answer 503 at once to a request that waited longer than this (needs REQUEST_START)"},
+    {"keepalive_timeout", CONF_DURATION, OFF(keepalive_timeout_ms), "10s", 0, 3600000, NULL, 0,
+     "close a kept FastCGI connection idle this long (0: do not keep connections)"},
+    {"linger_timeout", CONF_DURATION, OFF(linger_timeout_ms), "100ms", 0, 10000, NULL, 0,
+     "longest wait for the peer to close after a response"},
+    {"stop_timeout", CONF_DURATION, OFF(stop_timeout_ms), "10s", 100, 3600000, NULL, 0,
+     "deadline for workers to exit on SIGTERM and for a reload to start"},
+    {"max_body", CONF_SIZE, OFF(max_body), "8M", 0, (long long)1 << 40, NULL, 0,
+     "largest request body an app may read (larger: 413)"},
+    {"max_params", CONF_SIZE, OFF(max_params), "1M", 1024, (long long)1 << 30, NULL, 0,
+     "largest FastCGI parameter a request may declare"},
+    {"app", CONF_STR, OFF(app), NULL, 0, 0, NULL, 0,
+     "path of the app module (.so); loaded afresh by each reload"},
+    {"access_log", CONF_STR, OFF(access_log), "stdout", 0, 0, NULL, 0,
+     "file for one JSON line per request (stdout, stderr or a path)"},
+    {"log_requests", CONF_BOOL, OFF(log_requests), "on", 0, 0, NULL, 0,
+     "write the access log (errors are always logged)"},
+    {"error_log", CONF_STR, OFF(error_log), "stderr", 0, 0, NULL, CONF_RESTART,
+     "file for the error log (stderr or a path)"},
+    {"log_level", CONF_ENUM, OFF(log_level), "info", 0, 0, level_names, 0,
+     "error, warn, info or debug"},
+    {"status_path", CONF_STR, OFF(status_path), "/_tenancy/status", 0, 0, NULL, 0,
+     "path answering the JSON status (empty: off)"},
+    {"metrics_path", CONF_STR, OFF(metrics_path), "/_tenancy/metrics", 0, 0, NULL, 0,
+     "path answering Prometheus metrics (empty: off)"},
+    {"ping_path", CONF_STR, OFF(ping_path), "/_tenancy/ping", 0, 0, NULL, 0,
+     "path answering pong (empty: off)"},
+    {"status_allow", CONF_STR, OFF(status_allow), "127.0.0.1, ::1", 0, 0, NULL, 0,
+     "client addresses (REMOTE_ADDR) that may read status, metrics and ping"},
+    {NULL, 0, 0, NULL, 0, 0, NULL, 0, NULL},
+};
+
+const char *config_pm_name(int pm) { return pm_names[pm]; }
+
+static int fail(conf_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(conf_error *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    err->line = 0;
+    vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+    va_end(ap);
+    return TN_INVALID;
+}
+
+static int validate(tn_config *c, conf_error *err)
+{
+    char msg[256];
+    if (c->app == NULL || c->app[0] == '\0')
+        return fail(err, "app: no app module configured (app = /path/to/module.so)");
+    if (c->pm == PM_DYNAMIC) {
+        if (c->min_spare > c->max_spare)
+            return fail(err, "pm.min_spare (%d) is above pm.max_spare (%d)", c->min_spare,
+                        c->max_spare);
+        if (c->max_spare > c->max_children)
+            return fail(err, "pm.max_spare (%d) is above pm.max_children (%d)",
+                        c->max_spare, c->max_children);
+        if (c->start > c->max_children)
+            return fail(err, "pm.start (%d) is above pm.max_children (%d)", c->start,
+                        c->max_children);
+    }
+    if (c->slow_request_ms > 0 && c->request_timeout_ms > 0 &&
+        c->slow_request_ms >= c->request_timeout_ms)
+        return fail(err, "slow_request must be shorter than request_timeout");
+    const char *paths[] = {c->status_path, c->metrics_path, c->ping_path};
+    for (size_t i = 0; i < TN_ARRAY_LEN(paths); i++)
+        if (paths[i] != NULL && paths[i][0] != '\0' && paths[i][0] != '/')
+            return fail(err, "status, metrics and ping paths must start with '/': '%s'",
+                        paths[i]);
+    if (netaddr_list_parse(c->allowed_clients, c->arena, &c->allowed, msg, sizeof(msg)) != TN_OK)
+        return fail(err, "allowed_clients: %s", msg);
+    if (netaddr_list_parse(c->status_allow, c->arena, &c->status_allowed, msg, sizeof(msg)) !=
+        TN_OK)
+        return fail(err, "status_allow: %s", msg);
+    return TN_OK;
+}
+
+tn_config *config_load(const char *path, conf_error *err)
+{
+    arena *a = arena_create(8192);
+    if (a == NULL) {
+        snprintf(err->file, sizeof(err->file), "%s", path);
+        err->line = 0;
+        snprintf(err->msg, sizeof(err->msg), "out of memory");
+        return NULL;
+    }
+    tn_config *c = arena_calloc(a, sizeof(*c));
+    if (c == NULL)
+        goto fail;
+    c->arena = a;
+    if (conf_load(tn_config_table, c, path, a, NULL, err) != TN_OK)
+        goto fail;
+    c->path = arena_strdup(a, path);
+    if (validate(c, err) != TN_OK)
+        goto fail;
+    return c;
+fail:
+    arena_destroy(a);
+    return NULL;
+}
+
+void config_free(tn_config *cfg)
+{
+    if (cfg != NULL)
+        arena_destroy(cfg->arena);
+}

@@ -1,0 +1,90 @@
+/*
+ * config.h — tenancyd's configuration: one struct per generation, one table of options.
+ *
+ * A generation is parsed into its own arena and either fully accepted or thrown away, so a
+ * reload with a bad file never disturbs the running one (the master keeps the old
+ * generation and logs file:line). Every option is a row of the table in config.c, documented
+ * in doc/tenancyd.conf.5; tests/integration/optscan.sh fails when a row is undocumented.
+ */
+#ifndef TN_FCGI_CONFIG_H
+#define TN_FCGI_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/arena.h"
+#include "core/conf.h"
+#include "core/netaddr.h"
+
+enum pm_mode { PM_STATIC = 0, PM_DYNAMIC = 1, PM_ONDEMAND = 2 };
+
+/* Hard cap on workers of one generation; the scoreboard holds two generations. */
+#define TN_MAX_CHILDREN 512
+
+typedef struct tn_config {
+    arena *arena;              /* owns every string below */
+    const char *path;          /* the file it was read from */
+    unsigned generation;
+
+    const char *listen;
+    int listen_mode;
+    const char *listen_owner;
+    const char *listen_group;
+    int listen_backlog;
+    const char *allowed_clients;
+    netaddr_list *allowed;     /* parsed allowed_clients */
+
+    const char *user;
+    const char *group;
+    const char *pid_file;
+
+    int pm;
+    int max_children;
+    int start;
+    int min_spare;
+    int max_spare;
+    int max_spawn_rate;
+    int64_t idle_timeout_ms;
+    int max_requests;
+    int max_requests_jitter;   /* percent */
+    int crash_limit;
+    int64_t crash_window_ms;
+    int64_t respawn_backoff_max_ms;
+
+    int64_t request_timeout_ms;
+    int64_t slow_request_ms;
+    int64_t queue_timeout_ms;
+    int64_t keepalive_timeout_ms;
+    int64_t linger_timeout_ms;
+    int64_t stop_timeout_ms;
+    int64_t max_body;
+    int64_t max_params;
+
+    const char *app;
+
+    const char *access_log;
+    bool log_requests;
+    const char *error_log;
+    int log_level;
+
+    const char *status_path;
+    const char *metrics_path;
+    const char *ping_path;
+    const char *status_allow;
+    netaddr_list *status_allowed;
+} tn_config;
+
+extern const conf_opt tn_config_table[];
+
+/* Read and validate a whole configuration. Returns a new generation (owning its arena) or
+ * NULL with err filled ("file:line: message" via conf_error_format). */
+tn_config *config_load(const char *path, conf_error *err);
+
+/* Free a generation. NULL is accepted. */
+void config_free(tn_config *cfg);
+
+/* Names for log lines and status. */
+const char *config_pm_name(int pm);
+
+#endif

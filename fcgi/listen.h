@@ -1,0 +1,40 @@
+/*
+ * listen.h — the FastCGI listen socket: create, inherit, describe, measure.
+ *
+ * The master owns the socket; workers only accept on it. We bind it ourselves (never
+ * FCGX_OpenSocket, which exit()s on errors, speaks IPv4 only and unlinks a live socket):
+ * unix paths with mode/owner/group, host:port for IPv4 and [addr]:port for IPv6, fd 0 as
+ * handed over by spawn-fcgi, mod_fcgid or lighttpd (`inherit`), or fd 3 from systemd socket
+ * activation (`systemd`). A unix path left behind by a dead master is reclaimed; one that a
+ * live process still listens on is refused.
+ */
+#ifndef TN_FCGI_LISTEN_H
+#define TN_FCGI_LISTEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "fcgi/config.h"
+
+typedef struct tn_listener {
+    int fd;
+    bool is_unix;
+    bool owned_path;          /* we created the unix path: unlink it on exit */
+    char spec[256];           /* the `listen` value it was made from */
+    char path[108];           /* unix socket path */
+} tn_listener;
+
+/* Open the socket `cfg->listen` describes. Returns TN_OK or TN_ERR with a message in err. */
+int listen_open(const tn_config *cfg, tn_listener *l, char *err, size_t errlen);
+
+/* Close; unlink a unix path we created when `unlink_path`. */
+void listen_close(tn_listener *l, bool unlink_path);
+
+/* Same socket for this configuration? (a reload keeps it when true) */
+bool listen_same(const tn_listener *l, const tn_config *cfg);
+
+/* Connections waiting in the accept queue now, and the queue's capacity. Works for TCP
+ * (TCP_INFO) and for unix sockets (sock_diag), where php-fpm reports 0. TN_OK or TN_ERR. */
+int listen_queue(const tn_listener *l, unsigned *waiting, unsigned *capacity);
+
+#endif

@@ -1,0 +1,765 @@
+/*
+ * master.c — the supervisor (see master.h).
+ *
+ * States. STARTING (the first generation is loading its app), RUNNING, RELOADING (a new
+ * generation is starting beside the old one, which keeps serving), STOPPING. Transitions:
+ *   STARTING  -> RUNNING    when every first worker reports its app ready
+ *   STARTING  -> exit 1     when a first worker fails to load or init the app
+ *   RUNNING   -> RELOADING  on SIGHUP/SIGUSR2 with a valid new configuration
+ *   RELOADING -> RUNNING    when the new workers are ready (old ones are then retired with
+ *                           SIGQUIT: they finish their request and exit), or when one of them
+ *                           fails or the stop_timeout passes (the new generation is killed
+ *                           and the old one simply continues: a rollback)
+ *   any       -> STOPPING   on SIGQUIT (graceful: in-flight requests finish) or SIGTERM/SIGINT
+ *                           (same, with stop_timeout as the deadline; a second one kills)
+ *
+ * Signals arrive as bytes on the self-pipe (signals.c); this loop does all the work. Children
+ * are reaped in a waitpid(WNOHANG) loop. Respawns back off after crashes, and a crash storm
+ * (pm.crash_limit crashes within pm.crash_window) engages a brake that stretches the delay up
+ * to pm.respawn_backoff_max; both show in the status.
+ *
+ * Must not: accept connections, load the app, open tenant storage, or block anywhere but in
+ * the one poll() of the loop.
+ */
+#include "core/first.h"
+#include "fcgi/master.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/rc.h"
+#include "fcgi/listen.h"
+#include "fcgi/scoreboard.h"
+#include "fcgi/sdnotify.h"
+#include "fcgi/signals.h"
+#include "fcgi/status.h"
+#include "fcgi/worker.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+enum mstate { M_STARTING, M_RUNNING, M_RELOADING, M_STOPPING };
+
+typedef struct child {
+    pid_t pid;            /* 0: slot unused */
+    unsigned generation;
+    int index;
+    int64_t spawned_ms;
+    bool retiring;        /* told to exit (old generation, surplus, stop) */
+    int64_t kill_at_ms;   /* SIGKILL when still alive then (0: no deadline) */
+    bool killed_timeout;  /* the master killed it for request_timeout */
+} child;
+
+typedef struct master {
+    tn_config *cfg;        /* the generation that serves */
+    tn_config *pending;    /* the generation being started by a reload */
+    tn_listener lis;
+    tn_listener pending_lis;  /* when a reload changes `listen` */
+    tn_listener old_lis;      /* the previous socket, until its workers are gone */
+    scoreboard *sb;
+    child kids[SB_SLOTS];
+    int sigfd;
+    enum mstate state;
+    bool fast_stop;
+    int64_t stop_deadline;
+    int64_t reload_deadline;
+    bool reload_queued;
+    unsigned next_generation;
+    const char *config_path;
+    /* spawning */
+    int64_t next_spawn_ms;     /* no spawn before (backoff, brake) */
+    int spawn_batch;           /* dynamic: doubles each busy tick up to max_spawn_rate */
+    int64_t last_spawn_tick;
+    int ondemand_slot;         /* ondemand: waiting for this child to take the connection */
+    uint64_t ondemand_accepted;
+    int64_t ondemand_since;
+    /* crashes */
+    int64_t crash_ring[64];
+    int crash_pos;
+    int consecutive_crashes;
+    int64_t last_full_warn;
+    int exit_code;
+} master;
+
+static bool child_busy(const scoreboard *sb, int slot)
+{
+    int st = __atomic_load_n(&sb->slots[slot].state, __ATOMIC_RELAXED);
+    return st == SB_READING || st == SB_RUNNING || st == SB_FINISHING;
+}
+
+static bool child_idle(const scoreboard *sb, int slot)
+{
+    int st = __atomic_load_n(&sb->slots[slot].state, __ATOMIC_RELAXED);
+    return st == SB_IDLE || st == SB_KEEPALIVE;
+}
+
+/* Workers of generation `gen` that are not retiring. */
+static int count_gen(const master *m, unsigned gen, int *idle, int *starting)
+{
+    int n = 0, i_ = 0, s_ = 0;
+    for (int i = 0; i < SB_SLOTS; i++) {
+        const child *k = &m->kids[i];
+        if (k->pid == 0 || k->retiring || k->generation != gen)
+            continue;
+        n++;
+        int st = __atomic_load_n(&m->sb->slots[i].state, __ATOMIC_RELAXED);
+        if (st == SB_STARTING)
+            s_++;
+        else if (child_idle(m->sb, i))
+            i_++;
+    }
+    if (idle)
+        *idle = i_;
+    if (starting)
+        *starting = s_;
+    return n;
+}
+
+static int alive_children(const master *m)
+{
+    int n = 0;
+    for (int i = 0; i < SB_SLOTS; i++)
+        if (m->kids[i].pid != 0)
+            n++;
+    return n;
+}
+
+/* ---- spawning ---------------------------------------------------------------------------- */
+
+static int free_slot(const master *m)
+{
+    for (int i = 0; i < SB_SLOTS; i++)
+        if (m->kids[i].pid == 0 && m->sb->slots[i].state == SB_FREE)
+            return i;
+    return -1;
+}
+
+static int next_index(const master *m, unsigned gen)
+{
+    /* The lowest worker number not used by a live worker of this generation. */
+    for (int idx = 0;; idx++) {
+        bool used = false;
+        for (int i = 0; i < SB_SLOTS && !used; i++)
+            used = m->kids[i].pid != 0 && m->kids[i].generation == gen && m->kids[i].index == idx;
+        if (!used)
+            return idx;
+    }
+}
+
+static int spawn(master *m, tn_config *cfg, const tn_listener *lis)
+{
+    int slot = free_slot(m);
+    if (slot < 0) {
+        log_error("no free scoreboard slot: cannot start a worker");
+        return -1;
+    }
+    unsigned gen = cfg->generation;
+    int index = next_index(m, gen);
+    sb_slot *s = sb_slot_at(m->sb, slot);
+    memset(s, 0, sizeof(*s));
+    s->generation = gen;
+    s->index = (uint32_t)index;
+    s->started_ns = clock_mono_ns();
+    sb_set_state(m->sb, s, SB_STARTING);
+
+    worker_args a = {.cfg = cfg, .sb = m->sb, .lis = lis, .slot = slot, .index = index,
+                     .generation = gen, .master_pid = getpid(),
+                     .close_fds = {m->sigfd, -1, -1, -1}};
+    /* The other listeners are not this worker's to accept on. */
+    const tn_listener *others[] = {&m->lis, &m->pending_lis, &m->old_lis};
+    int k = 1;
+    for (size_t i = 0; i < TN_ARRAY_LEN(others); i++)
+        if (others[i] != lis && others[i]->fd >= 0 && others[i]->fd != lis->fd)
+            a.close_fds[k++] = others[i]->fd;
+
+    sigset_t old;
+    signals_block_all(&old);   /* the child must not run the master's handlers */
+    pid_t pid = fork();
+    if (pid == 0)
+        worker_main(&a);       /* never returns */
+    signals_restore(&old);
+    if (pid < 0) {
+        log_error("fork: %m");
+        sb_slot_free(m->sb, s);
+        return -1;
+    }
+    s->pid = pid;
+    child *c = &m->kids[slot];
+    memset(c, 0, sizeof(*c));
+    c->pid = pid;
+    c->generation = gen;
+    c->index = index;
+    c->spawned_ms = clock_mono_ms();
+    log_debug("started worker %d (generation %u, #%d)", (int)pid, gen, index);
+    return slot;
+}
+
+static void retire(master *m, int slot, int signo, int64_t deadline_ms)
+{
+    child *c = &m->kids[slot];
+    if (c->pid == 0)
+        return;
+    c->retiring = true;
+    if (deadline_ms && (c->kill_at_ms == 0 || deadline_ms < c->kill_at_ms))
+        c->kill_at_ms = deadline_ms;
+    kill(c->pid, signo);
+}
+
+/* ---- crashes and reaping ----------------------------------------------------------------- */
+
+static int crashes_in_window(const master *m, int64_t now)
+{
+    int n = 0;
+    for (size_t i = 0; i < TN_ARRAY_LEN(m->crash_ring); i++)
+        if (m->crash_ring[i] && now - m->crash_ring[i] <= m->cfg->crash_window_ms)
+            n++;
+    return n;
+}
+
+static void note_crash(master *m, int64_t now)
+{
+    m->crash_ring[m->crash_pos] = now;
+    m->crash_pos = (m->crash_pos + 1) % (int)TN_ARRAY_LEN(m->crash_ring);
+    m->consecutive_crashes++;
+    sb_inc(&m->sb->pool.crashes);
+    int64_t delay = 50LL << (m->consecutive_crashes > 16 ? 16 : m->consecutive_crashes - 1);
+    int in_window = crashes_in_window(m, now);
+    bool braking = in_window >= m->cfg->crash_limit;
+    if (braking) {
+        delay = 1000LL << (m->consecutive_crashes > 16 ? 16 : m->consecutive_crashes / 4);
+        if (!__atomic_load_n(&m->sb->pool.brake, __ATOMIC_RELAXED))
+            log_error("crash storm: %d workers crashed within %lld ms; respawn brake engaged "
+                      "(respawning at most every %lld ms)", in_window,
+                      (long long)m->cfg->crash_window_ms, (long long)m->cfg->respawn_backoff_max_ms);
+        __atomic_store_n(&m->sb->pool.brake, 1, __ATOMIC_RELAXED);
+    }
+    if (delay > m->cfg->respawn_backoff_max_ms)
+        delay = m->cfg->respawn_backoff_max_ms;
+    m->next_spawn_ms = now + delay;
+}
+
+static void update_brake(master *m, int64_t now)
+{
+    if (__atomic_load_n(&m->sb->pool.brake, __ATOMIC_RELAXED) && crashes_in_window(m, now) == 0) {
+        __atomic_store_n(&m->sb->pool.brake, 0, __ATOMIC_RELAXED);
+        m->consecutive_crashes = 0;
+        log_info("respawn brake released: no crash within pm.crash_window");
+    }
+}
+
+static void describe_request(const sb_slot *s, char *out, size_t n, int64_t now_ns)
+{
+    if (s->req_start_ns == 0 || s->method[0] == '\0') {
+        snprintf(out, n, "between requests");
+        return;
+    }
+    snprintf(out, n, "%s %s (req=%s%s%s, %lld ms)", s->method, s->uri, s->req_id,
+             s->tenant[0] ? ", tenant=" : "", s->tenant,
+             (long long)((now_ns - s->req_start_ns) / 1000000));
+}
+
+static void reap(master *m)
+{
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        int slot = -1;
+        for (int i = 0; i < SB_SLOTS; i++)
+            if (m->kids[i].pid == pid)
+                slot = i;
+        if (slot < 0)
+            continue;
+        child *c = &m->kids[slot];
+        sb_slot *s = sb_slot_at(m->sb, slot);
+        sb_slot snap;
+        sb_slot_read(s, &snap);
+        int64_t now = clock_mono_ms();
+        char what[400];
+        describe_request(&snap, what, sizeof(what), clock_mono_ns());
+        bool was_ready = snap.ready;
+        unsigned gen = c->generation;
+        bool crash = false;
+
+        if (WIFEXITED(status)) {
+            int code = WEXITSTATUS(status);
+            if (code == WORKER_EXIT_OK) {
+                log_debug("worker %d exited", (int)pid);
+                if (was_ready && m->consecutive_crashes > 0 && snap.requests > 0)
+                    m->consecutive_crashes = 0;
+            } else if (code == WORKER_EXIT_TIMEOUT) {
+                sb_inc(&m->sb->pool.timeouts);
+                log_error("request timed out after request_timeout (%lld ms): %s; worker %d "
+                          "answered 504 and exited", (long long)m->cfg->request_timeout_ms, what,
+                          (int)pid);
+            } else if (code == WORKER_EXIT_INIT) {
+                log_error("worker %d (generation %u) could not start the app", (int)pid, gen);
+                crash = true;
+            } else {
+                log_error("worker %d exited with status %d while %s", (int)pid, code, what);
+                crash = true;
+            }
+        } else if (WIFSIGNALED(status)) {
+            int sig = WTERMSIG(status);
+            if (c->killed_timeout) {
+                sb_inc(&m->sb->pool.timeouts);
+                log_error("request timed out: %s; worker %d killed", what, (int)pid);
+            } else if (c->retiring && sig == SIGKILL) {
+                log_warn("worker %d did not exit in time and was killed while %s", (int)pid, what);
+            } else {
+                log_error("worker %d died from signal %d (%s)%s while %s", (int)pid, sig,
+                          strsignal(sig), WCOREDUMP(status) ? ", core dumped" : "", what);
+                crash = true;
+            }
+        }
+        bool startup_failure = !was_ready;
+        bool was_retiring = c->retiring;
+        memset(c, 0, sizeof(*c));
+        sb_slot_free(m->sb, s);
+
+        if (m->state == M_STARTING && startup_failure && crash) {
+            log_error("the first workers cannot start; stopping");
+            m->exit_code = 1;
+            m->state = M_STOPPING;
+            m->fast_stop = true;
+            m->stop_deadline = now;
+            for (int i = 0; i < SB_SLOTS; i++)
+                if (m->kids[i].pid)
+                    retire(m, i, SIGKILL, now);
+            continue;
+        }
+        if (m->state == M_RELOADING && m->pending && gen == m->pending->generation &&
+            startup_failure) {
+            m->reload_deadline = 0;   /* the reload fails: handled in maintain() */
+            continue;
+        }
+        if (crash && m->state != M_STOPPING)
+            note_crash(m, now);
+        if (gen == m->cfg->generation && !was_retiring && m->state != M_STOPPING)
+            sb_inc(&m->sb->pool.respawns);
+    }
+}
+
+/* ---- timeouts and slow requests ---------------------------------------------------------- */
+
+static void watch_requests(master *m, int64_t now_ms)
+{
+    int64_t now_ns = clock_mono_ns();
+    const tn_config *cfg = m->cfg;
+    for (int i = 0; i < SB_SLOTS; i++) {
+        child *c = &m->kids[i];
+        if (c->pid == 0)
+            continue;
+        if (c->kill_at_ms && now_ms >= c->kill_at_ms) {
+            kill(c->pid, SIGKILL);
+            c->kill_at_ms = 0;
+            continue;
+        }
+        if (!child_busy(m->sb, i))
+            continue;
+        sb_slot *s = sb_slot_at(m->sb, i);
+        int64_t start = __atomic_load_n(&s->req_start_ns, __ATOMIC_ACQUIRE);
+        if (start == 0)
+            continue;
+        int64_t ran_ms = (now_ns - start) / 1000000;
+        if (cfg->slow_request_ms > 0 && ran_ms >= cfg->slow_request_ms &&
+            s->slow_logged_seq != (uint32_t)s->req_seq) {
+            s->slow_logged_seq = (uint32_t)s->req_seq;
+            sb_inc(&m->sb->pool.slow);
+            sb_slot snap;
+            sb_slot_read(s, &snap);
+            char what[400];
+            describe_request(&snap, what, sizeof(what), now_ns);
+            log_warn("slow request (over slow_request, %lld ms): %s in worker %d, state %s",
+                     (long long)cfg->slow_request_ms, what, (int)c->pid, sb_state_name(snap.state));
+        }
+        /* Backstop: the worker's own alarm should have fired at request_timeout. */
+        if (cfg->request_timeout_ms > 0 && ran_ms >= cfg->request_timeout_ms + 2000 &&
+            !c->killed_timeout) {
+            c->killed_timeout = true;
+            kill(c->pid, SIGKILL);
+        }
+    }
+}
+
+/* ---- the process manager ----------------------------------------------------------------- */
+
+static bool may_spawn(master *m, int64_t now) { return now >= m->next_spawn_ms; }
+
+static void manage_pool(master *m, int64_t now)
+{
+    tn_config *cfg = m->cfg;
+    int idle = 0, starting = 0;
+    int total = count_gen(m, cfg->generation, &idle, &starting);
+
+    switch (cfg->pm) {
+    case PM_STATIC:
+        while (total < cfg->max_children && may_spawn(m, now)) {
+            if (spawn(m, cfg, &m->lis) < 0)
+                break;
+            total++;
+            if (m->consecutive_crashes)
+                break;   /* one at a time while backing off */
+        }
+        break;
+    case PM_DYNAMIC: {
+        if (idle + starting < cfg->min_spare) {
+            if (total >= cfg->max_children) {
+                sb_inc(&m->sb->pool.max_children_reached);
+                if (now - m->last_full_warn > 10000) {
+                    m->last_full_warn = now;
+                    log_warn("all %d workers busy (pm.max_children reached)", total);
+                }
+                break;
+            }
+            /* Spawn in doubling batches, at most pm.max_spawn_rate per second. */
+            if (now - m->last_spawn_tick >= 1000)
+                m->spawn_batch = 1;
+            int want = cfg->min_spare - idle - starting;
+            if (want > m->spawn_batch)
+                want = m->spawn_batch;
+            if (want > cfg->max_children - total)
+                want = cfg->max_children - total;
+            for (int i = 0; i < want && may_spawn(m, now); i++)
+                if (spawn(m, cfg, &m->lis) < 0 || m->consecutive_crashes)
+                    break;
+            m->spawn_batch = m->spawn_batch * 2 > cfg->max_spawn_rate ? cfg->max_spawn_rate
+                                                                      : m->spawn_batch * 2;
+            m->last_spawn_tick = now;
+        } else if (idle > cfg->max_spare) {
+            /* Retire the idle worker that has served longest. */
+            int best = -1;
+            for (int i = 0; i < SB_SLOTS; i++) {
+                child *c = &m->kids[i];
+                if (c->pid && !c->retiring && c->generation == cfg->generation &&
+                    child_idle(m->sb, i) && (best < 0 || c->spawned_ms < m->kids[best].spawned_ms))
+                    best = i;
+            }
+            if (best >= 0)
+                retire(m, best, SIGQUIT, now + cfg->stop_timeout_ms);
+        }
+        break;
+    }
+    case PM_ONDEMAND:
+        break;   /* driven by the listen socket in the loop */
+    }
+}
+
+/* ---- reload ------------------------------------------------------------------------------ */
+
+static int initial_workers(const tn_config *cfg)
+{
+    switch (cfg->pm) {
+    case PM_STATIC: return cfg->max_children;
+    case PM_DYNAMIC: return cfg->start > 0 ? cfg->start : 1;
+    default: return 1;   /* ondemand: one worker proves the app loads, then idles out */
+    }
+}
+
+static void start_reload(master *m)
+{
+    if (m->state == M_RELOADING || m->state == M_STARTING) {
+        m->reload_queued = true;
+        return;
+    }
+    if (m->state == M_STOPPING)
+        return;
+    conf_error err;
+    tn_config *n = config_load(m->config_path, &err);
+    if (n == NULL) {
+        char msg[1024];
+        conf_error_format(&err, msg, sizeof(msg));
+        log_error("reload refused: %s; still running generation %u", msg, m->cfg->generation);
+        sb_inc(&m->sb->pool.reload_failures);
+        return;
+    }
+    for (const conf_opt *o = tn_config_table; o->key; o++) {
+        if (!(o->flags & CONF_RESTART))
+            continue;
+        char a[512], b[512];
+        conf_format(o, m->cfg, a, sizeof(a));
+        conf_format(o, n, b, sizeof(b));
+        if (strcmp(a, b) != 0)
+            log_warn("reload: %s changed, which takes effect only after a restart", o->key);
+    }
+    if (!listen_same(&m->lis, n)) {
+        char e[512];
+        if (listen_open(n, &m->pending_lis, e, sizeof(e)) != TN_OK) {
+            log_error("reload refused: %s; still running generation %u", e, m->cfg->generation);
+            sb_inc(&m->sb->pool.reload_failures);
+            config_free(n);
+            return;
+        }
+    }
+    n->generation = ++m->next_generation;
+    m->pending = n;
+    m->state = M_RELOADING;
+    m->reload_deadline = clock_mono_ms() + n->stop_timeout_ms;
+    sd_notifyf("RELOADING=1\nMONOTONIC_USEC=%lld", (long long)(clock_mono_ns() / 1000));
+    log_info("reloading: starting generation %u beside generation %u", n->generation,
+             m->cfg->generation);
+    const tn_listener *lis = m->pending_lis.fd >= 0 ? &m->pending_lis : &m->lis;
+    for (int i = initial_workers(n); i > 0; i--)
+        if (spawn(m, n, lis) < 0)
+            m->reload_deadline = 0;
+}
+
+static void finish_reload(master *m, int64_t now)
+{
+    tn_config *n = m->pending;
+    int starting = 0;
+    int total = count_gen(m, n->generation, NULL, &starting);
+    bool failed = m->reload_deadline == 0 || now >= m->reload_deadline ||
+                  total < initial_workers(n);
+    if (!failed && starting > 0)
+        return;   /* still loading the app */
+    if (failed) {
+        for (int i = 0; i < SB_SLOTS; i++)
+            if (m->kids[i].pid && m->kids[i].generation == n->generation)
+                retire(m, i, SIGKILL, now);
+        if (m->pending_lis.fd >= 0)
+            listen_close(&m->pending_lis, true);
+        log_error("reload rolled back: generation %u did not start (see the errors above); "
+                  "still running generation %u", n->generation, m->cfg->generation);
+        sb_inc(&m->sb->pool.reload_failures);
+        config_free(n);
+        m->pending = NULL;
+        m->state = M_RUNNING;
+        sd_notifyf("READY=1\nSTATUS=reload failed; running generation %u", m->cfg->generation);
+        return;
+    }
+    /* Commit: the new generation serves; the old one finishes its requests and leaves. */
+    tn_config *old = m->cfg;
+    int64_t grace = (old->request_timeout_ms > 0 ? old->request_timeout_ms : old->stop_timeout_ms) +
+                    old->stop_timeout_ms;
+    for (int i = 0; i < SB_SLOTS; i++)
+        if (m->kids[i].pid && m->kids[i].generation == old->generation && !m->kids[i].retiring)
+            retire(m, i, SIGQUIT, now + grace);
+    if (m->pending_lis.fd >= 0) {
+        if (m->old_lis.fd >= 0)
+            listen_close(&m->old_lis, true);
+        m->old_lis = m->lis;
+        m->lis = m->pending_lis;
+        m->pending_lis.fd = -1;
+    }
+    m->cfg = n;
+    m->pending = NULL;
+    m->state = M_RUNNING;
+    config_free(old);   /* workers of the old generation have their own copy */
+    log_set_level(n->log_level);
+    m->sb->pool.generation = n->generation;
+    m->sb->pool.max_children = n->max_children;
+    m->sb->pool.pm = n->pm;
+    sb_inc(&m->sb->pool.reloads);
+    log_info("reloaded: generation %u serves (pm %s, %d workers)", n->generation,
+             config_pm_name(n->pm), total);
+    sd_notifyf("READY=1\nSTATUS=generation %u", n->generation);
+    if (m->reload_queued) {
+        m->reload_queued = false;
+        start_reload(m);
+    }
+}
+
+/* ---- stopping ----------------------------------------------------------------------------- */
+
+static void begin_stop(master *m, bool fast)
+{
+    int64_t now = clock_mono_ms();
+    if (m->state == M_STOPPING) {
+        if (fast && m->fast_stop) {
+            log_warn("second stop signal: killing the workers now");
+            for (int i = 0; i < SB_SLOTS; i++)
+                if (m->kids[i].pid)
+                    kill(m->kids[i].pid, SIGKILL);
+        }
+        m->fast_stop = m->fast_stop || fast;
+        return;
+    }
+    m->state = M_STOPPING;
+    m->fast_stop = fast;
+    const tn_config *cfg = m->cfg;
+    int64_t deadline = fast ? cfg->stop_timeout_ms
+                            : (cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : 3600000) + 1000;
+    log_info("stopping (%s): waiting up to %lld ms for %d workers", fast ? "SIGTERM" : "graceful",
+             (long long)deadline, alive_children(m));
+    sd_notifyf("STOPPING=1");
+    for (int i = 0; i < SB_SLOTS; i++)
+        if (m->kids[i].pid)
+            retire(m, i, fast ? SIGTERM : SIGQUIT, now + deadline);
+}
+
+/* ---- the loop ------------------------------------------------------------------------------ */
+
+static void handle_signal(master *m, int sig)
+{
+    switch (sig) {
+    case SIGCHLD: break;   /* reap() runs every turn */
+    case SIGHUP:
+    case SIGUSR2: start_reload(m); break;
+    case SIGQUIT: begin_stop(m, false); break;
+    case SIGTERM:
+    case SIGINT: begin_stop(m, true); break;
+    case SIGUSR1:
+        log_reopen();
+        __atomic_add_fetch(&m->sb->pool.log_generation, 1, __ATOMIC_RELAXED);
+        log_info("logs reopened");
+        break;
+    default: break;
+    }
+}
+
+static bool want_listen_poll(master *m, int64_t now)
+{
+    if (m->cfg->pm != PM_ONDEMAND || m->state == M_STOPPING || m->state == M_STARTING)
+        return false;
+    if (m->ondemand_slot >= 0) {
+        /* Wait for the child we started to take the connection (or give it 500 ms). */
+        bool took = __atomic_load_n(&m->sb->pool.accepted, __ATOMIC_RELAXED) > m->ondemand_accepted;
+        if (!took && m->kids[m->ondemand_slot].pid != 0 && now - m->ondemand_since < 500)
+            return false;
+        m->ondemand_slot = -1;
+    }
+    int idle = 0, starting = 0;
+    int total = count_gen(m, m->cfg->generation, &idle, &starting);
+    return idle == 0 && starting == 0 && total < m->cfg->max_children && may_spawn(m, now);
+}
+
+static void write_pid_file(const tn_config *cfg)
+{
+    if (cfg->pid_file == NULL)
+        return;
+    FILE *f = fopen(cfg->pid_file, "we");
+    if (f == NULL) {
+        log_warn("cannot write pid_file %s: %m", cfg->pid_file);
+        return;
+    }
+    fprintf(f, "%ld\n", (long)getpid());
+    fclose(f);
+}
+
+int master_run(tn_config *cfg, const char *config_path)
+{
+    static master mm;
+    master *m = &mm;
+    memset(m, 0, sizeof(*m));
+    m->cfg = cfg;
+    m->config_path = config_path;
+    m->lis.fd = m->pending_lis.fd = m->old_lis.fd = -1;
+    m->ondemand_slot = -1;
+    m->state = M_STARTING;
+    cfg->generation = m->next_generation = 1;
+
+    char err[512];
+    if (listen_open(cfg, &m->lis, err, sizeof(err)) != TN_OK) {
+        log_error("%s", err);
+        config_free(cfg);
+        return 1;
+    }
+    m->sb = sb_create();
+    m->sigfd = signals_init_master();
+    if (m->sb == NULL || m->sigfd < 0) {
+        log_error("cannot set up the scoreboard or signals: %m");
+        listen_close(&m->lis, true);
+        config_free(cfg);
+        return 1;
+    }
+    m->sb->pool.start_wall_us = clock_wall_us();
+    m->sb->pool.generation = cfg->generation;
+    m->sb->pool.max_children = cfg->max_children;
+    m->sb->pool.pm = cfg->pm;
+    write_pid_file(cfg);
+    log_info("starting: pm %s, max %d workers, listening on %s, app %s", config_pm_name(cfg->pm),
+             cfg->max_children, cfg->listen, cfg->app);
+
+    for (int i = initial_workers(cfg); i > 0; i--)
+        spawn(m, cfg, &m->lis);
+
+    int64_t last_status = 0;
+    for (;;) {
+        int64_t now = clock_mono_ms();
+        struct pollfd pfd[2] = {{.fd = m->sigfd, .events = POLLIN}, {.fd = -1}};
+        int nfds = 1;
+        bool lis_polled = want_listen_poll(m, now);
+        if (lis_polled) {
+            pfd[1].fd = m->lis.fd;
+            pfd[1].events = POLLIN;
+            nfds = 2;
+        }
+        /* Tick fast while something is in motion, slowly otherwise. */
+        bool moving = m->state != M_RUNNING || m->consecutive_crashes || m->cfg->slow_request_ms;
+        int timeout = moving ? 50 : 200;
+        int n = poll(pfd, (nfds_t)nfds, timeout);
+        if (n < 0 && errno != EINTR) {
+            log_error("poll: %m");
+            break;
+        }
+        int sig;
+        while ((sig = signals_next()) != 0)
+            handle_signal(m, sig);
+        reap(m);
+        now = clock_mono_ms();
+        update_brake(m, now);
+        watch_requests(m, now);
+
+        if (m->state == M_STARTING) {
+            int starting = 0;
+            int total = count_gen(m, m->cfg->generation, NULL, &starting);
+            if (starting == 0 && total > 0) {
+                m->state = M_RUNNING;
+                log_info("ready: generation %u, %d workers, listening on %s", m->cfg->generation,
+                         total, m->cfg->listen);
+                sd_notifyf("READY=1\nSTATUS=generation %u, %d workers", m->cfg->generation, total);
+                if (m->reload_queued) {
+                    m->reload_queued = false;
+                    start_reload(m);
+                }
+            }
+        }
+        if (m->state == M_RELOADING)
+            finish_reload(m, now);
+        if (m->state == M_RUNNING || m->state == M_RELOADING) {
+            manage_pool(m, now);
+            if (lis_polled && n > 0 && (pfd[1].revents & POLLIN)) {
+                int slot = spawn(m, m->cfg, &m->lis);
+                if (slot >= 0) {
+                    m->ondemand_slot = slot;
+                    m->ondemand_accepted = __atomic_load_n(&m->sb->pool.accepted, __ATOMIC_RELAXED);
+                    m->ondemand_since = now;
+                }
+            }
+        }
+        if (m->old_lis.fd >= 0) {
+            bool old_left = false;
+            for (int i = 0; i < SB_SLOTS && !old_left; i++)
+                old_left = m->kids[i].pid && m->kids[i].generation != m->cfg->generation;
+            if (!old_left)
+                listen_close(&m->old_lis, true);
+        }
+        if (m->state == M_STOPPING && alive_children(m) == 0)
+            break;
+        if (now - last_status >= 10000 && m->state == M_RUNNING) {
+            sb_counts c;
+            status_count(m->sb, &c);
+            sd_notifyf("STATUS=generation %u: %u workers (%u active, %u idle), %llu requests",
+                       m->cfg->generation, c.total, c.active, c.idle,
+                       (unsigned long long)sb_get(&m->sb->pool.requests));
+            last_status = now;
+        }
+    }
+    int code = m->state == M_STOPPING ? m->exit_code : 1;
+    listen_close(&m->lis, true);
+    if (m->old_lis.fd >= 0)
+        listen_close(&m->old_lis, true);
+    if (m->pending_lis.fd >= 0)
+        listen_close(&m->pending_lis, true);
+    if (m->cfg->pid_file != NULL)
+        unlink(m->cfg->pid_file);
+    log_info("stopped");
+    config_free(m->pending);
+    config_free(m->cfg);
+    sb_destroy(m->sb);
+    return code;
+}

@@ -1,0 +1,64 @@
+/*
+ * proto.h — what the host reads of the FastCGI stream before libfcgi does, and the few
+ * records it writes itself.
+ *
+ * libfcgi 2.4.2 (as Debian ships it) answers FCGI_GET_VALUES only when another record
+ * follows, drops unknown roles without FCGI_UNKNOWN_ROLE, and aborts the whole process when
+ * a PARAMS record declares a name and value whose lengths overflow an int. So each worker
+ * first peeks at the start of a request (MSG_PEEK, nothing consumed) and runs this pure
+ * checker over the bytes: management records are answered here, bad roles refused per the
+ * spec, and declared lengths over `max_params` refused before any allocation. Only a stream
+ * that passes is handed to libfcgi. The checker never reads past n and keeps no state
+ * between calls; it is fuzzed (tests/fuzz/fuzz_proto.c).
+ */
+#ifndef TN_FCGI_PROTO_H
+#define TN_FCGI_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+    FCGI_T_BEGIN = 1, FCGI_T_ABORT = 2, FCGI_T_END = 3, FCGI_T_PARAMS = 4, FCGI_T_STDIN = 5,
+    FCGI_T_STDOUT = 6, FCGI_T_STDERR = 7, FCGI_T_DATA = 8, FCGI_T_GET_VALUES = 9,
+    FCGI_T_GET_VALUES_RESULT = 10, FCGI_T_UNKNOWN_TYPE = 11
+};
+enum { FCGI_REQUEST_COMPLETE = 0, FCGI_CANT_MPX_CONN = 1, FCGI_OVERLOADED = 2,
+       FCGI_UNKNOWN_ROLE = 3 };
+
+typedef enum fp_verdict {
+    FP_NEED_MORE,   /* not enough bytes to decide: wait for more */
+    FP_READY,       /* hand the connection to libfcgi */
+    FP_MGMT,        /* a management record (request id 0) to answer and consume */
+    FP_BAD_ROLE,    /* BEGIN_REQUEST with a role we do not play: answer FCGI_UNKNOWN_ROLE */
+    FP_MALFORMED    /* refuse: close the connection */
+} fp_verdict;
+
+typedef struct fp_result {
+    fp_verdict verdict;
+    size_t consume;          /* FP_MGMT/FP_BAD_ROLE: bytes of the record(s) to read off */
+    unsigned req_id;         /* FP_READY/FP_BAD_ROLE: the request id */
+    unsigned role;
+    bool keep_conn;
+    unsigned char mgmt_type; /* FP_MGMT */
+    size_t mgmt_off, mgmt_len; /* FP_MGMT: the record's content within the input */
+    const char *why;         /* FP_MALFORMED: a short reason for the log */
+} fp_result;
+
+/* Inspect the first n bytes of a connection's pending input. `full` says that n is all the
+ * peek buffer could hold (so NEED_MORE becomes READY: the rest is libfcgi's to read). */
+fp_verdict fcgi_precheck(const unsigned char *p, size_t n, size_t max_params, bool full,
+                         fp_result *res);
+
+/* Record builders; each returns the bytes written, or 0 when cap is too small. */
+size_t fcgi_end_request(unsigned char *out, size_t cap, unsigned req_id, uint32_t app_status,
+                        unsigned char proto_status);
+size_t fcgi_unknown_type(unsigned char *out, size_t cap, unsigned char type);
+/* Answer a GET_VALUES content with the variables we know (others are omitted, per spec). */
+size_t fcgi_get_values_result(unsigned char *out, size_t cap, const unsigned char *content,
+                              size_t len, unsigned max_conns, unsigned max_reqs);
+/* A whole response: STDOUT with `text` (headers and body), empty STDOUT, END_REQUEST. */
+size_t fcgi_simple_response(unsigned char *out, size_t cap, unsigned req_id, const char *text,
+                            size_t text_len);
+
+#endif

@@ -1,0 +1,412 @@
+/*
+ * request.c — the app API over libfcgi (see request.h and include/tenancy.h).
+ * Must not: use FCGX_FPrintF (libfcgi's printf has no %zu and silently stops, see
+ * research), keep anything across requests, or log without the request's context.
+ */
+#include "core/first.h"
+#include "fcgi/request.h"
+#include "core/kv.h"
+#include "core/log.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FLUSH_AT 65536
+
+const char *http_reason(int status)
+{
+    switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 303: return "See Other";
+    case 304: return "Not Modified";
+    case 307: return "Temporary Redirect";
+    case 308: return "Permanent Redirect";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
+    case 410: return "Gone";
+    case 411: return "Length Required";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 415: return "Unsupported Media Type";
+    case 422: return "Unprocessable Content";
+    case 429: return "Too Many Requests";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: return status < 300 ? "OK" : status < 400 ? "Redirect" : status < 500 ? "Client Error"
+                                                                                 : "Server Error";
+    }
+}
+
+/* Lower-case host without port; "" when absent. Bracketed IPv6 literals keep brackets. */
+static const char *normalise_host(arena *a, const char *h)
+{
+    if (h == NULL || *h == '\0')
+        return "";
+    size_t n = strlen(h);
+    const char *end = h + n;
+    if (h[0] == '[') {
+        const char *close = strchr(h, ']');
+        if (close != NULL)
+            end = close + 1;
+    } else {
+        const char *colon = strchr(h, ':');
+        if (colon != NULL)
+            end = colon;
+    }
+    if (end > h && end[-1] == '.')
+        end--;   /* "acme.example.com." is the same name */
+    char *out = arena_strndup(a, h, (size_t)(end - h));
+    if (out == NULL)
+        return "";
+    for (char *p = out; *p; p++)
+        *p = (char)tolower((unsigned char)*p);
+    return out;
+}
+
+void request_init(tn_request *r, FCGX_Request *fx, arena *a, buf *headers, buf *out,
+                  int64_t max_body, const char *req_id, int64_t start_ns)
+{
+    memset(r, 0, sizeof(*r));
+    r->fx = fx;
+    r->arena = a;
+    r->headers = headers;
+    r->out = out;
+    buf_reset(headers);
+    buf_reset(out);
+    r->max_body = max_body;
+    r->start_ns = start_ns;
+    r->status = 200;
+    snprintf(r->req_id, sizeof(r->req_id), "%s", req_id);
+
+    /* Copies: the access log line is written after libfcgi has freed its params. */
+    const char *m = FCGX_GetParam("REQUEST_METHOD", fx->envp);
+    r->method = arena_strdup(a, m ? m : "GET");
+    if (r->method == NULL)
+        r->method = "GET";
+    const char *uri = FCGX_GetParam("REQUEST_URI", fx->envp);
+    const char *q = FCGX_GetParam("QUERY_STRING", fx->envp);
+    if (uri == NULL)
+        uri = FCGX_GetParam("DOCUMENT_URI", fx->envp);
+    if (uri == NULL)
+        uri = FCGX_GetParam("SCRIPT_NAME", fx->envp);
+    if (uri == NULL || uri[0] == '\0')
+        uri = "/";
+    r->uri = uri;
+    const char *qm = strchr(uri, '?');
+    if (qm != NULL) {
+        r->path = arena_strndup(a, uri, (size_t)(qm - uri));
+        if (r->path == NULL)
+            r->path = "/";
+        r->query = q ? q : qm + 1;
+    } else {
+        r->path = arena_strdup(a, uri);
+        if (r->path == NULL)
+            r->path = "/";
+        r->query = q ? q : "";
+    }
+    const char *h = FCGX_GetParam("HTTP_HOST", fx->envp);
+    if (h == NULL || *h == '\0')
+        h = FCGX_GetParam("SERVER_NAME", fx->envp);
+    r->host = normalise_host(a, h);
+}
+
+/* ---- the app API: request side ---------------------------------------------------------- */
+
+const char *tn_method(const tn_request *r) { return r->method; }
+const char *tn_path(const tn_request *r) { return r->path; }
+const char *tn_query(const tn_request *r) { return r->query; }
+const char *tn_host(const tn_request *r) { return r->host; }
+const char *tn_request_id(const tn_request *r) { return r->req_id; }
+
+const char *tn_param(const tn_request *r, const char *name)
+{
+    return FCGX_GetParam(name, r->fx->envp);
+}
+
+const char *tn_header(const tn_request *r, const char *name)
+{
+    /* Content-Type and Content-Length travel without the HTTP_ prefix. */
+    char key[128];
+    size_t n = strlen(name);
+    if (n + 6 > sizeof(key))
+        return NULL;
+    bool bare = strcasecmp(name, "content-type") == 0 || strcasecmp(name, "content-length") == 0;
+    size_t o = 0;
+    if (!bare) {
+        memcpy(key, "HTTP_", 5);
+        o = 5;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        key[o++] = c == '-' ? '_' : (char)toupper((unsigned char)c);
+    }
+    key[o] = '\0';
+    return FCGX_GetParam(key, r->fx->envp);
+}
+
+const char *tn_query_arg(tn_request *r, const char *name)
+{
+    return kv_form_get(r->query, strlen(r->query), name, r->arena);
+}
+
+const char *tn_cookie(tn_request *r, const char *name)
+{
+    return kv_cookie_get(tn_header(r, "Cookie"), name, r->arena);
+}
+
+int tn_body(tn_request *r, const char **data, size_t *len)
+{
+    if (r->body_read) {
+        *data = r->body;
+        *len = r->body_len;
+        return r->io_error ? TN_IO : TN_OK;
+    }
+    *data = NULL;
+    *len = 0;
+    const char *cl = FCGX_GetParam("CONTENT_LENGTH", r->fx->envp);
+    long long declared = cl && *cl ? atoll(cl) : 0;
+    if (declared < 0)
+        return TN_INVALID;
+    if (declared > r->max_body)
+        return TN_TOOBIG;
+    r->body_read = true;
+    size_t cap = (size_t)declared;
+    char *p = arena_alloc(r->arena, cap + 1);
+    if (p == NULL)
+        return TN_NOMEM;
+    size_t got = 0;
+    while (got < cap) {
+        int n = FCGX_GetStr(p + got, (int)(cap - got > 65536 ? 65536 : cap - got), r->fx->in);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    p[got] = '\0';
+    if (got < cap || FCGX_GetError(r->fx->in) != 0) {
+        r->io_error = true;
+        return TN_IO;
+    }
+    r->body = p;
+    r->body_len = got;
+    *data = p;
+    *len = got;
+    return TN_OK;
+}
+
+void *tn_alloc(tn_request *r, size_t n) { return arena_alloc(r->arena, n); }
+char *tn_strdup(tn_request *r, const char *s) { return arena_strdup(r->arena, s); }
+
+char *tn_sprintf(tn_request *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = arena_vsprintf(r->arena, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+/* ---- the app API: response side --------------------------------------------------------- */
+
+int tn_set_status(tn_request *r, int status)
+{
+    if (status < 100 || status > 599)
+        return TN_INVALID;
+    if (r->started)
+        return TN_ERR;
+    r->status = status;
+    return TN_OK;
+}
+
+static bool header_text_ok(const char *s, bool is_name)
+{
+    if (*s == '\0' && is_name)
+        return false;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '\r' || c == '\n')
+            return false;
+        if (is_name && (c <= 0x20 || c == ':' || c >= 0x7f))
+            return false;
+    }
+    return true;
+}
+
+int tn_add_header(tn_request *r, const char *name, const char *value)
+{
+    if (!header_text_ok(name, true) || !header_text_ok(value, false))
+        return TN_INVALID;
+    if (r->started)
+        return TN_ERR;
+    if (strcasecmp(name, "Status") == 0 || strcasecmp(name, "Content-Length") == 0)
+        return TN_INVALID;   /* the host owns these */
+    if (strcasecmp(name, "Content-Type") == 0)
+        r->has_content_type = true;
+    buf_puts(r->headers, name);
+    buf_append(r->headers, ": ", 2);
+    buf_puts(r->headers, value);
+    buf_append(r->headers, "\r\n", 2);
+    return r->headers->oom ? TN_NOMEM : TN_OK;
+}
+
+static int put(tn_request *r, const char *p, size_t n)
+{
+    while (n > 0) {
+        int chunk = n > 1 << 30 ? 1 << 30 : (int)n;
+        if (FCGX_PutStr(p, chunk, r->fx->out) != chunk) {
+            r->io_error = true;
+            return TN_IO;
+        }
+        p += chunk;
+        n -= (size_t)chunk;
+    }
+    return TN_OK;
+}
+
+/* Hand the status line, headers and (when `final`) a Content-Length to libfcgi. */
+static int start_response(tn_request *r, bool final)
+{
+    char head[128];
+    int n = snprintf(head, sizeof(head), "Status: %d %s\r\n", r->status, http_reason(r->status));
+    r->started = true;
+    if (put(r, head, (size_t)n) != TN_OK)
+        return TN_IO;
+    if (r->headers->len && put(r, r->headers->p, r->headers->len) != TN_OK)
+        return TN_IO;
+    if (!r->has_content_type && put(r, "Content-Type: text/plain; charset=utf-8\r\n", 41) != TN_OK)
+        return TN_IO;
+    if (final) {
+        n = snprintf(head, sizeof(head), "Content-Length: %zu\r\n", r->out->len);
+        if (put(r, head, (size_t)n) != TN_OK)
+            return TN_IO;
+    }
+    return put(r, "\r\n", 2);
+}
+
+int tn_write(tn_request *r, const void *data, size_t len)
+{
+    if (r->io_error)
+        return TN_IO;
+    r->bytes_out += len;
+    if (!r->started && r->out->len + len <= FLUSH_AT) {
+        buf_append(r->out, data, len);
+        return r->out->oom ? TN_NOMEM : TN_OK;
+    }
+    if (!r->started) {
+        if (start_response(r, false) != TN_OK)
+            return TN_IO;
+        if (r->out->len && put(r, r->out->p, r->out->len) != TN_OK)
+            return TN_IO;
+        buf_reset(r->out);
+    }
+    return put(r, data, len);
+}
+
+int tn_puts(tn_request *r, const char *s) { return tn_write(r, s, strlen(s)); }
+
+int tn_printf(tn_request *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (!r->started) {
+        size_t before = r->out->len;
+        buf_vprintf(r->out, fmt, ap);
+        va_end(ap);
+        if (r->out->oom)
+            return TN_NOMEM;
+        size_t added = r->out->len - before;
+        r->bytes_out += added;
+        if (r->out->len > FLUSH_AT) {
+            /* Went over the buffering limit: start streaming with what we have. */
+            if (start_response(r, false) != TN_OK)
+                return TN_IO;
+            int rc = put(r, r->out->p, r->out->len);
+            buf_reset(r->out);
+            return rc;
+        }
+        return TN_OK;
+    }
+    char *s = arena_vsprintf(r->arena, fmt, ap);
+    va_end(ap);
+    if (s == NULL)
+        return TN_NOMEM;
+    return tn_write(r, s, strlen(s));
+}
+
+int tn_send_error(tn_request *r, int status, const char *message)
+{
+    if (r->started)
+        return TN_ERR;
+    buf_reset(r->headers);
+    buf_reset(r->out);
+    r->has_content_type = false;
+    r->bytes_out = 0;
+    if (tn_set_status(r, status) != TN_OK)
+        r->status = 500;
+    const char *accept = tn_header(r, "Accept");
+    buf *o = r->out;
+    if (accept != NULL && strstr(accept, "application/json") != NULL &&
+        strstr(accept, "text/html") == NULL) {
+        tn_add_header(r, "Content-Type", "application/json");
+        buf_puts(o, "{\"status\":");
+        buf_i64(o, r->status);
+        buf_puts(o, ",\"error\":");
+        buf_json_str(o, message ? message : http_reason(r->status));
+        buf_puts(o, ",\"request_id\":");
+        buf_json_str(o, r->req_id);
+        buf_puts(o, "}\n");
+    } else {
+        tn_add_header(r, "Content-Type", "text/html; charset=utf-8");
+        buf_printf(o, "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>%d %s</title>"
+                      "<style>body{font:16px/1.5 system-ui,sans-serif;margin:4em auto;"
+                      "max-width:36em;color:#222}small{color:#777}</style></head><body><h1>%d %s</h1>",
+                   r->status, http_reason(r->status), r->status, http_reason(r->status));
+        if (message != NULL) {
+            buf_puts(o, "<p>");
+            buf_html(o, message);
+            buf_puts(o, "</p>");
+        }
+        buf_puts(o, "<p><small>request ");
+        buf_html(o, r->req_id);
+        buf_puts(o, "</small></p></body></html>\n");
+    }
+    r->bytes_out = o->len;
+    return o->oom ? TN_NOMEM : TN_OK;
+}
+
+int request_finish(tn_request *r)
+{
+    if (r->io_error)
+        return TN_IO;
+    if (!r->started) {
+        if (start_response(r, true) != TN_OK)
+            return TN_IO;
+        if (r->out->len && put(r, r->out->p, r->out->len) != TN_OK)
+            return TN_IO;
+        buf_reset(r->out);
+    }
+    return TN_OK;
+}
+
+void tn_log(const tn_request *r, int level, const char *fmt, ...)
+{
+    (void)r;   /* the context prefix is already set for the running request */
+    va_list ap;
+    va_start(ap, fmt);
+    log_vmsg(level, fmt, ap);
+    va_end(ap);
+}

@@ -1,0 +1,146 @@
+/*
+ * scoreboard.c — shared-memory worker table (see scoreboard.h).
+ * Must not: block, allocate, or take locks — workers update it on the request path, and a
+ * worker may die (SIGKILL) in the middle of an update, so readers tolerate half-written
+ * slots by retrying on the sequence counter and giving up after a few tries.
+ */
+#include "core/first.h"
+#include "fcgi/scoreboard.h"
+#include "core/clock.h"
+
+#include <string.h>
+#include <sys/mman.h>
+
+#define SB_MAGIC 0x54454e414e435931ull   /* "TENANCY1" */
+
+const double sb_bucket_bounds[SB_NBUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                              0.05,   0.1,   0.25,   0.5,   1.0,  5.0};
+
+scoreboard *sb_create(void)
+{
+    void *p = mmap(NULL, sizeof(scoreboard), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                   -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    scoreboard *sb = p;
+    sb->pool.magic = SB_MAGIC;
+    return sb;
+}
+
+void sb_destroy(scoreboard *sb)
+{
+    if (sb != NULL)
+        munmap(sb, sizeof(*sb));
+}
+
+static const char *const state_names[SB_NSTATES] = {
+    "free", "starting", "idle", "keepalive", "reading", "running", "finishing", "exiting"};
+
+const char *sb_state_name(int st)
+{
+    return st >= 0 && st < SB_NSTATES ? state_names[st] : "unknown";
+}
+
+static bool idle_like(int st) { return st == SB_IDLE || st == SB_KEEPALIVE; }
+static bool busy_like(int st) { return st == SB_READING || st == SB_RUNNING || st == SB_FINISHING; }
+
+void sb_set_state(scoreboard *sb, sb_slot *s, enum sb_state st)
+{
+    int old = __atomic_load_n(&s->state, __ATOMIC_RELAXED);
+    if (old == (int)st)
+        return;
+    __atomic_store_n(&s->state, (uint8_t)st, __ATOMIC_RELEASE);
+    if (idle_like(old) != idle_like(st))
+        __atomic_fetch_add(&sb->pool.idle_workers, idle_like(st) ? 1 : -1, __ATOMIC_RELAXED);
+    if (busy_like(old) != busy_like(st)) {
+        int32_t now = __atomic_add_fetch(&sb->pool.active_workers, busy_like(st) ? 1 : -1,
+                                         __ATOMIC_RELAXED);
+        uint32_t max = __atomic_load_n(&sb->pool.max_active, __ATOMIC_RELAXED);
+        while (now > 0 && (uint32_t)now > max &&
+               !__atomic_compare_exchange_n(&sb->pool.max_active, &max, (uint32_t)now, true,
+                                            __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            ;
+    }
+}
+
+void sb_slot_free(scoreboard *sb, sb_slot *s)
+{
+    sb_set_state(sb, s, SB_FREE);
+    s->pid = 0;
+    s->ready = 0;
+    s->req_start_ns = 0;
+}
+
+static void write_begin(sb_slot *s)
+{
+    __atomic_add_fetch(&s->seq, 1, __ATOMIC_ACQ_REL);
+}
+
+static void write_end(sb_slot *s)
+{
+    __atomic_add_fetch(&s->seq, 1, __ATOMIC_ACQ_REL);
+}
+
+static void copy_text(char *dst, size_t n, const char *src)
+{
+    size_t l = src ? strnlen(src, n - 1) : 0;
+    if (l)
+        memcpy(dst, src, l);
+    dst[l] = '\0';
+}
+
+void sb_request_begin(sb_slot *s, const char *method, const char *uri, const char *req_id)
+{
+    write_begin(s);
+    copy_text(s->method, sizeof(s->method), method);
+    copy_text(s->uri, sizeof(s->uri), uri);
+    copy_text(s->req_id, sizeof(s->req_id), req_id);
+    s->tenant[0] = '\0';
+    s->req_seq++;
+    write_end(s);
+}
+
+void sb_set_tenant(sb_slot *s, const char *tenant)
+{
+    write_begin(s);
+    copy_text(s->tenant, sizeof(s->tenant), tenant);
+    write_end(s);
+}
+
+void sb_request_end(scoreboard *sb, sb_slot *s, int status, int64_t duration_us)
+{
+    s->last_status = status;
+    s->last_duration_us = duration_us;
+    s->requests++;
+    __atomic_store_n(&s->req_start_ns, 0, __ATOMIC_RELEASE);
+    sb_pool *p = &sb->pool;
+    sb_inc(&p->requests);
+    int cls = status / 100;
+    if (cls >= 1 && cls <= 5)
+        sb_inc(&p->status_class[cls]);
+    __atomic_fetch_add(&p->duration_sum_us, (uint64_t)duration_us, __ATOMIC_RELAXED);
+    double secs = (double)duration_us / 1e6;
+    int b = 0;
+    while (b < SB_NBUCKETS && secs > sb_bucket_bounds[b])
+        b++;
+    sb_inc(&p->duration_bucket[b]);
+}
+
+void sb_slot_read(const sb_slot *s, sb_slot *out)
+{
+    for (int tries = 0; tries < 16; tries++) {
+        uint32_t before = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+        if (before & 1)
+            continue;
+        memcpy(out, s, sizeof(*out));
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) == before)
+            return;
+    }
+    /* A writer died mid-update or is very busy: take the copy but keep strings terminated. */
+    memcpy(out, s, sizeof(*out));
+    out->method[sizeof(out->method) - 1] = '\0';
+    out->uri[sizeof(out->uri) - 1] = '\0';
+    out->tenant[sizeof(out->tenant) - 1] = '\0';
+    out->req_id[sizeof(out->req_id) - 1] = '\0';
+}

@@ -1,0 +1,122 @@
+/*
+ * scoreboard.h — the shared-memory table where workers say what they are doing.
+ *
+ * The master maps it once, before the first fork; every worker inherits the mapping. A
+ * worker owns exactly one slot and updates it at each request stage (accepting, reading,
+ * running, finishing, keepalive); the master reads all slots to decide spawning and
+ * timeouts, and any worker reads them to answer the status and metrics endpoints. The pool
+ * counters are atomics; a slot's text fields are written under a per-slot sequence counter so
+ * readers can take a consistent copy without locks (sb_slot_read).
+ *
+ * Capacity is fixed at 2 × TN_MAX_CHILDREN slots, so an old and a new generation fit side
+ * by side during a reload. Untouched pages cost no memory.
+ */
+#ifndef TN_FCGI_SCOREBOARD_H
+#define TN_FCGI_SCOREBOARD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "fcgi/config.h"
+
+#define SB_SLOTS (2 * TN_MAX_CHILDREN)
+
+enum sb_state {
+    SB_FREE = 0,     /* no process */
+    SB_STARTING,     /* forked, loading the app */
+    SB_IDLE,         /* waiting for a connection */
+    SB_KEEPALIVE,    /* idle, holding a kept FastCGI connection */
+    SB_READING,      /* reading params and body */
+    SB_RUNNING,      /* in the chain or the handler */
+    SB_FINISHING,    /* flushing the response, closing */
+    SB_EXITING,      /* leaving (recycle, stop, idle timeout) */
+    SB_NSTATES
+};
+
+/* Histogram buckets (upper bounds, seconds) for request durations. */
+#define SB_NBUCKETS 12
+extern const double sb_bucket_bounds[SB_NBUCKETS];
+
+typedef struct sb_slot {
+    uint32_t seq;            /* odd while the text fields are being written */
+    int32_t pid;
+    uint32_t generation;
+    uint32_t index;          /* worker index within its generation */
+    uint8_t state;
+    uint8_t ready;           /* the app's init succeeded */
+    uint8_t stage;           /* chain stage while SB_RUNNING (tenancy stages) */
+    uint8_t timeout_killed;  /* set by the master before it kills for request_timeout */
+    uint64_t requests;       /* requests served by this process */
+    uint64_t req_seq;        /* increments per request: the master logs slow ones once */
+    int64_t started_ns;      /* process start, monotonic */
+    int64_t req_start_ns;    /* current request start (0 when none) */
+    int64_t last_duration_us;
+    int32_t last_status;
+    uint32_t slow_logged_seq; /* master-only: req_seq already reported slow */
+    char method[8];
+    char uri[200];
+    char tenant[64];
+    char req_id[40];
+} sb_slot;
+
+typedef struct sb_pool {
+    uint64_t magic;
+    int64_t start_wall_us;
+    uint64_t accepted;             /* connections accepted */
+    uint64_t requests;             /* requests served */
+    uint64_t status_class[6];      /* 1xx..5xx by index 1..5 */
+    uint64_t duration_bucket[SB_NBUCKETS + 1];
+    uint64_t duration_sum_us;
+    uint64_t slow;
+    uint64_t timeouts;
+    uint64_t crashes;
+    uint64_t respawns;
+    uint64_t reloads;
+    uint64_t reload_failures;
+    uint64_t rejected_deadline;    /* answered 503: waited past queue_timeout */
+    uint64_t rejected_tenant_limit;
+    uint64_t keepalive_released;   /* kept connections closed to free the worker */
+    uint64_t malformed;            /* FastCGI streams refused before libfcgi saw them */
+    uint64_t get_values;           /* FCGI_GET_VALUES answered */
+    uint64_t max_children_reached;
+    uint32_t max_active;
+    int32_t idle_workers;          /* workers in SB_IDLE or SB_KEEPALIVE now */
+    int32_t active_workers;        /* workers reading, running or finishing now */
+    uint32_t generation;
+    uint32_t brake;                /* respawn brake engaged */
+    uint32_t log_generation;       /* bumped on SIGUSR1: workers reopen their logs */
+    int32_t max_children;
+    int32_t pm;
+} sb_pool;
+
+typedef struct scoreboard {
+    sb_pool pool;
+    sb_slot slots[SB_SLOTS];
+} scoreboard;
+
+/* Map a fresh, zeroed scoreboard (shared with children forked later). NULL on failure. */
+scoreboard *sb_create(void);
+void sb_destroy(scoreboard *sb);
+
+/* The slot at index i; for the owning worker's writes. */
+static inline sb_slot *sb_slot_at(scoreboard *sb, int i) { return &sb->slots[i]; }
+
+/* Worker side: state changes (cheap: relaxed stores) and request begin/end with text. */
+void sb_set_state(scoreboard *sb, sb_slot *s, enum sb_state st);
+/* Master side: forget a reaped worker's slot (keeps the idle count right). */
+void sb_slot_free(scoreboard *sb, sb_slot *s);
+void sb_request_begin(sb_slot *s, const char *method, const char *uri, const char *req_id);
+void sb_set_tenant(sb_slot *s, const char *tenant);
+void sb_request_end(scoreboard *sb, sb_slot *s, int status, int64_t duration_us);
+
+/* Reader side: a consistent copy of a slot. */
+void sb_slot_read(const sb_slot *s, sb_slot *out);
+
+const char *sb_state_name(int st);
+
+/* Atomic counter helpers. */
+static inline void sb_inc(uint64_t *c) { __atomic_fetch_add(c, 1, __ATOMIC_RELAXED); }
+static inline uint64_t sb_get(const uint64_t *c) { return __atomic_load_n(c, __ATOMIC_RELAXED); }
+
+#endif

@@ -1,0 +1,802 @@
+/*
+ * worker.c — the worker process (see worker.h).
+ *
+ * Connection handling. The worker keeps a small table of connections it holds but is not
+ * serving: fresh ones that have not sent a byte yet and FastCGI connections the web server
+ * asked to keep (FCGI_KEEP_CONN). All sit in one epoll set with the listen socket; when one
+ * becomes readable the worker serves exactly one request from it and goes back to epoll.
+ * Deadlines close silent and idle connections; when the table is full the least recently
+ * used kept connection is released; and when other workers are idle, starting a request
+ * releases this worker's other idle kept connections so no request waits behind a busy
+ * worker (nginx retries a request whose cached connection was closed).
+ *
+ * One request. First a peek at the stream (proto.c) answers GET_VALUES, refuses unknown
+ * roles and impossible parameter lengths; then libfcgi reads the params from the
+ * connection we hand it (FCGX_Accept_r with our fd already set and no listen socket, so it
+ * can never block in accept); then the request runs; then the response is flushed and the
+ * connection kept or closed by us, never by libfcgi's 2-second lingering close.
+ *
+ * Timeouts. Reading has deadlines (poll and SO_RCVTIMEO) and costs only the connection. The
+ * handler phase is bounded by SIGALRM: the handler answers 504 when the app wrote nothing
+ * yet and exits with WORKER_EXIT_TIMEOUT; the master logs the request from the scoreboard
+ * and, as a backstop, kills a worker that overstays.
+ *
+ * Signals. SIGTERM/SIGQUIT/SIGINT are blocked except while waiting in epoll_pwait, so a
+ * stop request is seen between requests and never interrupts one.
+ *
+ * Must not: touch the master's state, write to another worker's slot, or log without the
+ * request context set.
+ */
+#include "core/first.h"
+#include "fcgi/worker.h"
+#include "core/arena.h"
+#include "core/buf.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/rc.h"
+#include "fcgi/app.h"
+#include "fcgi/proto.h"
+#include "fcgi/request.h"
+#include "fcgi/signals.h"
+#include "fcgi/status.h"
+
+#include <errno.h>
+#include <fcgiapp.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#define MAX_CONNS 64
+#define PEEK_SIZE 16384
+#define LISTEN_TAG UINT64_MAX
+
+struct conn {
+    int fd;
+    bool kept;            /* served a request before (FCGI_KEEP_CONN) */
+    int64_t deadline_ms;  /* close when idle past this */
+    int64_t last_ms;      /* for LRU release */
+};
+
+typedef struct worker {
+    const worker_args *args;
+    const tn_config *cfg;
+    scoreboard *sb;
+    sb_slot *slot;
+    tn_app_module mod;
+    int ep;
+    struct conn conns[MAX_CONNS];
+    int nconns;
+    int max_conns;
+    FCGX_Request fx;
+    arena *req_arena;
+    buf headers, out, line;
+    unsigned char peek[PEEK_SIZE];
+    uint64_t served;
+    uint64_t max_requests;
+    uint64_t req_counter;
+    int access_fd;
+    bool access_owned;
+    uint32_t log_gen;
+    int64_t idle_since_ms;
+    sigset_t wait_mask;    /* the mask while in epoll_pwait: stop signals unblocked */
+} worker;
+
+/* ---- signal handlers (record only; SIGALRM is the one exception, see below) ------------ */
+
+static volatile sig_atomic_t stop_requested;
+/* What the SIGALRM handler needs, written before the handler phase starts. */
+static volatile sig_atomic_t alarm_fd = -1;
+static volatile sig_atomic_t alarm_may_answer;
+static unsigned char alarm_reply[512];
+static volatile sig_atomic_t alarm_reply_len;
+
+static void on_stop(int signo)
+{
+    (void)signo;
+    stop_requested = 1;
+}
+
+/* request_timeout fired. The worker is inside app code that may hold any lock, so the only
+ * safe ways out are async-signal-safe ones: write the prepared 504 when the app has not
+ * written anything yet, then _exit. The master logs the request from the scoreboard. */
+static void on_alarm(int signo)
+{
+    (void)signo;
+    if (alarm_may_answer && alarm_fd >= 0 && alarm_reply_len > 0)
+        (void)!write(alarm_fd, alarm_reply, (size_t)alarm_reply_len);
+    _exit(WORKER_EXIT_TIMEOUT);
+}
+
+static void install_handlers(worker *w)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_stop;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGQUIT, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = on_alarm;
+    sigaction(SIGALRM, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);   /* logs are reopened through the scoreboard */
+    sigaction(SIGUSR2, &sa, NULL);
+
+    sigset_t block;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGQUIT);
+    sigaddset(&block, SIGINT);
+    sigprocmask(SIG_SETMASK, &block, NULL);
+    sigemptyset(&w->wait_mask);
+}
+
+static void arm_alarm(int64_t ms)
+{
+    struct itimerval it = {{0, 0}, {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000}};
+    if (ms <= 0)
+        it.it_value.tv_usec = 1000;
+    setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static void disarm_alarm(void)
+{
+    struct itimerval it = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    alarm_may_answer = 0;
+    alarm_fd = -1;
+}
+
+/* ---- connections ------------------------------------------------------------------------- */
+
+static struct conn *conn_find(worker *w, int fd)
+{
+    for (int i = 0; i < w->nconns; i++)
+        if (w->conns[i].fd == fd)
+            return &w->conns[i];
+    return NULL;
+}
+
+static void conn_forget(worker *w, struct conn *c)
+{
+    epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    *c = w->conns[--w->nconns];
+}
+
+/* Close politely: half-close, give the peer linger_timeout to close its side, close. */
+static void close_fd(const worker *w, int fd)
+{
+    if (shutdown(fd, SHUT_WR) == 0 && w->cfg->linger_timeout_ms > 0) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        char trash[512];
+        int64_t end = clock_mono_ms() + w->cfg->linger_timeout_ms;
+        for (;;) {
+            int64_t left = end - clock_mono_ms();
+            if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+                break;
+            ssize_t n = recv(fd, trash, sizeof(trash), MSG_DONTWAIT);
+            if (n <= 0)
+                break;
+        }
+    }
+    close(fd);
+}
+
+static void conn_close(worker *w, struct conn *c)
+{
+    int fd = c->fd;
+    conn_forget(w, c);
+    close_fd(w, fd);
+}
+
+/* Release a kept connection nobody is using, to make room or to free this worker. */
+static void conn_release(worker *w, struct conn *c)
+{
+    sb_inc(&w->sb->pool.keepalive_released);
+    int fd = c->fd;
+    conn_forget(w, c);
+    close(fd);   /* idle, nothing to drain: the peer sees EOF and drops it from its cache */
+}
+
+static void conn_add(worker *w, int fd, bool kept, int64_t now)
+{
+    if (w->nconns >= w->max_conns) {
+        /* Full: release the least recently used idle connection. */
+        struct conn *lru = &w->conns[0];
+        for (int i = 1; i < w->nconns; i++)
+            if (w->conns[i].last_ms < lru->last_ms)
+                lru = &w->conns[i];
+        conn_release(w, lru);
+    }
+    struct conn *c = &w->conns[w->nconns];
+    c->fd = fd;
+    c->kept = kept;
+    c->last_ms = now;
+    c->deadline_ms = now + (w->cfg->keepalive_timeout_ms > 0 ? w->cfg->keepalive_timeout_ms : 5000);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.u64 = (uint64_t)fd};
+    if (epoll_ctl(w->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        close(fd);
+        return;
+    }
+    w->nconns++;
+}
+
+static bool has_pending_input(int fd)
+{
+    char b;
+    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n != 0 && !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+}
+
+/* When other workers are idle, a busy worker should not hold idle kept connections: the
+ * web server could send a request on one and wait for us. Connections with input pending
+ * already carry a request and are kept. */
+static void release_idle_kept(worker *w)
+{
+    if (w->nconns == 0 || __atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED) <= 0)
+        return;
+    for (int i = w->nconns - 1; i >= 0; i--)
+        if (w->conns[i].kept && !has_pending_input(w->conns[i].fd))
+            conn_release(w, &w->conns[i]);
+}
+
+/* ---- logs --------------------------------------------------------------------------------- */
+
+static void open_access_log(worker *w)
+{
+    const char *p = w->cfg->access_log;
+    if (w->access_owned)
+        close(w->access_fd);
+    w->access_owned = false;
+    w->access_fd = -1;
+    if (!w->cfg->log_requests || p == NULL || p[0] == '\0' || strcmp(p, "off") == 0)
+        return;
+    if (strcmp(p, "stdout") == 0) {
+        w->access_fd = 1;
+    } else if (strcmp(p, "stderr") == 0) {
+        w->access_fd = 2;
+    } else {
+        w->access_fd = open(p, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+        if (w->access_fd < 0)
+            log_error("cannot open access_log %s: %m", p);
+        else
+            w->access_owned = true;
+    }
+}
+
+static void check_log_reopen(worker *w)
+{
+    uint32_t g = __atomic_load_n(&w->sb->pool.log_generation, __ATOMIC_RELAXED);
+    if (g == w->log_gen)
+        return;
+    w->log_gen = g;
+    log_reopen();
+    open_access_log(w);
+}
+
+static void access_log_line(worker *w, const tn_request *r, int status, int64_t us)
+{
+    check_log_reopen(w);   /* a rotation must not leave this line in the old file */
+    if (w->access_fd < 0)
+        return;
+    buf *l = &w->line;
+    buf_reset(l);
+    char ts[40];
+    log_timestamp(ts, sizeof(ts));
+    buf_puts(l, "{\"time\":\"");
+    buf_puts(l, ts);
+    buf_puts(l, "\",\"req\":");
+    buf_json_str(l, r->req_id);
+    buf_puts(l, ",\"method\":");
+    buf_json_str(l, r->method);
+    buf_puts(l, ",\"uri\":");
+    buf_json_str(l, r->path);
+    buf_puts(l, ",\"host\":");
+    buf_json_str(l, r->host);
+    buf_puts(l, ",\"status\":");
+    buf_i64(l, status);
+    buf_puts(l, ",\"bytes\":");
+    buf_u64(l, r->bytes_out);
+    buf_puts(l, ",\"us\":");
+    buf_i64(l, us);
+    buf_puts(l, ",\"pid\":");
+    buf_i64(l, w->slot->pid);
+    buf_puts(l, "}\n");
+    if (!l->oom)
+        (void)!write(w->access_fd, l->p, l->len);
+}
+
+/* ---- one request ------------------------------------------------------------------------ */
+
+static bool builtin_allowed(worker *w, tn_request *r)
+{
+    return netaddr_match_text(w->cfg->status_allowed, tn_param(r, "REMOTE_ADDR"));
+}
+
+static bool path_is(const char *cfgpath, const char *path)
+{
+    return cfgpath != NULL && cfgpath[0] != '\0' && strcmp(cfgpath, path) == 0;
+}
+
+/* The host's own endpoints. TN_DONE when answered, TN_DECLINED otherwise. */
+static int serve_builtin(worker *w, tn_request *r)
+{
+    const tn_config *c = w->cfg;
+    int which = path_is(c->ping_path, r->path) ? 1 : path_is(c->status_path, r->path) ? 2
+              : path_is(c->metrics_path, r->path) ? 3 : 0;
+    if (which == 0)
+        return TN_DECLINED;
+    if (!builtin_allowed(w, r)) {
+        tn_send_error(r, 403, "status endpoints are not open to this address");
+        return TN_DONE;
+    }
+    tn_add_header(r, "Cache-Control", "no-store");
+    if (which == 1) {
+        tn_puts(r, "pong\n");
+    } else if (which == 2) {
+        tn_add_header(r, "Content-Type", "application/json");
+        status_json(r->out, w->sb, w->args->lis);
+        r->bytes_out = r->out->len;
+    } else {
+        tn_add_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+        status_metrics(r->out, w->sb, w->args->lis);
+        r->bytes_out = r->out->len;
+    }
+    return TN_DONE;
+}
+
+/* REQUEST_START ("1733150000.123", nginx $msec) older than queue_timeout? */
+static bool past_queue_deadline(worker *w, tn_request *r)
+{
+    if (w->cfg->queue_timeout_ms <= 0)
+        return false;
+    const char *s = tn_param(r, "REQUEST_START");
+    if (s == NULL || *s == '\0')
+        return false;
+    char *end;
+    double t = strtod(s, &end);
+    if (end == s || t <= 0)
+        return false;
+    double now = (double)clock_wall_us() / 1e6;
+    return (now - t) * 1000.0 > (double)w->cfg->queue_timeout_ms;
+}
+
+static void make_req_id(worker *w, char *out, size_t n, FCGX_Request *fx)
+{
+    const char *given = FCGX_GetParam("REQUEST_ID", fx->envp);
+    if (given != NULL) {
+        size_t l = strlen(given);
+        bool ok = l > 0 && l < n && l <= 64;
+        for (size_t i = 0; ok && i < l; i++) {
+            char ch = given[i];
+            ok = (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                 ch == '-' || ch == '_';
+        }
+        if (ok) {
+            memcpy(out, given, l + 1);
+            return;
+        }
+    }
+    snprintf(out, n, "%x-%llx", (unsigned)w->slot->pid, (unsigned long long)++w->req_counter);
+}
+
+/* Run the request through the host's stages and the app. Returns the final HTTP status. */
+static int run_request(worker *w, tn_request *r)
+{
+    if (past_queue_deadline(w, r)) {
+        sb_inc(&w->sb->pool.rejected_deadline);
+        tn_add_header(r, "Retry-After", "1");
+        tn_send_error(r, 503, "the request waited in the queue longer than queue_timeout");
+        return r->status;
+    }
+    if (serve_builtin(w, r) == TN_DONE)
+        return r->status;
+
+    r->stage = "handler";
+    int rc = w->mod.app->handle(r);
+    if (rc != TN_OK && !request_started(r) && !r->io_error) {
+        if (rc == TN_TOOBIG) {
+            tn_send_error(r, 413, "the request body is larger than max_body");
+        } else {
+            log_error("stage %s: the app returned '%s'", r->stage, tn_rc_str(rc));
+            tn_send_error(r, 500, "the application failed");
+        }
+    } else if (rc != TN_OK && rc != TN_IO && rc != TN_TOOBIG) {
+        log_error("stage %s: the app returned '%s' after it started answering", r->stage,
+                  tn_rc_str(rc));
+    }
+    return r->status;
+}
+
+/* Prepare the async-signal-safe 504 for this request id. */
+static void prepare_timeout_reply(unsigned req_id, int fd)
+{
+    static const char text[] = "Status: 504 Gateway Timeout\r\nContent-Type: text/plain\r\n"
+                               "Content-Length: 33\r\n\r\nthe request ran past its timeout\n";
+    size_t n = fcgi_simple_response(alarm_reply, sizeof(alarm_reply), req_id, text,
+                                    sizeof(text) - 1);
+    alarm_reply_len = (sig_atomic_t)n;
+    alarm_fd = fd;
+}
+
+/* Peek at the start of the request. Returns TN_OK (hand to libfcgi, *req_id set),
+ * TN_AGAIN (a management record was answered: look again), TN_DONE (answered and the
+ * connection should be closed), TN_ERR (close). */
+static int precheck(worker *w, int fd, int64_t deadline_ms, unsigned *req_id)
+{
+    for (;;) {
+        ssize_t n = recv(fd, w->peek, sizeof(w->peek), MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0)
+            return TN_ERR;   /* the peer closed */
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            return TN_ERR;
+        fp_result res;
+        fp_verdict v = FP_NEED_MORE;
+        if (n > 0)
+            v = fcgi_precheck(w->peek, (size_t)n, (size_t)w->cfg->max_params,
+                              (size_t)n == sizeof(w->peek), &res);
+        switch (v) {
+        case FP_READY:
+            *req_id = res.req_id;
+            return TN_OK;
+        case FP_MGMT: {
+            unsigned char reply[256];
+            size_t len;
+            if (res.mgmt_type == FCGI_T_GET_VALUES) {
+                len = fcgi_get_values_result(reply, sizeof(reply), w->peek + res.mgmt_off,
+                                             res.mgmt_len, (unsigned)w->cfg->max_children,
+                                             (unsigned)w->cfg->max_children);
+                sb_inc(&w->sb->pool.get_values);
+            } else {
+                len = fcgi_unknown_type(reply, sizeof(reply), res.mgmt_type);
+            }
+            /* Consume exactly the record we answered (it is all in the socket buffer). */
+            if (recv(fd, w->peek, res.consume, MSG_WAITALL) != (ssize_t)res.consume)
+                return TN_ERR;
+            if (len == 0 || write(fd, reply, len) != (ssize_t)len)
+                return TN_ERR;
+            return TN_AGAIN;
+        }
+        case FP_BAD_ROLE: {
+            unsigned char reply[16];
+            size_t len = fcgi_end_request(reply, sizeof(reply), res.req_id, 0, FCGI_UNKNOWN_ROLE);
+            (void)!recv(fd, w->peek, res.consume, MSG_WAITALL);
+            (void)!write(fd, reply, len);
+            log_warn("refused a FastCGI request with role %u (only responder, authorizer and "
+                     "filter exist)", res.role);
+            return TN_DONE;
+        }
+        case FP_MALFORMED:
+            sb_inc(&w->sb->pool.malformed);
+            log_warn("refused a malformed FastCGI stream: %s", res.why);
+            return TN_ERR;
+        case FP_NEED_MORE:
+            break;
+        }
+        int64_t left = deadline_ms - clock_mono_ms();
+        if (left <= 0) {
+            log_info("closed a FastCGI connection that did not send a whole request header "
+                     "within request_timeout");
+            return TN_ERR;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, (int)(left > 1000 ? 1000 : left)) < 0 && errno != EINTR)
+            return TN_ERR;
+    }
+}
+
+/* Serve one request from fd. Returns true when the connection stays open (kept). */
+static bool serve_one(worker *w, int fd, bool *gone)
+{
+    const tn_config *cfg = w->cfg;
+    *gone = false;
+    int64_t t0 = clock_mono_ns();
+    int64_t timeout = cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : 3600000;
+    int64_t deadline = t0 / 1000000 + timeout;
+    unsigned req_id = 0;
+
+    sb_set_state(w->sb, w->slot, SB_READING);
+    __atomic_store_n(&w->slot->req_start_ns, t0, __ATOMIC_RELEASE);
+    int pc;
+    while ((pc = precheck(w, fd, deadline, &req_id)) == TN_AGAIN)
+        ;
+    if (pc != TN_OK) {
+        __atomic_store_n(&w->slot->req_start_ns, 0, __ATOMIC_RELEASE);
+        close_fd(w, fd);
+        *gone = true;
+        return false;
+    }
+
+    /* Bound every read libfcgi makes on this connection. */
+    struct timeval tv = {(time_t)(timeout / 1000), (suseconds_t)(timeout % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+
+    FCGX_Request *fx = &w->fx;
+    fx->ipcFd = fd;
+    fx->keepConnection = 1;   /* so the Finish inside Accept never closes our fd */
+    int rc = FCGX_Accept_r(fx);
+    if (rc < 0) {
+        /* libfcgi closed the connection already (its TryAgain path) and then failed to
+         * accept on our deliberately invalid listen socket: nothing more to do. */
+        fx->ipcFd = -1;
+        __atomic_store_n(&w->slot->req_start_ns, 0, __ATOMIC_RELEASE);
+        *gone = true;
+        return false;
+    }
+    bool peer_keep = fx->keepConnection != 0;
+
+    char rid[40];
+    make_req_id(w, rid, sizeof(rid), fx);
+    tn_request r;
+    request_init(&r, fx, w->req_arena, &w->headers, &w->out, cfg->max_body, rid, t0);
+    sb_request_begin(w->slot, r.method, r.path, rid);
+    char ctx[96];
+    snprintf(ctx, sizeof(ctx), "req=%s", rid);
+    log_set_context(ctx);
+
+    /* The handler phase: bounded by SIGALRM for what is left of request_timeout. */
+    if (cfg->request_timeout_ms > 0) {
+        prepare_timeout_reply(req_id, fd);
+        alarm_may_answer = 1;
+        arm_alarm(deadline - clock_mono_ms());
+    }
+    sb_set_state(w->sb, w->slot, SB_RUNNING);
+    release_idle_kept(w);
+    int status = run_request(w, &r);
+    alarm_may_answer = 0;   /* from here on the response belongs to libfcgi */
+    sb_set_state(w->sb, w->slot, SB_FINISHING);
+    request_finish(&r);
+    if (r.io_error)
+        log_info("the client went away before the response was complete");
+
+    fx->keepConnection = 1;   /* libfcgi must not close: we decide below */
+    FCGX_Finish_r(fx);
+    disarm_alarm();
+    int64_t us = (clock_mono_ns() - t0) / 1000;
+    sb_request_end(w->sb, w->slot, status, us);
+    access_log_line(w, &r, status, us);
+    log_set_context(NULL);
+    arena_reset(w->req_arena);
+    w->served++;
+
+    if (fx->ipcFd < 0) {
+        *gone = true;   /* libfcgi closed it after a stream error */
+        return false;
+    }
+    fx->ipcFd = -1;
+    if (peer_keep && cfg->keepalive_timeout_ms > 0 && !stop_requested &&
+        !(w->max_requests && w->served >= w->max_requests))
+        return true;
+    close_fd(w, fd);
+    *gone = true;
+    return false;
+}
+
+/* ---- setup and loop ---------------------------------------------------------------------- */
+
+static int drop_privileges(const tn_config *cfg)
+{
+    if (cfg->user == NULL || geteuid() != 0)
+        return TN_OK;
+    struct passwd *pw = getpwnam(cfg->user);
+    if (pw == NULL) {
+        log_error("user: no such user '%s'", cfg->user);
+        return TN_ERR;
+    }
+    gid_t gid = pw->pw_gid;
+    if (cfg->group != NULL) {
+        struct group *gr = getgrnam(cfg->group);
+        if (gr == NULL) {
+            log_error("group: no such group '%s'", cfg->group);
+            return TN_ERR;
+        }
+        gid = gr->gr_gid;
+    }
+    if (setgid(gid) < 0 || initgroups(pw->pw_name, gid) < 0 || setuid(pw->pw_uid) < 0) {
+        log_error("cannot switch to user %s: %m", cfg->user);
+        return TN_ERR;
+    }
+    prctl(PR_SET_DUMPABLE, 1);   /* keep core dumps possible after setuid */
+    return TN_OK;
+}
+
+static uint64_t jittered_limit(const tn_config *cfg)
+{
+    if (cfg->max_requests <= 0)
+        return 0;
+    uint64_t base = (uint64_t)cfg->max_requests;
+    uint64_t spread = base * (uint64_t)cfg->max_requests_jitter / 100;
+    if (spread == 0)
+        return base;
+    unsigned seed = (unsigned)getpid() ^ (unsigned)clock_mono_ns();
+    uint64_t r = (uint64_t)rand_r(&seed) % (2 * spread + 1);
+    return base - spread + r;
+}
+
+static void accept_new(worker *w, int64_t now)
+{
+    int fd = accept4(w->args->lis->fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0)
+        return;   /* another worker won, or a transient error: epoll will say again */
+    sb_inc(&w->sb->pool.accepted);
+    if (!w->args->lis->is_unix && !netaddr_list_any(w->cfg->allowed)) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+        if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0 ||
+            !netaddr_match_sockaddr(w->cfg->allowed, (struct sockaddr *)&ss, len)) {
+            log_warn("refused a FastCGI connection from an address outside allowed_clients");
+            close(fd);
+            return;
+        }
+    }
+    conn_add(w, fd, false, now);
+}
+
+static void worker_loop(worker *w)
+{
+    const tn_config *cfg = w->cfg;
+    struct epoll_event evs[16];
+    w->idle_since_ms = clock_mono_ms();
+    while (!stop_requested) {
+        if (w->max_requests && w->served >= w->max_requests) {
+            log_info("recycling after %llu requests (pm.max_requests)",
+                     (unsigned long long)w->served);
+            break;
+        }
+        check_log_reopen(w);
+        int64_t now = clock_mono_ms();
+        int timeout = -1;
+        for (int i = 0; i < w->nconns; i++) {
+            int64_t left = w->conns[i].deadline_ms - now;
+            int t = left <= 0 ? 0 : left > 60000 ? 60000 : (int)left;
+            if (timeout < 0 || t < timeout)
+                timeout = t;
+        }
+        if (cfg->pm == PM_ONDEMAND && w->nconns == 0) {
+            int64_t left = w->idle_since_ms + cfg->idle_timeout_ms - now;
+            int t = left <= 0 ? 0 : (int)left;
+            if (timeout < 0 || t < timeout)
+                timeout = t;
+        }
+        sb_set_state(w->sb, w->slot, w->nconns ? SB_KEEPALIVE : SB_IDLE);
+        int n = epoll_pwait(w->ep, evs, (int)TN_ARRAY_LEN(evs), timeout, &w->wait_mask);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            log_error("epoll_pwait: %m");
+            break;
+        }
+        now = clock_mono_ms();
+        /* Deadlines first: silent and idle connections go. */
+        for (int i = w->nconns - 1; i >= 0; i--)
+            if (w->conns[i].deadline_ms <= now)
+                conn_close(w, &w->conns[i]);
+        if (n == 0) {
+            if (cfg->pm == PM_ONDEMAND && w->nconns == 0 &&
+                now - w->idle_since_ms >= cfg->idle_timeout_ms) {
+                log_debug("idle for pm.idle_timeout: exiting");
+                break;
+            }
+            continue;
+        }
+        /* Serve the first readable connection; accept when the listen socket is ready.
+         * Whatever else is ready is still ready on the next turn (level-triggered). */
+        int ready_fd = -1;
+        bool listen_ready = false;
+        for (int i = 0; i < n; i++) {
+            if (evs[i].data.u64 == LISTEN_TAG)
+                listen_ready = true;
+            else if (ready_fd < 0 && conn_find(w, (int)evs[i].data.u64) != NULL)
+                ready_fd = (int)evs[i].data.u64;
+        }
+        if (listen_ready && ready_fd < 0) {
+            accept_new(w, now);
+            /* nginx writes the request right after connecting: serve it now if it is here. */
+            if (w->nconns > 0 && has_pending_input(w->conns[w->nconns - 1].fd))
+                ready_fd = w->conns[w->nconns - 1].fd;
+        }
+        if (ready_fd < 0)
+            continue;
+        struct conn *c = conn_find(w, ready_fd);
+        int fd = c->fd;
+        conn_forget(w, c);
+        bool gone;
+        bool keep = serve_one(w, fd, &gone);
+        now = clock_mono_ms();
+        w->idle_since_ms = now;
+        if (keep)
+            conn_add(w, fd, true, now);
+    }
+}
+
+void worker_main(const worker_args *a)
+{
+    static worker w;   /* static: large buffers off the stack, and one per process anyway */
+    memset(&w, 0, sizeof(w));
+    w.args = a;
+    w.cfg = a->cfg;
+    w.sb = a->sb;
+    w.slot = sb_slot_at(a->sb, a->slot);
+    w.ep = -1;
+    w.access_fd = -1;
+
+    signals_reset_child();
+    for (size_t i = 0; i < TN_ARRAY_LEN(a->close_fds); i++)
+        if (a->close_fds[i] >= 0)
+            close(a->close_fds[i]);
+    /* Die with the master: SIGTERM lets the current request finish first. */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != a->master_pid)
+        _exit(WORKER_EXIT_OK);
+    log_set_pid();
+    install_handlers(&w);
+    w.slot->pid = (int32_t)getpid();
+
+    if (drop_privileges(w.cfg) != TN_OK)
+        _exit(WORKER_EXIT_SETUP);
+
+    /* libfcgi reads these at FCGX_Init; ours close connections themselves, but a stream
+     * error still goes through libfcgi's close, which must not linger for 2 s. */
+    char ms[32];
+    snprintf(ms, sizeof(ms), "%lld", (long long)w.cfg->linger_timeout_ms);
+    setenv("LIBFCGI_OS_CLOSE_POLL_TIMEOUT", ms, 1);
+    setenv("LIBFCGI_IS_AF_UNIX_KEEPER_POLL_TIMEOUT", ms, 1);
+    if (FCGX_Init() != 0) {
+        log_error("FCGX_Init failed");
+        _exit(WORKER_EXIT_SETUP);
+    }
+    FCGX_InitRequest(&w.fx, -1, 0);
+    w.fx.listen_sock = -1;   /* libfcgi must never accept: the worker does */
+
+    char err[512];
+    if (app_load(w.cfg->app, &w.mod, err, sizeof(err)) != TN_OK) {
+        log_error("%s", err);
+        _exit(WORKER_EXIT_INIT);
+    }
+    if (w.mod.app->init != NULL) {
+        tn_app_env env = {w.cfg->path, w.cfg->app, a->index, a->generation};
+        int rc = w.mod.app->init(&env);
+        if (rc != TN_OK) {
+            log_error("app %s: init failed: %s", w.mod.app->name ? w.mod.app->name : w.cfg->app,
+                      tn_rc_str(rc));
+            _exit(WORKER_EXIT_INIT);
+        }
+    }
+    w.req_arena = arena_create(16384);
+    w.ep = epoll_create1(EPOLL_CLOEXEC);
+    if (w.req_arena == NULL || w.ep < 0) {
+        log_error("worker setup failed: %m");
+        _exit(WORKER_EXIT_SETUP);
+    }
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.u64 = LISTEN_TAG};
+    if (epoll_ctl(w.ep, EPOLL_CTL_ADD, a->lis->fd, &ev) < 0) {
+        log_error("epoll_ctl on the listen socket: %m");
+        _exit(WORKER_EXIT_SETUP);
+    }
+    w.max_conns = MAX_CONNS;
+    w.max_requests = jittered_limit(w.cfg);
+    w.log_gen = __atomic_load_n(&w.sb->pool.log_generation, __ATOMIC_RELAXED);
+    open_access_log(&w);
+
+    __atomic_store_n(&w.slot->ready, 1, __ATOMIC_RELEASE);
+    worker_loop(&w);
+
+    sb_set_state(w.sb, w.slot, SB_EXITING);
+    for (int i = w.nconns - 1; i >= 0; i--)
+        conn_close(&w, &w.conns[i]);
+    if (w.mod.app->fini != NULL)
+        w.mod.app->fini();
+    _exit(WORKER_EXIT_OK);
+}

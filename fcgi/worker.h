@@ -1,0 +1,42 @@
+/*
+ * worker.h — one worker process: accept, check, read, run the chain, answer, repeat.
+ *
+ * A worker is forked by the master and never returns to it. It loads the app (so the
+ * master never runs app code), then serves one request at a time from the connections it
+ * holds: the shared listen socket (woken alone thanks to EPOLLEXCLUSIVE), connections it
+ * accepted that have not spoken yet, and FastCGI connections kept by the web server between
+ * requests. None of those can pin it: a silent or idle connection waits in the worker's
+ * epoll set with a deadline while the worker keeps accepting and serving others.
+ */
+#ifndef TN_FCGI_WORKER_H
+#define TN_FCGI_WORKER_H
+
+#include <sys/types.h>
+
+#include "fcgi/config.h"
+#include "fcgi/listen.h"
+#include "fcgi/scoreboard.h"
+
+/* Exit codes the master interprets (anything else, or a signal, is a crash). */
+enum {
+    WORKER_EXIT_OK = 0,       /* recycled, idle, or asked to stop */
+    WORKER_EXIT_INIT = 2,     /* the app failed to load or init: do not spin respawning */
+    WORKER_EXIT_TIMEOUT = 3,  /* request_timeout fired: killed itself after answering 504 */
+    WORKER_EXIT_SETUP = 4     /* the environment is broken (privileges, epoll) */
+};
+
+typedef struct worker_args {
+    const tn_config *cfg;
+    scoreboard *sb;
+    const tn_listener *lis;
+    int slot;               /* scoreboard slot owned by this worker */
+    int index;              /* worker number within its generation */
+    unsigned generation;
+    pid_t master_pid;
+    int close_fds[4];       /* master-only descriptors to close in the child (-1 = none) */
+} worker_args;
+
+/* Run a worker; never returns. */
+TN_NORETURN void worker_main(const worker_args *a);
+
+#endif

@@ -1,0 +1,156 @@
+/*
+ * tenancy.h — the one header an app module includes.
+ *
+ * An app is a shared object that tenancyd loads (`app = /path/to/app.so`). It exports one
+ * symbol, `tenancy_app`, of type `tn_app`, and handles requests through the functions
+ * below. Apps never see libfcgi, the process manager or the storage drivers: everything
+ * they may touch is declared here, and nothing here may change meaning without bumping
+ * TN_ABI_VERSION.
+ *
+ * Lifetimes. A `tn_request` and every pointer obtained from it (params, headers, body,
+ * memory from tn_alloc) are valid until the handler returns; the host then resets the
+ * request arena. Nothing may be kept across requests except what the app allocates itself.
+ *
+ * Threads. A worker runs one request at a time in one thread; apps need no locking for
+ * per-process state, but must not start threads that touch a request.
+ *
+ * Return codes. Every function that can fail returns a `tn_rc` (or NULL for lookups); the
+ * comment on each says which codes it returns.
+ */
+#ifndef TENANCY_H
+#define TENANCY_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TN_ABI_VERSION 1
+
+#if defined(__GNUC__)
+#define TN_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define TN_EXPORT __attribute__((visibility("default")))
+#else
+#define TN_PRINTF(a, b)
+#define TN_EXPORT
+#endif
+
+/* One return-code vocabulary for the whole project (host, modules and apps). */
+typedef enum tn_rc {
+    TN_OK = 0,          /* done */
+    TN_ERR = -1,        /* failed; errno or the log says why */
+    TN_AGAIN = -2,      /* not now; retry later (a timeout, a busy resource) */
+    TN_DECLINED = -3,   /* not mine: let the next stage or resolver decide */
+    TN_BUSY = -4,       /* a limit is reached (workers, handles, queue) */
+    TN_NOTFOUND = -5,   /* no such thing */
+    TN_INVALID = -6,    /* bad input; nothing was changed */
+    TN_TOOBIG = -7,     /* input over a configured size limit */
+    TN_TIMEOUT = -8,    /* a deadline passed */
+    TN_DENIED = -9,     /* not allowed */
+    TN_EXISTS = -10,    /* already there */
+    TN_NOMEM = -11,     /* out of memory */
+    TN_IO = -12,        /* the peer or a file failed (write error, client gone) */
+    TN_DONE = 1         /* a stage answered the request itself: stop the chain */
+} tn_rc;
+
+/* A short, static, lower-case name for a return code ("ok", "not found", ...). */
+const char *tn_rc_str(int rc);
+
+/* ---- Requests --------------------------------------------------------------------------- */
+
+typedef struct tn_request tn_request;
+
+/* The HTTP method ("GET"), the path without the query ("/a/b"), and the raw query string
+ * without '?' ("" when there is none). Never NULL. */
+const char *tn_method(const tn_request *r);
+const char *tn_path(const tn_request *r);
+const char *tn_query(const tn_request *r);
+
+/* The request's host name as the web server passed it, lower-cased and without a port.
+ * "" when the web server passed none. */
+const char *tn_host(const tn_request *r);
+
+/* A FastCGI parameter ("REMOTE_ADDR", "SERVER_NAME", ...) or NULL when absent. */
+const char *tn_param(const tn_request *r, const char *name);
+
+/* A request header by its HTTP name, case-insensitive ("Content-Type", "X-Token"), or NULL. */
+const char *tn_header(const tn_request *r, const char *name);
+
+/* The value of one query-string or cookie field, percent-decoded for the query; NULL when
+ * absent. The first occurrence wins. */
+const char *tn_query_arg(tn_request *r, const char *name);
+const char *tn_cookie(tn_request *r, const char *name);
+
+/* Read the whole request body into memory owned by the request.
+ * Returns TN_OK (data may be NULL when len is 0), TN_TOOBIG when the body exceeds the
+ * configured `max_body` (the host then answers 413 if nothing was sent yet), TN_IO when the
+ * client went away. */
+int tn_body(tn_request *r, const char **data, size_t *len);
+
+/* A unique id for this request (also on its access-log line). */
+const char *tn_request_id(const tn_request *r);
+
+/* Memory that lives until the request ends. NULL only when out of memory. */
+void *tn_alloc(tn_request *r, size_t n);
+char *tn_strdup(tn_request *r, const char *s);
+char *tn_sprintf(tn_request *r, const char *fmt, ...) TN_PRINTF(2, 3);
+
+/* ---- Responses -------------------------------------------------------------------------- */
+
+/* Set the status (default 200) and add headers; both only before the first body byte.
+ * Return TN_OK, TN_INVALID for a status outside 100..599 or a name/value with CR, LF or NUL,
+ * TN_ERR when the body has started. */
+int tn_set_status(tn_request *r, int status);
+int tn_add_header(tn_request *r, const char *name, const char *value);
+
+/* Append to the body. Return TN_OK or TN_IO when the client has gone away. */
+int tn_write(tn_request *r, const void *data, size_t len);
+int tn_puts(tn_request *r, const char *s);
+int tn_printf(tn_request *r, const char *fmt, ...) TN_PRINTF(2, 3);
+
+/* Answer with a small error page (HTML or JSON, chosen from the Accept header).
+ * Only valid before the body has started: returns TN_ERR after. */
+int tn_send_error(tn_request *r, int status, const char *message);
+
+/* Write to the host's error log with this request's context (request id, tenant, pid).
+ * Levels: */
+enum { TN_LOG_ERROR = 0, TN_LOG_WARN = 1, TN_LOG_INFO = 2, TN_LOG_DEBUG = 3 };
+void tn_log(const tn_request *r, int level, const char *fmt, ...) TN_PRINTF(3, 4);
+
+/* ---- The app module --------------------------------------------------------------------- */
+
+/* What the host tells an app at init. */
+typedef struct tn_app_env {
+    const char *config_path;  /* the tenancyd config file */
+    const char *app_path;     /* this module's path */
+    int worker_index;         /* 0..pm.max_children-1 within its generation */
+    unsigned generation;      /* config generation (bumped by each reload) */
+} tn_app_env;
+
+typedef struct tn_app {
+    unsigned abi;          /* must be TN_ABI_VERSION */
+    const char *name;      /* short name for logs and status */
+    const char *version;   /* free text, shown in status */
+    /* Called once in each worker after fork, before its first request. Anything but TN_OK
+     * makes the worker exit; during a reload that keeps the old generation running. May be
+     * NULL. */
+    int (*init)(const tn_app_env *env);
+    /* Called for each request. Return TN_OK when the response is complete (also for 4xx/5xx
+     * the app sent itself); any other code makes the host answer 500 if nothing was sent
+     * yet, and is logged with the request's context. Required. */
+    int (*handle)(tn_request *r);
+    /* Called once when the worker exits normally. May be NULL. */
+    void (*fini)(void);
+} tn_app;
+
+/* The symbol an app exports:  TN_APP_DEFINE = { .abi = TN_ABI_VERSION, ... }; */
+#define TN_APP_SYMBOL "tenancy_app"
+#define TN_APP_DEFINE TN_EXPORT const tn_app tenancy_app
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TENANCY_H */

@@ -1,0 +1,185 @@
+# lib.sh — shared harness for the integration tests (sourced, bash).
+#
+# Each test gets a private folder ($T), starts what it needs (tenancyd, nginx, apache,
+# spawn-fcgi) with generated configs on free loopback ports or unix sockets in $T, and stops
+# all of it on exit, whatever happens. A server a test needs but cannot find is a hard error
+# (exit 99), never a skip: the suite must not pass without having run.
+#
+# Environment (set by the Makefile): top_srcdir, top_builddir.
+
+set -u
+: "${top_builddir:=.}"
+: "${top_srcdir:=.}"
+TENANCYD=${TENANCYD:-$top_builddir/tenancyd}
+HELLO_SO=${HELLO_SO:-$(cd "$top_builddir" && pwd)/apps/.libs/hello.so}
+HELPERS=${HELPERS:-$top_builddir/tests/helpers}
+TEST_NAME=$(basename "$0" .sh)
+T=$(mktemp -d "${TMPDIR:-/tmp}/tenancy-$TEST_NAME.XXXXXX")
+PIDS=()
+FAILED=0
+
+log() { printf '%s %s\n' "$(date +%H:%M:%S.%N | cut -c1-12)" "$*"; }
+fail() { log "FAIL: $*"; FAILED=1; }
+fatal() { log "FATAL: $*"; exit 1; }
+hard_error() { log "ERROR (environment): $*"; exit 99; }
+
+cleanup() {
+    local rc=$?
+    for p in "${PIDS[@]:-}"; do
+        [ -n "$p" ] && kill -TERM "$p" 2>/dev/null
+    done
+    sleep 0.2
+    for p in "${PIDS[@]:-}"; do
+        [ -n "$p" ] && kill -KILL "$p" 2>/dev/null
+    done
+    wait 2>/dev/null
+    if [ "$rc" -ne 0 ] || [ "$FAILED" -ne 0 ]; then
+        for f in "$T"/*.log; do
+            [ -f "$f" ] || continue
+            echo "---- $f (last 40 lines)"
+            tail -n 40 "$f"
+        done
+    fi
+    if [ "${KEEP_TMP:-0}" = 1 ]; then echo "kept $T"; else rm -rf "$T"; fi
+    if [ "$rc" -eq 0 ] && [ "$FAILED" -ne 0 ]; then exit 1; fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+need() {
+    for p in "$@"; do
+        command -v "$p" >/dev/null 2>&1 || [ -x "$p" ] ||
+            hard_error "'$p' is required by this test (run ./autogen.sh --deps)"
+    done
+}
+
+# A TCP port nobody listens on (loopback).
+free_port() {
+    local p
+    for _ in $(seq 1 50); do
+        p=$((20000 + RANDOM % 40000))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            echo "$p"
+            return 0
+        fi
+    done
+    hard_error "no free port"
+}
+
+wait_until() {   # wait_until SECONDS command...
+    local limit=$1
+    shift
+    local end=$((SECONDS + limit))
+    while ! "$@" 2>/dev/null; do
+        [ "$SECONDS" -ge "$end" ] && return 1
+        sleep 0.05
+    done
+}
+
+# ---- tenancyd -------------------------------------------------------------------------------
+
+# tn_conf "key = value" ... : write $T/tenancyd.conf with test defaults, then the given lines.
+tn_conf() {
+    {
+        echo "listen = $T/fcgi.sock"
+        echo "app = $HELLO_SO"
+        echo "access_log = $T/access.log"
+        echo "pm = static"
+        echo "pm.max_children = 2"
+        for l in "$@"; do echo "$l"; done
+    } > "$T/tenancyd.conf.new"
+    # A later line for the same key replaces the default (the parser refuses duplicates).
+    awk -F' *= *' '{ k[$1] = $0; if (!($1 in seen)) { order[n++] = $1; seen[$1] = 1 } }
+        END { for (i = 0; i < n; i++) print k[order[i]] }' "$T/tenancyd.conf.new" > "$T/tenancyd.conf"
+    rm -f "$T/tenancyd.conf.new"
+}
+
+TN_PID=
+tn_start() {   # start tenancyd with $T/tenancyd.conf; wait for "ready"
+    need "$TENANCYD"
+    : > "$T/tenancyd.log"
+    TENANCY_HELLO_TEST_ROUTES=1 "$TENANCYD" -c "$T/tenancyd.conf" >> "$T/tenancyd.log" 2>&1 &
+    TN_PID=$!
+    PIDS+=("$TN_PID")
+    wait_until 10 grep -q ' ready: ' "$T/tenancyd.log" || fatal "tenancyd did not become ready"
+}
+
+tn_workers() {   # pids of the current workers
+    pgrep -P "$TN_PID" | sort -n
+}
+
+tn_log_count() { grep -c -- "$1" "$T/tenancyd.log" || true; }
+
+# ---- nginx -----------------------------------------------------------------------------------
+
+NGINX_PORT=
+# nginx_start [upstream] [extra location directives]: upstream defaults to the unix socket.
+nginx_start() {
+    need nginx
+    local upstream=${1:-unix:$T/fcgi.sock}
+    local extra=${2:-}
+    NGINX_PORT=$(free_port)
+    mkdir -p "$T/nginx"
+    local user=""
+    [ "$(id -u)" = 0 ] && user="user root;"
+    cat > "$T/nginx.conf" <<NGX
+daemon off;
+$user
+worker_processes 1;
+pid $T/nginx/nginx.pid;
+error_log $T/nginx-error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_temp_path $T/nginx/body;
+    fastcgi_temp_path $T/nginx/fastcgi;
+    proxy_temp_path $T/nginx/proxy;
+    uwsgi_temp_path $T/nginx/uwsgi;
+    scgi_temp_path $T/nginx/scgi;
+    upstream tenancy { server $upstream; keepalive 16; }
+    server {
+        listen 127.0.0.1:$NGINX_PORT;
+        location / {
+            include /etc/nginx/fastcgi_params;
+            fastcgi_param REQUEST_START \$msec;
+            fastcgi_param REQUEST_ID \$request_id;
+            fastcgi_param HTTP_PROXY "";
+            fastcgi_keep_conn on;
+            fastcgi_read_timeout 30s;
+            $extra
+            fastcgi_pass tenancy;
+        }
+    }
+}
+NGX
+    nginx -t -c "$T/nginx.conf" -e "$T/nginx-error.log" >/dev/null 2>&1 ||
+        hard_error "generated nginx config is invalid: $(nginx -t -c "$T/nginx.conf" -e "$T/nginx-error.log" 2>&1)"
+    nginx -c "$T/nginx.conf" -e "$T/nginx-error.log" >> "$T/nginx.log" 2>&1 &
+    PIDS+=("$!")
+    wait_until 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$NGINX_PORT" || fatal "nginx did not start"
+}
+
+# http PATH [HOST] -> body on stdout; the status code is kept for last_status (a file, so
+# that it survives the subshell of $(http ...)).
+http() {
+    local path=$1 host=${2:-localhost}
+    local out
+    out=$(curl -s -m 20 -H "Host: $host" -w '\n%{http_code}' "http://127.0.0.1:$NGINX_PORT$path")
+    printf '%s' "${out##*$'\n'}" > "$T/.last_status"
+    printf '%s' "${out%$'\n'*}"
+}
+last_status() { cat "$T/.last_status"; }
+
+assert_eq() {   # assert_eq ACTUAL EXPECTED WHAT
+    if [ "$1" != "$2" ]; then fail "$3: got '$1', expected '$2'"; else log "ok: $3"; fi
+}
+assert_contains() {   # assert_contains HAYSTACK NEEDLE WHAT
+    case "$1" in
+    *"$2"*) log "ok: $3" ;;
+    *) fail "$3: '$2' not found in: $(printf '%s' "$1" | head -c 400)" ;;
+    esac
+}
+assert_ge() {
+    if [ "$1" -ge "$2" ] 2>/dev/null; then log "ok: $3 ($1 >= $2)"; else fail "$3: $1 < $2"; fi
+}

@@ -1,0 +1,77 @@
+/* check_buf.c — growable buffer and the JSON/HTML/CSV escapers. */
+#include "core/first.h"
+#include "core/buf.h"
+
+#include <check.h>
+#include <string.h>
+
+START_TEST(test_append_and_printf)
+{
+    buf b = BUF_INIT;
+    for (int i = 0; i < 1000; i++)
+        buf_printf(&b, "%d,", i);
+    ck_assert(!b.oom);
+    ck_assert(strncmp(b.p, "0,1,2,", 6) == 0);
+    ck_assert_uint_eq(strlen(b.p), b.len);
+    buf_reset(&b);
+    buf_u64(&b, 18446744073709551615ull);
+    buf_putc(&b, ' ');
+    buf_i64(&b, -9223372036854775807LL - 1);
+    ck_assert_str_eq(b.p, "18446744073709551615 -9223372036854775808");
+    buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_json_escaping)
+{
+    buf b = BUF_INIT;
+    buf_json_str(&b, "a\"b\\c\n\x01\xc3\xa9\xff");
+    ck_assert_str_eq(b.p, "\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\\ufffd\"");
+    buf_reset(&b);
+    buf_json_str(&b, NULL);
+    ck_assert_str_eq(b.p, "null");
+    buf_reset(&b);
+    /* Overlong encodings and surrogates are not valid UTF-8. */
+    buf_json_str(&b, "\xc0\xaf\xed\xa0\x80");
+    ck_assert_ptr_null(strstr(b.p, "\xc0"));
+    ck_assert_ptr_null(strstr(b.p, "\xed"));
+    buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_html_and_csv)
+{
+    buf b = BUF_INIT;
+    buf_html(&b, "<script>alert('x')&\"</script>");
+    ck_assert_str_eq(b.p, "&lt;script&gt;alert(&#39;x&#39;)&amp;&quot;&lt;/script&gt;");
+    buf_reset(&b);
+    buf_csv(&b, "plain");
+    buf_putc(&b, ',');
+    buf_csv(&b, "a,\"b\"");
+    buf_putc(&b, ',');
+    buf_csv(&b, "=cmd()");
+    ck_assert_str_eq(b.p, "plain,\"a,\"\"b\"\"\",\"'=cmd()\"");
+    buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_utf8_prefix)
+{
+    ck_assert_uint_eq(utf8_valid_prefix("abc\xe2\x82\xac", 6), 6);
+    ck_assert_uint_eq(utf8_valid_prefix("abc\xe2\x82", 5), 3);
+    ck_assert_uint_eq(utf8_valid_prefix("\xf5\x80\x80\x80", 4), 0);
+}
+END_TEST
+
+Suite *buf_suite(void);
+Suite *buf_suite(void)
+{
+    Suite *s = suite_create("buf");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_append_and_printf);
+    tcase_add_test(tc, test_json_escaping);
+    tcase_add_test(tc, test_html_and_csv);
+    tcase_add_test(tc, test_utf8_prefix);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,17 @@
+/* The core/ unit tests: one suite per module. */
+#include "core/first.h"
+#include "tests/unit/check_common.h"
+
+Suite *arena_suite(void);
+Suite *buf_suite(void);
+Suite *conf_suite(void);
+Suite *kv_suite(void);
+Suite *log_suite(void);
+Suite *netaddr_suite(void);
+
+int main(void)
+{
+    Suite *s[] = {arena_suite(), buf_suite(), conf_suite(), kv_suite(), log_suite(),
+                  netaddr_suite()};
+    return run_suites(s, (int)TN_ARRAY_LEN(s));
+}

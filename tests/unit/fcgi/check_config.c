@@ -1,0 +1,90 @@
+/* check_config.c — tenancyd's option table: defaults parse, cross-option checks, errors. */
+#include "core/first.h"
+#include "fcgi/config.h"
+#include "core/rc.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char path[64];
+
+static tn_config *load_text(const char *text, conf_error *err)
+{
+    snprintf(path, sizeof(path), "/tmp/tenancyd-conf-XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    tn_config *c = config_load(path, err);
+    unlink(path);
+    return c;
+}
+
+START_TEST(test_minimal_and_defaults)
+{
+    conf_error err;
+    tn_config *c = load_text("app = /x/hello.so\n", &err);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->pm, PM_DYNAMIC);
+    ck_assert_int_eq(c->max_children, 5);
+    ck_assert_int_eq(c->request_timeout_ms, 60000);
+    ck_assert_str_eq(c->status_path, "/_tenancy/status");
+    ck_assert(c->log_requests);
+    config_free(c);
+}
+END_TEST
+
+START_TEST(test_sections_and_errors)
+{
+    conf_error err;
+    char msg[1024];
+    tn_config *c = load_text("app = /x.so\n[pm]\nmax_children = 8\nmin_spare = 2\nmax_spare = 4\n",
+                             &err);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->max_children, 8);
+    config_free(c);
+
+    c = load_text("app = /x.so\npm = dynamic\npm.min_spare = 5\npm.max_spare = 2\n", &err);
+    ck_assert_ptr_null(c);
+    conf_error_format(&err, msg, sizeof(msg));
+    ck_assert_ptr_nonnull(strstr(msg, "pm.min_spare (5) is above pm.max_spare (2)"));
+
+    c = load_text("listen = /tmp/x.sock\n", &err);
+    ck_assert_ptr_null(c);
+    ck_assert_ptr_nonnull(strstr(err.msg, "no app module"));
+
+    c = load_text("app = /x.so\n\npm.max_children = 0\n", &err);
+    ck_assert_ptr_null(c);
+    ck_assert_int_eq(err.line, 3);
+
+    c = load_text("app = /x.so\nallowed_clients = 10.0.0.0/40\n", &err);
+    ck_assert_ptr_null(c);
+    ck_assert_ptr_nonnull(strstr(err.msg, "allowed_clients"));
+
+    c = load_text("app = /x.so\nslow_request = 5s\nrequest_timeout = 2s\n", &err);
+    ck_assert_ptr_null(c);
+}
+END_TEST
+
+START_TEST(test_every_option_has_help_and_valid_default)
+{
+    for (const conf_opt *o = tn_config_table; o->key; o++) {
+        ck_assert_msg(o->help != NULL && o->help[0] != '\0', "%s has no help", o->key);
+    }
+}
+END_TEST
+
+Suite *config_suite(void);
+Suite *config_suite(void)
+{
+    Suite *s = suite_create("config");
+    TCase *tc = tcase_create("fcgi");
+    tcase_add_test(tc, test_minimal_and_defaults);
+    tcase_add_test(tc, test_sections_and_errors);
+    tcase_add_test(tc, test_every_option_has_help_and_valid_default);
+    suite_add_tcase(s, tc);
+    return s;
+}

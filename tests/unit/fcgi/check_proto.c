@@ -1,0 +1,140 @@
+/* check_proto.c — the FastCGI pre-check: what reaches libfcgi and what is answered here. */
+#include "core/first.h"
+#include "fcgi/proto.h"
+
+#include <check.h>
+#include <string.h>
+
+static size_t rec(unsigned char *o, int type, unsigned id, const void *content, size_t len)
+{
+    o[0] = 1;
+    o[1] = (unsigned char)type;
+    o[2] = (unsigned char)(id >> 8);
+    o[3] = (unsigned char)id;
+    o[4] = (unsigned char)(len >> 8);
+    o[5] = (unsigned char)len;
+    o[6] = 0;
+    o[7] = 0;
+    if (len)
+        memcpy(o + 8, content, len);
+    return 8 + len;
+}
+
+static size_t begin(unsigned char *o, unsigned id, unsigned role, int keep)
+{
+    unsigned char b[8] = {(unsigned char)(role >> 8), (unsigned char)role,
+                          (unsigned char)(keep ? 1 : 0), 0, 0, 0, 0, 0};
+    return rec(o, FCGI_T_BEGIN, id, b, 8);
+}
+
+START_TEST(test_normal_request_ready)
+{
+    unsigned char s[512];
+    size_t n = begin(s, 1, 1, 1);
+    unsigned char nv[] = {4, 3, 'H', 'O', 'S', 'T', 'a', 'b', 'c'};
+    n += rec(s + n, FCGI_T_PARAMS, 1, nv, sizeof(nv));
+    n += rec(s + n, FCGI_T_PARAMS, 1, NULL, 0);
+    fp_result r;
+    ck_assert_int_eq(fcgi_precheck(s, n, 1 << 20, false, &r), FP_READY);
+    ck_assert_uint_eq(r.req_id, 1);
+    ck_assert(r.keep_conn);
+    /* Any prefix short of the end of params needs more bytes. */
+    for (size_t k = 1; k < n - 8; k++)
+        ck_assert_int_eq(fcgi_precheck(s, k, 1 << 20, false, &r), FP_NEED_MORE);
+    /* ...unless the peek buffer was full. */
+    ck_assert_int_eq(fcgi_precheck(s, 20, 1 << 20, true, &r), FP_READY);
+}
+END_TEST
+
+START_TEST(test_huge_declared_lengths_refused)
+{
+    /* The Debian libfcgi SIGABRT probe: name 0x7FFFFFF0, value 0x0E. */
+    unsigned char s[256];
+    size_t n = begin(s, 1, 1, 0);
+    unsigned char nv[] = {0xFF, 0xFF, 0xFF, 0xF0, 0x80, 0x00, 0x00, 0x0E};
+    n += rec(s + n, FCGI_T_PARAMS, 1, nv, sizeof(nv));
+    fp_result r;
+    ck_assert_int_eq(fcgi_precheck(s, n, 1 << 20, false, &r), FP_MALFORMED);
+    ck_assert_ptr_nonnull(r.why);
+    /* Length bytes split across two PARAMS records are still seen. */
+    n = begin(s, 1, 1, 0);
+    unsigned char a[] = {0xD0, 0x00};
+    unsigned char b[] = {0x00, 0x00, 0x01};
+    n += rec(s + n, FCGI_T_PARAMS, 1, a, sizeof(a));
+    n += rec(s + n, FCGI_T_PARAMS, 1, b, sizeof(b));
+    ck_assert_int_eq(fcgi_precheck(s, n, 1 << 20, false, &r), FP_MALFORMED);
+    /* Many small params adding up over the limit. */
+    n = begin(s, 1, 1, 0);
+    unsigned char c[] = {0x80, 0x00, 0x01, 0x00, 0x80, 0x00, 0x01, 0x00};   /* 256 + 256 */
+    n += rec(s + n, FCGI_T_PARAMS, 1, c, sizeof(c));
+    ck_assert_int_eq(fcgi_precheck(s, n, 400, false, &r), FP_MALFORMED);
+}
+END_TEST
+
+START_TEST(test_management_and_roles)
+{
+    unsigned char s[256];
+    unsigned char names[] = {14, 0, 'F', 'C', 'G', 'I', '_', 'M', 'A', 'X', '_', 'C', 'O', 'N',
+                             'N', 'S', 15, 0, 'F', 'C', 'G', 'I', '_', 'M', 'P', 'X', 'S', '_',
+                             'C', 'O', 'N', 'N', 'S', 3, 0, 'F', 'O', 'O'};
+    size_t n = rec(s, FCGI_T_GET_VALUES, 0, names, sizeof(names));
+    fp_result r;
+    ck_assert_int_eq(fcgi_precheck(s, n, 1 << 20, false, &r), FP_MGMT);
+    ck_assert_uint_eq(r.consume, n);
+    unsigned char out[256];
+    size_t len = fcgi_get_values_result(out, sizeof(out), s + r.mgmt_off, r.mgmt_len, 8, 8);
+    ck_assert_uint_gt(len, 8);
+    ck_assert_int_eq(out[1], FCGI_T_GET_VALUES_RESULT);
+    ck_assert_uint_eq(len % 8, 0);
+    ck_assert(memmem(out, len, "FCGI_MAX_CONNS8", 15) != NULL);
+    ck_assert(memmem(out, len, "FCGI_MPXS_CONNS0", 16) != NULL);
+    ck_assert(memmem(out, len, "FOO", 3) == NULL);   /* unknown names are omitted */
+
+    n = begin(s, 7, 9, 0);
+    ck_assert_int_eq(fcgi_precheck(s, n, 1 << 20, false, &r), FP_BAD_ROLE);
+    ck_assert_uint_eq(r.req_id, 7);
+    len = fcgi_end_request(out, sizeof(out), 7, 0, FCGI_UNKNOWN_ROLE);
+    ck_assert_uint_eq(len, 16);
+    ck_assert_int_eq(out[12], FCGI_UNKNOWN_ROLE);
+}
+END_TEST
+
+START_TEST(test_garbage_refused)
+{
+    unsigned char s[64] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    fp_result r;
+    ck_assert_int_eq(fcgi_precheck(s, 27, 1 << 20, false, &r), FP_MALFORMED);
+    size_t n = rec(s, FCGI_T_STDIN, 1, "x", 1);
+    ck_assert_int_eq(fcgi_precheck(s, n, 1 << 20, false, &r), FP_MALFORMED);
+    unsigned char bad_begin[16];
+    n = rec(bad_begin, FCGI_T_BEGIN, 1, "abc", 3);
+    ck_assert_int_eq(fcgi_precheck(bad_begin, n, 1 << 20, false, &r), FP_MALFORMED);
+}
+END_TEST
+
+START_TEST(test_simple_response)
+{
+    unsigned char out[256];
+    const char *t = "Status: 504 Gateway Timeout\r\n\r\n";
+    size_t n = fcgi_simple_response(out, sizeof(out), 3, t, strlen(t));
+    ck_assert_uint_eq(n, 8 + strlen(t) + 8 + 16);
+    ck_assert_int_eq(out[1], FCGI_T_STDOUT);
+    ck_assert_int_eq(out[3], 3);
+    ck_assert_int_eq(out[n - 16 + 1], FCGI_T_END);
+    ck_assert_uint_eq(fcgi_simple_response(out, 10, 3, t, strlen(t)), 0);
+}
+END_TEST
+
+Suite *proto_suite(void);
+Suite *proto_suite(void)
+{
+    Suite *s = suite_create("proto");
+    TCase *tc = tcase_create("fcgi");
+    tcase_add_test(tc, test_normal_request_ready);
+    tcase_add_test(tc, test_huge_declared_lengths_refused);
+    tcase_add_test(tc, test_management_and_roles);
+    tcase_add_test(tc, test_garbage_refused);
+    tcase_add_test(tc, test_simple_response);
+    suite_add_tcase(s, tc);
+    return s;
+}

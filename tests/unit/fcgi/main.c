@@ -1,0 +1,13 @@
+/* The fcgi/ unit tests: one suite per module. */
+#include "core/first.h"
+#include "tests/unit/check_common.h"
+
+Suite *proto_suite(void);
+Suite *config_suite(void);
+Suite *listen_suite(void);
+
+int main(void)
+{
+    Suite *s[] = {proto_suite(), config_suite(), listen_suite()};
+    return run_suites(s, (int)TN_ARRAY_LEN(s));
+}
