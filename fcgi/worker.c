@@ -664,7 +664,8 @@ static void worker_loop(worker *w)
             if (timeout < 0 || t < timeout)
                 timeout = t;
         }
-        if (cfg->pm == PM_ONDEMAND && w->nconns == 0) {
+        if (cfg->pm == PM_ONDEMAND) {
+            /* Kept connections do not keep an ondemand worker alive: idle is idle. */
             int64_t left = w->idle_since_ms + cfg->idle_timeout_ms - now;
             int t = left <= 0 ? 0 : (int)left;
             if (timeout < 0 || t < timeout)
@@ -684,8 +685,7 @@ static void worker_loop(worker *w)
             if (w->conns[i].deadline_ms <= now)
                 conn_close(w, &w->conns[i]);
         if (n == 0) {
-            if (cfg->pm == PM_ONDEMAND && w->nconns == 0 &&
-                now - w->idle_since_ms >= cfg->idle_timeout_ms) {
+            if (cfg->pm == PM_ONDEMAND && now - w->idle_since_ms >= cfg->idle_timeout_ms) {
                 log_debug("idle for pm.idle_timeout: exiting");
                 break;
             }

@@ -1,0 +1,126 @@
+#!/bin/sh
+# demo.sh — `make demo`: tenancyd with the demo app behind a real nginx, until Ctrl-C.
+#
+# Generates its configs in a temporary folder, starts tenancyd and nginx (on DEMO_PORT,
+# default 8080, loopback), prints the URLs to try and a line with "ready", and on SIGINT or
+# SIGTERM stops both and removes the folder, leaving no process behind.
+set -eu
+builddir=${1:?usage: demo.sh BUILDDIR}
+builddir=$(cd "$builddir" && pwd)
+port=${DEMO_PORT:-8080}
+nginx=$(command -v nginx || echo /usr/sbin/nginx)
+[ -x "$nginx" ] || { echo "demo: nginx is not installed (run ./autogen.sh --deps)" >&2; exit 1; }
+if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    echo "demo: port $port is in use; try: make demo DEMO_PORT=8081" >&2
+    exit 1
+fi
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/tenancy-demo.XXXXXX")
+tn_pid=
+ngx_pid=
+stop() {
+    trap - INT TERM EXIT
+    echo
+    echo "demo: stopping"
+    [ -n "$ngx_pid" ] && kill -QUIT "$ngx_pid" 2>/dev/null
+    [ -n "$tn_pid" ] && kill -QUIT "$tn_pid" 2>/dev/null
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        alive=0
+        for p in $ngx_pid $tn_pid; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ "$alive" = 0 ] && break
+        sleep 0.2
+    done
+    for p in $ngx_pid $tn_pid; do kill -KILL "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$dir"
+    echo "demo: stopped"
+}
+trap stop EXIT
+trap 'exit 0' INT TERM
+
+cat > "$dir/tenancyd.conf" <<CONF
+listen = $dir/tenancyd.sock
+app = $builddir/apps/.libs/demo.so
+access_log = $dir/access.log
+pm = dynamic
+pm.max_children = 4
+pm.start = 2
+CONF
+user=""
+[ "$(id -u)" = 0 ] && user="user root;"
+mkdir -p "$dir/nginx"
+cat > "$dir/nginx.conf" <<NGX
+daemon off;
+$user
+worker_processes 1;
+pid $dir/nginx/nginx.pid;
+error_log $dir/nginx-error.log warn;
+events { worker_connections 512; }
+http {
+    access_log off;
+    client_body_temp_path $dir/nginx/body;
+    fastcgi_temp_path $dir/nginx/fastcgi;
+    proxy_temp_path $dir/nginx/proxy;
+    uwsgi_temp_path $dir/nginx/uwsgi;
+    scgi_temp_path $dir/nginx/scgi;
+    upstream tenancy { server unix:$dir/tenancyd.sock; keepalive 8; }
+    server {
+        listen 127.0.0.1:$port;
+        location / {
+            include /etc/nginx/fastcgi_params;
+            fastcgi_param REQUEST_START \$msec;
+            fastcgi_param REQUEST_ID \$request_id;
+            fastcgi_param HTTP_PROXY "";
+            fastcgi_keep_conn on;
+            fastcgi_pass tenancy;
+        }
+    }
+}
+NGX
+
+"$builddir/tenancyd" -c "$dir/tenancyd.conf" 2> "$dir/tenancyd.log" &
+tn_pid=$!
+i=0
+until grep -q ' ready: ' "$dir/tenancyd.log" 2>/dev/null; do
+    i=$((i + 1))
+    if [ $i -gt 100 ] || ! kill -0 "$tn_pid" 2>/dev/null; then
+        echo "demo: tenancyd did not start:" >&2
+        cat "$dir/tenancyd.log" >&2
+        exit 1
+    fi
+    sleep 0.1
+done
+"$nginx" -c "$dir/nginx.conf" -e "$dir/nginx-error.log" &
+ngx_pid=$!
+i=0
+until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+    i=$((i + 1))
+    if [ $i -gt 100 ] || ! kill -0 "$ngx_pid" 2>/dev/null; then
+        echo "demo: nginx did not start:" >&2
+        cat "$dir/nginx-error.log" >&2
+        exit 1
+    fi
+    sleep 0.1
+done
+
+cat <<MSG
+
+  tenancy demo: tenancyd (demo app) behind nginx on 127.0.0.1:$port
+
+  Try:
+    curl http://localhost:$port/
+    curl http://localhost:$port/hello
+    curl http://localhost:$port/_tenancy/status
+    curl http://localhost:$port/_tenancy/metrics
+
+  Logs: $dir/tenancyd.log (errors), $dir/access.log (one JSON line per request)
+  Stop with Ctrl-C.
+
+demo: ready on http://localhost:$port/
+MSG
+# Wait for a signal (or for a server to die).
+while kill -0 "$tn_pid" 2>/dev/null && kill -0 "$ngx_pid" 2>/dev/null; do
+    sleep 0.5
+done
+echo "demo: a server exited unexpectedly" >&2
+exit 1

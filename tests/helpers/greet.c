@@ -1,0 +1,38 @@
+/*
+ * greet.c — a test app module built in three flavours (see tests/Makefile.inc):
+ *   greet_v1.so and greet_v2.so answer "GREETING from <host>" with their own GREETING, so a
+ *   test can tell which build served a request (app deploys by reload);
+ *   greet_bad.so fails its init, so a test can check that a reload rolls back.
+ * Test-only: never installed.
+ */
+#include <string.h>
+
+#include "tenancy.h"
+
+#ifndef GREETING
+#define GREETING "v1"
+#endif
+
+static int greet_init(const tn_app_env *env)
+{
+    (void)env;
+#ifdef GREET_FAIL_INIT
+    return TN_ERR;
+#else
+    return TN_OK;
+#endif
+}
+
+static int greet_handle(tn_request *r)
+{
+    tn_add_header(r, "Content-Type", "text/plain");
+    return tn_printf(r, "%s from %s\n", GREETING, tn_host(r));
+}
+
+TN_APP_DEFINE = {
+    .abi = TN_ABI_VERSION,
+    .name = "greet",
+    .version = GREETING,
+    .init = greet_init,
+    .handle = greet_handle,
+};

@@ -1,0 +1,94 @@
+#!/bin/bash
+# pm.sh — the process manager behind a real nginx: a killed worker is respawned and requests
+# keep succeeding; request_timeout answers 504, kills and logs the request; slow_request logs
+# without killing; pm.max_requests recycles with jitter; ondemand scales from zero and back;
+# dynamic keeps its spares; a crash storm engages the brake, visible in the status.
+. "$(dirname "$0")/lib.sh"
+need curl nginx
+
+# ---- kill -9 of a worker -------------------------------------------------------------------
+tn_conf "pm.max_children = 2" "request_timeout = 2s" "slow_request = 500ms"
+tn_start
+nginx_start
+before=$(tn_workers | tr '\n' ' ')
+victim=$(tn_workers | head -1)
+kill -9 "$victim"
+wait_until 5 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 2 ] && ! kill -0 $victim" ||
+    fail "worker $victim was not replaced"
+after=$(tn_workers | tr '\n' ' ')
+log "workers before: $before after: $after"
+ok=0
+for i in $(seq 1 20); do
+    [ "$(http / k$i.example)" = "hello from k$i.example" ] && ok=$((ok + 1))
+done
+assert_eq "$ok" 20 "requests after the kill"
+assert_contains "$(cat "$T/tenancyd.log")" "died from signal 9" "the death is logged"
+assert_contains "$(http /_tenancy/status)" '"crashes":1' "the crash is counted"
+
+# ---- slow_request and request_timeout ------------------------------------------------------
+body=$(http '/sleep?ms=800' slow.example)
+assert_eq "$(last_status)" 200 "a slow request still answers"
+wait_until 3 grep -q 'slow request' "$T/tenancyd.log" || fail "slow request not logged"
+assert_contains "$(grep 'slow request' "$T/tenancyd.log")" "GET /sleep" "slow log names the request"
+pids=$(tn_workers | tr '\n' ' ')
+t0=$SECONDS
+body=$(http '/sleep?ms=10000' stuck.example)
+assert_eq "$(last_status)" 504 "request_timeout answers 504"
+[ $((SECONDS - t0)) -le 4 ] || fail "the timeout took $((SECONDS - t0)) s"
+wait_until 5 grep -q 'request timed out' "$T/tenancyd.log" || fail "timeout not logged"
+line=$(grep 'request timed out' "$T/tenancyd.log" | tail -1)
+assert_contains "$line" "GET /sleep" "the timeout log names the request"
+assert_contains "$line" "worker" "the timeout log names the worker"
+wait_until 5 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 2 ]" || fail "no replacement after timeout"
+assert_eq "$(http / after.example)" "hello from after.example" "served after the timeout kill"
+assert_contains "$(http /_tenancy/status)" '"timeouts":1' "timeouts counted"
+kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
+
+# ---- pm.max_requests with jitter ------------------------------------------------------------
+tn_conf "pm.max_children = 2" "pm.max_requests = 20" "pm.max_requests_jitter = 25" "keepalive_timeout = 0"
+tn_start
+first=$(tn_workers | tr '\n' ' ')
+for i in $(seq 1 120); do http / r$i.example > /dev/null; done
+recycled=$(grep -c 'recycling after' "$T/tenancyd.log")
+assert_ge "$recycled" 3 "workers recycled by pm.max_requests"
+counts=$(grep -o 'recycling after [0-9]*' "$T/tenancyd.log" | awk '{print $3}' | sort -u | tr '\n' ' ')
+log "requests served before recycling: $counts"
+for n in $counts; do
+    [ "$n" -ge 15 ] && [ "$n" -le 25 ] || fail "recycle count $n outside 20 +/- 25%"
+done
+assert_eq "$(grep -c 'died from signal' "$T/tenancyd.log")" 0 "recycling is not a crash"
+kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
+
+# ---- ondemand: zero workers, scale up under load, back to zero ---------------------------------
+tn_conf "pm = ondemand" "pm.max_children = 3" "pm.idle_timeout = 1s"
+tn_start
+wait_until 5 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 0 ]" || fail "ondemand did not go to zero"
+log "workers at rest: $(pgrep -P "$TN_PID" | wc -l)"
+assert_eq "$(http / od.example)" "hello from od.example" "first request spawns a worker"
+jobs_=()
+for i in 1 2 3; do http '/sleep?ms=700' od$i.example > /dev/null & jobs_+=($!); done
+sleep 0.4
+busy=$(pgrep -P "$TN_PID" | wc -l)
+wait "${jobs_[@]}"
+assert_ge "$busy" 2 "ondemand scaled up under concurrent requests"
+[ "$busy" -le 3 ] || fail "ondemand exceeded pm.max_children: $busy"
+wait_until 6 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 0 ]" || fail "idle workers did not exit"
+log "ok: back to zero workers after pm.idle_timeout"
+kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
+
+# ---- dynamic: spares ----------------------------------------------------------------------
+tn_conf "pm = dynamic" "pm.max_children = 4" "pm.start = 1" "pm.min_spare = 2" "pm.max_spare = 2"
+tn_start
+wait_until 5 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 2 ]" || fail "dynamic did not reach min_spare"
+log "ok: dynamic started 1 and grew to min_spare=2"
+kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
+
+# ---- crash storm: the brake engages and shows in the status ----------------------------------
+tn_conf "pm.max_children = 2" "pm.crash_limit = 4" "pm.crash_window = 10s" "pm.respawn_backoff_max = 2s"
+tn_start
+for i in $(seq 1 8); do http /crash c$i.example > /dev/null; sleep 0.1; done
+wait_until 5 grep -q 'respawn brake engaged' "$T/tenancyd.log" || fail "brake not engaged"
+assert_contains "$(http /_tenancy/status)" '"brake":true' "brake visible in status"
+kill -0 "$TN_PID" && log "ok: master alive through the storm" || fail "master died"
+wait_until 20 grep -q 'respawn brake released' "$T/tenancyd.log" || fail "brake never released"
+assert_eq "$(http / calm.example)" "hello from calm.example" "served after the storm"
