@@ -254,20 +254,27 @@ static bool key_ok(const char *k)
     return true;
 }
 
-int conf_parse_text(const conf_opt *table, void *obj, const char *name, const char *text,
-                    arena *a, conf_unknown_fn unknown, conf_error *err)
+int conf_parse_text_targets(const conf_target *t, int n, const char *name, const char *text,
+                            arena *a, conf_unknown_fn unknown, conf_error *err)
 {
     snprintf(err->file, sizeof(err->file), "%s", name);
     err->line = 0;
     err->msg[0] = '\0';
-    if (conf_defaults(table, obj, a, err) != TN_OK)
+    /* Line where each option was set (per table, concatenated), to refuse duplicates. */
+    size_t total = 0;
+    size_t base[16];
+    if (n < 1 || n > (int)TN_ARRAY_LEN(base)) {
+        snprintf(err->msg, sizeof(err->msg), "bad number of option tables");
         return TN_INVALID;
-
-    size_t nopts = 0;
-    while (table[nopts].key != NULL)
-        nopts++;
-    /* Line where each table option was set, to refuse duplicates. */
-    int *seen = arena_calloc(a, (nopts + 1) * sizeof(int));
+    }
+    for (int i = 0; i < n; i++) {
+        if (conf_defaults(t[i].table, t[i].obj, a, err) != TN_OK)
+            return TN_INVALID;
+        base[i] = total;
+        for (const conf_opt *o = t[i].table; o->key != NULL; o++)
+            total++;
+    }
+    int *seen = arena_calloc(a, (total + 1) * sizeof(int));
     char *copy = arena_strdup(a, text);
     if (seen == NULL || copy == NULL) {
         snprintf(err->msg, sizeof(err->msg), "out of memory");
@@ -323,11 +330,15 @@ int conf_parse_text(const conf_opt *table, void *obj, const char *name, const ch
             snprintf(key, sizeof(key), "%s.%s", section, k);
         else
             snprintf(key, sizeof(key), "%s", k);
-        const conf_opt *o = conf_find(table, key);
+        const conf_opt *o = NULL;
+        int ti = 0;
+        for (; ti < n && o == NULL; ti++)
+            o = conf_find(t[ti].table, key);
+        ti--;
         if (o == NULL) {
             int rc = TN_NOTFOUND;
             if (unknown != NULL)
-                rc = unknown(obj, key, v, a, err->msg, sizeof(err->msg));
+                rc = unknown(t[0].obj, key, v, a, err->msg, sizeof(err->msg));
             if (rc == TN_NOTFOUND) {
                 snprintf(err->msg, sizeof(err->msg), "unknown option '%s'", key);
                 return TN_INVALID;
@@ -336,13 +347,13 @@ int conf_parse_text(const conf_opt *table, void *obj, const char *name, const ch
                 return TN_INVALID;
             continue;
         }
-        size_t idx = (size_t)(o - table);
+        size_t idx = base[ti] + (size_t)(o - t[ti].table);
         if (seen[idx]) {
             snprintf(err->msg, sizeof(err->msg), "%s: already set on line %d", key, seen[idx]);
             return TN_INVALID;
         }
         seen[idx] = lineno;
-        int rc = set_value(o, obj, v, a, err->msg, sizeof(err->msg));
+        int rc = set_value(o, t[ti].obj, v, a, err->msg, sizeof(err->msg));
         if (rc != TN_OK)
             return rc == TN_NOMEM ? TN_NOMEM : TN_INVALID;
     }
@@ -350,8 +361,15 @@ int conf_parse_text(const conf_opt *table, void *obj, const char *name, const ch
     return TN_OK;
 }
 
-int conf_load(const conf_opt *table, void *obj, const char *path, arena *a,
-              conf_unknown_fn unknown, conf_error *err)
+int conf_parse_text(const conf_opt *table, void *obj, const char *name, const char *text,
+                    arena *a, conf_unknown_fn unknown, conf_error *err)
+{
+    conf_target t = {table, obj};
+    return conf_parse_text_targets(&t, 1, name, text, a, unknown, err);
+}
+
+int conf_load_targets(const conf_target *t, int n, const char *path, arena *a,
+                      conf_unknown_fn unknown, conf_error *err)
 {
     snprintf(err->file, sizeof(err->file), "%s", path);
     err->line = 0;
@@ -369,12 +387,12 @@ int conf_load(const conf_opt *table, void *obj, const char *path, arena *a,
         return TN_NOMEM;
     }
     char chunk[4096];
-    size_t n;
+    size_t got;
     bool bad = false;
-    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
-        if (memchr(chunk, '\0', n) != NULL)
+    while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+        if (memchr(chunk, '\0', got) != NULL)
             bad = true;
-        fwrite(chunk, 1, n, mem);
+        fwrite(chunk, 1, got, mem);
     }
     bool rerr = ferror(f);
     fclose(f);
@@ -389,9 +407,16 @@ int conf_load(const conf_opt *table, void *obj, const char *path, arena *a,
         snprintf(err->msg, sizeof(err->msg), "file contains NUL bytes (not a text file)");
         return TN_INVALID;
     }
-    int rc = conf_parse_text(table, obj, path, text, a, unknown, err);
+    int rc = conf_parse_text_targets(t, n, path, text, a, unknown, err);
     free(text);
     return rc;
+}
+
+int conf_load(const conf_opt *table, void *obj, const char *path, arena *a,
+              conf_unknown_fn unknown, conf_error *err)
+{
+    conf_target t = {table, obj};
+    return conf_load_targets(&t, 1, path, a, unknown, err);
 }
 
 void conf_format(const conf_opt *o, const void *obj, char *out, size_t n)

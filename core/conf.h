@@ -56,6 +56,12 @@ typedef struct conf_error {
 typedef int (*conf_unknown_fn)(void *obj, const char *key, const char *value, arena *a,
                                char *err, size_t errlen);
 
+/* Several modules may share one file: each brings its own table and struct. */
+typedef struct conf_target {
+    const conf_opt *table;
+    void *obj;
+} conf_target;
+
 /* Apply every default to obj. TN_OK, or TN_INVALID when a default does not parse (a bug). */
 int conf_defaults(const conf_opt *table, void *obj, arena *a, conf_error *err);
 
@@ -66,6 +72,13 @@ int conf_load(const conf_opt *table, void *obj, const char *path, arena *a,
 /* Parse a whole text (as if it were a file named `name`). */
 int conf_parse_text(const conf_opt *table, void *obj, const char *name, const char *text,
                     arena *a, conf_unknown_fn unknown, conf_error *err);
+
+/* The same over several tables: a key belongs to the first table that has it; duplicates are
+ * refused across all of them. `unknown` receives the first target's obj. */
+int conf_load_targets(const conf_target *t, int n, const char *path, arena *a,
+                      conf_unknown_fn unknown, conf_error *err);
+int conf_parse_text_targets(const conf_target *t, int n, const char *name, const char *text,
+                            arena *a, conf_unknown_fn unknown, conf_error *err);
 
 /* Set one option from text. TN_OK, TN_NOTFOUND (no such key), TN_INVALID (msg in err). */
 int conf_set(const conf_opt *table, void *obj, const char *key, const char *value, arena *a,

@@ -87,6 +87,9 @@ int main(int argc, char **argv)
         return 2;
     }
     log_init("tenancyd", TN_LOG_INFO);
+    /* Descriptors inherited from whoever started us (Apache's pipes under mod_fcgid, say) are
+     * not ours: close them, keeping stdio and the socket systemd may pass as fd 3. */
+    close_range(getenv("LISTEN_FDS") != NULL ? 4 : 3, ~0U, 0);
 
     conf_error err;
     tn_config *cfg = config_load(path, &err);

@@ -253,8 +253,13 @@ static void update_brake(master *m, int64_t now)
 
 static void describe_request(const sb_slot *s, char *out, size_t n, int64_t now_ns)
 {
-    if (s->req_start_ns == 0 || s->method[0] == '\0') {
+    if (s->req_start_ns == 0) {
         snprintf(out, n, "between requests");
+        return;
+    }
+    if (s->method[0] == '\0') {
+        snprintf(out, n, "reading a request (%lld ms)",
+                 (long long)((now_ns - s->req_start_ns) / 1000000));
         return;
     }
     snprintf(out, n, "%s %s (req=%s%s%s, %lld ms)", s->method, s->uri, s->req_id,

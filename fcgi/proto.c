@@ -112,8 +112,16 @@ fp_verdict fcgi_precheck(const unsigned char *p, size_t n, size_t max_params, bo
                 return res->verdict = FP_MGMT;
             }
             if (type != FCGI_T_BEGIN) {
-                res->why = "the first record is not BEGIN_REQUEST";
-                return res->verdict = FP_MALFORMED;
+                if (type > FCGI_T_UNKNOWN_TYPE) {
+                    res->why = "a record of unknown type before BEGIN_REQUEST";
+                    return res->verdict = FP_MALFORMED;
+                }
+                /* A record of a request that is no longer active (an ABORT sent after the
+                 * request ended, say): the spec says to ignore it. */
+                if (!whole)
+                    break;
+                res->consume = off + rlen;
+                return res->verdict = FP_SKIP;
             }
             if (clen != 8) {
                 res->why = "BEGIN_REQUEST has a wrong length";
@@ -133,21 +141,26 @@ fp_verdict fcgi_precheck(const unsigned char *p, size_t n, size_t max_params, bo
             off += rlen;
             continue;
         }
-        if (type != FCGI_T_PARAMS || rid != id)
-            return res->verdict = FP_READY;   /* libfcgi's business from here */
-        if (clen == 0)
-            return res->verdict = FP_READY;   /* end of params: all checked */
-        size_t avail = n - off - HDR;
-        if (avail > clen)
-            avail = clen;
-        if (!nv_feed(&nv, h + HDR, avail, max_params, &res->why))
-            return res->verdict = FP_MALFORMED;
+        if (type == FCGI_T_PARAMS && rid == id) {
+            if (clen == 0)
+                return res->verdict = FP_READY;   /* end of params: every length checked */
+            size_t avail = n - off - HDR;
+            if (avail > clen)
+                avail = clen;
+            if (!nv_feed(&nv, h + HDR, avail, max_params, &res->why))
+                return res->verdict = FP_MALFORMED;
+        }
+        /* Any other record (a second BEGIN, a management record, STDIN sent early) is
+         * libfcgi's to answer; the params of our request must still all be checked. */
         if (!whole)
             break;
         off += rlen;
     }
-    if (full)
-        return res->verdict = FP_READY;
+    if (full) {
+        res->why = begun ? "the parameters do not fit in max_params"
+                         : "no BEGIN_REQUEST within the first bytes";
+        return res->verdict = FP_MALFORMED;
+    }
     return res->verdict = FP_NEED_MORE;
 }
 

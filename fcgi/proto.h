@@ -31,12 +31,13 @@ typedef enum fp_verdict {
     FP_READY,       /* hand the connection to libfcgi */
     FP_MGMT,        /* a management record (request id 0) to answer and consume */
     FP_BAD_ROLE,    /* BEGIN_REQUEST with a role we do not play: answer FCGI_UNKNOWN_ROLE */
+    FP_SKIP,        /* a record of no active request (e.g. a late ABORT): consume, ignore */
     FP_MALFORMED    /* refuse: close the connection */
 } fp_verdict;
 
 typedef struct fp_result {
     fp_verdict verdict;
-    size_t consume;          /* FP_MGMT/FP_BAD_ROLE: bytes of the record(s) to read off */
+    size_t consume;          /* FP_MGMT/FP_BAD_ROLE/FP_SKIP: bytes to read off */
     unsigned req_id;         /* FP_READY/FP_BAD_ROLE: the request id */
     unsigned role;
     bool keep_conn;
@@ -45,8 +46,13 @@ typedef struct fp_result {
     const char *why;         /* FP_MALFORMED: a short reason for the log */
 } fp_result;
 
-/* Inspect the first n bytes of a connection's pending input. `full` says that n is all the
- * peek buffer could hold (so NEED_MORE becomes READY: the rest is libfcgi's to read). */
+/* Inspect the first n bytes of a connection's pending input. Before a BEGIN_REQUEST,
+ * management records are to be answered and records of other (inactive) request ids are to
+ * be skipped, as the spec says. After it, every PARAMS record of the request is checked up
+ * to the empty one that ends them; other records in between are passed over (libfcgi
+ * answers a second BEGIN with CANT_MPX_CONN). `full` says that n is all the peek buffer
+ * could hold: the caller sizes it above max_params plus record overhead, so a full buffer
+ * without the end of the params means the params are over the limit (FP_MALFORMED). */
 fp_verdict fcgi_precheck(const unsigned char *p, size_t n, size_t max_params, bool full,
                          fp_result *res);
 

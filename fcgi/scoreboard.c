@@ -89,6 +89,16 @@ static void copy_text(char *dst, size_t n, const char *src)
     dst[l] = '\0';
 }
 
+void sb_reading_begin(scoreboard *sb, sb_slot *s, int64_t start_ns)
+{
+    write_begin(s);
+    s->method[0] = s->uri[0] = s->req_id[0] = s->tenant[0] = '\0';
+    s->req_seq++;
+    write_end(s);
+    __atomic_store_n(&s->req_start_ns, start_ns, __ATOMIC_RELEASE);
+    sb_set_state(sb, s, SB_READING);
+}
+
 void sb_request_begin(sb_slot *s, const char *method, const char *uri, const char *req_id)
 {
     write_begin(s);
@@ -96,7 +106,6 @@ void sb_request_begin(sb_slot *s, const char *method, const char *uri, const cha
     copy_text(s->uri, sizeof(s->uri), uri);
     copy_text(s->req_id, sizeof(s->req_id), req_id);
     s->tenant[0] = '\0';
-    s->req_seq++;
     write_end(s);
 }
 

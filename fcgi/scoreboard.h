@@ -106,6 +106,8 @@ static inline sb_slot *sb_slot_at(scoreboard *sb, int i) { return &sb->slots[i];
 void sb_set_state(scoreboard *sb, sb_slot *s, enum sb_state st);
 /* Master side: forget a reaped worker's slot (keeps the idle count right). */
 void sb_slot_free(scoreboard *sb, sb_slot *s);
+/* A request's first byte is being read: clear the previous request's text. */
+void sb_reading_begin(scoreboard *sb, sb_slot *s, int64_t start_ns);
 void sb_request_begin(sb_slot *s, const char *method, const char *uri, const char *req_id);
 void sb_set_tenant(sb_slot *s, const char *tenant);
 void sb_request_end(scoreboard *sb, sb_slot *s, int status, int64_t duration_us);

@@ -86,6 +86,7 @@ void status_json(buf *o, scoreboard *sb, const tn_listener *l)
     kv_u64(o, "rejected_tenant_limit", sb_get(&p->rejected_tenant_limit), true);
     kv_u64(o, "keepalive_released", sb_get(&p->keepalive_released), true);
     kv_u64(o, "malformed", sb_get(&p->malformed), true);
+    kv_u64(o, "get_values", sb_get(&p->get_values), true);
     buf_puts(o, "},\"workers\":[");
     bool first = true;
     for (int i = 0; i < SB_SLOTS; i++) {

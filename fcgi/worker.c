@@ -36,9 +36,9 @@
 #include "core/rc.h"
 #include "fcgi/app.h"
 #include "fcgi/proto.h"
-#include "fcgi/request.h"
 #include "fcgi/signals.h"
 #include "fcgi/status.h"
+#include "tenancy/request.h"
 
 #include <errno.h>
 #include <fcgiapp.h>
@@ -57,13 +57,15 @@
 #include <unistd.h>
 
 #define MAX_CONNS 64
-#define PEEK_SIZE 16384
+#define PEEK_SLACK 16384   /* record headers and padding around max_params */
 #define LISTEN_TAG UINT64_MAX
 
 struct conn {
     int fd;
     bool kept;            /* served a request before (FCGI_KEEP_CONN) */
-    int64_t deadline_ms;  /* close when idle past this */
+    bool ready;           /* epoll said readable (edge-triggered) and we have not looked */
+    int64_t deadline_ms;  /* close when idle (or incomplete) past this */
+    int64_t req_start_ms; /* first byte of a request not yet complete (0: none) */
     int64_t last_ms;      /* for LRU release */
 };
 
@@ -80,7 +82,8 @@ typedef struct worker {
     FCGX_Request fx;
     arena *req_arena;
     buf headers, out, line;
-    unsigned char peek[PEEK_SIZE];
+    unsigned char *peek;   /* max_params + PEEK_SLACK: room for every checked param */
+    size_t peek_size;
     uint64_t served;
     uint64_t max_requests;
     uint64_t req_counter;
@@ -201,19 +204,27 @@ static void conn_close(worker *w, struct conn *c)
     close_fd(w, fd);
 }
 
+/* Close an idle connection at once: nothing to drain, and should the web server have
+ * raced a request onto it, it sees the reset and retries elsewhere (nginx does this for
+ * its cached connections) instead of our reading and discarding the request. */
+static void conn_drop(worker *w, struct conn *c)
+{
+    int fd = c->fd;
+    conn_forget(w, c);
+    close(fd);
+}
+
 /* Release a kept connection nobody is using, to make room or to free this worker. */
 static void conn_release(worker *w, struct conn *c)
 {
     sb_inc(&w->sb->pool.keepalive_released);
-    int fd = c->fd;
-    conn_forget(w, c);
-    close(fd);   /* idle, nothing to drain: the peer sees EOF and drops it from its cache */
+    conn_drop(w, c);
 }
 
 static void conn_add(worker *w, int fd, bool kept, int64_t now)
 {
     if (w->nconns >= w->max_conns) {
-        /* Full: release the least recently used idle connection. */
+        /* Full: release the least recently used connection. */
         struct conn *lru = &w->conns[0];
         for (int i = 1; i < w->nconns; i++)
             if (w->conns[i].last_ms < lru->last_ms)
@@ -221,11 +232,14 @@ static void conn_add(worker *w, int fd, bool kept, int64_t now)
         conn_release(w, lru);
     }
     struct conn *c = &w->conns[w->nconns];
+    memset(c, 0, sizeof(*c));
     c->fd = fd;
     c->kept = kept;
     c->last_ms = now;
     c->deadline_ms = now + (w->cfg->keepalive_timeout_ms > 0 ? w->cfg->keepalive_timeout_ms : 5000);
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.u64 = (uint64_t)fd};
+    /* Edge-triggered: a connection holding half a request must not wake us until more
+     * arrives. Adding a descriptor that already has input reports it once. */
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.u64 = (uint64_t)fd};
     if (epoll_ctl(w->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
         close(fd);
         return;
@@ -240,16 +254,24 @@ static bool has_pending_input(int fd)
     return n != 0 && !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
 }
 
-/* When other workers are idle, a busy worker should not hold idle kept connections: the
- * web server could send a request on one and wait for us. Connections with input pending
- * already carry a request and are kept. */
-static void release_idle_kept(worker *w)
+/* A kept connection idle this long is one the web server is not cycling through now. */
+#define KEPT_STALE_MS 1000
+
+/* When other workers are idle, a busy worker should not hold kept connections that the
+ * web server may pick after a pause: a request sent on one would wait for this worker.
+ * Connections in active use (idle less than KEPT_STALE_MS) are kept — releasing those on
+ * every request would make the web server reconnect all the time — and so are those with
+ * input pending, which already carry a request. */
+static void release_idle_kept(worker *w, int64_t now)
 {
     if (w->nconns == 0 || __atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED) <= 0)
         return;
-    for (int i = w->nconns - 1; i >= 0; i--)
-        if (w->conns[i].kept && !has_pending_input(w->conns[i].fd))
-            conn_release(w, &w->conns[i]);
+    for (int i = w->nconns - 1; i >= 0; i--) {
+        struct conn *c = &w->conns[i];
+        if (c->kept && !c->ready && now - c->last_ms >= KEPT_STALE_MS &&
+            !has_pending_input(c->fd))
+            conn_release(w, c);
+    }
 }
 
 /* ---- logs --------------------------------------------------------------------------------- */
@@ -317,6 +339,38 @@ static void access_log_line(worker *w, const tn_request *r, int status, int64_t 
     if (!l->oom)
         (void)!write(w->access_fd, l->p, l->len);
 }
+
+/* ---- the FastCGI transport of tenancy/request.h ------------------------------------------ */
+
+static const char *fx_param(void *tx, const char *name)
+{
+    return FCGX_GetParam(name, ((FCGX_Request *)tx)->envp);
+}
+
+static int fx_read(void *tx, char *p, int n)
+{
+    FCGX_Request *fx = tx;
+    int got = FCGX_GetStr(p, n, fx->in);
+    if (got == 0 && FCGX_GetError(fx->in) != 0)
+        return -1;
+    return got;
+}
+
+/* libfcgi's own printf is never used (it has no %zu and silently stops): bytes only. */
+static int fx_write(void *tx, const char *p, size_t n)
+{
+    FCGX_Request *fx = tx;
+    while (n > 0) {
+        int chunk = n > 1 << 30 ? 1 << 30 : (int)n;
+        if (FCGX_PutStr(p, chunk, fx->out) != chunk)
+            return -1;
+        p += chunk;
+        n -= (size_t)chunk;
+    }
+    return 0;
+}
+
+static const tn_transport fcgi_transport = {fx_param, fx_read, fx_write};
 
 /* ---- one request ------------------------------------------------------------------------ */
 
@@ -431,96 +485,93 @@ static void prepare_timeout_reply(unsigned req_id, int fd)
     alarm_fd = fd;
 }
 
-/* Peek at the start of the request. Returns TN_OK (hand to libfcgi, *req_id set),
- * TN_AGAIN (a management record was answered: look again), TN_DONE (answered and the
- * connection should be closed), TN_ERR (close). */
-static int precheck(worker *w, int fd, int64_t deadline_ms, unsigned *req_id)
+/* Look at what a readable connection holds, without waiting. Returns TN_OK when a whole
+ * request header is there (*req_id set), TN_AGAIN when a record was answered or skipped
+ * (look again), TN_DECLINED when more bytes are needed, TN_DONE when the connection was
+ * answered and must close, TN_ERR to close it. */
+static int precheck(worker *w, int fd, unsigned *req_id)
 {
-    for (;;) {
-        ssize_t n = recv(fd, w->peek, sizeof(w->peek), MSG_PEEK | MSG_DONTWAIT);
-        if (n == 0)
-            return TN_ERR;   /* the peer closed */
-        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            return TN_ERR;
-        fp_result res;
-        fp_verdict v = FP_NEED_MORE;
-        if (n > 0)
-            v = fcgi_precheck(w->peek, (size_t)n, (size_t)w->cfg->max_params,
-                              (size_t)n == sizeof(w->peek), &res);
-        switch (v) {
-        case FP_READY:
-            *req_id = res.req_id;
-            return TN_OK;
-        case FP_MGMT: {
-            unsigned char reply[256];
-            size_t len;
-            if (res.mgmt_type == FCGI_T_GET_VALUES) {
-                len = fcgi_get_values_result(reply, sizeof(reply), w->peek + res.mgmt_off,
-                                             res.mgmt_len, (unsigned)w->cfg->max_children,
-                                             (unsigned)w->cfg->max_children);
-                sb_inc(&w->sb->pool.get_values);
-            } else {
-                len = fcgi_unknown_type(reply, sizeof(reply), res.mgmt_type);
-            }
-            /* Consume exactly the record we answered (it is all in the socket buffer). */
-            if (recv(fd, w->peek, res.consume, MSG_WAITALL) != (ssize_t)res.consume)
-                return TN_ERR;
-            if (len == 0 || write(fd, reply, len) != (ssize_t)len)
-                return TN_ERR;
-            return TN_AGAIN;
+    ssize_t n = recv(fd, w->peek, w->peek_size, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0)
+        return TN_ERR;   /* the peer closed */
+    if (n < 0)
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? TN_DECLINED : TN_ERR;
+    fp_result res;
+    switch (fcgi_precheck(w->peek, (size_t)n, (size_t)w->cfg->max_params,
+                          (size_t)n == w->peek_size, &res)) {
+    case FP_READY:
+        *req_id = res.req_id;
+        return TN_OK;
+    case FP_NEED_MORE:
+        return TN_DECLINED;
+    case FP_SKIP:
+        /* The whole record is in the socket buffer: read it off. */
+        return recv(fd, w->peek, res.consume, MSG_WAITALL) == (ssize_t)res.consume ? TN_AGAIN
+                                                                                     : TN_ERR;
+    case FP_MGMT: {
+        unsigned char reply[256];
+        size_t len;
+        if (res.mgmt_type == FCGI_T_GET_VALUES) {
+            len = fcgi_get_values_result(reply, sizeof(reply), w->peek + res.mgmt_off,
+                                         res.mgmt_len, (unsigned)w->cfg->max_children,
+                                         (unsigned)w->cfg->max_children);
+            sb_inc(&w->sb->pool.get_values);
+        } else {
+            len = fcgi_unknown_type(reply, sizeof(reply), res.mgmt_type);
         }
-        case FP_BAD_ROLE: {
-            unsigned char reply[16];
-            size_t len = fcgi_end_request(reply, sizeof(reply), res.req_id, 0, FCGI_UNKNOWN_ROLE);
-            (void)!recv(fd, w->peek, res.consume, MSG_WAITALL);
-            (void)!write(fd, reply, len);
-            log_warn("refused a FastCGI request with role %u (only responder, authorizer and "
-                     "filter exist)", res.role);
-            return TN_DONE;
-        }
-        case FP_MALFORMED:
-            sb_inc(&w->sb->pool.malformed);
-            log_warn("refused a malformed FastCGI stream: %s", res.why);
+        if (recv(fd, w->peek, res.consume, MSG_WAITALL) != (ssize_t)res.consume)
             return TN_ERR;
-        case FP_NEED_MORE:
-            break;
-        }
-        int64_t left = deadline_ms - clock_mono_ms();
-        if (left <= 0) {
-            log_info("closed a FastCGI connection that did not send a whole request header "
-                     "within request_timeout");
+        if (len == 0 || write(fd, reply, len) != (ssize_t)len)
             return TN_ERR;
-        }
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, (int)(left > 1000 ? 1000 : left)) < 0 && errno != EINTR)
-            return TN_ERR;
+        return TN_AGAIN;
     }
+    case FP_BAD_ROLE: {
+        unsigned char reply[16];
+        size_t len = fcgi_end_request(reply, sizeof(reply), res.req_id, 0, FCGI_UNKNOWN_ROLE);
+        (void)!recv(fd, w->peek, res.consume, MSG_WAITALL);
+        (void)!write(fd, reply, len);
+        log_warn("refused a FastCGI request with role %u (only responder, authorizer and "
+                 "filter exist)", res.role);
+        return TN_DONE;
+    }
+    case FP_MALFORMED:
+        sb_inc(&w->sb->pool.malformed);
+        log_warn("refused a malformed FastCGI stream: %s", res.why);
+        return TN_ERR;
+    }
+    return TN_ERR;
 }
 
-/* Serve one request from fd. Returns true when the connection stays open (kept). */
-static bool serve_one(worker *w, int fd, bool *gone)
+/* Read what the app left of the request body, so the kept connection starts the next
+ * request on a record boundary. False when it could not (too much left, or an error). */
+static bool drain_stdin(FCGX_Request *fx)
+{
+    char scratch[8192];
+    size_t drained = 0;
+    while (drained < (8u << 20)) {
+        int n = FCGX_GetStr(scratch, sizeof(scratch), fx->in);
+        if (n <= 0)
+            break;
+        drained += (size_t)n;
+    }
+    return FCGX_HasSeenEOF(fx->in) && FCGX_GetError(fx->in) == 0;
+}
+
+/* Serve the request whose header precheck() found complete on fd. Returns true when the
+ * connection stays open (kept); false when it was closed. */
+static bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
 {
     const tn_config *cfg = w->cfg;
-    *gone = false;
-    int64_t t0 = clock_mono_ns();
     int64_t timeout = cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : 3600000;
     int64_t deadline = t0 / 1000000 + timeout;
-    unsigned req_id = 0;
 
-    sb_set_state(w->sb, w->slot, SB_READING);
-    __atomic_store_n(&w->slot->req_start_ns, t0, __ATOMIC_RELEASE);
-    int pc;
-    while ((pc = precheck(w, fd, deadline, &req_id)) == TN_AGAIN)
-        ;
-    if (pc != TN_OK) {
-        __atomic_store_n(&w->slot->req_start_ns, 0, __ATOMIC_RELEASE);
-        close_fd(w, fd);
-        *gone = true;
-        return false;
-    }
+    sb_reading_begin(w->sb, w->slot, t0);
 
-    /* Bound every read libfcgi makes on this connection. */
-    struct timeval tv = {(time_t)(timeout / 1000), (suseconds_t)(timeout % 1000) * 1000};
+    /* Bound every read libfcgi makes on this connection (the body may still be arriving). */
+    int64_t left = deadline - clock_mono_ms();
+    if (left < 1)
+        left = 1;
+    struct timeval tv = {(time_t)(left / 1000), (suseconds_t)(left % 1000) * 1000};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 
     FCGX_Request *fx = &w->fx;
@@ -532,15 +583,17 @@ static bool serve_one(worker *w, int fd, bool *gone)
          * accept on our deliberately invalid listen socket: nothing more to do. */
         fx->ipcFd = -1;
         __atomic_store_n(&w->slot->req_start_ns, 0, __ATOMIC_RELEASE);
-        *gone = true;
+        log_warn("libfcgi could not read the request header (%s); connection closed",
+                 rc == -EBADF ? "stream error" : strerror(-rc));
         return false;
     }
-    bool peer_keep = fx->keepConnection != 0;
+    bool keep = fx->keepConnection != 0;
 
     char rid[40];
     make_req_id(w, rid, sizeof(rid), fx);
     tn_request r;
-    request_init(&r, fx, w->req_arena, &w->headers, &w->out, cfg->max_body, rid, t0);
+    request_init(&r, &fcgi_transport, fx, w->req_arena, &w->headers, &w->out, cfg->max_body, rid,
+                 t0);
     sb_request_begin(w->slot, r.method, r.path, rid);
     char ctx[96];
     snprintf(ctx, sizeof(ctx), "req=%s", rid);
@@ -553,13 +606,17 @@ static bool serve_one(worker *w, int fd, bool *gone)
         arm_alarm(deadline - clock_mono_ms());
     }
     sb_set_state(w->sb, w->slot, SB_RUNNING);
-    release_idle_kept(w);
+    release_idle_kept(w, clock_mono_ms());
     int status = run_request(w, &r);
     alarm_may_answer = 0;   /* from here on the response belongs to libfcgi */
     sb_set_state(w->sb, w->slot, SB_FINISHING);
     request_finish(&r);
-    if (r.io_error)
+    if (r.io_error) {
+        status = 499;   /* as nginx logs it: the client closed the connection */
         log_info("the client went away before the response was complete");
+    }
+    if (keep && !r.io_error && !drain_stdin(fx))
+        keep = false;
 
     fx->keepConnection = 1;   /* libfcgi must not close: we decide below */
     FCGX_Finish_r(fx);
@@ -571,17 +628,47 @@ static bool serve_one(worker *w, int fd, bool *gone)
     arena_reset(w->req_arena);
     w->served++;
 
-    if (fx->ipcFd < 0) {
-        *gone = true;   /* libfcgi closed it after a stream error */
-        return false;
-    }
+    if (fx->ipcFd < 0)
+        return false;   /* libfcgi closed it after a stream error */
     fx->ipcFd = -1;
-    if (peer_keep && cfg->keepalive_timeout_ms > 0 && !stop_requested &&
+    if (keep && cfg->keepalive_timeout_ms > 0 && !stop_requested &&
         !(w->max_requests && w->served >= w->max_requests))
         return true;
     close_fd(w, fd);
-    *gone = true;
     return false;
+}
+
+/* A connection epoll reported readable: check it, and serve it when a request is there.
+ * The connection is removed from the table while served and put back when kept. */
+static void handle_conn(worker *w, struct conn *c, int64_t now)
+{
+    c->ready = false;
+    for (;;) {
+        unsigned req_id = 0;
+        int rc = precheck(w, c->fd, &req_id);
+        if (rc == TN_AGAIN)
+            continue;   /* answered or skipped a record: there may be more */
+        if (rc == TN_DECLINED) {
+            /* Part of a request: wait for the rest beside the others, bounded by
+             * request_timeout from its first byte. */
+            if (c->req_start_ms == 0 && has_pending_input(c->fd)) {
+                c->req_start_ms = now;
+                int64_t t = w->cfg->request_timeout_ms > 0 ? w->cfg->request_timeout_ms : 60000;
+                c->deadline_ms = now + t;
+            }
+            return;
+        }
+        if (rc != TN_OK) {
+            conn_close(w, c);
+            return;
+        }
+        int fd = c->fd;
+        int64_t t0 = c->req_start_ms ? c->req_start_ms * 1000000 : clock_mono_ns();
+        conn_forget(w, c);
+        if (serve_one(w, fd, req_id, t0))
+            conn_add(w, fd, true, clock_mono_ms());
+        return;
+    }
 }
 
 /* ---- setup and loop ---------------------------------------------------------------------- */
@@ -642,12 +729,15 @@ static void accept_new(worker *w, int64_t now)
         }
     }
     conn_add(w, fd, false, now);
+    /* nginx writes the request right after connecting: look at once, not a turn later. */
+    if (w->nconns > 0 && w->conns[w->nconns - 1].fd == fd)
+        w->conns[w->nconns - 1].ready = true;
 }
 
 static void worker_loop(worker *w)
 {
     const tn_config *cfg = w->cfg;
-    struct epoll_event evs[16];
+    struct epoll_event evs[32];
     w->idle_since_ms = clock_mono_ms();
     while (!stop_requested) {
         if (w->max_requests && w->served >= w->max_requests) {
@@ -658,7 +748,9 @@ static void worker_loop(worker *w)
         check_log_reopen(w);
         int64_t now = clock_mono_ms();
         int timeout = -1;
+        bool any_ready = false;
         for (int i = 0; i < w->nconns; i++) {
+            any_ready = any_ready || w->conns[i].ready;
             int64_t left = w->conns[i].deadline_ms - now;
             int t = left <= 0 ? 0 : left > 60000 ? 60000 : (int)left;
             if (timeout < 0 || t < timeout)
@@ -671,6 +763,8 @@ static void worker_loop(worker *w)
             if (timeout < 0 || t < timeout)
                 timeout = t;
         }
+        if (any_ready)
+            timeout = 0;
         sb_set_state(w->sb, w->slot, w->nconns ? SB_KEEPALIVE : SB_IDLE);
         int n = epoll_pwait(w->ep, evs, (int)TN_ARRAY_LEN(evs), timeout, &w->wait_mask);
         if (n < 0) {
@@ -680,44 +774,42 @@ static void worker_loop(worker *w)
             break;
         }
         now = clock_mono_ms();
-        /* Deadlines first: silent and idle connections go. */
-        for (int i = w->nconns - 1; i >= 0; i--)
-            if (w->conns[i].deadline_ms <= now)
-                conn_close(w, &w->conns[i]);
-        if (n == 0) {
-            if (cfg->pm == PM_ONDEMAND && now - w->idle_since_ms >= cfg->idle_timeout_ms) {
-                log_debug("idle for pm.idle_timeout: exiting");
-                break;
-            }
-            continue;
-        }
-        /* Serve the first readable connection; accept when the listen socket is ready.
-         * Whatever else is ready is still ready on the next turn (level-triggered). */
-        int ready_fd = -1;
         bool listen_ready = false;
         for (int i = 0; i < n; i++) {
-            if (evs[i].data.u64 == LISTEN_TAG)
+            if (evs[i].data.u64 == LISTEN_TAG) {
                 listen_ready = true;
-            else if (ready_fd < 0 && conn_find(w, (int)evs[i].data.u64) != NULL)
-                ready_fd = (int)evs[i].data.u64;
+                continue;
+            }
+            struct conn *c = conn_find(w, (int)evs[i].data.u64);
+            if (c != NULL)
+                c->ready = true;
         }
-        if (listen_ready && ready_fd < 0) {
+        /* Deadlines: silent, idle and incomplete connections go. */
+        for (int i = w->nconns - 1; i >= 0; i--) {
+            struct conn *c = &w->conns[i];
+            if (c->deadline_ms > now || c->ready)
+                continue;
+            if (c->req_start_ms)
+                log_info("closed a FastCGI connection whose request header did not arrive "
+                         "within request_timeout");
+            conn_close(w, c);
+        }
+        if (cfg->pm == PM_ONDEMAND && n == 0 && now - w->idle_since_ms >= cfg->idle_timeout_ms) {
+            log_debug("idle for pm.idle_timeout: exiting");
+            break;
+        }
+        if (listen_ready)
             accept_new(w, now);
-            /* nginx writes the request right after connecting: serve it now if it is here. */
-            if (w->nconns > 0 && has_pending_input(w->conns[w->nconns - 1].fd))
-                ready_fd = w->conns[w->nconns - 1].fd;
-        }
-        if (ready_fd < 0)
+        /* Serve one ready connection per turn, the one waiting longest first, so that the
+         * listen socket and the deadlines are looked at between requests. */
+        struct conn *pick = NULL;
+        for (int i = 0; i < w->nconns; i++)
+            if (w->conns[i].ready && (pick == NULL || w->conns[i].last_ms < pick->last_ms))
+                pick = &w->conns[i];
+        if (pick == NULL)
             continue;
-        struct conn *c = conn_find(w, ready_fd);
-        int fd = c->fd;
-        conn_forget(w, c);
-        bool gone;
-        bool keep = serve_one(w, fd, &gone);
-        now = clock_mono_ms();
-        w->idle_since_ms = now;
-        if (keep)
-            conn_add(w, fd, true, now);
+        handle_conn(w, pick, now);
+        w->idle_since_ms = clock_mono_ms();
     }
 }
 
@@ -780,12 +872,25 @@ void worker_main(const worker_args *a)
         log_error("worker setup failed: %m");
         _exit(WORKER_EXIT_SETUP);
     }
+    /* Several workers wake for one connection and only one gets it: the others must find
+     * accept() empty, not block in it while holding requests on their kept connections. */
+    int fl = fcntl(a->lis->fd, F_GETFL);
+    if (fl < 0 || fcntl(a->lis->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+        log_error("cannot make the listen socket non-blocking: %m");
+        _exit(WORKER_EXIT_SETUP);
+    }
     struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.u64 = LISTEN_TAG};
     if (epoll_ctl(w.ep, EPOLL_CTL_ADD, a->lis->fd, &ev) < 0) {
         log_error("epoll_ctl on the listen socket: %m");
         _exit(WORKER_EXIT_SETUP);
     }
     w.max_conns = MAX_CONNS;
+    w.peek_size = (size_t)w.cfg->max_params + PEEK_SLACK;
+    w.peek = malloc(w.peek_size);
+    if (w.peek == NULL) {
+        log_error("cannot allocate the %zu-byte peek buffer (max_params)", w.peek_size);
+        _exit(WORKER_EXIT_SETUP);
+    }
     w.max_requests = jittered_limit(w.cfg);
     w.log_gen = __atomic_load_n(&w.sb->pool.log_generation, __ATOMIC_RELAXED);
     open_access_log(&w);
@@ -793,9 +898,24 @@ void worker_main(const worker_args *a)
     __atomic_store_n(&w.slot->ready, 1, __ATOMIC_RELEASE);
     worker_loop(&w);
 
+    /* Leaving: a request the web server already wrote on a kept connection is served
+     * first (closing under it would fail it); then every connection is closed. */
+    while (w.nconns > 0) {
+        struct conn *c = &w.conns[w.nconns - 1];
+        int fd = c->fd;
+        if (!c->kept && c->req_start_ms == 0) {
+            /* Accepted but silent so far: the web server writes right after connecting. */
+            struct pollfd p = {.fd = fd, .events = POLLIN};
+            (void)!poll(&p, 1, 200);
+        }
+        if (has_pending_input(fd)) {
+            handle_conn(&w, c, clock_mono_ms());
+            if ((c = conn_find(&w, fd)) == NULL)
+                continue;
+        }
+        conn_drop(&w, c);
+    }
     sb_set_state(w.sb, w.slot, SB_EXITING);
-    for (int i = w.nconns - 1; i >= 0; i--)
-        conn_close(&w, &w.conns[i]);
     if (w.mod.app->fini != NULL)
         w.mod.app->fini();
     _exit(WORKER_EXIT_OK);

@@ -120,6 +120,50 @@ int tn_send_error(tn_request *r, int status, const char *message);
 enum { TN_LOG_ERROR = 0, TN_LOG_WARN = 1, TN_LOG_INFO = 2, TN_LOG_DEBUG = 3 };
 void tn_log(const tn_request *r, int level, const char *fmt, ...) TN_PRINTF(3, 4);
 
+/* ---- Storage ------------------------------------------------------------------------------
+ *
+ * One API over SQLite and PostgreSQL. SQL takes positional parameters written $1, $2, ... in
+ * both backends; values are passed as text (NULL for SQL NULL) and converted by the database.
+ * Never build SQL from input: pass it as parameters. Rows come back as text.
+ */
+
+typedef struct tn_db tn_db;
+typedef struct tn_rows tn_rows;
+
+/* Run a statement that returns no rows. TN_OK, TN_EXISTS (a unique constraint refused it),
+ * TN_INVALID (SQL error), TN_BUSY (locked past busy_timeout), TN_IO (connection lost),
+ * TN_ERR; tn_db_error() says why. */
+int tn_db_exec(tn_db *db, const char *sql, int nparams, const char *const *params);
+
+/* Run a query; iterate with tn_rows_next(). Returns as tn_db_exec. *rows is NULL on error. */
+int tn_db_query(tn_db *db, tn_rows **rows, const char *sql, int nparams,
+                const char *const *params);
+
+/* Advance to the next row: TN_OK (a row is there), TN_DONE (no more rows), or an error. */
+int tn_rows_next(tn_rows *rows);
+int tn_rows_ncols(const tn_rows *rows);
+const char *tn_rows_colname(const tn_rows *rows, int col);
+/* A column of the current row by index or by name: NULL for SQL NULL or no such column. */
+const char *tn_rows_get(const tn_rows *rows, int col);
+const char *tn_rows_getn(const tn_rows *rows, const char *name);
+void tn_rows_free(tn_rows *rows);
+
+/* Rows changed by the last statement, and the id of the last inserted row (SQLite rowid;
+ * in PostgreSQL, use INSERT ... RETURNING id instead: this returns -1). */
+int64_t tn_db_changes(const tn_db *db);
+int64_t tn_db_last_id(const tn_db *db);
+
+/* Transactions. tn_db_commit/rollback without a begin return TN_INVALID. */
+int tn_db_begin(tn_db *db);
+int tn_db_commit(tn_db *db);
+int tn_db_rollback(tn_db *db);
+
+/* The last error message ("" when none), the backend name ("sqlite" or "postgres"), and the
+ * native handle (sqlite3 * or PGconn *) for what this API does not cover. */
+const char *tn_db_error(const tn_db *db);
+const char *tn_db_backend(const tn_db *db);
+void *tn_db_native(tn_db *db);
+
 /* ---- The app module --------------------------------------------------------------------- */
 
 /* What the host tells an app at init. */

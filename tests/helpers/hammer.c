@@ -129,6 +129,8 @@ struct opts {
     bool idempotent, head;
 };
 
+static char status_desc[32] = "expected 2xx";   /* for the messages */
+
 static struct opts O = {
     .conns = 10, .host_pat = "localhost", .tenants = 1, .path_pat = "/", .method = "GET",
     .status_lo = 200, .status_hi = 299, .keepalive = true, .timeout_ms = 5000,
@@ -993,7 +995,7 @@ static void complete(struct conn *c, uint64_t now)
     if (c->status < O.status_lo || c->status > O.status_hi) {
         S.unexpected++;
         if (S.unexpected <= SHOW_MAX)
-            show_failure("unexpected status", S.unexpected, c, "unexpected status", true);
+            show_failure("unexpected status", S.unexpected, c, status_desc, true);
     } else if (c->check_body && !c->found) {
         S.wrong++;
         if (S.wrong <= SHOW_MAX) {
@@ -1517,6 +1519,7 @@ static void parse_expect_status(const char *s)
     } else {
         O.status_lo = O.status_hi = (int)parse_uint(s, 200, 599, "bad --expect-status");
     }
+    snprintf(status_desc, sizeof(status_desc), "expected %s", s);
 }
 
 int main(int argc, char **argv)
@@ -1611,13 +1614,13 @@ int main(int argc, char **argv)
     char host[HOST_MAX], buf[EXPECT_MAX];
     int hl = expand(O.host_pat, O.tenants, NULL, 0, host, sizeof(host));
     if (hl <= 0 || !is_visible(host) || strpbrk(host, "/?#@") != NULL)
-        usage_error("bad -H (a host name; %d and %% only; up to 255 bytes)", O.host_pat);
+        usage_error("bad -H (a host name, escapes %d and %%, up to 255 bytes)", O.host_pat);
     int pl = expand(O.path_pat, O.tenants, NULL, 0, buf, PATH_MAX_LEN);
     if (pl <= 0 || !is_visible(buf) || (buf[0] != '/' && strcmp(buf, "*") != 0))
-        usage_error("bad -u (a path; %d and %% only; up to 1023 bytes)", O.path_pat);
+        usage_error("bad -u (a path, escapes %d and %%, up to 1023 bytes)", O.path_pat);
     if (O.expect_pat != NULL &&
         expand(O.expect_pat, O.tenants, host, (size_t)hl, buf, sizeof(buf)) < 0)
-        usage_error("bad -e (%d, %h and %% only; up to 1023 bytes)", O.expect_pat);
+        usage_error("bad -e (escapes %d, %h and %%, up to 1023 bytes)", O.expect_pat);
     if (O.method[0] == '\0' || strlen(O.method) > 32)
         usage_error("bad -m", O.method);
     for (const char *m = O.method; *m; m++)

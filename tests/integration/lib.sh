@@ -25,11 +25,19 @@ hard_error() { log "ERROR (environment): $*"; exit 99; }
 
 cleanup() {
     local rc=$?
+    local kids=""
     for p in "${PIDS[@]:-}"; do
-        [ -n "$p" ] && kill -TERM "$p" 2>/dev/null
+        [ -n "$p" ] || continue
+        kids="$kids $(pgrep -P "$p" 2>/dev/null | tr '\n' ' ')"
+        kill -TERM "$p" 2>/dev/null
     done
-    sleep 0.2
-    for p in "${PIDS[@]:-}"; do
+    for _ in $(seq 1 30); do
+        local alive=0
+        for p in "${PIDS[@]:-}" $kids; do [ -n "$p" ] && kill -0 "$p" 2>/dev/null && alive=1; done
+        [ "$alive" = 0 ] && break
+        sleep 0.1
+    done
+    for p in "${PIDS[@]:-}" $kids; do
         [ -n "$p" ] && kill -KILL "$p" 2>/dev/null
     done
     wait 2>/dev/null
@@ -54,11 +62,12 @@ need() {
     done
 }
 
-# A TCP port nobody listens on (loopback).
+# A TCP port nobody listens on (loopback), below the kernel's ephemeral range (32768+) so
+# that an outgoing connection cannot take it between our check and the server's bind.
 free_port() {
     local p
     for _ in $(seq 1 50); do
-        p=$((20000 + RANDOM % 40000))
+        p=$((20000 + RANDOM % 12000))
         if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
             echo "$p"
             return 0

@@ -41,8 +41,8 @@ START_TEST(test_normal_request_ready)
     /* Any prefix short of the end of params needs more bytes. */
     for (size_t k = 1; k < n - 8; k++)
         ck_assert_int_eq(fcgi_precheck(s, k, 1 << 20, false, &r), FP_NEED_MORE);
-    /* ...unless the peek buffer was full. */
-    ck_assert_int_eq(fcgi_precheck(s, 20, 1 << 20, true, &r), FP_READY);
+    /* A full peek buffer without the end of the params means they are over the limit. */
+    ck_assert_int_eq(fcgi_precheck(s, 20, 1 << 20, true, &r), FP_MALFORMED);
 }
 END_TEST
 
@@ -99,12 +99,33 @@ START_TEST(test_management_and_roles)
 }
 END_TEST
 
+START_TEST(test_stale_records_skipped_and_foreign_records_passed_over)
+{
+    unsigned char s[512];
+    fp_result r;
+    /* A late ABORT of a finished request, then the next request: skip, then ready. */
+    size_t n = rec(s, FCGI_T_ABORT, 1, NULL, 0);
+    size_t first = n;
+    n += begin(s + n, 1, 1, 1);
+    n += rec(s + n, FCGI_T_PARAMS, 1, NULL, 0);
+    ck_assert_int_eq(fcgi_precheck(s, n, 1 << 20, false, &r), FP_SKIP);
+    ck_assert_uint_eq(r.consume, first);
+    ck_assert_int_eq(fcgi_precheck(s + first, n - first, 1 << 20, false, &r), FP_READY);
+    /* Huge lengths after an interleaved BEGIN of another id are still caught. */
+    n = begin(s, 1, 1, 1);
+    n += begin(s + n, 2, 1, 0);
+    unsigned char nv[] = {0xFF, 0xFF, 0xFF, 0xF0, 0x80, 0x00, 0x00, 0x0E};
+    n += rec(s + n, FCGI_T_PARAMS, 1, nv, sizeof(nv));
+    ck_assert_int_eq(fcgi_precheck(s, n, 1 << 20, false, &r), FP_MALFORMED);
+}
+END_TEST
+
 START_TEST(test_garbage_refused)
 {
     unsigned char s[64] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
     fp_result r;
     ck_assert_int_eq(fcgi_precheck(s, 27, 1 << 20, false, &r), FP_MALFORMED);
-    size_t n = rec(s, FCGI_T_STDIN, 1, "x", 1);
+    size_t n = rec(s, 77, 1, "x", 1);
     ck_assert_int_eq(fcgi_precheck(s, n, 1 << 20, false, &r), FP_MALFORMED);
     unsigned char bad_begin[16];
     n = rec(bad_begin, FCGI_T_BEGIN, 1, "abc", 3);
@@ -133,6 +154,7 @@ Suite *proto_suite(void)
     tcase_add_test(tc, test_normal_request_ready);
     tcase_add_test(tc, test_huge_declared_lengths_refused);
     tcase_add_test(tc, test_management_and_roles);
+    tcase_add_test(tc, test_stale_records_skipped_and_foreign_records_passed_over);
     tcase_add_test(tc, test_garbage_refused);
     tcase_add_test(tc, test_simple_response);
     suite_add_tcase(s, tc);

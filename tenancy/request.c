@@ -1,10 +1,10 @@
 /*
- * request.c — the app API over libfcgi (see request.h and include/tenancy.h).
- * Must not: use FCGX_FPrintF (libfcgi's printf has no %zu and silently stops, see
- * research), keep anything across requests, or log without the request's context.
+ * request.c — the request/response half of the app API (see request.h, include/tenancy.h).
+ * Must not: know the transport beyond its three functions, keep anything across requests,
+ * or log without the request's context.
  */
 #include "core/first.h"
-#include "fcgi/request.h"
+#include "tenancy/request.h"
 #include "core/kv.h"
 #include "core/log.h"
 
@@ -53,7 +53,7 @@ const char *http_reason(int status)
 }
 
 /* Lower-case host without port; "" when absent. Bracketed IPv6 literals keep brackets. */
-static const char *normalise_host(arena *a, const char *h)
+const char *request_normalise_host(arena *a, const char *h)
 {
     if (h == NULL || *h == '\0')
         return "";
@@ -78,11 +78,17 @@ static const char *normalise_host(arena *a, const char *h)
     return out;
 }
 
-void request_init(tn_request *r, FCGX_Request *fx, arena *a, buf *headers, buf *out,
-                  int64_t max_body, const char *req_id, int64_t start_ns)
+static const char *param(const tn_request *r, const char *name)
+{
+    return r->tp ? r->tp->param(r->tx, name) : NULL;
+}
+
+void request_init(tn_request *r, const tn_transport *tp, void *tx, arena *a, buf *headers,
+                  buf *out, int64_t max_body, const char *req_id, int64_t start_ns)
 {
     memset(r, 0, sizeof(*r));
-    r->fx = fx;
+    r->tp = tp;
+    r->tx = tx;
     r->arena = a;
     r->headers = headers;
     r->out = out;
@@ -93,36 +99,35 @@ void request_init(tn_request *r, FCGX_Request *fx, arena *a, buf *headers, buf *
     r->status = 200;
     snprintf(r->req_id, sizeof(r->req_id), "%s", req_id);
 
-    /* Copies: the access log line is written after libfcgi has freed its params. */
-    const char *m = FCGX_GetParam("REQUEST_METHOD", fx->envp);
+    /* Copies: the access log line is written after the transport has freed its params. */
+    const char *m = param(r, "REQUEST_METHOD");
     r->method = arena_strdup(a, m ? m : "GET");
     if (r->method == NULL)
         r->method = "GET";
-    const char *uri = FCGX_GetParam("REQUEST_URI", fx->envp);
-    const char *q = FCGX_GetParam("QUERY_STRING", fx->envp);
+    const char *uri = param(r, "REQUEST_URI");
+    const char *q = param(r, "QUERY_STRING");
     if (uri == NULL)
-        uri = FCGX_GetParam("DOCUMENT_URI", fx->envp);
+        uri = param(r, "DOCUMENT_URI");
     if (uri == NULL)
-        uri = FCGX_GetParam("SCRIPT_NAME", fx->envp);
+        uri = param(r, "SCRIPT_NAME");
     if (uri == NULL || uri[0] == '\0')
         uri = "/";
-    r->uri = uri;
     const char *qm = strchr(uri, '?');
-    if (qm != NULL) {
-        r->path = arena_strndup(a, uri, (size_t)(qm - uri));
-        if (r->path == NULL)
-            r->path = "/";
-        r->query = q ? q : qm + 1;
-    } else {
-        r->path = arena_strdup(a, uri);
-        if (r->path == NULL)
-            r->path = "/";
-        r->query = q ? q : "";
-    }
-    const char *h = FCGX_GetParam("HTTP_HOST", fx->envp);
+    r->path = qm ? arena_strndup(a, uri, (size_t)(qm - uri)) : arena_strdup(a, uri);
+    if (r->path == NULL)
+        r->path = "/";
+    r->orig_path = r->path;
+    r->query = q ? q : qm ? qm + 1 : "";
+    const char *h = param(r, "HTTP_HOST");
     if (h == NULL || *h == '\0')
-        h = FCGX_GetParam("SERVER_NAME", fx->envp);
-    r->host = normalise_host(a, h);
+        h = param(r, "SERVER_NAME");
+    r->host = request_normalise_host(a, h);
+}
+
+void request_init_detached(tn_request *r, arena *a, buf *headers, buf *out)
+{
+    request_init(r, NULL, NULL, a, headers, out, 0, "detached", 0);
+    r->method = "RUN";
 }
 
 /* ---- the app API: request side ---------------------------------------------------------- */
@@ -133,10 +138,7 @@ const char *tn_query(const tn_request *r) { return r->query; }
 const char *tn_host(const tn_request *r) { return r->host; }
 const char *tn_request_id(const tn_request *r) { return r->req_id; }
 
-const char *tn_param(const tn_request *r, const char *name)
-{
-    return FCGX_GetParam(name, r->fx->envp);
-}
+const char *tn_param(const tn_request *r, const char *name) { return param(r, name); }
 
 const char *tn_header(const tn_request *r, const char *name)
 {
@@ -156,7 +158,7 @@ const char *tn_header(const tn_request *r, const char *name)
         key[o++] = c == '-' ? '_' : (char)toupper((unsigned char)c);
     }
     key[o] = '\0';
-    return FCGX_GetParam(key, r->fx->envp);
+    return param(r, key);
 }
 
 const char *tn_query_arg(tn_request *r, const char *name)
@@ -178,7 +180,9 @@ int tn_body(tn_request *r, const char **data, size_t *len)
     }
     *data = NULL;
     *len = 0;
-    const char *cl = FCGX_GetParam("CONTENT_LENGTH", r->fx->envp);
+    if (r->tp == NULL)
+        return TN_OK;   /* detached: no body */
+    const char *cl = param(r, "CONTENT_LENGTH");
     long long declared = cl && *cl ? atoll(cl) : 0;
     if (declared < 0)
         return TN_INVALID;
@@ -190,14 +194,17 @@ int tn_body(tn_request *r, const char **data, size_t *len)
     if (p == NULL)
         return TN_NOMEM;
     size_t got = 0;
+    bool failed = false;
     while (got < cap) {
-        int n = FCGX_GetStr(p + got, (int)(cap - got > 65536 ? 65536 : cap - got), r->fx->in);
+        int n = r->tp->read(r->tx, p + got, (int)(cap - got > 65536 ? 65536 : cap - got));
+        if (n < 0)
+            failed = true;
         if (n <= 0)
             break;
         got += (size_t)n;
     }
     p[got] = '\0';
-    if (got < cap || FCGX_GetError(r->fx->in) != 0) {
+    if (got < cap || failed) {
         r->io_error = true;
         return TN_IO;
     }
@@ -265,14 +272,9 @@ int tn_add_header(tn_request *r, const char *name, const char *value)
 
 static int put(tn_request *r, const char *p, size_t n)
 {
-    while (n > 0) {
-        int chunk = n > 1 << 30 ? 1 << 30 : (int)n;
-        if (FCGX_PutStr(p, chunk, r->fx->out) != chunk) {
-            r->io_error = true;
-            return TN_IO;
-        }
-        p += chunk;
-        n -= (size_t)chunk;
+    if (r->tp == NULL || r->tp->write(r->tx, p, n) != 0) {
+        r->io_error = true;
+        return TN_IO;
     }
     return TN_OK;
 }

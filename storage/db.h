@@ -1,0 +1,69 @@
+/*
+ * db.h — the storage driver layer: one connection API over SQLite and PostgreSQL.
+ *
+ * The statement, row and transaction functions are the public ones of include/tenancy.h
+ * (tn_db_*, tn_rows_*), so apps and the host's own modules (the registry, migrations, the
+ * admin panel) use exactly the same code. This header adds what only the host may do: open
+ * and close connections, and a few helpers.
+ *
+ * A connection is opened from a URI:
+ *   sqlite:/path/to/file.db            (file created when missing, WAL, busy_timeout)
+ *   sqlite:/path/to/file.db?mode=ro    (read-only connection)
+ *   postgres:<libpq conninfo or URI>   e.g. postgres:host=/run/postgresql dbname=app
+ *   postgresql://user@host/db          (a libpq URI as is)
+ * Drivers sit behind a small vtable (db_int.h); SQL is always parameterized, and the only
+ * function that may put an identifier into SQL text is db_quote_ident().
+ *
+ * A tn_db is used by one thread at a time. Errors never abort: every call returns a tn_rc
+ * and leaves a message for tn_db_error().
+ */
+#ifndef TN_STORAGE_DB_H
+#define TN_STORAGE_DB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/rc.h"
+
+typedef struct db_options {
+    int busy_timeout_ms;      /* SQLite: wait this long for a lock (default 5000) */
+    bool sync_normal;         /* SQLite: synchronous=NORMAL instead of FULL */
+    bool read_only;           /* open read-only (SQLite: mode=ro; PostgreSQL: read-only
+                                 transactions by default) */
+    int statement_timeout_ms; /* PostgreSQL: statement_timeout (0: server default) */
+} db_options;
+
+/* Open a connection. Returns TN_OK with *out set, TN_INVALID for a URI we do not understand,
+ * TN_IO when the database cannot be reached or opened; err says why (never NULL). */
+int db_open(const char *uri, const db_options *opt, tn_db **out, char *err, size_t errlen);
+
+/* Close; NULL is accepted. An open transaction is rolled back. */
+void db_close(tn_db *db);
+
+/* True when the connection is usable (PostgreSQL: CONNECTION_OK and idle, not in a
+ * transaction; SQLite: autocommit). Used on release to catch a request that left a
+ * transaction open or a broken connection. */
+bool db_is_clean(const tn_db *db);
+
+/* Roll back whatever is open and bring the connection back to a clean state (PostgreSQL: a
+ * reset when the connection broke). TN_OK or TN_IO. */
+int db_reset(tn_db *db);
+
+/* Quote an identifier (a schema or table name) for SQL text: validated against
+ * [A-Za-z_][A-Za-z0-9_]{0,62} and double-quoted. Returns TN_OK or TN_INVALID (nothing
+ * written). The ONLY way an identifier may enter SQL text in this project. */
+int db_quote_ident(const char *ident, char *out, size_t outlen);
+
+/* The backend of a URI without opening it: "sqlite", "postgres" or NULL. */
+const char *db_uri_backend(const char *uri);
+
+/* Run several statements separated by ';' (DDL scripts, migrations); no parameters.
+ * TN_OK or an error as tn_db_exec. */
+int db_exec_script(tn_db *db, const char *sql);
+
+/* A single text value from a query (first column of the first row) into out.
+ * TN_OK, TN_NOTFOUND (no row or NULL), or an error. */
+int db_query_value(tn_db *db, char *out, size_t outlen, const char *sql, int nparams,
+                   const char *const *params);
+
+#endif

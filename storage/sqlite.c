@@ -1,0 +1,674 @@
+/*
+ * sqlite.c — the SQLite driver (db_sqlite_driver, see db_int.h).
+ *
+ * Owns: one sqlite3 handle per tn_db, opened the way every tenant file must be opened
+ * (WAL, busy_timeout, synchronous=FULL unless sync_normal, foreign keys on), a small
+ * per-connection cache of prepared statements, and the translation of SQLite's codes.
+ *
+ * Hardening, applied to every connection and not negotiable by SQL:
+ *   - an authorizer that denies ATTACH and DETACH (a tenant's SQL must not reach another
+ *     file: that also denies VACUUM INTO, which attaches its target) and any call to
+ *     load_extension(); only ATTACH '' (a private temporary database, what a plain VACUUM
+ *     attaches internally) is let through;
+ *   - SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION off, SQLITE_DBCONFIG_DEFENSIVE on (no
+ *     writable_schema, no shadow-table writes), SQLITE_DBCONFIG_TRUSTED_SCHEMA off (schema
+ *     objects may not call risky functions), and double-quoted string literals off (DQS),
+ *     so "x" is always an identifier, as in PostgreSQL.
+ *
+ * Placeholders are $1..$N only, bound by name: every placeholder in the statement must be
+ * one of $1..$nparams and every one of them must be used (PostgreSQL refuses both too), so
+ * a mistake is TN_INVALID instead of a silently NULL or ignored value. Values are bound as
+ * text; column affinity converts them as PostgreSQL would convert an untyped literal.
+ *
+ * The statement cache: STMT_CACHE entries per connection keyed by the SQL text, evicting
+ * the least recently used one that no open row set is reading. A statement that is in use
+ * (the same query iterated twice at once) or that comes from a script is prepared for one
+ * use and finalized after it. Everything is finalized on close.
+ *
+ * Transactions begin IMMEDIATE (see sq_begin), deferred on read-only connections.
+ *
+ * Codes: SQLITE_CONSTRAINT_UNIQUE/PRIMARYKEY → TN_EXISTS, other constraints → TN_INVALID;
+ * SQLITE_BUSY/LOCKED → TN_BUSY; SQLITE_AUTH/READONLY/PERM → TN_DENIED; SQLITE_IOERR/FULL/
+ * CANTOPEN/CORRUPT/NOTADB → TN_IO; SQLITE_NOMEM → TN_NOMEM; SQLITE_TOOBIG → TN_TOOBIG;
+ * SQLITE_INTERRUPT → TN_TIMEOUT; SQLITE_ERROR/MISMATCH/RANGE/SCHEMA → TN_INVALID; the rest
+ * TN_ERR. tn_db_last_id() is sqlite3_last_insert_rowid().
+ *
+ * Must not: open anything but the one file named by the URI, or run SQL other than the
+ * caller's statements (through acquire) and the constant PRAGMAs of the open.
+ */
+#include "core/first.h"
+#include "storage/db_int.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STMT_CACHE 16
+
+/* The 64-bit counters came with SQLite 3.37; configure accepts 3.31. */
+#if SQLITE_VERSION_NUMBER >= 3037000
+typedef sqlite3_int64 changes_t;
+#define TOTAL_CHANGES sqlite3_total_changes64
+#define LAST_CHANGES sqlite3_changes64
+#else
+typedef int changes_t;
+#define TOTAL_CHANGES sqlite3_total_changes
+#define LAST_CHANGES sqlite3_changes
+#endif
+
+struct cached {
+    char *sql;             /* NULL: a free slot */
+    size_t len;
+    uint32_t hash;
+    sqlite3_stmt *stmt;
+    uint64_t used;         /* tick of the last use, for LRU */
+    bool busy;             /* an open row set is reading it */
+};
+
+typedef struct sqlite_db {
+    tn_db base;            /* first: tn_db * and sqlite_db * convert both ways */
+    sqlite3 *h;
+    uint64_t tick;
+    struct cached cache[STMT_CACHE];
+} sqlite_db;
+
+typedef struct sqlite_rows {
+    tn_rows base;          /* first */
+    sqlite3_stmt *stmt;    /* NULL once detached */
+    struct cached *entry;  /* the cache slot, or NULL for a one-use statement */
+    changes_t total_before;
+    int ncols;
+    bool pending;          /* the first row was stepped by the query, not returned yet */
+    bool row;              /* a current row is readable */
+    bool done;
+} sqlite_rows;
+
+static sqlite_db *SDB(tn_db *db)
+{
+    return (sqlite_db *)db;
+}
+
+static const sqlite_db *CSDB(const tn_db *db)
+{
+    return (const sqlite_db *)db;
+}
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+static int map_code(int ext)
+{
+    switch (ext & 0xff) {
+    case SQLITE_CONSTRAINT:
+        return ext == SQLITE_CONSTRAINT_UNIQUE || ext == SQLITE_CONSTRAINT_PRIMARYKEY
+                   ? TN_EXISTS
+                   : TN_INVALID;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return TN_BUSY;
+    case SQLITE_AUTH:
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+        return TN_DENIED;
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+    case SQLITE_CANTOPEN:
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+    case SQLITE_PROTOCOL:
+        return TN_IO;
+    case SQLITE_NOMEM:
+        return TN_NOMEM;
+    case SQLITE_TOOBIG:
+        return TN_TOOBIG;
+    case SQLITE_INTERRUPT:
+        return TN_TIMEOUT;
+    case SQLITE_ERROR:
+    case SQLITE_MISMATCH:
+    case SQLITE_RANGE:
+    case SQLITE_SCHEMA:
+        return TN_INVALID;
+    default:
+        return TN_ERR;
+    }
+}
+
+/* The error of the last call on h as a tn_rc, with SQLite's message. */
+static int fail(sqlite_db *d, int rc)
+{
+    int ext = sqlite3_extended_errcode(d->h);
+    if ((ext & 0xff) != (rc & 0xff))   /* the call's own code is the authority */
+        ext = rc;
+    return db_set_error(&d->base, map_code(ext), "%s", sqlite3_errmsg(d->h));
+}
+
+/* ---- the authorizer ---------------------------------------------------------------------- */
+
+static int authorizer(void *ud, int action, const char *a1, const char *a2, const char *dbname,
+                      const char *trigger)
+{
+    (void)ud, (void)a1, (void)dbname, (void)trigger;
+    switch (action) {
+    case SQLITE_ATTACH:
+        /* a1 is the file name when written as a literal. VACUUM attaches '' (a private
+         * temporary database) and must keep working; '' reaches no file, so it is allowed.
+         * Anything else, a parameter included (a1 NULL), is refused. */
+        return a1 != NULL && a1[0] == '\0' ? SQLITE_OK : SQLITE_DENY;
+    case SQLITE_DETACH:
+        return SQLITE_DENY;
+    case SQLITE_FUNCTION:   /* a2 is the function's name */
+        if (a2 != NULL && sqlite3_stricmp(a2, "load_extension") == 0)
+            return SQLITE_DENY;
+        return SQLITE_OK;
+    default:
+        return SQLITE_OK;
+    }
+}
+
+/* ---- statements and the cache ------------------------------------------------------------ */
+
+static uint32_t hash_sql(const char *s, size_t n)
+{
+    uint32_t h = 2166136261u;   /* FNV-1a */
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 16777619u;
+    }
+    return h;
+}
+
+/* A prepared statement for sql: from the cache when allowed and free, else new. *entry is
+ * the cache slot (NULL: a one-use statement to finalize after use). */
+static int acquire(sqlite_db *d, const char *sql, bool use_cache, sqlite3_stmt **out,
+                   struct cached **entry)
+{
+    size_t len = strlen(sql);
+    uint32_t h = hash_sql(sql, len);
+    *out = NULL;
+    *entry = NULL;
+    d->tick++;
+    if (use_cache) {
+        for (int i = 0; i < STMT_CACHE; i++) {
+            struct cached *c = &d->cache[i];
+            if (c->sql != NULL && c->hash == h && c->len == len &&
+                memcmp(c->sql, sql, len) == 0) {
+                if (c->busy) {        /* being read: a one-use copy, not a second entry */
+                    use_cache = false;
+                    break;
+                }
+                c->used = d->tick;
+                c->busy = true;
+                *out = c->stmt;
+                *entry = c;
+                return TN_OK;
+            }
+        }
+    }
+    if (len > (size_t)INT32_MAX - 1)
+        return db_set_error(&d->base, TN_TOOBIG, "statement too long");
+    sqlite3_stmt *st = NULL;
+    const char *tail = NULL;
+    int rc = sqlite3_prepare_v3(d->h, sql, (int)len + 1, use_cache ? SQLITE_PREPARE_PERSISTENT : 0,
+                                &st, &tail);
+    if (rc != SQLITE_OK) {
+        sqlite3_finalize(st);
+        return fail(d, rc);
+    }
+    if (st == NULL)
+        return db_set_error(&d->base, TN_INVALID, "empty statement");
+    if (tail != NULL && !db_sql_is_blank(DB_DIALECT_SQLITE, tail, strlen(tail))) {
+        sqlite3_finalize(st);
+        return db_set_error(&d->base, TN_INVALID,
+                            "more than one statement (run scripts with db_exec_script)");
+    }
+    *out = st;
+    if (!use_cache)
+        return TN_OK;
+    struct cached *victim = NULL;
+    for (int i = 0; i < STMT_CACHE; i++) {
+        struct cached *c = &d->cache[i];
+        if (c->sql == NULL) {
+            victim = c;
+            break;
+        }
+        if (!c->busy && (victim == NULL || c->used < victim->used))
+            victim = c;
+    }
+    if (victim == NULL)   /* every slot is being read: this one is for one use */
+        return TN_OK;
+    char *copy = malloc(len + 1);
+    if (copy == NULL)
+        return TN_OK;     /* not cached, still usable */
+    memcpy(copy, sql, len + 1);
+    if (victim->sql != NULL) {
+        sqlite3_finalize(victim->stmt);
+        free(victim->sql);
+    }
+    *victim = (struct cached){copy, len, h, st, d->tick, true};
+    *entry = victim;
+    return TN_OK;
+}
+
+/* Give a statement back: reset it for the next use, or finalize a one-use one. */
+static void release(sqlite3_stmt *st, struct cached *entry)
+{
+    if (st == NULL)
+        return;
+    if (entry == NULL) {
+        sqlite3_finalize(st);
+        return;
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    entry->busy = false;
+}
+
+/* Is name a canonical "$k" (no leading zero)? Returns k, or 0. */
+static long placeholder_number(const char *name)
+{
+    if (name == NULL || name[0] != '$' || name[1] < '1' || name[1] > '9')
+        return 0;
+    long k = 0;
+    for (const char *p = name + 1; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9' || k > DB_MAX_PARAMS)
+            return 0;
+        k = k * 10 + (*p - '0');
+    }
+    return k;
+}
+
+/* Check the statement's placeholders against nparams and bind the values as text.
+ * `copy`: SQLite copies the values (they must outlive this call: row sets). */
+static int bind_params(sqlite_db *d, sqlite3_stmt *st, int nparams, const char *const *params,
+                       bool copy)
+{
+    int count = sqlite3_bind_parameter_count(st);
+    for (int i = 1; i <= count; i++) {
+        const char *name = sqlite3_bind_parameter_name(st, i);
+        long k = placeholder_number(name);
+        if (k == 0)
+            return db_set_error(&d->base, TN_INVALID,
+                                "placeholder %s is not supported: use $1..$N",
+                                name != NULL ? name : "?");
+        if (k > nparams)
+            return db_set_error(&d->base, TN_INVALID,
+                                "placeholder $%ld but %d parameter(s) given", k, nparams);
+    }
+    for (int k = 1; k <= nparams; k++) {
+        char name[16];
+        snprintf(name, sizeof(name), "$%d", k);
+        int idx = sqlite3_bind_parameter_index(st, name);
+        if (idx == 0)
+            return db_set_error(&d->base, TN_INVALID,
+                                "parameter $%d is not used by the statement (%d given)", k,
+                                nparams);
+        int rc = params[k - 1] == NULL
+                     ? sqlite3_bind_null(st, idx)
+                     : sqlite3_bind_text(st, idx, params[k - 1], -1,
+                                         copy ? SQLITE_TRANSIENT : SQLITE_STATIC);
+        if (rc != SQLITE_OK)
+            return fail(d, rc);
+    }
+    return TN_OK;
+}
+
+/* Rows changed by a statement that just completed: sqlite3_changes() keeps the count of the
+ * last INSERT/UPDATE/DELETE across SELECTs and DDL, so it counts only when the statement
+ * changed something at all. */
+static int64_t changes_since(sqlite_db *d, changes_t total_before)
+{
+    if (TOTAL_CHANGES(d->h) == total_before)
+        return 0;
+    return LAST_CHANGES(d->h);
+}
+
+static int sq_exec(tn_db *db, const char *sql, int nparams, const char *const *params,
+                   unsigned flags)
+{
+    sqlite_db *d = SDB(db);
+    sqlite3_stmt *st;
+    struct cached *entry;
+    int rc = acquire(d, sql, !(flags & DB_EXEC_NOCACHE), &st, &entry);
+    if (rc != TN_OK)
+        return rc;
+    rc = bind_params(d, st, nparams, params, false);
+    if (rc == TN_OK) {
+        changes_t before = TOTAL_CHANGES(d->h);
+        int s;
+        while ((s = sqlite3_step(st)) == SQLITE_ROW)
+            ;
+        if (s == SQLITE_DONE)
+            db->changes = changes_since(d, before);
+        else
+            rc = fail(d, s);
+    }
+    release(st, entry);
+    return rc;
+}
+
+/* ---- row sets ------------------------------------------------------------------------------ */
+
+/* Step once; on the end or an error the statement is reset at once, so a finished row set
+ * holds no lock while it waits to be freed. */
+static int rows_step(sqlite_rows *r)
+{
+    sqlite_db *d = SDB(r->base.db);
+    int s = sqlite3_step(r->stmt);
+    if (s == SQLITE_ROW) {
+        r->row = true;
+        return TN_OK;
+    }
+    r->row = false;
+    r->done = true;
+    int rc = TN_DONE;
+    if (s == SQLITE_DONE)
+        d->base.changes = changes_since(d, r->total_before);
+    else
+        rc = fail(d, s);
+    sqlite3_reset(r->stmt);
+    return rc;
+}
+
+static int sq_query(tn_db *db, tn_rows **rows, const char *sql, int nparams,
+                    const char *const *params)
+{
+    sqlite_db *d = SDB(db);
+    sqlite3_stmt *st;
+    struct cached *entry;
+    int rc = acquire(d, sql, true, &st, &entry);
+    if (rc != TN_OK)
+        return rc;
+    rc = bind_params(d, st, nparams, params, true);
+    if (rc != TN_OK) {
+        release(st, entry);
+        return rc;
+    }
+    sqlite_rows *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        release(st, entry);
+        return db_set_error(db, TN_NOMEM, "out of memory");
+    }
+    r->base.drv = &db_sqlite_driver;
+    r->base.db = db;
+    r->stmt = st;
+    r->entry = entry;
+    r->ncols = sqlite3_column_count(st);
+    r->total_before = TOTAL_CHANGES(d->h);
+    /* Run the statement now, as PostgreSQL does, so its errors are the query's. */
+    rc = rows_step(r);
+    if (rc != TN_OK && rc != TN_DONE) {
+        release(st, entry);
+        free(r);
+        return rc;
+    }
+    r->pending = rc == TN_OK;
+    r->row = false;
+    db_rows_link(db, &r->base);
+    *rows = &r->base;
+    return TN_OK;
+}
+
+static int sq_rows_next(tn_rows *rows)
+{
+    sqlite_rows *r = (sqlite_rows *)rows;
+    if (r->stmt == NULL) {
+        r->row = false;
+        return TN_INVALID;   /* detached: its connection was closed or reset */
+    }
+    if (r->pending) {
+        r->pending = false;
+        r->row = true;
+        return TN_OK;
+    }
+    if (r->done) {
+        r->row = false;
+        return TN_DONE;
+    }
+    return rows_step(r);
+}
+
+static int sq_rows_ncols(const tn_rows *rows)
+{
+    return ((const sqlite_rows *)rows)->ncols;
+}
+
+static const char *sq_rows_colname(const tn_rows *rows, int col)
+{
+    const sqlite_rows *r = (const sqlite_rows *)rows;
+    return r->stmt != NULL ? sqlite3_column_name(r->stmt, col) : NULL;
+}
+
+static const char *sq_rows_get(const tn_rows *rows, int col)
+{
+    const sqlite_rows *r = (const sqlite_rows *)rows;
+    if (r->stmt == NULL || !r->row || sqlite3_column_type(r->stmt, col) == SQLITE_NULL)
+        return NULL;
+    return (const char *)sqlite3_column_text(r->stmt, col);
+}
+
+static void sq_rows_detach(tn_rows *rows)
+{
+    sqlite_rows *r = (sqlite_rows *)rows;
+    release(r->stmt, r->entry);
+    r->stmt = NULL;
+    r->entry = NULL;
+    r->ncols = 0;
+    r->row = r->pending = false;
+    r->done = true;
+}
+
+static void sq_rows_free(tn_rows *rows)
+{
+    sq_rows_detach(rows);
+    free(rows);
+}
+
+/* ---- the connection ------------------------------------------------------------------------ */
+
+static void sq_close(tn_db *db)
+{
+    sqlite_db *d = SDB(db);
+    for (int i = 0; i < STMT_CACHE; i++) {
+        if (d->cache[i].sql != NULL) {
+            sqlite3_finalize(d->cache[i].stmt);
+            free(d->cache[i].sql);
+        }
+    }
+    sqlite3_close_v2(d->h);   /* rolls back an open transaction */
+    free(d);
+}
+
+/* Run a constant PRAGMA (or other setup statement) and, when want is given, check that
+ * its first column says so (journal_mode answers with the mode it got). */
+static int run_setup(sqlite_db *d, const char *sql, const char *want, char *err, size_t errlen)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(d->h, sql, -1, &st, NULL);
+    int s = rc == SQLITE_OK ? sqlite3_step(st) : rc;
+    if (s != SQLITE_ROW && s != SQLITE_DONE) {
+        snprintf(err, errlen, "sqlite: %s: %s", sql, sqlite3_errmsg(d->h));
+        sqlite3_finalize(st);
+        return map_code(s) == TN_BUSY ? TN_BUSY : TN_IO;
+    }
+    if (want != NULL) {
+        const char *got = s == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+        if (got == NULL || sqlite3_stricmp(got, want) != 0) {
+            snprintf(err, errlen, "sqlite: %s gave '%s'", sql, got != NULL ? got : "");
+            sqlite3_finalize(st);
+            return TN_IO;
+        }
+    }
+    sqlite3_finalize(st);
+    return TN_OK;
+}
+
+/* target: PATH[?mode=ro|rw|rwc]. ro: read-only; rw: must exist; rwc (default): created
+ * when missing. ":memory:" is a private in-memory database (tests). */
+static int sq_open(const char *target, const db_options *opt, tn_db **out, char *err,
+                   size_t errlen)
+{
+    const char *q = strchr(target, '?');
+    size_t plen = q != NULL ? (size_t)(q - target) : strlen(target);
+    if (plen == 0) {
+        snprintf(err, errlen, "sqlite: no file name in the URI");
+        return TN_INVALID;
+    }
+    bool ro = opt->read_only, create = !ro;
+    if (q != NULL) {
+        const char *mode = q + 1;
+        if (strcmp(mode, "mode=ro") == 0) {
+            ro = true;
+            create = false;
+        } else if (strcmp(mode, "mode=rw") == 0) {
+            create = false;
+        } else if (strcmp(mode, "mode=rwc") != 0) {
+            snprintf(err, errlen, "sqlite: unknown URI option '%s' (mode=ro|rw|rwc)", mode);
+            return TN_INVALID;
+        }
+    }
+    char *path = malloc(plen + 1);
+    sqlite_db *d = calloc(1, sizeof(*d));
+    if (path == NULL || d == NULL) {
+        free(path);
+        free(d);
+        snprintf(err, errlen, "sqlite: out of memory");
+        return TN_NOMEM;
+    }
+    memcpy(path, target, plen);
+    path[plen] = '\0';
+    bool memory = strcmp(path, ":memory:") == 0;
+
+    int flags = (ro ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) |
+                (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX;
+    int rc = sqlite3_open_v2(path, &d->h, flags, NULL);
+    if (rc != SQLITE_OK) {
+        snprintf(err, errlen, "sqlite: cannot open %s: %s", path,
+                 d->h != NULL ? sqlite3_errmsg(d->h) : sqlite3_errstr(rc));
+        rc = rc == SQLITE_NOMEM ? TN_NOMEM : TN_IO;
+        goto fail;
+    }
+    sqlite3_extended_result_codes(d->h, 1);
+    /* The hardening of the banner; a library that lacks one of these fails the open rather
+     * than running without it. */
+    int off = 0, on = 1, got = -1;
+    if (sqlite3_db_config(d->h, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, off, &got) !=
+            SQLITE_OK || got != 0 ||
+        sqlite3_db_config(d->h, SQLITE_DBCONFIG_DEFENSIVE, on, &got) != SQLITE_OK ||
+        got != 1 ||
+        sqlite3_db_config(d->h, SQLITE_DBCONFIG_TRUSTED_SCHEMA, off, &got) != SQLITE_OK ||
+        got != 0 ||
+        sqlite3_db_config(d->h, SQLITE_DBCONFIG_DQS_DML, off, &got) != SQLITE_OK ||
+        got != 0 ||
+        sqlite3_db_config(d->h, SQLITE_DBCONFIG_DQS_DDL, off, &got) != SQLITE_OK || got != 0) {
+        snprintf(err, errlen, "sqlite: cannot configure the connection: %s",
+                 sqlite3_errmsg(d->h));
+        rc = TN_ERR;
+        goto fail;
+    }
+    if (sqlite3_set_authorizer(d->h, authorizer, NULL) != SQLITE_OK ||
+        sqlite3_busy_timeout(d->h, opt->busy_timeout_ms) != SQLITE_OK) {
+        snprintf(err, errlen, "sqlite: cannot configure the connection: %s",
+                 sqlite3_errmsg(d->h));
+        rc = TN_ERR;
+        goto fail;
+    }
+    if (!ro) {
+        /* A read-only connection cannot change the journal mode; it reads what is there. */
+        rc = run_setup(d, "PRAGMA journal_mode=WAL", memory ? NULL : "wal", err, errlen);
+        if (rc == TN_OK)
+            rc = run_setup(d,
+                           opt->sync_normal ? "PRAGMA synchronous=NORMAL"
+                                            : "PRAGMA synchronous=FULL",
+                           NULL, err, errlen);
+        if (rc != TN_OK)
+            goto fail;
+    }
+    rc = run_setup(d, "PRAGMA foreign_keys=ON", NULL, err, errlen);
+    if (rc != TN_OK)
+        goto fail;
+    free(path);
+    d->base.drv = &db_sqlite_driver;
+    *out = &d->base;
+    return TN_OK;
+
+fail:
+    sqlite3_close_v2(d->h);
+    free(path);
+    free(d);
+    return rc;
+}
+
+/* BEGIN IMMEDIATE takes the write lock at once, waiting up to busy_timeout for it. A
+ * deferred BEGIN would take it at the first write, where WAL answers SQLITE_BUSY at once when
+ * another connection committed since the transaction's snapshot: the busy handler cannot
+ * help there, and the caller would see TN_BUSY in the middle of its work. A read-only
+ * connection cannot take the write lock and begins deferred. */
+static int sq_begin(tn_db *db)
+{
+    return sq_exec(db, db->opt.read_only || sqlite3_db_readonly(SDB(db)->h, "main") == 1
+                           ? "BEGIN"
+                           : "BEGIN IMMEDIATE",
+                   0, NULL, 0);
+}
+
+static int64_t sq_last_id(const tn_db *db)
+{
+    return sqlite3_last_insert_rowid(CSDB(db)->h);
+}
+
+static db_txn sq_txn_state(const tn_db *db)
+{
+    return sqlite3_get_autocommit(CSDB(db)->h) ? DB_TXN_NONE : DB_TXN_OPEN;
+}
+
+/* Clean: no transaction, and no row set in the middle of its statement (an unfinished
+ * SELECT keeps a read snapshot open, which blocks WAL checkpoints). */
+static bool sq_is_clean(const tn_db *db)
+{
+    if (!sqlite3_get_autocommit(CSDB(db)->h))
+        return false;
+    for (const tn_rows *r = db->rows; r != NULL; r = r->next) {
+        const sqlite_rows *sr = (const sqlite_rows *)r;
+        if (sr->stmt != NULL && sqlite3_stmt_busy(sr->stmt))
+            return false;
+    }
+    return true;
+}
+
+static int sq_reset(tn_db *db)
+{
+    sqlite_db *d = SDB(db);
+    db_rows_detach_all(db);
+    if (!sqlite3_get_autocommit(d->h)) {
+        int rc = sq_exec(db, "ROLLBACK", 0, NULL, 0);
+        if (rc != TN_OK)
+            return db_set_error(db, TN_IO, "reset: rollback failed: %s", sqlite3_errmsg(d->h));
+    }
+    return TN_OK;
+}
+
+static void *sq_native(tn_db *db)
+{
+    return SDB(db)->h;
+}
+
+const db_driver db_sqlite_driver = {
+    .name = "sqlite",
+    .dialect = DB_DIALECT_SQLITE,
+    .open = sq_open,
+    .close = sq_close,
+    .exec = sq_exec,
+    .query = sq_query,
+    .rows_next = sq_rows_next,
+    .rows_ncols = sq_rows_ncols,
+    .rows_colname = sq_rows_colname,
+    .rows_get = sq_rows_get,
+    .rows_detach = sq_rows_detach,
+    .rows_free = sq_rows_free,
+    .begin = sq_begin,
+    .last_id = sq_last_id,
+    .txn_state = sq_txn_state,
+    .is_clean = sq_is_clean,
+    .reset = sq_reset,
+    .native = sq_native,
+};

@@ -1,0 +1,88 @@
+/*
+ * request.h — the request object apps see (tn_request), independent of how it arrived.
+ *
+ * The app API of include/tenancy.h is implemented here once: request accessors, the
+ * response buffer (status, headers, body), request-lifetime memory, and the tenant context
+ * the chain attaches. Where bytes come from and go to is a transport: fcgi/ provides the
+ * FastCGI one; tn_run() and the CLI use a detached one with no client (params are absent,
+ * responses are refused). The response is buffered up to 64 KiB so small responses leave in
+ * one write with a Content-Length; nothing reaches the transport before the first flush,
+ * which lets a timeout still answer 504 when the app wrote nothing.
+ *
+ * Must not: know FastCGI, keep anything across requests, or log without the request's
+ * context.
+ */
+#ifndef TN_TENANCY_REQUEST_H
+#define TN_TENANCY_REQUEST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/buf.h"
+#include "core/rc.h"
+
+typedef struct tn_transport {
+    /* A request parameter (CGI-style name) or NULL. */
+    const char *(*param)(void *tx, const char *name);
+    /* Read up to n body bytes: count, 0 at the end, -1 on error. */
+    int (*read)(void *tx, char *buf, int n);
+    /* Write response bytes (headers and body as one stream): 0, or -1 when the client is gone. */
+    int (*write)(void *tx, const char *p, size_t n);
+} tn_transport;
+
+struct tenant_rec;
+
+struct tn_request {
+    const tn_transport *tp;   /* NULL: detached (no client) */
+    void *tx;
+    arena *arena;
+    const char *method;
+    const char *path;         /* the path the handler sees (a path-prefix resolver strips) */
+    const char *orig_path;    /* the path as requested */
+    const char *query;
+    const char *host;
+    char req_id[40];
+    int64_t start_ns;
+    int64_t max_body;
+
+    int status;
+    buf *headers;
+    buf *out;
+    bool has_content_type;
+    bool started;
+    bool io_error;
+    uint64_t bytes_out;
+
+    bool body_read;
+    const char *body;
+    size_t body_len;
+
+    /* The tenant context: set by the chain for this request only (see tenancy/chain.h). */
+    const struct tenant_rec *tenant;   /* NULL: a central request */
+    bool central;                      /* matched a central domain */
+    const char *stage;                 /* the chain stage running, for error lines */
+    tn_db *db;                         /* the tenant's storage, when the chain gave one */
+};
+
+/* Fill r for a request arriving over transport tp. Buffers are the caller's (reused across
+ * requests), reset here. */
+void request_init(tn_request *r, const tn_transport *tp, void *tx, arena *a, buf *headers,
+                  buf *out, int64_t max_body, const char *req_id, int64_t start_ns);
+
+/* A request with no client, for work outside HTTP (tn_run, the CLI). */
+void request_init_detached(tn_request *r, arena *a, buf *headers, buf *out);
+
+/* Hand everything buffered to the transport (with Content-Length when nothing was flushed
+ * before). TN_OK or TN_IO. */
+int request_finish(tn_request *r);
+
+static inline bool request_started(const tn_request *r) { return r->started; }
+
+/* Lower-case a host name, drop the port and a trailing dot; "" for NULL. */
+const char *request_normalise_host(arena *a, const char *h);
+
+/* The HTTP reason phrase for a status code ("Not Found"). */
+const char *http_reason(int status);
+
+#endif

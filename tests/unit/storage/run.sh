@@ -1,0 +1,26 @@
+#!/bin/bash
+# run.sh — the storage unit suite (check_storage) against SQLite and a real PostgreSQL.
+#
+# Starts a throwaway cluster with tests/pg.sh, runs the Check program with TENANCY_TEST_PG
+# pointing at it, and stops the cluster whatever happens. A cluster that cannot be started
+# is a hard error (exit 99), never a skip. Listed in TESTS; the Check program itself is
+# not (it cannot run without the cluster).
+#
+# Environment (set by the Makefile): top_srcdir, top_builddir.
+set -u
+: "${top_srcdir:=.}"
+: "${top_builddir:=.}"
+PGSH=$top_srcdir/tests/pg.sh
+PROG=$top_builddir/tests/unit/check_storage
+
+[ -x "$PROG" ] || { echo "run.sh: $PROG is not built" >&2; exit 99; }
+env=$(bash "$PGSH" start) || {
+    echo "run.sh: ERROR (environment): PostgreSQL could not be started for the storage suite" >&2
+    exit 99
+}
+eval "$env"
+trap 'bash "$PGSH" stop "$TENANCY_TEST_PG_DIR"' EXIT
+trap 'exit 1' INT TERM
+
+"$PROG"
+exit $?
