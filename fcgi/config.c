@@ -99,6 +99,8 @@ const conf_opt tn_config_table[] = {
     {NULL, 0, 0, NULL, 0, 0, NULL, 0, NULL},
 };
 
+const conf_opt *const tn_config_tables[] = {tn_config_table, tenancy_config_table, NULL};
+
 const char *config_pm_name(int pm) { return pm_names[pm]; }
 
 static int fail(conf_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -141,6 +143,8 @@ static int validate(tn_config *c, conf_error *err)
     if (netaddr_list_parse(c->status_allow, c->arena, &c->status_allowed, msg, sizeof(msg)) !=
         TN_OK)
         return fail(err, "status_allow: %s", msg);
+    if (tenancy_config_finish(&c->tenancy, c->max_children, c->arena, msg, sizeof(msg)) != TN_OK)
+        return fail(err, "%s", msg);
     return TN_OK;
 }
 
@@ -157,7 +161,8 @@ tn_config *config_load(const char *path, conf_error *err)
     if (c == NULL)
         goto fail;
     c->arena = a;
-    if (conf_load(tn_config_table, c, path, a, NULL, err) != TN_OK)
+    conf_target targets[] = {{tn_config_table, c}, {tenancy_config_table, &c->tenancy}};
+    if (conf_load_targets(targets, 2, path, a, NULL, err) != TN_OK)
         goto fail;
     c->path = arena_strdup(a, path);
     if (validate(c, err) != TN_OK)

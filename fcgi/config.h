@@ -16,6 +16,7 @@
 #include "core/arena.h"
 #include "core/conf.h"
 #include "core/netaddr.h"
+#include "tenancy/config.h"
 
 enum pm_mode { PM_STATIC = 0, PM_DYNAMIC = 1, PM_ONDEMAND = 2 };
 
@@ -73,6 +74,8 @@ typedef struct tn_config {
     const char *ping_path;
     const char *status_allow;
     netaddr_list *status_allowed;
+
+    tenancy_config tenancy;    /* the tenancy chain's options (tenancy/config.h) */
 } tn_config;
 
 extern const conf_opt tn_config_table[];
@@ -83,6 +86,10 @@ tn_config *config_load(const char *path, conf_error *err);
 
 /* Free a generation. NULL is accepted. */
 void config_free(tn_config *cfg);
+
+/* Every option table of tenancyd.conf, in order ({NULL, NULL} ends it), for --options and
+ * the documentation check. */
+extern const conf_opt *const tn_config_tables[];
 
 /* Names for log lines and status. */
 const char *config_pm_name(int pm);

@@ -36,8 +36,9 @@ static void usage(FILE *f)
 
 static void list_options(void)
 {
-    for (const conf_opt *o = tn_config_table; o->key; o++)
-        printf("%s\t%s\t%s\n", o->key, o->def ? o->def : "", o->help);
+    for (int t = 0; tn_config_tables[t] != NULL; t++)
+        for (const conf_opt *o = tn_config_tables[t]; o->key; o++)
+            printf("%s\t%s\t%s\n", o->key, o->def ? o->def : "", o->help);
 }
 
 /* Load the app in a child so its constructors cannot disturb this process. */
@@ -102,8 +103,10 @@ int main(int argc, char **argv)
     if (test) {
         int rc = check_app(cfg->app) == TN_OK ? 0 : 1;
         if (rc == 0) {
-            if (test == 2)
+            if (test == 2) {
                 conf_dump(tn_config_table, cfg, stdout);
+                conf_dump(tenancy_config_table, &cfg->tenancy, stdout);
+            }
             fprintf(stderr, "tenancyd: configuration %s is valid\n", path);
         }
         config_free(cfg);

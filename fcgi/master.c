@@ -32,6 +32,7 @@
 #include "fcgi/signals.h"
 #include "fcgi/status.h"
 #include "fcgi/worker.h"
+#include "tenancy/limits.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -52,6 +53,8 @@ typedef struct child {
     bool retiring;        /* told to exit (old generation, surplus, stop) */
     int64_t kill_at_ms;   /* SIGKILL when still alive then (0: no deadline) */
     bool killed_timeout;  /* the master killed it for request_timeout */
+    uint64_t alarm_seq;   /* the request (scoreboard req_seq) it was sent SIGALRM for */
+    int64_t alarm_ms;
 } child;
 
 typedef struct master {
@@ -61,6 +64,7 @@ typedef struct master {
     tn_listener pending_lis;  /* when a reload changes `listen` */
     tn_listener old_lis;      /* the previous socket, until its workers are gone */
     scoreboard *sb;
+    limits *lim;              /* per-tenant counters shared with the workers */
     child kids[SB_SLOTS];
     int sigfd;
     enum mstate state;
@@ -166,7 +170,7 @@ static int spawn(master *m, tn_config *cfg, const tn_listener *lis)
     s->started_ns = clock_mono_ns();
     sb_set_state(m->sb, s, SB_STARTING);
 
-    worker_args a = {.cfg = cfg, .sb = m->sb, .lis = lis, .slot = slot, .index = index,
+    worker_args a = {.cfg = cfg, .sb = m->sb, .lim = m->lim, .lis = lis, .slot = slot, .index = index,
                      .generation = gen, .master_pid = getpid(),
                      .close_fds = {m->sigfd, -1, -1, -1}};
     /* The other listeners are not this worker's to accept on. */
@@ -320,6 +324,9 @@ static void reap(master *m)
                 crash = true;
             }
         }
+        /* A worker that died mid-request leaves its tenant's in-flight count behind. */
+        if (snap.tenant_id != 0)
+            limits_leave(m->lim, snap.tenant_id, 0);
         bool startup_failure = !was_ready;
         bool was_retiring = c->retiring;
         memset(c, 0, sizeof(*c));
@@ -381,11 +388,17 @@ static void watch_requests(master *m, int64_t now_ms)
             log_warn("slow request (over slow_request, %lld ms): %s in worker %d, state %s",
                      (long long)cfg->slow_request_ms, what, (int)c->pid, sb_state_name(snap.state));
         }
-        /* Backstop: the worker's own alarm should have fired at request_timeout. */
-        if (cfg->request_timeout_ms > 0 && ran_ms >= cfg->request_timeout_ms + 2000 &&
-            !c->killed_timeout) {
-            c->killed_timeout = true;
-            kill(c->pid, SIGKILL);
+        /* request_timeout: the worker answers 504 and exits on SIGALRM (see worker.c); one
+         * that does not (a handler blocking signals, say) is killed two seconds later. */
+        if (cfg->request_timeout_ms > 0 && ran_ms >= cfg->request_timeout_ms) {
+            if (c->alarm_seq != s->req_seq) {
+                c->alarm_seq = s->req_seq;
+                c->alarm_ms = now_ms;
+                kill(c->pid, SIGALRM);
+            } else if (!c->killed_timeout && now_ms - c->alarm_ms >= 2000) {
+                c->killed_timeout = true;
+                kill(c->pid, SIGKILL);
+            }
         }
     }
 }
@@ -664,8 +677,9 @@ int master_run(tn_config *cfg, const char *config_path)
         return 1;
     }
     m->sb = sb_create();
+    m->lim = limits_create();
     m->sigfd = signals_init_master();
-    if (m->sb == NULL || m->sigfd < 0) {
+    if (m->sb == NULL || m->lim == NULL || m->sigfd < 0) {
         log_error("cannot set up the scoreboard or signals: %m");
         listen_close(&m->lis, true);
         config_free(cfg);
@@ -693,9 +707,10 @@ int master_run(tn_config *cfg, const char *config_path)
             pfd[1].events = POLLIN;
             nfds = 2;
         }
-        /* Tick fast while something is in motion, slowly otherwise. */
-        bool moving = m->state != M_RUNNING || m->consecutive_crashes || m->cfg->slow_request_ms;
-        int timeout = moving ? 50 : 200;
+        /* Tick fast while something is in motion; request timeouts are enforced from here,
+         * so with request_timeout set they are late by at most one tick. */
+        bool moving = m->state != M_RUNNING || m->consecutive_crashes;
+        int timeout = moving ? 50 : (m->cfg->request_timeout_ms || m->cfg->slow_request_ms) ? 100 : 250;
         int n = poll(pfd, (nfds_t)nfds, timeout);
         if (n < 0 && errno != EINTR) {
             log_error("poll: %m");
@@ -766,5 +781,6 @@ int master_run(tn_config *cfg, const char *config_path)
     config_free(m->pending);
     config_free(m->cfg);
     sb_destroy(m->sb);
+    limits_destroy(m->lim);
     return code;
 }

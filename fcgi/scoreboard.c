@@ -69,6 +69,7 @@ void sb_slot_free(scoreboard *sb, sb_slot *s)
     s->pid = 0;
     s->ready = 0;
     s->req_start_ns = 0;
+    s->tenant_id = 0;
 }
 
 static void write_begin(sb_slot *s)

@@ -54,6 +54,7 @@ typedef struct sb_slot {
     int64_t last_duration_us;
     int32_t last_status;
     uint32_t slow_logged_seq; /* master-only: req_seq already reported slow */
+    int64_t tenant_id;       /* tenant counted in the per-tenant table now (0: none) */
     char method[8];
     char uri[200];
     char tenant[64];

@@ -39,7 +39,7 @@ static void kv_u64(buf *o, const char *k, uint64_t v, bool comma)
     buf_u64(o, v);
 }
 
-void status_json(buf *o, scoreboard *sb, const tn_listener *l)
+void status_json(buf *o, scoreboard *sb, const tn_listener *l, const limits *lim)
 {
     sb_pool *p = &sb->pool;
     sb_counts c;
@@ -122,6 +122,23 @@ void status_json(buf *o, scoreboard *sb, const tn_listener *l)
         buf_puts(o, ",\"last_status\":");
         buf_i64(o, s.last_status);
         kv_u64(o, "last_duration_us", (uint64_t)s.last_duration_us, true);
+        buf_putc(o, '}');
+    }
+    buf_puts(o, "],\"tenants\":[");
+    limits_entry top[50];
+    int nt = limits_top(lim, top, (int)TN_ARRAY_LEN(top));
+    for (int i = 0; i < nt; i++) {
+        if (i)
+            buf_putc(o, ',');
+        buf_puts(o, "{\"id\":");
+        buf_i64(o, top[i].tenant_id);
+        buf_puts(o, ",\"slug\":");
+        buf_json_str(o, top[i].slug);
+        kv_u64(o, "inflight", (uint64_t)(top[i].inflight > 0 ? top[i].inflight : 0), true);
+        kv_u64(o, "max_inflight", (uint64_t)top[i].max_seen, true);
+        kv_u64(o, "requests", top[i].requests, true);
+        kv_u64(o, "errors", top[i].errors, true);
+        kv_u64(o, "rejected", top[i].rejected, true);
         buf_putc(o, '}');
     }
     buf_puts(o, "]}\n");

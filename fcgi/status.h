@@ -8,6 +8,7 @@
 #include "core/buf.h"
 #include "fcgi/listen.h"
 #include "fcgi/scoreboard.h"
+#include "tenancy/limits.h"
 
 /* Counts of workers by kind, from one pass over the slots. */
 typedef struct sb_counts {
@@ -16,8 +17,8 @@ typedef struct sb_counts {
 
 void status_count(const scoreboard *sb, sb_counts *c);
 
-/* {"pool":{...},"workers":[...]} */
-void status_json(buf *o, scoreboard *sb, const tn_listener *l);
+/* {"pool":{...},"workers":[...],"tenants":[the busiest, with their counters]} */
+void status_json(buf *o, scoreboard *sb, const tn_listener *l, const limits *lim);
 
 /* Prometheus text exposition format 0.0.4. */
 void status_metrics(buf *o, scoreboard *sb, const tn_listener *l);

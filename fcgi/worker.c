@@ -16,10 +16,12 @@
  * can never block in accept); then the request runs; then the response is flushed and the
  * connection kept or closed by us, never by libfcgi's 2-second lingering close.
  *
- * Timeouts. Reading has deadlines (poll and SO_RCVTIMEO) and costs only the connection. The
- * handler phase is bounded by SIGALRM: the handler answers 504 when the app wrote nothing
- * yet and exits with WORKER_EXIT_TIMEOUT; the master logs the request from the scoreboard
- * and, as a backstop, kills a worker that overstays.
+ * Timeouts. Reads have deadlines (SO_RCVTIMEO, set once per connection, and deadlines on
+ * connections waiting for the rest of a request header) and cost only the connection. The
+ * whole request is bounded by request_timeout from the master, which watches each worker's
+ * request start in the scoreboard and sends SIGALRM: the handler answers 504 when the app
+ * wrote nothing yet and exits with WORKER_EXIT_TIMEOUT; the master logs the request and
+ * kills a worker that overstays. No timer system call is made per request.
  *
  * Signals. SIGTERM/SIGQUIT/SIGINT are blocked except while waiting in epoll_pwait, so a
  * stop request is seen between requests and never interrupts one.
@@ -38,7 +40,9 @@
 #include "fcgi/proto.h"
 #include "fcgi/signals.h"
 #include "fcgi/status.h"
+#include "tenancy/chain.h"
 #include "tenancy/request.h"
+#include "tenancy/tenant.h"
 
 #include <errno.h>
 #include <fcgiapp.h>
@@ -64,6 +68,8 @@ struct conn {
     int fd;
     bool kept;            /* served a request before (FCGI_KEEP_CONN) */
     bool ready;           /* epoll said readable (edge-triggered) and we have not looked */
+    bool registered;      /* in the epoll set (added only when it has to wait) */
+    bool serving;         /* a request of it is being served: not to be released */
     int64_t deadline_ms;  /* close when idle (or incomplete) past this */
     int64_t req_start_ms; /* first byte of a request not yet complete (0: none) */
     int64_t last_ms;      /* for LRU release */
@@ -97,10 +103,11 @@ typedef struct worker {
 /* ---- signal handlers (record only; SIGALRM is the one exception, see below) ------------ */
 
 static volatile sig_atomic_t stop_requested;
-/* What the SIGALRM handler needs, written before the handler phase starts. */
+/* What the SIGALRM handler needs, written before a request's bytes are read. */
 static volatile sig_atomic_t alarm_fd = -1;
 static volatile sig_atomic_t alarm_may_answer;
-static unsigned char alarm_reply[512];
+static volatile sig_atomic_t alarm_armed;
+static unsigned char alarm_reply[256];
 static volatile sig_atomic_t alarm_reply_len;
 
 static void on_stop(int signo)
@@ -109,12 +116,17 @@ static void on_stop(int signo)
     stop_requested = 1;
 }
 
-/* request_timeout fired. The worker is inside app code that may hold any lock, so the only
- * safe ways out are async-signal-safe ones: write the prepared 504 when the app has not
- * written anything yet, then _exit. The master logs the request from the scoreboard. */
+/* request_timeout passed: the master, which watches every request's start time in the
+ * scoreboard, sends SIGALRM (no timer per request: it would cost two system calls each).
+ * The worker may be inside app code holding any lock, so the only safe ways out are
+ * async-signal-safe ones: write the prepared 504 when nothing was sent yet, then _exit. A
+ * stray alarm that arrives after the request ended (the master read the scoreboard just
+ * before) is ignored. The master logs the request. */
 static void on_alarm(int signo)
 {
     (void)signo;
+    if (!alarm_armed)
+        return;
     if (alarm_may_answer && alarm_fd >= 0 && alarm_reply_len > 0)
         (void)!write(alarm_fd, alarm_reply, (size_t)alarm_reply_len);
     _exit(WORKER_EXIT_TIMEOUT);
@@ -130,7 +142,9 @@ static void install_handlers(worker *w)
     sigaction(SIGQUIT, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     sa.sa_handler = on_alarm;
+    sa.sa_flags = SA_RESTART;   /* a stray alarm must not fail a read inside libfcgi */
     sigaction(SIGALRM, &sa, NULL);
+    sa.sa_flags = 0;
     sa.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
@@ -146,22 +160,6 @@ static void install_handlers(worker *w)
     sigemptyset(&w->wait_mask);
 }
 
-static void arm_alarm(int64_t ms)
-{
-    struct itimerval it = {{0, 0}, {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000}};
-    if (ms <= 0)
-        it.it_value.tv_usec = 1000;
-    setitimer(ITIMER_REAL, &it, NULL);
-}
-
-static void disarm_alarm(void)
-{
-    struct itimerval it = {{0, 0}, {0, 0}};
-    setitimer(ITIMER_REAL, &it, NULL);
-    alarm_may_answer = 0;
-    alarm_fd = -1;
-}
-
 /* ---- connections ------------------------------------------------------------------------- */
 
 static struct conn *conn_find(worker *w, int fd)
@@ -172,9 +170,10 @@ static struct conn *conn_find(worker *w, int fd)
     return NULL;
 }
 
+/* Drop a connection from the table. Its descriptor is closed by the caller (or already);
+ * closing removes it from the epoll set, so no EPOLL_CTL_DEL is needed. */
 static void conn_forget(worker *w, struct conn *c)
 {
-    epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
     *c = w->conns[--w->nconns];
 }
 
@@ -221,30 +220,44 @@ static void conn_release(worker *w, struct conn *c)
     conn_drop(w, c);
 }
 
-static void conn_add(worker *w, int fd, bool kept, int64_t now)
+/* Start waiting for input on c: edge-triggered, so a connection holding half a request
+ * does not wake us until more arrives (adding one that already has input reports it once).
+ * False when the epoll set refused it (the connection is then closed). */
+static bool conn_register(worker *w, struct conn *c)
+{
+    if (c->registered)
+        return true;
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.u64 = (uint64_t)c->fd};
+    if (epoll_ctl(w->ep, EPOLL_CTL_ADD, c->fd, &ev) < 0) {
+        conn_drop(w, c);
+        return false;
+    }
+    c->registered = true;
+    return true;
+}
+
+/* Put a new connection in the table (not yet in the epoll set: a fresh one usually has its
+ * request already, and is served before it would ever wait). */
+static struct conn *conn_add(worker *w, int fd, int64_t now)
 {
     if (w->nconns >= w->max_conns) {
-        /* Full: release the least recently used connection. */
-        struct conn *lru = &w->conns[0];
-        for (int i = 1; i < w->nconns; i++)
-            if (w->conns[i].last_ms < lru->last_ms)
+        /* Full: release the least recently used connection not being served. */
+        struct conn *lru = NULL;
+        for (int i = 0; i < w->nconns; i++)
+            if (!w->conns[i].serving && (lru == NULL || w->conns[i].last_ms < lru->last_ms))
                 lru = &w->conns[i];
+        if (lru == NULL) {
+            close(fd);
+            return NULL;
+        }
         conn_release(w, lru);
     }
-    struct conn *c = &w->conns[w->nconns];
+    struct conn *c = &w->conns[w->nconns++];
     memset(c, 0, sizeof(*c));
     c->fd = fd;
-    c->kept = kept;
     c->last_ms = now;
     c->deadline_ms = now + (w->cfg->keepalive_timeout_ms > 0 ? w->cfg->keepalive_timeout_ms : 5000);
-    /* Edge-triggered: a connection holding half a request must not wake us until more
-     * arrives. Adding a descriptor that already has input reports it once. */
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.u64 = (uint64_t)fd};
-    if (epoll_ctl(w->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
-        close(fd);
-        return;
-    }
-    w->nconns++;
+    return c;
 }
 
 static bool has_pending_input(int fd)
@@ -268,7 +281,7 @@ static void release_idle_kept(worker *w, int64_t now)
         return;
     for (int i = w->nconns - 1; i >= 0; i--) {
         struct conn *c = &w->conns[i];
-        if (c->kept && !c->ready && now - c->last_ms >= KEPT_STALE_MS &&
+        if (c->kept && !c->ready && !c->serving && now - c->last_ms >= KEPT_STALE_MS &&
             !has_pending_input(c->fd))
             conn_release(w, c);
     }
@@ -335,6 +348,17 @@ static void access_log_line(worker *w, const tn_request *r, int status, int64_t 
     buf_i64(l, us);
     buf_puts(l, ",\"pid\":");
     buf_i64(l, w->slot->pid);
+    if (r->tenant != NULL) {
+        buf_puts(l, ",\"tenant\":{\"id\":");
+        buf_i64(l, r->tenant->id);
+        buf_puts(l, ",\"slug\":");
+        buf_json_str(l, r->tenant->slug);
+        buf_putc(l, '}');
+    }
+    if (status >= 400) {
+        buf_puts(l, ",\"stage\":");
+        buf_json_str(l, chain_stage(r));
+    }
     buf_puts(l, "}\n");
     if (!l->oom)
         (void)!write(w->access_fd, l->p, l->len);
@@ -401,7 +425,7 @@ static int serve_builtin(worker *w, tn_request *r)
         tn_puts(r, "pong\n");
     } else if (which == 2) {
         tn_add_header(r, "Content-Type", "application/json");
-        status_json(r->out, w->sb, w->args->lis);
+        status_json(r->out, w->sb, w->args->lis, w->args->lim);
         r->bytes_out = r->out->len;
     } else {
         tn_add_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
@@ -458,8 +482,9 @@ static int run_request(worker *w, tn_request *r)
     if (serve_builtin(w, r) == TN_DONE)
         return r->status;
 
-    r->stage = "handler";
-    int rc = w->mod.app->handle(r);
+    int rc = chain_run(r, w->mod.app->handle);
+    if (rc == TN_DONE)
+        return r->status;   /* the chain answered (404, 503, a theme, a stage) */
     if (rc != TN_OK && !request_started(r) && !r->io_error) {
         if (rc == TN_TOOBIG) {
             tn_send_error(r, 413, "the request body is larger than max_body");
@@ -565,14 +590,15 @@ static bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
     int64_t timeout = cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : 3600000;
     int64_t deadline = t0 / 1000000 + timeout;
 
+    (void)deadline;
+    /* From here the master may stop this request at request_timeout (see on_alarm). Reads
+     * libfcgi makes are bounded by SO_RCVTIMEO, set once when the connection was accepted. */
+    if (cfg->request_timeout_ms > 0) {
+        prepare_timeout_reply(req_id, fd);
+        alarm_may_answer = 1;
+        alarm_armed = 1;
+    }
     sb_reading_begin(w->sb, w->slot, t0);
-
-    /* Bound every read libfcgi makes on this connection (the body may still be arriving). */
-    int64_t left = deadline - clock_mono_ms();
-    if (left < 1)
-        left = 1;
-    struct timeval tv = {(time_t)(left / 1000), (suseconds_t)(left % 1000) * 1000};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 
     FCGX_Request *fx = &w->fx;
     fx->ipcFd = fd;
@@ -582,6 +608,7 @@ static bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
         /* libfcgi closed the connection already (its TryAgain path) and then failed to
          * accept on our deliberately invalid listen socket: nothing more to do. */
         fx->ipcFd = -1;
+        alarm_armed = 0;
         __atomic_store_n(&w->slot->req_start_ns, 0, __ATOMIC_RELEASE);
         log_warn("libfcgi could not read the request header (%s); connection closed",
                  rc == -EBADF ? "stream error" : strerror(-rc));
@@ -599,12 +626,6 @@ static bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
     snprintf(ctx, sizeof(ctx), "req=%s", rid);
     log_set_context(ctx);
 
-    /* The handler phase: bounded by SIGALRM for what is left of request_timeout. */
-    if (cfg->request_timeout_ms > 0) {
-        prepare_timeout_reply(req_id, fd);
-        alarm_may_answer = 1;
-        arm_alarm(deadline - clock_mono_ms());
-    }
     sb_set_state(w->sb, w->slot, SB_RUNNING);
     release_idle_kept(w, clock_mono_ms());
     int status = run_request(w, &r);
@@ -620,10 +641,11 @@ static bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
 
     fx->keepConnection = 1;   /* libfcgi must not close: we decide below */
     FCGX_Finish_r(fx);
-    disarm_alarm();
+    alarm_armed = 0;
     int64_t us = (clock_mono_ns() - t0) / 1000;
     sb_request_end(w->sb, w->slot, status, us);
     access_log_line(w, &r, status, us);
+    chain_finish(&r, status);   /* the tenant context ends here, on every path */
     log_set_context(NULL);
     arena_reset(w->req_arena);
     w->served++;
@@ -649,26 +671,51 @@ static void handle_conn(worker *w, struct conn *c, int64_t now)
         if (rc == TN_AGAIN)
             continue;   /* answered or skipped a record: there may be more */
         if (rc == TN_DECLINED) {
-            /* Part of a request: wait for the rest beside the others, bounded by
-             * request_timeout from its first byte. */
+            /* Nothing yet, or part of a request: wait beside the others, a partial request
+             * bounded by request_timeout from its first byte. */
             if (c->req_start_ms == 0 && has_pending_input(c->fd)) {
                 c->req_start_ms = now;
                 int64_t t = w->cfg->request_timeout_ms > 0 ? w->cfg->request_timeout_ms : 60000;
                 c->deadline_ms = now + t;
             }
+            conn_register(w, c);
             return;
         }
         if (rc != TN_OK) {
             conn_close(w, c);
             return;
         }
+        /* Served in place: the connection stays in the table (and in the epoll set if it
+         * was there), marked so that nothing releases it meanwhile. */
         int fd = c->fd;
         int64_t t0 = c->req_start_ms ? c->req_start_ms * 1000000 : clock_mono_ns();
-        conn_forget(w, c);
-        if (serve_one(w, fd, req_id, t0))
-            conn_add(w, fd, true, clock_mono_ms());
+        c->serving = true;
+        bool keep = serve_one(w, fd, req_id, t0);
+        c = conn_find(w, fd);
+        if (c == NULL)
+            return;   /* cannot happen: serving connections are never released */
+        if (!keep) {
+            conn_forget(w, c);   /* serve_one closed it */
+            return;
+        }
+        int64_t t = clock_mono_ms();
+        c->serving = false;
+        c->kept = true;
+        c->req_start_ms = 0;
+        c->last_ms = t;
+        c->deadline_ms = t + w->cfg->keepalive_timeout_ms;
+        conn_register(w, c);
         return;
     }
+}
+
+/* The chain tells the scoreboard which tenant this worker serves (slow and timeout logs,
+ * and the master's clean-up of the per-tenant counts if the worker dies). */
+static void note_tenant(void *ctx, int64_t id, const char *slug)
+{
+    sb_slot *s = ctx;
+    __atomic_store_n(&s->tenant_id, id, __ATOMIC_RELEASE);
+    sb_set_tenant(s, slug);
 }
 
 /* ---- setup and loop ---------------------------------------------------------------------- */
@@ -728,10 +775,16 @@ static void accept_new(worker *w, int64_t now)
             return;
         }
     }
-    conn_add(w, fd, false, now);
+    /* Every read on this connection (libfcgi's included) gives up after request_timeout. */
+    if (w->cfg->request_timeout_ms > 0) {
+        struct timeval tv = {(time_t)(w->cfg->request_timeout_ms / 1000),
+                             (suseconds_t)(w->cfg->request_timeout_ms % 1000) * 1000};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    }
+    struct conn *c = conn_add(w, fd, now);
     /* nginx writes the request right after connecting: look at once, not a turn later. */
-    if (w->nconns > 0 && w->conns[w->nconns - 1].fd == fd)
-        w->conns[w->nconns - 1].ready = true;
+    if (c != NULL)
+        c->ready = true;
 }
 
 static void worker_loop(worker *w)
@@ -852,14 +905,22 @@ void worker_main(const worker_args *a)
     FCGX_InitRequest(&w.fx, -1, 0);
     w.fx.listen_sock = -1;   /* libfcgi must never accept: the worker does */
 
+    chain_env env = {.cfg = &w.cfg->tenancy, .max_children = w.cfg->max_children,
+                     .lim = a->lim, .note_tenant = note_tenant, .hook_ctx = w.slot};
+    if (chain_init(&env) != TN_OK) {
+        log_error("cannot set up the tenancy chain: out of memory");
+        _exit(WORKER_EXIT_SETUP);
+    }
     char err[512];
     if (app_load(w.cfg->app, &w.mod, err, sizeof(err)) != TN_OK) {
         log_error("%s", err);
         _exit(WORKER_EXIT_INIT);
     }
     if (w.mod.app->init != NULL) {
-        tn_app_env env = {w.cfg->path, w.cfg->app, a->index, a->generation};
-        int rc = w.mod.app->init(&env);
+        tn_app_env aenv = {w.cfg->path, w.cfg->app, a->index, a->generation};
+        chain_allow_stages(true);
+        int rc = w.mod.app->init(&aenv);
+        chain_allow_stages(false);
         if (rc != TN_OK) {
             log_error("app %s: init failed: %s", w.mod.app->name ? w.mod.app->name : w.cfg->app,
                       tn_rc_str(rc));

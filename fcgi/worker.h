@@ -16,6 +16,7 @@
 #include "fcgi/config.h"
 #include "fcgi/listen.h"
 #include "fcgi/scoreboard.h"
+#include "tenancy/limits.h"
 
 /* Exit codes the master interprets (anything else, or a signal, is a crash). */
 enum {
@@ -28,6 +29,7 @@ enum {
 typedef struct worker_args {
     const tn_config *cfg;
     scoreboard *sb;
+    limits *lim;            /* shared per-tenant counters */
     const tn_listener *lis;
     int slot;               /* scoreboard slot owned by this worker */
     int index;              /* worker number within its generation */

@@ -120,6 +120,54 @@ int tn_send_error(tn_request *r, int status, const char *message);
 enum { TN_LOG_ERROR = 0, TN_LOG_WARN = 1, TN_LOG_INFO = 2, TN_LOG_DEBUG = 3 };
 void tn_log(const tn_request *r, int level, const char *fmt, ...) TN_PRINTF(3, 4);
 
+/* ---- The tenant -----------------------------------------------------------------------------
+ *
+ * The chain identifies the tenant of each request before the handler runs (from the host, a
+ * subdomain, a trusted header or a path prefix; see tenancyd.conf(5)) and refuses requests
+ * for unknown, suspended or unavailable tenants itself. The handler only ever sees its own
+ * request's tenant; the context is cleared when the request ends, however it ends.
+ */
+
+typedef struct tn_tenant tn_tenant;
+
+/* The request's tenant, or NULL for a request to a central domain (the platform's own
+ * pages) or when tenancy is not configured. */
+const tn_tenant *tn_tenant_of(const tn_request *r);
+
+int64_t tn_tenant_id(const tn_tenant *t);
+const char *tn_tenant_slug(const tn_tenant *t);
+const char *tn_tenant_name(const tn_tenant *t);
+/* "active", "maintenance", "suspended", "moving", ... (handlers normally see "active", or
+ * "moving" for a read). */
+const char *tn_tenant_state(const tn_tenant *t);
+/* A tenant setting (tenancy settings set ...), or NULL when unset. */
+const char *tn_tenant_setting(const tn_tenant *t, const char *key);
+
+/* A per-tenant cache in each worker's memory. Keys are namespaced by the request's tenant
+ * (central requests share one namespace of their own), so a tenant can never read another's
+ * entries. Bounded by app_cache.bytes and app_cache.entries (least recently used evicted).
+ * tn_cache_get copies the value into request memory: TN_OK or TN_NOTFOUND. tn_cache_set:
+ * TN_OK, TN_TOOBIG (larger than the whole cache), TN_NOMEM. ttl_s 0 means no expiry. */
+int tn_cache_get(tn_request *r, const char *key, const void **value, size_t *len);
+int tn_cache_set(tn_request *r, const char *key, const void *value, size_t len, int ttl_s);
+int tn_cache_del(tn_request *r, const char *key);
+
+/* Add a stage to the chain (auth, rate limits...), from the app's init only. Stages run in
+ * the order added, after the tenant is identified and its state checked, before the
+ * handler. A stage returns TN_OK to go on, TN_DONE when it answered the request itself;
+ * anything else gives a 500 (logged with the stage name). Returns TN_OK, TN_BUSY (too many
+ * stages) or TN_ERR outside init. */
+typedef int (*tn_stage_fn)(tn_request *r, void *arg);
+int tn_stage_add(const char *name, tn_stage_fn fn, void *arg);
+
+/* Run fn for one tenant outside an HTTP request (a job, a script): the same context and the
+ * same guarantees as a request, with a request object that has no client (params absent,
+ * responses refused). Returns fn's code, TN_NOTFOUND for an unknown or deleted tenant,
+ * TN_DENIED when called inside a request (a request's code must not act for another
+ * tenant), or a registry error. */
+typedef int (*tn_run_fn)(tn_request *r, void *arg);
+int tn_run(const char *slug, tn_run_fn fn, void *arg);
+
 /* ---- Storage ------------------------------------------------------------------------------
  *
  * One API over SQLite and PostgreSQL. SQL takes positional parameters written $1, $2, ... in

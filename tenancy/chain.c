@@ -1,0 +1,528 @@
+/*
+ * chain.c — identification, state, limits, theme, app stages, the tenant context, and the
+ * tenant half of the app API (tn_tenant_*, tn_cache_*, tn_stage_add, tn_run). See chain.h.
+ *
+ * Per-process state lives in one static struct: the lookup cache, the app cache, the
+ * registry connection (opened on first use), the app's stages, and the current tenant.
+ * Must not: read the host from anything but the configured params, let a request start
+ * with a tenant already set, or leave one set when it ends.
+ */
+#include "core/first.h"
+#include "tenancy/chain.h"
+#include "core/buf.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "storage/db.h"
+#include "tenancy/appcache.h"
+#include "tenancy/lookup.h"
+#include "tenancy/registry.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_STAGES 16
+
+struct stage {
+    const char *name;
+    tn_stage_fn fn;
+    void *arg;
+};
+
+static struct {
+    chain_env env;
+    bool ready;
+    lookup_cache *lookup;
+    appcache *apps;
+    registry *reg;
+    int64_t reg_retry_ms;      /* no reconnect before (after a failure) */
+    struct stage stages[MAX_STAGES];
+    int nstages;
+    bool stages_open;
+    const tenant_rec *current; /* the tenant of the request (or tn_run) in progress */
+    bool in_request;
+    bool table_full_logged;
+    arena *run_arena;
+    buf run_headers, run_out;
+} ch;
+
+int chain_init(const chain_env *env)
+{
+    memset(&ch, 0, sizeof(ch));
+    ch.env = *env;
+    const tenancy_config *c = env->cfg;
+    ch.lookup = lookup_create(c->lookup_cache ? c->lookup_cache_size : 0, c->lookup_cache_ttl_ms,
+                              c->lookup_cache_negative_ttl_ms);
+    ch.apps = appcache_create((size_t)c->app_cache_bytes, c->app_cache_entries);
+    if (ch.lookup == NULL || ch.apps == NULL)
+        return TN_NOMEM;
+    ch.ready = true;
+    return TN_OK;
+}
+
+void chain_fini(void)
+{
+    lookup_destroy(ch.lookup);
+    appcache_destroy(ch.apps);
+    registry_close(ch.reg);
+    arena_destroy(ch.run_arena);
+    buf_free(&ch.run_headers);
+    buf_free(&ch.run_out);
+    memset(&ch, 0, sizeof(ch));
+}
+
+void chain_allow_stages(bool allow) { ch.stages_open = allow; }
+
+const char *chain_stage(const tn_request *r) { return r->stage ? r->stage : "start"; }
+
+/* The registry connection, opened (again) on demand; NULL while it cannot be reached (the
+ * caller answers 503 and we retry after a second). */
+static registry *reg(void)
+{
+    if (ch.reg != NULL)
+        return ch.reg;
+    int64_t now = clock_mono_ms();
+    if (now < ch.reg_retry_ms)
+        return NULL;
+    char err[512];
+    if (registry_open(ch.env.cfg->registry_uri, ch.env.cfg->gen_path, &ch.reg, err, sizeof(err)) !=
+        TN_OK) {
+        log_error("tenant registry unavailable: %s", err);
+        ch.reg = NULL;
+        ch.reg_retry_ms = now + 1000;
+    }
+    return ch.reg;
+}
+
+static int fetch(void *ctx, int kind, const char *key, tenant_rec **out)
+{
+    (void)ctx;
+    registry *r = reg();
+    if (r == NULL)
+        return TN_IO;
+    int rc = registry_fetch(r, kind, key, out);
+    if (rc == TN_IO) {
+        registry_close(ch.reg);   /* reconnect next time */
+        ch.reg = NULL;
+    } else if (rc == TN_INVALID) {
+        /* A registry that is not initialised answers "no such table". */
+        log_error("tenant registry: lookups fail (is it initialised? run `tenancy init`)");
+    }
+    return rc;
+}
+
+static uint64_t gen_now(void *ctx)
+{
+    (void)ctx;
+    return ch.reg ? registry_generation(ch.reg) : 0;
+}
+
+/* ---- identification ---------------------------------------------------------------------- */
+
+static bool is_central(const char *host)
+{
+    const tenancy_config *c = ch.env.cfg;
+    for (int i = 0; i < c->ncentrals; i++)
+        if (strcmp(c->centrals[i], host) == 0)
+            return true;
+    return false;
+}
+
+/* The slug a subdomain resolver sees in host, into out; false when host is not one label
+ * below a base domain. */
+static bool subdomain_slug(const char *host, char *out, size_t n)
+{
+    const tenancy_config *c = ch.env.cfg;
+    size_t hl = strlen(host);
+    for (int i = 0; i < c->nbases; i++) {
+        const char *base = c->bases[i];   /* ".example.com" */
+        size_t bl = strlen(base);
+        if (hl <= bl || strcmp(host + hl - bl, base) != 0)
+            continue;
+        size_t sl = hl - bl;
+        if (sl >= n || memchr(host, '.', sl) != NULL)
+            return false;
+        memcpy(out, host, sl);
+        out[sl] = '\0';
+        return tenant_slug_valid(out);
+    }
+    return false;
+}
+
+/* The slug after the path prefix ("/t/acme/x" -> "acme", rest "/x"). */
+static bool path_slug(tn_request *r, char *out, size_t n, const char **rest)
+{
+    const char *pfx = ch.env.cfg->path_prefix;
+    size_t pl = strlen(pfx);
+    if (strncmp(r->path, pfx, pl) != 0)
+        return false;
+    const char *s = r->path + pl;
+    const char *end = strchr(s, '/');
+    size_t sl = end ? (size_t)(end - s) : strlen(s);
+    if (sl == 0 || sl >= n)
+        return false;
+    memcpy(out, s, sl);
+    out[sl] = '\0';
+    *rest = end ? end : "/";
+    return tenant_slug_valid(out);
+}
+
+static int answer(tn_request *r, int status, const char *retry_after, const char *msg)
+{
+    if (retry_after != NULL)
+        tn_add_header(r, "Retry-After", retry_after);
+    tn_send_error(r, status, msg);
+    return TN_DONE;
+}
+
+/* Find the request's tenant. TN_OK (r->tenant set, or r->central), or TN_DONE (answered). */
+static int identify(tn_request *r)
+{
+    const tenancy_config *c = ch.env.cfg;
+    r->stage = "identify";
+    const char *raw = NULL;
+    for (int i = 0; i < c->nhparams && raw == NULL; i++) {
+        raw = tn_param(r, c->hparams[i]);
+        if (raw != NULL && raw[0] == '\0')
+            raw = NULL;
+    }
+    if (raw == NULL) {
+        static bool warned;
+        if (!warned) {
+            warned = true;
+            log_error("the web server passed none of the host params (%s): set one, e.g. nginx "
+                      "`fastcgi_param TENANT_HOST $host;`", c->host_params);
+        }
+        return answer(r, 400, NULL, "the request carries no host name");
+    }
+    char host[256];
+    if (tenant_host_normalise(raw, host, sizeof(host)) == 0)
+        return answer(r, 400, NULL, "invalid host name");
+    if (is_central(host)) {
+        r->central = true;
+        return TN_OK;
+    }
+    lookup_sync(ch.lookup, gen_now(NULL));
+    int64_t now = clock_mono_ms();
+    for (int i = 0; i < c->nkinds; i++) {
+        char slug[64];
+        const char *key = NULL, *rest = NULL;
+        int kind = LK_SLUG;
+        switch (c->kinds[i]) {
+        case RES_HOST:
+            key = host;
+            kind = LK_DOMAIN;
+            break;
+        case RES_SUBDOMAIN:
+            if (subdomain_slug(host, slug, sizeof(slug)))
+                key = slug;
+            break;
+        case RES_HEADER: {
+            const char *h = tn_param(r, c->header_param);
+            if (h != NULL && netaddr_match_text(c->header_trusted, tn_param(r, "REMOTE_ADDR"))) {
+                if (!tenant_slug_valid(h))
+                    return answer(r, 400, NULL, "invalid tenant header");
+                snprintf(slug, sizeof(slug), "%s", h);
+                key = slug;
+            }
+            break;
+        }
+        case RES_PATH:
+            if (path_slug(r, slug, sizeof(slug), &rest))
+                key = slug;
+            break;
+        }
+        if (key == NULL)
+            continue;
+        const tenant_rec *t = NULL;
+        int rc = lookup_get(ch.lookup, kind, key, now, fetch, NULL, gen_now, NULL, &t);
+        if (rc == TN_NOTFOUND)
+            continue;
+        if (rc != TN_OK)
+            return answer(r, 503, "5", "the tenant registry is unavailable");
+        r->tenant = t;
+        if (rest != NULL)
+            r->path = rest;   /* the handler sees the path without the prefix */
+        return TN_OK;
+    }
+    return answer(r, 404, NULL, "no tenant at this address");
+}
+
+static int check_state(tn_request *r)
+{
+    r->stage = "state";
+    switch (r->tenant->state) {
+    case TENANT_ACTIVE: return TN_OK;
+    case TENANT_MAINTENANCE:
+        return answer(r, 503, "60", "this site is down for maintenance; please try again soon");
+    case TENANT_PROVISIONING: return answer(r, 503, "5", "this site is being set up");
+    case TENANT_SUSPENDED: return answer(r, 403, NULL, "this site is suspended");
+    case TENANT_MOVING: {
+        const char *m = r->method;
+        if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0 || strcmp(m, "OPTIONS") == 0)
+            return TN_OK;
+        return answer(r, 503, "5", "this site is moving; writes resume in a moment");
+    }
+    default: return answer(r, 404, NULL, "no tenant at this address");
+    }
+}
+
+/* ---- theme ------------------------------------------------------------------------------ */
+
+static bool css_ident_ok(const char *s)
+{
+    if (*s == '\0')
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-' || *s == '_'))
+            return false;
+    return true;
+}
+
+static bool css_value_ok(const char *s)
+{
+    if (*s == '\0' || strlen(s) > 512)
+        return false;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == ';' || c == '{' || c == '}' || c == '<' || c == '>' || c == '\\' ||
+            c == '"' || c == '\'' || c == 0x7f)
+            return false;
+    }
+    return true;
+}
+
+/* :root{--primary:#0a5;--font:system-ui} from the tenant's theme.* settings. */
+static void theme_css(const tenant_rec *t, buf *o)
+{
+    buf_puts(o, "/* theme of ");
+    buf_puts(o, t->slug);
+    buf_puts(o, " */\n:root {\n");
+    for (int i = 0; i < t->nsettings; i++) {
+        const char *k = t->settings[i].key, *v = t->settings[i].value;
+        if (strncmp(k, "theme.", 6) != 0 || !css_ident_ok(k + 6) || !css_value_ok(v))
+            continue;
+        buf_puts(o, "  --");
+        buf_puts(o, k + 6);
+        buf_puts(o, ": ");
+        buf_puts(o, v);
+        buf_puts(o, ";\n");
+    }
+    buf_puts(o, "}\n");
+}
+
+static int serve_theme(tn_request *r)
+{
+    r->stage = "theme";
+    const tenant_rec *t = r->tenant;
+    /* Cached per worker by (tenant, registry version of the record). */
+    char key[64];
+    int kl = snprintf(key, sizeof(key), "\x01theme:%lld", (long long)t->updated_at);
+    const void *v;
+    size_t vl;
+    buf css = BUF_INIT;
+    if (appcache_get(ch.apps, t->id, key, (size_t)kl, 0, &v, &vl) == TN_OK) {
+        buf_append(&css, v, vl);
+    } else {
+        theme_css(t, &css);
+        if (!css.oom)
+            appcache_set(ch.apps, t->id, key, (size_t)kl, css.p, css.len, 0);
+    }
+    if (css.oom) {
+        buf_free(&css);
+        return answer(r, 500, NULL, "out of memory");
+    }
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < css.len; i++) {
+        h ^= (unsigned char)css.p[i];
+        h *= 1099511628211ull;
+    }
+    char etag[40], cc[64];
+    snprintf(etag, sizeof(etag), "\"%016llx\"", (unsigned long long)h);
+    snprintf(cc, sizeof(cc), "public, max-age=%lld",
+             (long long)(ch.env.cfg->theme_max_age_ms / 1000));
+    tn_add_header(r, "ETag", etag);
+    tn_add_header(r, "Cache-Control", cc);
+    const char *inm = tn_header(r, "If-None-Match");
+    if (inm != NULL && strstr(inm, etag) != NULL) {
+        tn_set_status(r, 304);
+    } else {
+        tn_add_header(r, "Content-Type", "text/css; charset=utf-8");
+        tn_write(r, css.p, css.len);
+    }
+    buf_free(&css);
+    return TN_DONE;
+}
+
+/* ---- the chain ------------------------------------------------------------------------- */
+
+static void enter_context(tn_request *r)
+{
+    ch.current = r->tenant;
+    char ctx[160];
+    snprintf(ctx, sizeof(ctx), "req=%s tenant=%s", r->req_id, r->tenant->slug);
+    log_set_context(ctx);
+    if (ch.env.note_tenant)
+        ch.env.note_tenant(ch.env.hook_ctx, r->tenant->id, r->tenant->slug);
+}
+
+int chain_run(tn_request *r, int (*handler)(tn_request *))
+{
+    if (ch.current != NULL || ch.in_request) {
+        /* A request must start with no tenant. Continuing could serve another tenant's
+         * data, so this worker stops here; the master replaces it. */
+        log_error("tenant context not empty at the start of a request (tenant %s): stopping",
+                  ch.current ? ch.current->slug : "?");
+        abort();
+    }
+    ch.in_request = true;
+    if (ch.ready && ch.env.cfg->enabled) {
+        int rc = identify(r);
+        if (rc != TN_OK)
+            return rc;
+        if (r->tenant != NULL) {
+            if ((rc = check_state(r)) != TN_OK)
+                return rc;
+            r->stage = "limit";
+            int cap = tenancy_max_workers(ch.env.cfg, r->tenant->max_workers, ch.env.max_children);
+            rc = limits_enter(ch.env.lim, r->tenant->id, r->tenant->slug, cap, clock_mono_ms());
+            if (rc == TN_BUSY) {
+                r->tenant_counted = false;
+                log_warn("tenant %s is at its cap of %d workers: answered 503", r->tenant->slug,
+                         cap);
+                return answer(r, 503, "1", "too many requests for this site right now");
+            }
+            if (rc == TN_DECLINED && ch.env.lim != NULL && !ch.table_full_logged) {
+                ch.table_full_logged = true;
+                log_warn("the per-tenant counter table is full: new tenants are not counted");
+            }
+            r->tenant_counted = rc == TN_OK;
+            enter_context(r);
+            if (strcmp(r->path, "/_theme.css") == 0)
+                return serve_theme(r);
+        }
+    }
+    for (int i = 0; i < ch.nstages; i++) {
+        r->stage = ch.stages[i].name;
+        int rc = ch.stages[i].fn(r, ch.stages[i].arg);
+        if (rc == TN_DONE)
+            return TN_DONE;
+        if (rc != TN_OK) {
+            log_error("stage %s failed: %s", r->stage, tn_rc_str(rc));
+            if (!request_started(r))
+                tn_send_error(r, 500, "the application failed");
+            return TN_DONE;
+        }
+    }
+    r->stage = "handler";
+    return handler(r);
+}
+
+void chain_finish(tn_request *r, int status)
+{
+    if (r->tenant != NULL && r->tenant_counted)
+        limits_leave(ch.env.lim, r->tenant->id, status);
+    if (r->tenant != NULL && ch.env.note_tenant)
+        ch.env.note_tenant(ch.env.hook_ctx, 0, NULL);
+    r->tenant_counted = false;
+    r->tenant = NULL;
+    ch.current = NULL;
+    ch.in_request = false;
+}
+
+/* ---- the tenant half of the app API --------------------------------------------------------- */
+
+const tn_tenant *tn_tenant_of(const tn_request *r) { return (const tn_tenant *)r->tenant; }
+int64_t tn_tenant_id(const tn_tenant *t) { return ((const tenant_rec *)t)->id; }
+const char *tn_tenant_slug(const tn_tenant *t) { return ((const tenant_rec *)t)->slug; }
+const char *tn_tenant_name(const tn_tenant *t) { return ((const tenant_rec *)t)->name; }
+
+const char *tn_tenant_state(const tn_tenant *t)
+{
+    return tenant_state_name(((const tenant_rec *)t)->state);
+}
+
+const char *tn_tenant_setting(const tn_tenant *t, const char *key)
+{
+    return tenant_setting_get((const tenant_rec *)t, key);
+}
+
+static int64_t cache_ns(const tn_request *r) { return r->tenant ? r->tenant->id : 0; }
+
+int tn_cache_get(tn_request *r, const char *key, const void **value, size_t *len)
+{
+    *value = NULL;
+    *len = 0;
+    if (!ch.ready || key == NULL || key[0] == '\x01')
+        return TN_NOTFOUND;   /* \x01 keys are the host's own (the theme) */
+    const void *v;
+    size_t vl;
+    int rc = appcache_get(ch.apps, cache_ns(r), key, strlen(key), clock_mono_ms(), &v, &vl);
+    if (rc != TN_OK)
+        return rc;
+    void *copy = arena_memdup(r->arena, v, vl);
+    if (copy == NULL && vl > 0)
+        return TN_NOMEM;
+    *value = copy;
+    *len = vl;
+    return TN_OK;
+}
+
+int tn_cache_set(tn_request *r, const char *key, const void *value, size_t len, int ttl_s)
+{
+    if (!ch.ready || key == NULL || key[0] == '\0' || key[0] == '\x01' || ttl_s < 0)
+        return TN_INVALID;
+    int64_t exp = ttl_s > 0 ? clock_mono_ms() + (int64_t)ttl_s * 1000 : 0;
+    return appcache_set(ch.apps, cache_ns(r), key, strlen(key), value, len, exp);
+}
+
+int tn_cache_del(tn_request *r, const char *key)
+{
+    if (!ch.ready || key == NULL || key[0] == '\x01')
+        return TN_NOTFOUND;
+    return appcache_del(ch.apps, cache_ns(r), key, strlen(key));
+}
+
+int tn_stage_add(const char *name, tn_stage_fn fn, void *arg)
+{
+    if (!ch.stages_open || fn == NULL)
+        return TN_ERR;
+    if (ch.nstages >= MAX_STAGES)
+        return TN_BUSY;
+    ch.stages[ch.nstages++] = (struct stage){name ? name : "app", fn, arg};
+    return TN_OK;
+}
+
+int tn_run(const char *slug, tn_run_fn fn, void *arg)
+{
+    if (!ch.ready)
+        return TN_ERR;
+    if (ch.in_request || ch.current != NULL)
+        return TN_DENIED;
+    if (!tenant_slug_valid(slug))
+        return TN_NOTFOUND;
+    lookup_sync(ch.lookup, gen_now(NULL));
+    const tenant_rec *t = NULL;
+    int rc = lookup_get(ch.lookup, LK_SLUG, slug, clock_mono_ms(), fetch, NULL, gen_now, NULL, &t);
+    if (rc != TN_OK)
+        return rc;
+    if (t->state == TENANT_DELETING)
+        return TN_NOTFOUND;
+    if (ch.run_arena == NULL && (ch.run_arena = arena_create(8192)) == NULL)
+        return TN_NOMEM;
+    tn_request r;
+    request_init_detached(&r, ch.run_arena, &ch.run_headers, &ch.run_out);
+    r.tenant = t;
+    ch.in_request = true;
+    ch.current = t;
+    char ctx[160];
+    snprintf(ctx, sizeof(ctx), "run tenant=%s", t->slug);
+    log_set_context(ctx);
+    r.stage = "run";
+    rc = fn(&r, arg);
+    log_set_context(NULL);
+    ch.current = NULL;
+    ch.in_request = false;
+    arena_reset(ch.run_arena);
+    return rc;
+}

@@ -1,0 +1,57 @@
+/*
+ * chain.h — the tenancy chain every request passes through, and the tenant context.
+ *
+ *   identify -> check the tenant's state -> per-tenant worker cap -> /_theme.css
+ *            -> the app's own stages -> the handler            (then chain_finish)
+ *
+ * Identification reads the host only from the FastCGI params the web server sets
+ * (tenant.host_params), validates and normalises it before any lookup, answers central
+ * domains first (they never resolve to a tenant), then tries the configured resolvers in
+ * order through the lookup cache. An unknown or invalid host is answered 404/400 without
+ * touching any storage.
+ *
+ * The context is the request's tenant pointer plus this process's "current tenant"; it is
+ * asserted empty when a request starts and cleared by chain_finish, which the worker calls
+ * on every path out of a request (a timeout ends the whole process). Nothing of a tenant
+ * survives into the next request except what the lookup cache holds.
+ */
+#ifndef TN_TENANCY_CHAIN_H
+#define TN_TENANCY_CHAIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tenancy/config.h"
+#include "tenancy/limits.h"
+#include "tenancy/request.h"
+
+typedef struct chain_env {
+    const tenancy_config *cfg;
+    int max_children;                 /* for tenant.max_workers given as a percentage */
+    limits *lim;                      /* shared counters (may be NULL) */
+    /* The host's scoreboard hook: which tenant this worker now serves (id 0: none). */
+    void (*note_tenant)(void *ctx, int64_t id, const char *slug);
+    void *hook_ctx;
+} chain_env;
+
+/* Per process (a worker, the CLI). The registry is opened lazily, on the first lookup, so
+ * start-up never waits for it. TN_OK or TN_NOMEM. */
+int chain_init(const chain_env *env);
+void chain_fini(void);
+
+/* The app's init may call tn_stage_add only between these two. */
+void chain_allow_stages(bool allow);
+
+/* Run the request through the chain and the handler. Returns the handler's code, or TN_DONE
+ * when the chain answered the request itself (404, 503, a theme, a stage). */
+int chain_run(tn_request *r, int (*handler)(tn_request *));
+
+/* End the request's tenant context: counters, cap, and the asserted-empty state for the
+ * next request. Safe to call when chain_run did not get far. */
+void chain_finish(tn_request *r, int status);
+
+/* For the access log and error lines: the stage that was running ("identify", "state",
+ * "limit", "theme", an app stage's name, "handler"). */
+const char *chain_stage(const tn_request *r);
+
+#endif

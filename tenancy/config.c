@@ -1,0 +1,219 @@
+/*
+ * config.c — the tenancy option table and its parsed forms (see config.h).
+ * Must not: open the registry or any file (this runs in `tenancyd -t` and on reload).
+ */
+#include "core/first.h"
+#include "tenancy/config.h"
+#include "core/rc.h"
+#include "tenancy/tenant.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OFF(f) offsetof(tenancy_config, f)
+
+const conf_opt tenancy_config_table[] = {
+    {"tenant.resolvers", CONF_STR, OFF(resolvers), "", 0, 0, NULL, 0,
+     "ordered tenant resolvers: host, subdomain, header, path (empty: no tenancy)"},
+    {"tenant.base_domains", CONF_STR, OFF(base_domains), "", 0, 0, NULL, 0,
+     "domains whose subdomains name tenants (acme.example.com -> acme)"},
+    {"tenant.central_domains", CONF_STR, OFF(central_domains), "", 0, 0, NULL, 0,
+     "host names that never resolve to a tenant (the platform's, the admin panel's)"},
+    {"tenant.host_params", CONF_STR, OFF(host_params), "TENANT_HOST", 0, 0, NULL, 0,
+     "FastCGI params carrying the host, first present wins (set by the web server)"},
+    {"tenant.header", CONF_STR, OFF(header), "X-Tenant", 0, 0, NULL, 0,
+     "request header naming the tenant (header resolver)"},
+    {"tenant.header_from", CONF_STR, OFF(header_from), "", 0, 0, NULL, 0,
+     "client addresses whose tenant header is trusted (empty: none)"},
+    {"tenant.path_prefix", CONF_STR, OFF(path_prefix), "/t/", 0, 0, NULL, 0,
+     "path prefix before the tenant slug (path resolver), stripped for the handler"},
+    {"tenant.max_workers", CONF_STR, OFF(max_workers_text), "50%", 0, 0, NULL, 0,
+     "most workers one tenant may occupy at once: a number or a percentage of the pool"},
+    {"registry", CONF_STR, OFF(registry), NULL, 0, 0, NULL, 0,
+     "the tenant registry: sqlite:PATH or postgres:CONNINFO (default: the state_dir's)"},
+    {"state_dir", CONF_STR, OFF(state_dir), "/var/lib/tenancy", 0, 0, NULL, 0,
+     "folder of the default registry, tenant files and the invalidation counter"},
+    {"lookup_cache", CONF_BOOL, OFF(lookup_cache), "on", 0, 0, NULL, 0,
+     "cache tenant lookups in each worker"},
+    {"lookup_cache.ttl", CONF_DURATION, OFF(lookup_cache_ttl_ms), "60s", 0, 86400000, NULL, 0,
+     "how long a found tenant stays cached"},
+    {"lookup_cache.negative_ttl", CONF_DURATION, OFF(lookup_cache_negative_ttl_ms), "5s", 0,
+     86400000, NULL, 0, "how long an unknown host stays cached as unknown"},
+    {"lookup_cache.size", CONF_INT, OFF(lookup_cache_size), "10000", 16, 10000000, NULL, 0,
+     "most cached lookups per worker"},
+    {"app_cache.bytes", CONF_SIZE, OFF(app_cache_bytes), "16M", 0, (long long)1 << 34, NULL, 0,
+     "most bytes of the per-tenant app cache in each worker"},
+    {"app_cache.entries", CONF_INT, OFF(app_cache_entries), "100000", 16, 100000000, NULL, 0,
+     "most entries of the per-tenant app cache in each worker"},
+    {"theme.max_age", CONF_DURATION, OFF(theme_max_age_ms), "5m", 0, 86400000, NULL, 0,
+     "Cache-Control max-age of /_theme.css"},
+    {NULL, 0, 0, NULL, 0, 0, NULL, 0, NULL},
+};
+
+static const char *const kind_names[RES_NKINDS] = {"host", "subdomain", "header", "path"};
+
+const char *resolver_name(int kind)
+{
+    return kind >= 0 && kind < RES_NKINDS ? kind_names[kind] : "unknown";
+}
+
+/* Split a comma/space list into an arena array. */
+static int split(const char *text, arena *a, const char ***out)
+{
+    int n = 0;
+    size_t cap = 1;
+    for (const char *p = text; *p; p++)
+        if (*p == ',' || *p == ' ')
+            cap++;
+    const char **v = arena_alloc(a, cap * sizeof(*v));
+    char *copy = arena_strdup(a, text);
+    if (v == NULL || copy == NULL)
+        return -1;
+    char *save = NULL;
+    for (char *t = strtok_r(copy, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save))
+        v[n++] = t;
+    *out = v;
+    return n;
+}
+
+int tenancy_config_finish(tenancy_config *c, int max_children, arena *a, char *err,
+                          size_t errlen)
+{
+    const char **names;
+    int n = split(c->resolvers, a, &names);
+    if (n < 0)
+        goto oom;
+    c->nkinds = 0;
+    for (int i = 0; i < n; i++) {
+        int k = -1;
+        for (int j = 0; j < RES_NKINDS; j++)
+            if (strcmp(names[i], kind_names[j]) == 0)
+                k = j;
+        if (k < 0) {
+            snprintf(err, errlen, "tenant.resolvers: unknown resolver '%s' (host, subdomain, "
+                                  "header, path)", names[i]);
+            return TN_INVALID;
+        }
+        for (int j = 0; j < c->nkinds; j++)
+            if (c->kinds[j] == k) {
+                snprintf(err, errlen, "tenant.resolvers: '%s' is listed twice", names[i]);
+                return TN_INVALID;
+            }
+        c->kinds[c->nkinds++] = k;
+    }
+    c->enabled = c->nkinds > 0;
+
+    const char **bases;
+    n = split(c->base_domains, a, &bases);
+    if (n < 0)
+        goto oom;
+    c->bases = arena_alloc(a, (size_t)(n + 1) * sizeof(char *));
+    c->nbases = 0;
+    for (int i = 0; i < n; i++) {
+        char norm[256];
+        if (tenant_host_normalise(bases[i], norm, sizeof(norm)) == 0) {
+            snprintf(err, errlen, "tenant.base_domains: '%s' is not a host name", bases[i]);
+            return TN_INVALID;
+        }
+        c->bases[c->nbases++] = arena_sprintf(a, ".%s", norm);
+    }
+    bool wants_sub = false, wants_path = false, wants_header = false;
+    for (int i = 0; i < c->nkinds; i++) {
+        wants_sub = wants_sub || c->kinds[i] == RES_SUBDOMAIN;
+        wants_path = wants_path || c->kinds[i] == RES_PATH;
+        wants_header = wants_header || c->kinds[i] == RES_HEADER;
+    }
+    if (wants_sub && c->nbases == 0) {
+        snprintf(err, errlen, "tenant.resolvers has 'subdomain' but tenant.base_domains is empty");
+        return TN_INVALID;
+    }
+
+    const char **cent;
+    n = split(c->central_domains, a, &cent);
+    if (n < 0)
+        goto oom;
+    c->centrals = arena_alloc(a, (size_t)(n + 1) * sizeof(char *));
+    c->ncentrals = 0;
+    for (int i = 0; i < n; i++) {
+        char norm[256];
+        if (tenant_host_normalise(cent[i], norm, sizeof(norm)) == 0) {
+            snprintf(err, errlen, "tenant.central_domains: '%s' is not a host name", cent[i]);
+            return TN_INVALID;
+        }
+        c->centrals[c->ncentrals++] = arena_strdup(a, norm);
+    }
+
+    c->nhparams = split(c->host_params, a, &c->hparams);
+    if (c->nhparams < 0)
+        goto oom;
+    if (c->enabled && c->nhparams == 0) {
+        snprintf(err, errlen, "tenant.host_params is empty: no way to learn the host");
+        return TN_INVALID;
+    }
+
+    /* "X-Tenant" -> "HTTP_X_TENANT" */
+    size_t hl = strlen(c->header);
+    char *hp = arena_alloc(a, hl + 6);
+    if (hp == NULL)
+        goto oom;
+    memcpy(hp, "HTTP_", 5);
+    for (size_t i = 0; i < hl; i++) {
+        char ch = c->header[i];
+        if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+              ch == '-')) {
+            snprintf(err, errlen, "tenant.header: '%s' is not a header name", c->header);
+            return TN_INVALID;
+        }
+        hp[5 + i] = ch == '-' ? '_' : (ch >= 'a' && ch <= 'z') ? (char)(ch - 32) : ch;
+    }
+    hp[5 + hl] = '\0';
+    c->header_param = hp;
+    if (netaddr_list_parse(c->header_from[0] ? c->header_from : "0.0.0.0/32", a,
+                           &c->header_trusted, err, errlen) != TN_OK)
+        return TN_INVALID;
+    if (wants_header && c->header_from[0] == '\0') {
+        snprintf(err, errlen, "tenant.resolvers has 'header' but tenant.header_from is empty: "
+                              "the header would be trusted from anyone");
+        return TN_INVALID;
+    }
+
+    size_t pl = strlen(c->path_prefix);
+    if (wants_path && (pl < 2 || c->path_prefix[0] != '/' || c->path_prefix[pl - 1] != '/')) {
+        snprintf(err, errlen, "tenant.path_prefix must start and end with '/': '%s'",
+                 c->path_prefix);
+        return TN_INVALID;
+    }
+
+    c->registry_uri = c->registry ? c->registry
+                                  : arena_sprintf(a, "sqlite:%s/control.db", c->state_dir);
+    c->gen_path = arena_sprintf(a, "%s/registry.gen", c->state_dir);
+
+    const char *mw = c->max_workers_text;
+    char *end;
+    long v = strtol(mw, &end, 10);
+    if (end == mw || v < 0 || (*end != '\0' && strcmp(end, "%") != 0) ||
+        (*end == '%' && v > 100)) {
+        snprintf(err, errlen, "tenant.max_workers: expected a number or a percentage, got '%s'",
+                 mw);
+        return TN_INVALID;
+    }
+    c->max_workers_pct = *end == '%' ? (int)v : 0;
+    c->max_workers_abs = *end == '%' ? 0 : (int)v;
+    (void)max_children;
+    return TN_OK;
+oom:
+    snprintf(err, errlen, "out of memory");
+    return TN_NOMEM;
+}
+
+int tenancy_max_workers(const tenancy_config *c, int own, int max_children)
+{
+    if (own > 0)
+        return own;
+    if (c->max_workers_pct > 0) {
+        int n = max_children * c->max_workers_pct / 100;
+        return n < 1 ? 1 : n;
+    }
+    return c->max_workers_abs;   /* 0: no limit */
+}

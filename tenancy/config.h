@@ -1,0 +1,67 @@
+/*
+ * config.h — the tenancy options of tenancyd.conf (their own table, parsed into the same
+ * generation as the host's options), and the parsed forms the chain uses.
+ */
+#ifndef TN_TENANCY_CONFIG_H
+#define TN_TENANCY_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/conf.h"
+#include "core/netaddr.h"
+
+enum resolver_kind { RES_HOST = 0, RES_SUBDOMAIN, RES_HEADER, RES_PATH, RES_NKINDS };
+
+typedef struct tenancy_config {
+    /* as written */
+    const char *resolvers;
+    const char *base_domains;
+    const char *central_domains;
+    const char *host_params;
+    const char *header;
+    const char *header_from;
+    const char *path_prefix;
+    const char *registry;
+    const char *state_dir;
+    const char *max_workers_text;
+    bool lookup_cache;
+    int64_t lookup_cache_ttl_ms;
+    int64_t lookup_cache_negative_ttl_ms;
+    int lookup_cache_size;
+    int64_t app_cache_bytes;
+    int app_cache_entries;
+    int64_t theme_max_age_ms;
+
+    /* parsed (tenancy_config_finish) */
+    bool enabled;                 /* at least one resolver */
+    int kinds[RES_NKINDS];
+    int nkinds;
+    const char **bases;           /* ".example.com" (leading dot) */
+    int nbases;
+    const char **centrals;
+    int ncentrals;
+    const char **hparams;
+    int nhparams;
+    const char *header_param;     /* "HTTP_X_TENANT" */
+    netaddr_list *header_trusted;
+    const char *registry_uri;     /* registry, or sqlite:<state_dir>/control.db */
+    const char *gen_path;         /* <state_dir>/registry.gen */
+    int max_workers_abs;          /* 0: no limit */
+    int max_workers_pct;          /* 0: absolute */
+} tenancy_config;
+
+extern const conf_opt tenancy_config_table[];
+
+/* Parse the text options into their forms; `max_children` resolves a percentage.
+ * TN_OK or TN_INVALID with a message naming the option. */
+int tenancy_config_finish(tenancy_config *c, int max_children, arena *a, char *err,
+                          size_t errlen);
+
+/* The per-tenant worker cap for a tenant whose own cap is `own` (0: the default). */
+int tenancy_max_workers(const tenancy_config *c, int own, int max_children);
+
+const char *resolver_name(int kind);
+
+#endif

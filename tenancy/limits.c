@@ -1,0 +1,138 @@
+/*
+ * limits.c — the shared per-tenant counter table (see limits.h).
+ * Must not: take locks or block (it runs on every request), or remove entries (a removal
+ * racing an insert in another process would corrupt the probe chains).
+ */
+#include "core/first.h"
+#include "tenancy/limits.h"
+#include "core/rc.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+struct limits {
+    limits_entry e[LIMITS_SLOTS];
+};
+
+limits *limits_create(void)
+{
+    void *p = mmap(NULL, sizeof(limits), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void limits_destroy(limits *l)
+{
+    if (l != NULL)
+        munmap(l, sizeof(*l));
+}
+
+static uint32_t slot_of(int64_t id)
+{
+    uint64_t h = (uint64_t)id * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(h >> 40) & (LIMITS_SLOTS - 1);
+}
+
+/* The entry of id, claiming a free one when `claim`. NULL when absent (or table full). */
+static limits_entry *find(limits *l, int64_t id, bool claim)
+{
+    uint32_t i = slot_of(id);
+    for (uint32_t n = 0; n < LIMITS_SLOTS; n++, i = (i + 1) & (LIMITS_SLOTS - 1)) {
+        limits_entry *e = &l->e[i];
+        int64_t cur = __atomic_load_n(&e->tenant_id, __ATOMIC_ACQUIRE);
+        if (cur == id)
+            return e;
+        if (cur != 0)
+            continue;
+        if (!claim)
+            return NULL;
+        int64_t expected = 0;
+        if (__atomic_compare_exchange_n(&e->tenant_id, &expected, id, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            return e;
+        if (expected == id)
+            return e;   /* another worker claimed it for the same tenant */
+    }
+    return NULL;
+}
+
+int limits_enter(limits *l, int64_t id, const char *slug, int cap, int64_t now_ms)
+{
+    if (l == NULL || id == 0)
+        return TN_DECLINED;
+    limits_entry *e = find(l, id, true);
+    if (e == NULL)
+        return TN_DECLINED;
+    if (e->slug[0] == '\0' && slug != NULL) {
+        size_t n = strnlen(slug, sizeof(e->slug) - 1);
+        memcpy(e->slug, slug, n);   /* written once; readers tolerate a torn first write */
+    }
+    int32_t now = __atomic_add_fetch(&e->inflight, 1, __ATOMIC_ACQ_REL);
+    if (cap > 0 && now > cap) {
+        __atomic_sub_fetch(&e->inflight, 1, __ATOMIC_ACQ_REL);
+        __atomic_add_fetch(&e->rejected, 1, __ATOMIC_RELAXED);
+        return TN_BUSY;
+    }
+    int32_t max = __atomic_load_n(&e->max_seen, __ATOMIC_RELAXED);
+    while (now > max && !__atomic_compare_exchange_n(&e->max_seen, &max, now, true,
+                                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+    __atomic_store_n(&e->last_ms, now_ms, __ATOMIC_RELAXED);
+    return TN_OK;
+}
+
+void limits_leave(limits *l, int64_t id, int status)
+{
+    if (l == NULL || id == 0)
+        return;
+    limits_entry *e = find(l, id, false);
+    if (e == NULL)
+        return;
+    if (__atomic_sub_fetch(&e->inflight, 1, __ATOMIC_ACQ_REL) < 0)
+        __atomic_store_n(&e->inflight, 0, __ATOMIC_RELAXED);   /* never below zero */
+    if (status > 0) {
+        __atomic_add_fetch(&e->requests, 1, __ATOMIC_RELAXED);
+        if (status >= 500)
+            __atomic_add_fetch(&e->errors, 1, __ATOMIC_RELAXED);
+    }
+}
+
+bool limits_get(const limits *l, int64_t id, limits_entry *out)
+{
+    limits_entry *e = l ? find((limits *)l, id, false) : NULL;
+    if (e == NULL)
+        return false;
+    memcpy(out, e, sizeof(*out));
+    out->slug[sizeof(out->slug) - 1] = '\0';
+    return true;
+}
+
+static int cmp_requests(const void *a, const void *b)
+{
+    uint64_t x = ((const limits_entry *)a)->requests, y = ((const limits_entry *)b)->requests;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+int limits_top(const limits *l, limits_entry *out, int n)
+{
+    if (l == NULL || n <= 0)
+        return 0;
+    /* Keep the n largest in out: a small insertion set (n is tens). */
+    int have = 0;
+    for (int i = 0; i < LIMITS_SLOTS; i++) {
+        const limits_entry *e = &l->e[i];
+        if (__atomic_load_n(&e->tenant_id, __ATOMIC_ACQUIRE) == 0)
+            continue;
+        if (have < n) {
+            memcpy(&out[have++], e, sizeof(*e));
+        } else if (e->requests > out[n - 1].requests) {
+            memcpy(&out[n - 1], e, sizeof(*e));
+        } else {
+            continue;
+        }
+        qsort(out, (size_t)have, sizeof(*out), cmp_requests);
+    }
+    for (int i = 0; i < have; i++)
+        out[i].slug[sizeof(out[i].slug) - 1] = '\0';
+    return have;
+}

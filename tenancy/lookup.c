@@ -1,0 +1,265 @@
+/*
+ * lookup.c — the per-worker lookup cache (see lookup.h).
+ *
+ * Open addressing with linear probing and backward-shift deletion (no tombstones), capacity
+ * a power of two at least twice the bound. Keys are stored inline up to 253 bytes (a host
+ * name's maximum). Must not: block, log, or free a record a request may still read.
+ */
+#include "core/first.h"
+#include "tenancy/lookup.h"
+#include "core/rc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define KEY_MAX 254
+
+struct entry {
+    uint64_t hash;          /* 0: empty */
+    tenant_rec *rec;        /* NULL: a negative entry */
+    int64_t expires_ms;
+    uint64_t used;          /* access clock for LRU sampling */
+    uint8_t kind;
+    uint8_t klen;
+    char key[KEY_MAX];
+};
+
+struct lookup_cache {
+    struct entry *t;
+    uint32_t cap;           /* power of two */
+    uint32_t n;
+    uint32_t max;
+    int64_t ttl_ms, neg_ttl_ms;
+    uint64_t generation;
+    uint64_t clock;
+    uint64_t rng;
+    tenant_rec **retired;   /* out of the table, maybe still in use: freed at the next sync */
+    uint32_t nretired, capretired;
+    lookup_stats st;
+};
+
+static uint64_t hash_key(int kind, const char *k, size_t n)
+{
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)kind;   /* FNV-1a */
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)k[i];
+        h *= 1099511628211ull;
+    }
+    return h ? h : 1;
+}
+
+lookup_cache *lookup_create(int max_entries, int64_t ttl_ms, int64_t negative_ttl_ms)
+{
+    lookup_cache *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    c->max = max_entries > 0 ? (uint32_t)max_entries : 0;
+    c->ttl_ms = ttl_ms;
+    c->neg_ttl_ms = negative_ttl_ms;
+    c->rng = 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)c;
+    if (c->max > 0) {
+        uint32_t cap = 16;
+        while (cap < c->max * 2)
+            cap <<= 1;
+        c->t = calloc(cap, sizeof(struct entry));
+        if (c->t == NULL) {
+            free(c);
+            return NULL;
+        }
+        c->cap = cap;
+    }
+    return c;
+}
+
+/* A record leaves the table during a request: the request may still read it. */
+static void retire(lookup_cache *c, tenant_rec *rec)
+{
+    if (rec == NULL)
+        return;
+    if (c->nretired == c->capretired) {
+        uint32_t cap = c->capretired ? c->capretired * 2 : 16;
+        tenant_rec **v = realloc(c->retired, cap * sizeof(*v));
+        if (v == NULL) {
+            /* Cannot defer: leak rather than free a record a request may be reading. */
+            return;
+        }
+        c->retired = v;
+        c->capretired = cap;
+    }
+    c->retired[c->nretired++] = rec;
+}
+
+static void free_retired(lookup_cache *c)
+{
+    for (uint32_t i = 0; i < c->nretired; i++)
+        free(c->retired[i]);
+    c->nretired = 0;
+}
+
+static void entry_clear(lookup_cache *c, struct entry *e)
+{
+    retire(c, e->rec);
+    e->hash = 0;
+    e->rec = NULL;
+}
+
+void lookup_flush(lookup_cache *c)
+{
+    for (uint32_t i = 0; i < c->cap; i++) {
+        if (c->t[i].hash == 0)
+            continue;
+        free(c->t[i].rec);
+        c->t[i].hash = 0;
+        c->t[i].rec = NULL;
+    }
+    free_retired(c);
+    c->n = 0;
+    c->st.flushes++;
+}
+
+void lookup_destroy(lookup_cache *c)
+{
+    if (c == NULL)
+        return;
+    lookup_flush(c);
+    free(c->retired);
+    free(c->t);
+    free(c);
+}
+
+void lookup_sync(lookup_cache *c, uint64_t generation)
+{
+    free_retired(c);
+    if (generation == c->generation)
+        return;
+    c->generation = generation;
+    if (c->n > 0)
+        lookup_flush(c);
+}
+
+/* Remove slot i and shift the following cluster back (linear probing). */
+static void remove_at(lookup_cache *c, uint32_t i)
+{
+    entry_clear(c, &c->t[i]);
+    c->n--;
+    uint32_t mask = c->cap - 1;
+    uint32_t j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (c->t[j].hash == 0)
+            return;
+        uint32_t home = (uint32_t)c->t[j].hash & mask;
+        /* Move j into the hole i when its home is not in (i, j]. */
+        bool move = i <= j ? (home <= i || home > j) : (home <= i && home > j);
+        if (move) {
+            c->t[i] = c->t[j];
+            c->t[j].hash = 0;
+            c->t[j].rec = NULL;
+            i = j;
+        }
+    }
+}
+
+static struct entry *find(lookup_cache *c, uint64_t h, int kind, const char *key, size_t n,
+                          uint32_t *slot)
+{
+    uint32_t mask = c->cap - 1;
+    for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
+        struct entry *e = &c->t[i];
+        if (e->hash == 0) {
+            *slot = i;
+            return NULL;
+        }
+        if (e->hash == h && e->kind == kind && e->klen == n && memcmp(e->key, key, n) == 0) {
+            *slot = i;
+            return e;
+        }
+    }
+}
+
+static void evict_one(lookup_cache *c)
+{
+    /* The least recently used of 8 random occupied slots. */
+    uint32_t best = UINT32_MAX;
+    for (int tries = 0, found = 0; found < 8 && tries < 256; tries++) {
+        c->rng ^= c->rng << 13;
+        c->rng ^= c->rng >> 7;
+        c->rng ^= c->rng << 17;
+        uint32_t i = (uint32_t)c->rng & (c->cap - 1);
+        if (c->t[i].hash == 0)
+            continue;
+        found++;
+        if (best == UINT32_MAX || c->t[i].used < c->t[best].used)
+            best = i;
+    }
+    if (best != UINT32_MAX) {
+        remove_at(c, best);
+        c->st.evictions++;
+    }
+}
+
+int lookup_get(lookup_cache *c, int kind, const char *key, int64_t now_ms,
+               lookup_fetch_fn fetch, void *ctx, uint64_t (*gen_now)(void *), void *gen_ctx,
+               const tenant_rec **out)
+{
+    *out = NULL;
+    size_t n = strlen(key);
+    if (n >= KEY_MAX)
+        return TN_NOTFOUND;
+    uint64_t h = hash_key(kind, key, n);
+    uint32_t slot = 0;
+    if (c->max > 0) {
+        struct entry *e = find(c, h, kind, key, n, &slot);
+        if (e != NULL) {
+            if (e->expires_ms > now_ms) {
+                e->used = ++c->clock;
+                if (e->rec == NULL) {
+                    c->st.negative_hits++;
+                    return TN_NOTFOUND;
+                }
+                c->st.hits++;
+                *out = e->rec;
+                return TN_OK;
+            }
+            remove_at(c, slot);   /* expired */
+        }
+    }
+    c->st.misses++;
+    uint64_t gen_before = c->generation;
+    tenant_rec *rec = NULL;
+    int rc = fetch(ctx, kind, key, &rec);
+    if (rc != TN_OK && rc != TN_NOTFOUND)
+        return rc;
+    if (c->max == 0 || (gen_now != NULL && gen_now(gen_ctx) != gen_before)) {
+        /* Caching off, or the registry changed while we read it: use, do not store. The
+         * record lives until the next sync, like one that was evicted. */
+        if (rc == TN_OK) {
+            if (c->max > 0)
+                c->st.stale_skips++;
+            retire(c, rec);
+            *out = rec;
+        }
+        return rc;
+    }
+    if (c->n >= c->max)
+        evict_one(c);
+    find(c, h, kind, key, n, &slot);   /* the slot may have moved after an eviction */
+    struct entry *e = &c->t[slot];
+    e->hash = h;
+    e->kind = (uint8_t)kind;
+    e->klen = (uint8_t)n;
+    memcpy(e->key, key, n);
+    e->rec = rec;
+    e->expires_ms = now_ms + (rc == TN_OK ? c->ttl_ms : c->neg_ttl_ms);
+    e->used = ++c->clock;
+    c->n++;
+    c->st.inserts++;
+    *out = rec;
+    return rc;
+}
+
+void lookup_get_stats(const lookup_cache *c, lookup_stats *s)
+{
+    *s = c->st;
+    s->entries = c->n;
+}

@@ -1,0 +1,931 @@
+/*
+ * registry.c — the tenant registry over the storage driver layer (see registry.h).
+ *
+ * The SQL is the same for both backends except the DDL (id columns) and where the tables
+ * live (PostgreSQL: schema "tenancy", set once as this connection's search_path; the
+ * connection is the registry's own and is never lent to tenant code). All statements are
+ * parameterized. Must not: scan the tenants table outside registry_list's paged query, or
+ * change anything outside a transaction.
+ */
+#include "core/first.h"
+#include "tenancy/registry.h"
+#include "core/arena.h"
+#include "core/buf.h"
+#include "core/log.h"
+#include "storage/db.h"
+#include "tenancy/gen.h"
+#include "tenancy/lookup.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct registry {
+    tn_db *db;
+    bool pg;
+    gen_map *gen;
+    bool gen_writable;       /* gen is mapped read-write: only such a map may be bumped */
+    const char *gen_path;
+    char gen_path_buf[512];
+};
+
+/* Limits shared by create and set_setting. */
+#define NAME_MAX_BYTES 200
+#define SETTING_KEY_MAX 128
+#define SETTING_VALUE_MAX 8192
+#define MAX_WORKERS_MAX 100000
+
+#define TENANT_COLS                                                                          \
+    "t.id, t.slug, t.name, t.state, t.placement, t.storage, t.max_workers, t.created_at, "    \
+    "t.updated_at, t.settings"
+
+static const char *const ddl_sqlite =
+    "CREATE TABLE IF NOT EXISTS tenancy_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS tenants ("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " slug TEXT NOT NULL UNIQUE,"
+    " name TEXT NOT NULL,"
+    " state TEXT NOT NULL DEFAULT 'active',"
+    " placement TEXT NOT NULL DEFAULT 'sqlite',"
+    " storage TEXT NOT NULL DEFAULT '',"
+    " settings TEXT NOT NULL DEFAULT '{}',"
+    " max_workers INTEGER NOT NULL DEFAULT 0,"
+    " migration_version TEXT NOT NULL DEFAULT '',"
+    " last_error TEXT NOT NULL DEFAULT '',"
+    " created_at BIGINT NOT NULL,"
+    " updated_at BIGINT NOT NULL,"
+    " deleted_at BIGINT);"
+    "CREATE TABLE IF NOT EXISTS domains ("
+    " domain TEXT PRIMARY KEY,"
+    " tenant_id BIGINT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,"
+    " is_primary INTEGER NOT NULL DEFAULT 0);"
+    "CREATE INDEX IF NOT EXISTS domains_tenant ON domains(tenant_id);"
+    "CREATE INDEX IF NOT EXISTS tenants_state ON tenants(state, slug);"
+    "INSERT INTO tenancy_meta (key, value) VALUES ('schema_version', '1') "
+    " ON CONFLICT (key) DO NOTHING;";
+
+static const char *const ddl_pg =
+    "CREATE SCHEMA IF NOT EXISTS tenancy;"
+    "CREATE TABLE IF NOT EXISTS tenancy.tenancy_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS tenancy.tenants ("
+    " id BIGSERIAL PRIMARY KEY,"
+    " slug TEXT NOT NULL UNIQUE,"
+    " name TEXT NOT NULL,"
+    " state TEXT NOT NULL DEFAULT 'active',"
+    " placement TEXT NOT NULL DEFAULT 'sqlite',"
+    " storage TEXT NOT NULL DEFAULT '',"
+    " settings TEXT NOT NULL DEFAULT '{}',"
+    " max_workers INTEGER NOT NULL DEFAULT 0,"
+    " migration_version TEXT NOT NULL DEFAULT '',"
+    " last_error TEXT NOT NULL DEFAULT '',"
+    " created_at BIGINT NOT NULL,"
+    " updated_at BIGINT NOT NULL,"
+    " deleted_at BIGINT);"
+    "CREATE TABLE IF NOT EXISTS tenancy.domains ("
+    " domain TEXT PRIMARY KEY,"
+    " tenant_id BIGINT NOT NULL REFERENCES tenancy.tenants(id) ON DELETE CASCADE,"
+    " is_primary INTEGER NOT NULL DEFAULT 0);"
+    "CREATE INDEX IF NOT EXISTS domains_tenant ON tenancy.domains(tenant_id);"
+    "CREATE INDEX IF NOT EXISTS tenants_state ON tenancy.tenants(state, slug);"
+    "INSERT INTO tenancy.tenancy_meta (key, value) VALUES ('schema_version', '1') "
+    " ON CONFLICT (key) DO NOTHING;";
+
+static void fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* PostgreSQL: the registry's tables live in schema "tenancy". A session setting, so it is
+ * set again after every reconnect (db_reset may PQreset: a new backend forgets it). */
+static int set_search_path(registry *r)
+{
+    if (!r->pg)
+        return TN_OK;
+    const char *p[] = {"tenancy"};
+    return tn_db_exec(r->db, "SELECT set_config('search_path', $1, false)", 1, p);
+}
+
+/* After an I/O error: roll back or reconnect, then restore the session. */
+static void reconnect(registry *r)
+{
+    if (db_reset(r->db) != TN_OK || set_search_path(r) != TN_OK)
+        log_warn("registry: reconnect failed: %s", tn_db_error(r->db));
+}
+
+int registry_open(const char *uri, const char *gen_path, registry **out, char *err,
+                  size_t errlen)
+{
+    *out = NULL;
+    registry *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        fail(err, errlen, "out of memory");
+        return TN_NOMEM;
+    }
+    db_options opt = {.busy_timeout_ms = 5000};
+    int rc = db_open(uri, &opt, &r->db, err, errlen);
+    if (rc != TN_OK) {
+        free(r);
+        return rc;
+    }
+    r->pg = strcmp(tn_db_backend(r->db), "postgres") == 0;
+    rc = set_search_path(r);
+    if (rc != TN_OK) {
+        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+        db_close(r->db);
+        free(r);
+        return rc;
+    }
+    if (gen_path != NULL) {
+        snprintf(r->gen_path_buf, sizeof(r->gen_path_buf), "%s", gen_path);
+        r->gen_path = r->gen_path_buf;
+    }
+    *out = r;
+    return TN_OK;
+}
+
+void registry_close(registry *r)
+{
+    if (r == NULL)
+        return;
+    db_close(r->db);
+    gen_close(r->gen);
+    free(r);
+}
+
+tn_db *registry_db(registry *r) { return r->db; }
+
+/* Map the generation file on first use (readers tolerate its absence: generation 0). A
+ * writer that finds a read-only map (registry_generation ran first) maps it again
+ * read-write: bumping through a PROT_READ mapping would crash the process. */
+static gen_map *gen_of(registry *r, bool writable)
+{
+    if (r->gen_path == NULL)
+        return NULL;
+    if (r->gen != NULL && (r->gen_writable || !writable))
+        return r->gen;
+    char e[256];
+    gen_map *g = NULL;
+    if (gen_open(r->gen_path, writable, writable, &g, e, sizeof(e)) != TN_OK) {
+        if (writable)
+            log_warn("registry: generation file: %s", e);
+        return r->gen;   /* keep a read-only map rather than none */
+    }
+    gen_close(r->gen);
+    r->gen = g;
+    r->gen_writable = writable;
+    return r->gen;
+}
+
+uint64_t registry_generation(void *ctx)
+{
+    gen_map *g = gen_of(ctx, false);
+    return g ? gen_read(g) : 0;
+}
+
+int registry_init(registry *r, char *err, size_t errlen)
+{
+    int rc = db_exec_script(r->db, r->pg ? ddl_pg : ddl_sqlite);
+    if (rc != TN_OK) {
+        fail(err, errlen, "registry: cannot create the tables: %s", tn_db_error(r->db));
+        return rc;
+    }
+    if (r->gen_path != NULL && (gen_of(r, true) == NULL || !r->gen_writable)) {
+        fail(err, errlen, "registry: cannot create the generation file %s", r->gen_path);
+        return TN_IO;
+    }
+    return TN_OK;
+}
+
+int registry_ready(registry *r, char *err, size_t errlen)
+{
+    char v[32];
+    int rc = db_query_value(r->db, v, sizeof(v),
+                            "SELECT value FROM tenancy_meta WHERE key = 'schema_version'", 0, NULL);
+    if (rc == TN_OK)
+        return TN_OK;
+    if (rc == TN_IO) {
+        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+        return rc;
+    }
+    fail(err, errlen, "the registry is not initialised (run 'tenancy init')");
+    return TN_NOTFOUND;
+}
+
+/* After a committed change: every worker of this host and (PostgreSQL) every other host. */
+static void changed(registry *r)
+{
+    gen_map *g = gen_of(r, true);
+    if (g != NULL)
+        gen_bump(g);
+    if (r->pg) {
+        const char *p[] = {"tenancy_registry", "changed"};
+        if (tn_db_exec(r->db, "SELECT pg_notify($1, $2)", 2, p) != TN_OK)
+            log_warn("registry: NOTIFY failed: %s", tn_db_error(r->db));
+    }
+}
+
+static int64_t now_s(void) { return (int64_t)time(NULL); }
+
+static tenant_rec *row_to_rec(tn_rows *rows)
+{
+    const char *state = tn_rows_get(rows, 3);
+    int st = state ? tenant_state_parse(state) : -1;
+    return tenant_rec_new(atoll(tn_rows_get(rows, 0)), tn_rows_get(rows, 1), tn_rows_get(rows, 2),
+                          st < 0 ? TENANT_SUSPENDED : st, tn_rows_get(rows, 4),
+                          tn_rows_get(rows, 5), atoi(tn_rows_get(rows, 6) ? tn_rows_get(rows, 6) : "0"),
+                          atoll(tn_rows_get(rows, 7) ? tn_rows_get(rows, 7) : "0"),
+                          atoll(tn_rows_get(rows, 8) ? tn_rows_get(rows, 8) : "0"),
+                          tn_rows_get(rows, 9));
+}
+
+int registry_fetch(void *ctx, int kind, const char *key, tenant_rec **out)
+{
+    registry *r = ctx;
+    *out = NULL;
+    const char *sql = kind == LK_DOMAIN
+                          ? "SELECT " TENANT_COLS " FROM domains d JOIN tenants t ON t.id = d.tenant_id"
+                            " WHERE d.domain = $1"
+                          : "SELECT " TENANT_COLS " FROM tenants t WHERE t.slug = $1";
+    const char *p[] = {key};
+    tn_rows *rows = NULL;
+    int rc = tn_db_query(r->db, &rows, sql, 1, p);
+    if (rc != TN_OK) {
+        log_error("registry: lookup of '%s' failed: %s", key, tn_db_error(r->db));
+        if (rc == TN_IO)
+            reconnect(r);
+        return rc;
+    }
+    rc = tn_rows_next(rows);
+    if (rc == TN_OK) {
+        *out = row_to_rec(rows);
+        rc = *out ? TN_OK : TN_NOMEM;
+    } else if (rc == TN_DONE) {
+        rc = TN_NOTFOUND;
+    }
+    tn_rows_free(rows);
+    return rc;
+}
+
+/* Run fn inside one transaction; commit on TN_OK, roll back otherwise. */
+static int in_tx(registry *r, int (*fn)(registry *, void *, char *, size_t), void *arg,
+                 char *err, size_t errlen)
+{
+    int rc = tn_db_begin(r->db);
+    if (rc != TN_OK) {
+        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+        return rc;
+    }
+    rc = fn(r, arg, err, errlen);
+    if (rc == TN_OK) {
+        rc = tn_db_commit(r->db);
+        if (rc != TN_OK)
+            fail(err, errlen, "registry: commit failed: %s", tn_db_error(r->db));
+    } else {
+        tn_db_rollback(r->db);
+    }
+    if (rc == TN_OK)
+        changed(r);
+    else if (rc == TN_IO)
+        reconnect(r);
+    return rc;
+}
+
+static int exec(registry *r, char *err, size_t errlen, const char *sql, int n,
+                const char *const *p)
+{
+    int rc = tn_db_exec(r->db, sql, n, p);
+    if (rc != TN_OK && rc != TN_EXISTS)
+        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+    return rc;
+}
+
+/* The id of a slug, or TN_NOTFOUND with a sentence. */
+static int id_of(registry *r, const char *slug, char *id, size_t idlen, char *err, size_t errlen)
+{
+    const char *p[] = {slug};
+    int rc = db_query_value(r->db, id, idlen, "SELECT id FROM tenants WHERE slug = $1", 1, p);
+    if (rc == TN_NOTFOUND)
+        fail(err, errlen, "no tenant '%s'", slug);
+    else if (rc != TN_OK)
+        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+    return rc;
+}
+
+
+/* ---- settings: the stored form --------------------------------------------------------------
+ * A tenant's settings are stored as a flat JSON object whose keys are unique and sorted (byte
+ * order) and whose values are all JSON strings (a number or boolean given at create is kept as
+ * its text). Create and set_setting both write through settings_write, so the stored text is
+ * the same whichever way it was built, and equal settings compare equal as text. */
+
+static bool text_ok(const char *s, bool allow_control)
+{
+    size_t n = strlen(s);
+    if (utf8_valid_prefix(s, n) != n)
+        return false;
+    for (size_t i = 0; i < n && !allow_control; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            return false;
+    return true;
+}
+
+static int setting_check(const char *key, const char *value, char *err, size_t errlen)
+{
+    if (key == NULL || key[0] == '\0' || strlen(key) > SETTING_KEY_MAX) {
+        fail(err, errlen, "a setting needs a key of 1 to %d bytes", SETTING_KEY_MAX);
+        return TN_INVALID;
+    }
+    if (!text_ok(key, false)) {
+        fail(err, errlen, "invalid setting key: UTF-8 text without control characters");
+        return TN_INVALID;
+    }
+    if (value != NULL && strlen(value) > SETTING_VALUE_MAX) {
+        fail(err, errlen, "the value of setting '%s' is over %d bytes", key, SETTING_VALUE_MAX);
+        return TN_INVALID;
+    }
+    if (value != NULL && !text_ok(value, true)) {
+        fail(err, errlen, "the value of setting '%s' is not UTF-8 text", key);
+        return TN_INVALID;
+    }
+    return TN_OK;
+}
+
+/* s: sorted, unique keys (as settings_parse returns them). */
+static int settings_write(const tenant_setting *s, int n, buf *b, char *err, size_t errlen)
+{
+    buf_putc(b, '{');
+    for (int i = 0; i < n; i++) {
+        int rc = setting_check(s[i].key, s[i].value, err, errlen);
+        if (rc != TN_OK)
+            return rc;
+        if (i > 0)
+            buf_putc(b, ',');
+        buf_json_str(b, s[i].key);
+        buf_putc(b, ':');
+        buf_json_str(b, s[i].value);
+    }
+    buf_putc(b, '}');
+    if (b->oom) {
+        fail(err, errlen, "out of memory");
+        return TN_NOMEM;
+    }
+    return TN_OK;
+}
+
+static void *arena_cb(void *ctx, size_t n) { return arena_alloc(ctx, n); }
+
+/* Any settings JSON the API accepts → the stored form, in b. */
+static int settings_canonical(const char *json, buf *b, char *err, size_t errlen)
+{
+    arena *a = arena_create(4096);
+    if (a == NULL) {
+        fail(err, errlen, "out of memory");
+        return TN_NOMEM;
+    }
+    tenant_setting *s = NULL;
+    int n = settings_parse(json, &s, arena_cb, a);
+    int rc;
+    if (n < 0) {
+        fail(err, errlen, "settings must be a flat JSON object of strings, numbers and booleans");
+        rc = TN_INVALID;
+    } else {
+        rc = settings_write(s, n, b, err, errlen);
+    }
+    arena_destroy(a);
+    return rc;
+}
+
+/* ---- domains -------------------------------------------------------------------------------- */
+
+static int owner_of(registry *r, const char *domain, char *owner, size_t ownerlen, char *err,
+                    size_t errlen)
+{
+    const char *q[] = {domain};
+    int rc = db_query_value(r->db, owner, ownerlen,
+                            "SELECT t.slug FROM domains d JOIN tenants t ON t.id = d.tenant_id "
+                            "WHERE d.domain = $1", 1, q);
+    if (rc != TN_OK && rc != TN_NOTFOUND)
+        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+    return rc;
+}
+
+/* Insert one (normalised) domain for tenant `id`, inside the caller's transaction. The owner
+ * is looked up BEFORE the insert: on PostgreSQL a failed statement aborts the transaction, so
+ * nothing could be asked after it. The unique key stays the guard: a writer that took the
+ * domain between the two statements still makes the insert fail (TN_EXISTS). */
+static int insert_domain(registry *r, const char *domain, const char *id, bool primary,
+                         char *err, size_t errlen)
+{
+    char owner[128];
+    int rc = owner_of(r, domain, owner, sizeof(owner), err, errlen);
+    if (rc == TN_OK) {
+        fail(err, errlen, "domain '%s' already belongs to '%s'", domain, owner);
+        return TN_EXISTS;
+    }
+    if (rc != TN_NOTFOUND)
+        return rc;
+    const char *p[] = {domain, id, primary ? "1" : "0"};
+    rc = exec(r, err, errlen,
+              "INSERT INTO domains (domain, tenant_id, is_primary) VALUES ($1, $2, $3)", 3, p);
+    if (rc == TN_EXISTS)
+        fail(err, errlen, "domain '%s' is taken", domain);
+    return rc;
+}
+
+/* A domain as the registry keeps it: normalised, and without a port. */
+static int domain_norm(const char *in, char *norm, size_t normlen, char *err, size_t errlen)
+{
+    if (in == NULL || strchr(in, ':') != NULL || tenant_host_normalise(in, norm, normlen) == 0) {
+        fail(err, errlen, "invalid domain '%s'", in ? in : "");
+        return TN_INVALID;
+    }
+    return TN_OK;
+}
+
+/* ---- create --------------------------------------------------------------------------------- */
+
+struct create_arg {
+    const registry_new *t;
+    const char *settings;     /* the stored form */
+    char (*norm)[256];        /* the domains, normalised */
+    int64_t id;
+};
+
+static int do_create(registry *r, void *arg, char *err, size_t errlen)
+{
+    struct create_arg *a = arg;
+    const registry_new *t = a->t;
+    char now[24], mw[16], id[24];
+    snprintf(now, sizeof(now), "%lld", (long long)now_s());
+    snprintf(mw, sizeof(mw), "%d", t->max_workers);
+    const char *p[] = {t->slug, t->name, tenant_state_name(t->state),
+                       t->placement ? t->placement : "sqlite", t->storage ? t->storage : "",
+                       a->settings, mw, now};
+    int rc = exec(r, err, errlen,
+                  "INSERT INTO tenants (slug, name, state, placement, storage, settings, "
+                  "max_workers, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)",
+                  8, p);
+    if (rc == TN_EXISTS) {
+        fail(err, errlen, "slug '%s' is taken", t->slug);
+        return rc;
+    }
+    if (rc != TN_OK)
+        return rc;
+    rc = id_of(r, t->slug, id, sizeof(id), err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    a->id = atoll(id);
+    for (int i = 0; i < t->ndomains; i++) {
+        rc = insert_domain(r, a->norm[i], id, i == 0, err, errlen);
+        if (rc != TN_OK)
+            return rc;
+    }
+    return TN_OK;
+}
+
+int registry_create(registry *r, const registry_new *t, int64_t *id, char *err, size_t errlen)
+{
+    if (!tenant_slug_valid(t->slug)) {
+        fail(err, errlen, "invalid slug '%s': use 1-63 of a-z, 0-9 and '-', not at the ends",
+             t->slug ? t->slug : "");
+        return TN_INVALID;
+    }
+    if (t->name == NULL || t->name[0] == '\0' || strlen(t->name) > NAME_MAX_BYTES) {
+        fail(err, errlen, "a tenant needs a name of 1 to %d bytes", NAME_MAX_BYTES);
+        return TN_INVALID;
+    }
+    /* The name is shown in terminals, logs and the admin panel: text only. */
+    if (!text_ok(t->name, false)) {
+        fail(err, errlen, "invalid name for '%s': UTF-8 text without control characters",
+             t->slug);
+        return TN_INVALID;
+    }
+    if (t->state != TENANT_ACTIVE && t->state != TENANT_PROVISIONING) {
+        fail(err, errlen, "a new tenant is active or provisioning, not %s",
+             tenant_state_name(t->state));
+        return TN_INVALID;
+    }
+    if (t->max_workers < 0 || t->max_workers > MAX_WORKERS_MAX) {
+        fail(err, errlen, "max_workers must be between 0 and %d", MAX_WORKERS_MAX);
+        return TN_INVALID;
+    }
+    if (t->ndomains < 0 || (t->ndomains > 0 && t->domains == NULL)) {
+        fail(err, errlen, "registry_create: bad domain list");
+        return TN_INVALID;
+    }
+    char (*norm)[256] = t->ndomains > 0 ? calloc((size_t)t->ndomains, sizeof(*norm)) : NULL;
+    if (t->ndomains > 0 && norm == NULL) {
+        fail(err, errlen, "out of memory");
+        return TN_NOMEM;
+    }
+    buf settings = BUF_INIT;
+    int rc = TN_OK;
+    for (int i = 0; i < t->ndomains && rc == TN_OK; i++) {
+        rc = domain_norm(t->domains[i], norm[i], sizeof(norm[i]), err, errlen);
+        for (int j = 0; j < i && rc == TN_OK; j++)
+            if (strcmp(norm[i], norm[j]) == 0) {
+                fail(err, errlen, "domain '%s' is given twice", norm[i]);
+                rc = TN_INVALID;
+            }
+    }
+    if (rc == TN_OK)
+        rc = settings_canonical(t->settings ? t->settings : "{}", &settings, err, errlen);
+    if (rc == TN_OK) {
+        struct create_arg a = {t, settings.p, norm, 0};
+        rc = in_tx(r, do_create, &a, err, errlen);
+        if (rc == TN_OK && id != NULL)
+            *id = a.id;
+    }
+    buf_free(&settings);
+    free(norm);
+    return rc;
+}
+
+/* ---- updates -------------------------------------------------------------------------------- */
+
+struct upd_arg {
+    const char *sql;
+    int n;
+    const char *p[6];
+    const char *slug;
+};
+
+static int do_update(registry *r, void *arg, char *err, size_t errlen)
+{
+    struct upd_arg *a = arg;
+    int rc = exec(r, err, errlen, a->sql, a->n, a->p);
+    if (rc == TN_OK && tn_db_changes(r->db) == 0) {
+        fail(err, errlen, "no tenant '%s'", a->slug);
+        return TN_NOTFOUND;
+    }
+    return rc;
+}
+
+int registry_set_state(registry *r, const char *slug, int state, char *err, size_t errlen)
+{
+    if (state < 0 || state >= TENANT_NSTATES) {
+        fail(err, errlen, "invalid state");
+        return TN_INVALID;
+    }
+    char now[24];
+    snprintf(now, sizeof(now), "%lld", (long long)now_s());
+    struct upd_arg a = {"UPDATE tenants SET state = $1, updated_at = $2, "
+                        "deleted_at = CASE WHEN $1 = 'deleting' THEN $2 ELSE NULL END "
+                        "WHERE slug = $3",
+                        3, {tenant_state_name(state), now, slug}, slug};
+    return in_tx(r, do_update, &a, err, errlen);
+}
+
+int registry_set_storage(registry *r, const char *slug, const char *placement,
+                         const char *storage, char *err, size_t errlen)
+{
+    if (placement == NULL || storage == NULL) {
+        fail(err, errlen, "registry_set_storage: placement and storage are required");
+        return TN_INVALID;
+    }
+    char now[24];
+    snprintf(now, sizeof(now), "%lld", (long long)now_s());
+    struct upd_arg a = {"UPDATE tenants SET placement = $1, storage = $2, updated_at = $3 "
+                        "WHERE slug = $4",
+                        4, {placement, storage, now, slug}, slug};
+    return in_tx(r, do_update, &a, err, errlen);
+}
+
+int registry_set_max_workers(registry *r, const char *slug, int max_workers, char *err,
+                             size_t errlen)
+{
+    if (max_workers < 0 || max_workers > MAX_WORKERS_MAX) {
+        fail(err, errlen, "max_workers must be between 0 and %d", MAX_WORKERS_MAX);
+        return TN_INVALID;
+    }
+    char now[24], mw[16];
+    snprintf(now, sizeof(now), "%lld", (long long)now_s());
+    snprintf(mw, sizeof(mw), "%d", max_workers);
+    struct upd_arg a = {"UPDATE tenants SET max_workers = $1, updated_at = $2 WHERE slug = $3",
+                        3, {mw, now, slug}, slug};
+    return in_tx(r, do_update, &a, err, errlen);
+}
+
+struct setting_arg {
+    const char *slug, *key, *value;
+};
+
+static int do_setting(registry *r, void *arg, char *err, size_t errlen)
+{
+    struct setting_arg *a = arg;
+    const char *p[] = {a->slug};
+    char cur[65536];
+    int rc = db_query_value(r->db, cur, sizeof(cur), "SELECT settings FROM tenants WHERE slug = $1",
+                            1, p);
+    if (rc == TN_NOTFOUND) {
+        fail(err, errlen, "no tenant '%s'", a->slug);
+        return rc;
+    }
+    if (rc != TN_OK) {
+        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+        return rc;
+    }
+    tenant_rec *t = tenant_rec_new(0, a->slug, "x", 0, "", "", 0, 0, 0, cur);
+    if (t == NULL) {
+        fail(err, errlen, "the stored settings of '%s' are not a flat JSON object", a->slug);
+        return TN_INVALID;
+    }
+    /* The new list: the old one with the key replaced, inserted in order, or removed. */
+    tenant_setting *s = malloc(((size_t)t->nsettings + 1) * sizeof(*s));
+    if (s == NULL) {
+        free(t);
+        fail(err, errlen, "out of memory");
+        return TN_NOMEM;
+    }
+    int n = 0;
+    bool found = false, placed = a->value == NULL;
+    for (int i = 0; i < t->nsettings; i++) {
+        int c = strcmp(a->key, t->settings[i].key);
+        if (c == 0)
+            found = true;
+        if (!placed && c <= 0) {
+            s[n++] = (tenant_setting){a->key, a->value};
+            placed = true;
+        }
+        if (c != 0)
+            s[n++] = t->settings[i];
+    }
+    if (!placed)
+        s[n++] = (tenant_setting){a->key, a->value};
+    if (a->value == NULL && !found) {
+        fail(err, errlen, "tenant '%s' has no setting '%s'", a->slug, a->key);
+        rc = TN_NOTFOUND;
+    } else {
+        buf b = BUF_INIT;
+        rc = settings_write(s, n, &b, err, errlen);
+        if (rc == TN_OK) {
+            char now[24];
+            snprintf(now, sizeof(now), "%lld", (long long)now_s());
+            const char *u[] = {b.p, now, a->slug};
+            rc = exec(r, err, errlen,
+                      "UPDATE tenants SET settings = $1, updated_at = $2 WHERE slug = $3", 3, u);
+        }
+        buf_free(&b);
+    }
+    free(s);
+    free(t);
+    return rc;
+}
+
+int registry_set_setting(registry *r, const char *slug, const char *key, const char *value,
+                         char *err, size_t errlen)
+{
+    int rc = setting_check(key, value, err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    struct setting_arg a = {slug, key, value};
+    return in_tx(r, do_setting, &a, err, errlen);
+}
+
+struct domain_arg {
+    const char *slug;
+    const char *domain;
+    bool primary;
+};
+
+static int do_domain_add(registry *r, void *arg, char *err, size_t errlen)
+{
+    struct domain_arg *a = arg;
+    char id[24], owner[128], n[32];
+    int rc = id_of(r, a->slug, id, sizeof(id), err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    const char *p0[] = {id};
+    rc = owner_of(r, a->domain, owner, sizeof(owner), err, errlen);
+    if (rc == TN_OK && (!a->primary || strcmp(owner, a->slug) != 0)) {
+        fail(err, errlen, "domain '%s' already belongs to '%s'", a->domain, owner);
+        return TN_EXISTS;
+    }
+    if (rc != TN_OK && rc != TN_NOTFOUND)
+        return rc;
+    bool mine = rc == TN_OK;   /* the tenant's own domain, to be made primary */
+    /* The first domain of a tenant is its primary one. */
+    bool primary = a->primary;
+    if (!primary) {
+        rc = db_query_value(r->db, n, sizeof(n),
+                            "SELECT count(*) FROM domains WHERE tenant_id = $1 AND is_primary = 1",
+                            1, p0);
+        if (rc != TN_OK) {
+            fail(err, errlen, "registry: %s", tn_db_error(r->db));
+            return rc;
+        }
+        primary = atoll(n) == 0;
+    }
+    if (primary) {
+        rc = exec(r, err, errlen, "UPDATE domains SET is_primary = 0 WHERE tenant_id = $1", 1, p0);
+        if (rc != TN_OK)
+            return rc;
+    }
+    if (mine) {
+        const char *p[] = {a->domain};
+        return exec(r, err, errlen, "UPDATE domains SET is_primary = 1 WHERE domain = $1", 1, p);
+    }
+    return insert_domain(r, a->domain, id, primary, err, errlen);
+}
+
+int registry_domain_add(registry *r, const char *slug, const char *domain, bool primary,
+                        char *err, size_t errlen)
+{
+    char norm[256];
+    int rc = domain_norm(domain, norm, sizeof(norm), err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    struct domain_arg a = {slug, norm, primary};
+    return in_tx(r, do_domain_add, &a, err, errlen);
+}
+
+static int do_domain_remove(registry *r, void *arg, char *err, size_t errlen)
+{
+    struct domain_arg *a = arg;
+    const char *p[] = {a->domain};
+    tn_rows *rows = NULL;
+    int rc = tn_db_query(r->db, &rows, "SELECT tenant_id, is_primary FROM domains WHERE domain = $1",
+                         1, p);
+    if (rc != TN_OK) {
+        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+        return rc;
+    }
+    char id[24] = "";
+    bool was_primary = false;
+    rc = tn_rows_next(rows);
+    if (rc == TN_OK) {
+        snprintf(id, sizeof(id), "%s", tn_rows_get(rows, 0));
+        was_primary = atoi(tn_rows_get(rows, 1)) != 0;
+    }
+    tn_rows_free(rows);
+    if (rc == TN_DONE) {
+        fail(err, errlen, "no domain '%s'", a->domain);
+        return TN_NOTFOUND;
+    }
+    if (rc != TN_OK) {
+        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+        return rc;
+    }
+    rc = exec(r, err, errlen, "DELETE FROM domains WHERE domain = $1", 1, p);
+    if (rc == TN_OK && was_primary) {
+        /* The tenant keeps a primary domain while it has any: the first by name. */
+        const char *q[] = {id};
+        rc = exec(r, err, errlen,
+                  "UPDATE domains SET is_primary = 1 WHERE domain = (SELECT domain FROM domains "
+                  "WHERE tenant_id = $1 ORDER BY domain LIMIT 1)", 1, q);
+    }
+    return rc;
+}
+
+int registry_domain_remove(registry *r, const char *domain, char *err, size_t errlen)
+{
+    char norm[256];
+    int rc = domain_norm(domain, norm, sizeof(norm), err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    struct domain_arg a = {NULL, norm, false};
+    return in_tx(r, do_domain_remove, &a, err, errlen);
+}
+
+static int do_purge(registry *r, void *arg, char *err, size_t errlen)
+{
+    const char *slug = arg;
+    char id[24];
+    int rc = id_of(r, slug, id, sizeof(id), err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    const char *p[] = {id};
+    rc = exec(r, err, errlen, "DELETE FROM domains WHERE tenant_id = $1", 1, p);
+    if (rc == TN_OK)
+        rc = exec(r, err, errlen, "DELETE FROM tenants WHERE id = $1", 1, p);
+    return rc;
+}
+
+int registry_purge(registry *r, const char *slug, char *err, size_t errlen)
+{
+    return in_tx(r, do_purge, (void *)slug, err, errlen);
+}
+
+/* ---- reads ---------------------------------------------------------------------------------- */
+
+/* Domains of one tenant into d (at most `max`, primary first), strings in store.
+ * The count, or a negative tn_rc. */
+static int domains_of(registry *r, int64_t id, registry_domain *d, int max, char *store,
+                      size_t storelen)
+{
+    char ids[24];
+    snprintf(ids, sizeof(ids), "%lld", (long long)id);
+    const char *p[] = {ids};
+    tn_rows *rows = NULL;
+    int rc = tn_db_query(r->db, &rows,
+                         "SELECT domain, is_primary FROM domains WHERE tenant_id = $1 "
+                         "ORDER BY is_primary DESC, domain", 1, p);
+    if (rc != TN_OK)
+        return rc;
+    int n = 0;
+    size_t used = 0;
+    while (n < max && (rc = tn_rows_next(rows)) == TN_OK) {
+        const char *dom = tn_rows_get(rows, 0);
+        size_t l = strlen(dom) + 1;
+        if (used + l > storelen)
+            break;
+        memcpy(store + used, dom, l);
+        d[n].domain = store + used;
+        d[n].primary = atoi(tn_rows_get(rows, 1)) != 0;
+        used += l;
+        n++;
+    }
+    tn_rows_free(rows);
+    return rc == TN_OK || rc == TN_DONE ? n : rc;
+}
+
+int registry_list(registry *r, int state, const char *search, const char *after_slug,
+                  int limit, registry_list_fn fn, void *ctx, int64_t *total)
+{
+    char lim[16], pat[300];
+    snprintf(lim, sizeof(lim), "%d", limit > 0 ? limit : 100);
+    /* LIKE pattern with the user's text escaped: % and _ match themselves. */
+    size_t o = 0;
+    pat[o++] = '%';
+    for (const char *s = search ? search : ""; *s && o < sizeof(pat) - 3; s++) {
+        if (*s == '%' || *s == '_' || *s == '\\')
+            pat[o++] = '\\';
+        pat[o++] = *s;
+    }
+    pat[o++] = '%';
+    pat[o] = '\0';
+    const char *st = state >= 0 ? tenant_state_name(state) : "";
+    const char *p[] = {st, pat, after_slug ? after_slug : "", lim};
+    /* lower() on both sides: SQLite's LIKE ignores ASCII case and PostgreSQL's does not; this
+     * way both backends find the same tenants. */
+    const char *where = " WHERE ($1 = '' OR t.state = $1)"
+                        " AND (t.slug LIKE lower($2) ESCAPE '\\'"
+                        " OR lower(t.name) LIKE lower($2) ESCAPE '\\')";
+    if (total != NULL) {
+        char q[512], v[32];
+        snprintf(q, sizeof(q), "SELECT count(*) FROM tenants t%s", where);
+        if (db_query_value(r->db, v, sizeof(v), q, 2, p) == TN_OK)
+            *total = atoll(v);
+        else
+            *total = -1;
+    }
+    char sql[768];
+    snprintf(sql, sizeof(sql), "SELECT " TENANT_COLS " FROM tenants t%s AND t.slug > $3 "
+             "ORDER BY t.slug LIMIT $4", where);
+    tn_rows *rows = NULL;
+    int rc = tn_db_query(r->db, &rows, sql, 4, p);
+    if (rc != TN_OK)
+        return rc;
+    /* Collect first: the per-tenant domain queries need the connection. */
+    int cap = 64, n = 0;
+    tenant_rec **recs = malloc((size_t)cap * sizeof(*recs));
+    rc = recs != NULL ? TN_OK : TN_NOMEM;
+    while (rc == TN_OK && (rc = tn_rows_next(rows)) == TN_OK) {
+        if (n == cap) {
+            tenant_rec **nr = realloc(recs, (size_t)cap * 2 * sizeof(*recs));
+            if (nr == NULL) {
+                rc = TN_NOMEM;
+                break;
+            }
+            recs = nr;
+            cap *= 2;
+        }
+        recs[n] = row_to_rec(rows);
+        if (recs[n] != NULL)
+            n++;
+    }
+    tn_rows_free(rows);
+    if (rc == TN_DONE)
+        rc = TN_OK;   /* every row was read; anything else ends the list with that error */
+    for (int i = 0; i < n; i++) {
+        if (rc == TN_OK) {
+            registry_domain d[64];
+            char store[8192];
+            int nd = domains_of(r, recs[i]->id, d, 64, store, sizeof(store));
+            rc = nd < 0 ? nd : fn(ctx, recs[i], d, nd);
+        }
+        free(recs[i]);
+    }
+    free(recs);
+    return rc == TN_DONE ? TN_OK : rc;
+}
+
+int registry_show(registry *r, const char *slug, registry_list_fn fn, void *ctx)
+{
+    tenant_rec *t = NULL;
+    int rc = registry_fetch(r, LK_SLUG, slug, &t);
+    if (rc != TN_OK)
+        return rc;
+    registry_domain d[64];
+    char store[8192];
+    int nd = domains_of(r, t->id, d, 64, store, sizeof(store));
+    rc = nd < 0 ? nd : fn(ctx, t, d, nd);
+    free(t);
+    return rc;
+}
