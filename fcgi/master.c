@@ -33,6 +33,7 @@
 #include "fcgi/status.h"
 #include "fcgi/worker.h"
 #include "tenancy/limits.h"
+#include "tenancy/watch.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -40,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -87,6 +89,9 @@ typedef struct master {
     int consecutive_crashes;
     int64_t last_full_warn;
     int exit_code;
+    /* the registry watcher (PostgreSQL registry only) */
+    pid_t watch_pid;
+    int64_t watch_next_ms;
 } master;
 
 static bool child_busy(const scoreboard *sb, int slot)
@@ -213,6 +218,53 @@ static void retire(master *m, int slot, int signo, int64_t deadline_ms)
     kill(c->pid, signo);
 }
 
+/* ---- the registry watcher ---------------------------------------------------------------- */
+
+static volatile sig_atomic_t watch_stop;
+
+static void on_watch_stop(int signo)
+{
+    (void)signo;
+    watch_stop = 1;
+}
+
+static void spawn_watcher(master *m)
+{
+    sigset_t old;
+    signals_block_all(&old);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signals_reset_child();
+        close(m->sigfd);
+        const tn_listener *ls[] = {&m->lis, &m->pending_lis, &m->old_lis};
+        for (size_t i = 0; i < TN_ARRAY_LEN(ls); i++)
+            if (ls[i]->fd >= 0)
+                close(ls[i]->fd);
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_watch_stop;
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGQUIT, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
+        signal(SIGHUP, SIG_IGN);
+        signal(SIGUSR1, SIG_IGN);
+        signals_restore(&old);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        log_set_pid();
+        _exit(watch_run(&m->cfg->tenancy, &watch_stop));
+    }
+    signals_restore(&old);
+    if (pid < 0) {
+        log_error("fork (registry watcher): %m");
+        m->watch_next_ms = clock_mono_ms() + 1000;
+        return;
+    }
+    m->watch_pid = pid;
+}
+
 /* ---- crashes and reaping ----------------------------------------------------------------- */
 
 static int crashes_in_window(const master *m, int64_t now)
@@ -280,6 +332,13 @@ static void reap(master *m)
         for (int i = 0; i < SB_SLOTS; i++)
             if (m->kids[i].pid == pid)
                 slot = i;
+        if (pid == m->watch_pid) {
+            m->watch_pid = 0;
+            m->watch_next_ms = clock_mono_ms() + 1000;
+            if (m->state != M_STOPPING)
+                log_warn("the registry watcher exited (status %d); restarting it", status);
+            continue;
+        }
         if (slot < 0)
             continue;
         child *c = &m->kids[slot];
@@ -563,9 +622,13 @@ static void finish_reload(master *m, int64_t now)
         m->lis = m->pending_lis;
         m->pending_lis.fd = -1;
     }
+    bool registry_moved = strcmp(old->tenancy.registry_uri, n->tenancy.registry_uri) != 0 ||
+                          strcmp(old->tenancy.gen_path, n->tenancy.gen_path) != 0;
     m->cfg = n;
     m->pending = NULL;
     m->state = M_RUNNING;
+    if (m->watch_pid > 0 && (registry_moved || !watch_needed(&n->tenancy)))
+        kill(m->watch_pid, SIGTERM);   /* restarted with the new configuration */
     config_free(old);   /* workers of the old generation have their own copy */
     log_set_level(n->log_level);
     m->sb->pool.generation = n->generation;
@@ -601,9 +664,12 @@ static void begin_stop(master *m, bool fast)
     const tn_config *cfg = m->cfg;
     int64_t deadline = fast ? cfg->stop_timeout_ms
                             : (cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : 3600000) + 1000;
+    m->stop_deadline = now + deadline;
     log_info("stopping (%s): waiting up to %lld ms for %d workers", fast ? "SIGTERM" : "graceful",
              (long long)deadline, alive_children(m));
     sd_notifyf("STOPPING=1");
+    if (m->watch_pid > 0)
+        kill(m->watch_pid, SIGTERM);
     for (int i = 0; i < SB_SLOTS; i++)
         if (m->kids[i].pid)
             retire(m, i, fast ? SIGTERM : SIGQUIT, now + deadline);
@@ -758,7 +824,12 @@ int master_run(tn_config *cfg, const char *config_path)
             if (!old_left)
                 listen_close(&m->old_lis, true);
         }
-        if (m->state == M_STOPPING && alive_children(m) == 0)
+        if (m->state != M_STOPPING && m->state != M_STARTING && m->watch_pid == 0 &&
+            watch_needed(&m->cfg->tenancy) && now >= m->watch_next_ms)
+            spawn_watcher(m);
+        if (m->state == M_STOPPING && m->watch_pid > 0 && now >= m->stop_deadline)
+            kill(m->watch_pid, SIGKILL);
+        if (m->state == M_STOPPING && alive_children(m) == 0 && m->watch_pid == 0)
             break;
         if (now - last_status >= 10000 && m->state == M_RUNNING) {
             sb_counts c;

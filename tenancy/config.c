@@ -212,7 +212,7 @@ int tenancy_max_workers(const tenancy_config *c, int own, int max_children)
     if (own > 0)
         return own;
     if (c->max_workers_pct > 0) {
-        int n = max_children * c->max_workers_pct / 100;
+        int n = (max_children * c->max_workers_pct + 99) / 100;   /* rounded up */
         return n < 1 ? 1 : n;
     }
     return c->max_workers_abs;   /* 0: no limit */

@@ -11,6 +11,7 @@
 #include "tenancy/registry.h"
 #include "core/arena.h"
 #include "core/buf.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "storage/db.h"
 #include "tenancy/gen.h"
@@ -26,7 +27,8 @@ struct registry {
     tn_db *db;
     bool pg;
     gen_map *gen;
-    bool gen_writable;       /* gen is mapped read-write: only such a map may be bumped */
+    bool gen_writable;      /* gen is mapped read-write: only such a map may be bumped */
+    int64_t gen_retry_ms;   /* no new attempt to map a missing file before */
     const char *gen_path;
     char gen_path_buf[512];
 };
@@ -169,11 +171,18 @@ static gen_map *gen_of(registry *r, bool writable)
         return NULL;
     if (r->gen != NULL && (r->gen_writable || !writable))
         return r->gen;
+    /* Readers ask on every request: while the file is missing, try again once a second
+     * rather than paying an open() per request. */
+    int64_t now = clock_mono_ms();
+    if (!writable && r->gen == NULL && now < r->gen_retry_ms)
+        return NULL;
     char e[256];
     gen_map *g = NULL;
     if (gen_open(r->gen_path, writable, writable, &g, e, sizeof(e)) != TN_OK) {
         if (writable)
             log_warn("registry: generation file: %s", e);
+        else
+            r->gen_retry_ms = now + 1000;
         return r->gen;   /* keep a read-only map rather than none */
     }
     gen_close(r->gen);
@@ -575,10 +584,12 @@ int registry_set_state(registry *r, const char *slug, int state, char *err, size
     }
     char now[24];
     snprintf(now, sizeof(now), "%lld", (long long)now_s());
-    struct upd_arg a = {"UPDATE tenants SET state = $1, updated_at = $2, "
-                        "deleted_at = CASE WHEN $1 = 'deleting' THEN $2 ELSE NULL END "
-                        "WHERE slug = $3",
-                        3, {tenant_state_name(state), now, slug}, slug};
+    /* deleted_at is computed here, not with CASE in SQL: PostgreSQL deduces one type per
+     * parameter, and "$2" cannot be both the bigint of updated_at and a CASE result. */
+    struct upd_arg a = {"UPDATE tenants SET state = $1, updated_at = $2, deleted_at = $3 "
+                        "WHERE slug = $4",
+                        4, {tenant_state_name(state), now,
+                            state == TENANT_DELETING ? now : NULL, slug}, slug};
     return in_tx(r, do_update, &a, err, errlen);
 }
 

@@ -353,7 +353,22 @@ int tn_send_error(tn_request *r, int status, const char *message)
 {
     if (r->started)
         return TN_ERR;
-    buf_reset(r->headers);
+    /* Keep the headers already added (Retry-After, Cache-Control...) but the content type,
+     * which describes a body this page replaces. */
+    buf *h = r->headers;
+    size_t w = 0;
+    for (size_t i = 0; i < h->len;) {
+        const char *nl = memchr(h->p + i, '\n', h->len - i);
+        size_t end = nl ? (size_t)(nl - h->p) + 1 : h->len;
+        if (strncasecmp(h->p + i, "Content-Type:", 13) != 0) {
+            memmove(h->p + w, h->p + i, end - i);
+            w += end - i;
+        }
+        i = end;
+    }
+    h->len = w;
+    if (h->p != NULL)
+        h->p[w] = '\0';
     buf_reset(r->out);
     r->has_content_type = false;
     r->bytes_out = 0;

@@ -76,7 +76,8 @@ size_t tenant_host_normalise(const char *in, char *out, size_t outlen)
             if (label == 0 || label > 63 || out[i - 1] == '-' || out[i - label] == '-')
                 return 0;
             label = 0;
-            last = i + 1;
+            if (c == '.')
+                last = i + 1;
             continue;
         }
         if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
@@ -348,14 +349,21 @@ tenant_rec *tenant_rec_new(int64_t id, const char *slug, const char *name, int s
     arena *tmp = arena_create(4096);
     if (tmp == NULL)
         return NULL;
+    /* NULL strings become "" (and "{}"): once, here, so that the size counted below and the
+     * bytes copied after it are the same (they were not: a NULL overflowed the record). */
+    slug = slug ? slug : "";
+    name = name ? name : "";
+    placement = placement ? placement : "";
+    storage = storage ? storage : "";
+    settings_json = settings_json ? settings_json : "{}";
     tenant_setting *set = NULL;
-    int ns = settings_parse(settings_json ? settings_json : "{}", &set, arena_cb, tmp);
+    int ns = settings_parse(settings_json, &set, arena_cb, tmp);
     if (ns < 0) {
         arena_destroy(tmp);
         return NULL;
     }
     size_t total = sizeof(tenant_rec) + (size_t)ns * sizeof(tenant_setting) + slen(slug) +
-                   slen(name) + slen(placement) + slen(storage) + slen(settings_json ? settings_json : "{}");
+                   slen(name) + slen(placement) + slen(storage) + slen(settings_json);
     for (int i = 0; i < ns; i++)
         total += slen(set[i].key) + slen(set[i].value);
     tenant_rec *t = malloc(total);
@@ -371,11 +379,11 @@ tenant_rec *tenant_rec_new(int64_t id, const char *slug, const char *name, int s
     t->max_workers = max_workers;
     t->created_at = created_at;
     t->updated_at = updated_at;
-    t->slug = scopy(&cursor, slug ? slug : "");
-    t->name = scopy(&cursor, name ? name : "");
-    t->placement = scopy(&cursor, placement ? placement : "");
-    t->storage = scopy(&cursor, storage ? storage : "");
-    t->settings_json = scopy(&cursor, settings_json ? settings_json : "{}");
+    t->slug = scopy(&cursor, slug);
+    t->name = scopy(&cursor, name);
+    t->placement = scopy(&cursor, placement);
+    t->storage = scopy(&cursor, storage);
+    t->settings_json = scopy(&cursor, settings_json);
     for (int i = 0; i < ns; i++) {
         dst[i].key = scopy(&cursor, set[i].key);
         dst[i].value = scopy(&cursor, set[i].value);

@@ -1,9 +1,11 @@
-#!/bin/sh
+#!/bin/bash
 # demo.sh — `make demo`: tenancyd with the demo app behind a real nginx, until Ctrl-C.
 #
-# Generates its configs in a temporary folder, starts tenancyd and nginx (on DEMO_PORT,
-# default 8080, loopback), prints the URLs to try and a line with "ready", and on SIGINT or
-# SIGTERM stops both and removes the folder, leaving no process behind.
+# Generates its configs in a temporary folder, creates three tenants (acme, globex, initech)
+# in a fresh registry with the `tenancy` command, starts tenancyd and nginx (on DEMO_PORT,
+# default 8080, loopback; each tenant at <slug>.localhost), prints the URLs to try and a
+# line with "ready", and on SIGINT or SIGTERM stops both and removes the folder, leaving no
+# process behind.
 set -eu
 builddir=${1:?usage: demo.sh BUILDDIR}
 builddir=$(cd "$builddir" && pwd)
@@ -45,7 +47,17 @@ access_log = $dir/access.log
 pm = dynamic
 pm.max_children = 4
 pm.start = 2
+state_dir = $dir/state
+tenant.resolvers = subdomain
+tenant.base_domains = localhost
+tenant.central_domains = localhost
 CONF
+mkdir -p "$dir/state"
+cli() { "$builddir/tenancy/tenancy" -c "$dir/tenancyd.conf" "$@" > /dev/null; }
+cli init
+cli tenant create acme --name "Acme Corporation" --setting theme.primary=#d9480f
+cli tenant create globex --name "Globex Corporation" --setting theme.primary=#1971c2
+cli tenant create initech --name "Initech" --setting theme.primary=#2f9e44
 user=""
 [ "$(id -u)" = 0 ] && user="user root;"
 mkdir -p "$dir/nginx"
@@ -70,6 +82,7 @@ http {
             include /etc/nginx/fastcgi_params;
             fastcgi_param REQUEST_START \$msec;
             fastcgi_param REQUEST_ID \$request_id;
+            fastcgi_param TENANT_HOST \$host;
             fastcgi_param HTTP_PROXY "";
             fastcgi_keep_conn on;
             fastcgi_pass tenancy;
@@ -107,9 +120,14 @@ cat <<MSG
 
   tenancy demo: tenancyd (demo app) behind nginx on 127.0.0.1:$port
 
-  Try:
+  Three tenants, each at its own name (browsers and curl send *.localhost to loopback):
+    curl http://acme.localhost:$port/
+    curl http://globex.localhost:$port/
+    curl http://initech.localhost:$port/
+    curl http://acme.localhost:$port/_theme.css
+    curl http://nobody.localhost:$port/          (an unknown tenant: 404)
+  The platform itself, and the host's status:
     curl http://localhost:$port/
-    curl http://localhost:$port/hello
     curl http://localhost:$port/_tenancy/status
     curl http://localhost:$port/_tenancy/metrics
 

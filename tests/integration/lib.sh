@@ -104,6 +104,26 @@ tn_conf() {
     rm -f "$T/tenancyd.conf.new"
 }
 
+TENANCY_CLI=${TENANCY_CLI:-$top_builddir/tenancy/tenancy}
+DEMO_SO=${DEMO_SO:-$(cd "$top_builddir" && pwd)/apps/.libs/demo.so}
+
+# tn_cli ARGS...: the tenancy command on this test's configuration.
+tn_cli() { "$TENANCY_CLI" -c "$T/tenancyd.conf" "$@"; }
+
+# tn_seed N [PREFIX]: N tenants PREFIX1..PREFIXN ("Tenant i") straight into the SQLite
+# registry in one transaction (the CLI creates one per call; 1,000 would take seconds).
+tn_seed() {
+    local n=$1 prefix=${2:-t} db=$T/state/control.db
+    need sqlite3
+    {
+        echo "BEGIN;"
+        for i in $(seq 1 "$n"); do
+            echo "INSERT INTO tenants (slug, name, state, created_at, updated_at) VALUES ('$prefix$i', 'Tenant $i', 'active', 0, 0);"
+        done
+        echo "COMMIT;"
+    } | sqlite3 "$db" || fatal "seeding $n tenants failed"
+}
+
 TN_PID=
 tn_start() {   # start tenancyd with $T/tenancyd.conf; wait for "ready"
     need "$TENANCYD"
@@ -153,6 +173,7 @@ http {
             include /etc/nginx/fastcgi_params;
             fastcgi_param REQUEST_START \$msec;
             fastcgi_param REQUEST_ID \$request_id;
+            fastcgi_param TENANT_HOST \$host;
             fastcgi_param HTTP_PROXY "";
             fastcgi_keep_conn on;
             fastcgi_read_timeout 30s;

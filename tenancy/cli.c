@@ -1,0 +1,700 @@
+/*
+ * cli.c — `tenancy`, the command line of the tenant registry: main(), the command table,
+ * argument parsing, configuration, errors and output (see cli_int.h for the shape).
+ *
+ *   tenancy [-c FILE] [--json] COMMAND [ARGS]     (every command: tenancy -h, tenancy(1))
+ *
+ * Owns: the global options, the one table of commands (the help, `--commands` and the
+ * man-page check all read it), `tenancy init`, exit statuses (0 ok, 1 failed, 2 usage) and
+ * the rule that with --json stdout holds exactly one JSON document, success or failure.
+ * Must not: change the registry other than through registry.h, print anything to stdout
+ * after a failure, or echo a PostgreSQL conninfo (it may hold a password).
+ */
+#include "core/first.h"
+#include "tenancy/cli_int.h"
+#include "core/conf.h"
+#include "core/log.h"
+#include "core/rc.h"
+#include "storage/db.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_CONF "/etc/tenancy/tenancyd.conf"
+
+static int cmd_init(cli *c, const cli_args *a);
+
+/* ---- the command table ------------------------------------------------------------------------ */
+
+static const cli_optdef create_opts[] = {{"--name", CLI_VALUE, "NAME"},
+                                         {"--domain", CLI_LIST, "DOMAIN"},
+                                         {"--state", CLI_VALUE, "active|provisioning"},
+                                         {"--max-workers", CLI_VALUE, "N"},
+                                         {"--setting", CLI_LIST, "KEY=VALUE"},
+                                         {NULL, 0, NULL}};
+static const cli_optdef list_opts[] = {{"--state", CLI_VALUE, "STATE"},
+                                       {"--search", CLI_VALUE, "TEXT"},
+                                       {"--limit", CLI_VALUE, "N"},
+                                       {"--after", CLI_VALUE, "SLUG"},
+                                       {NULL, 0, NULL}};
+static const cli_optdef set_opts[] = {{"--max-workers", CLI_VALUE, "N"}, {NULL, 0, NULL}};
+static const cli_optdef domain_add_opts[] = {{"--primary", CLI_FLAG, NULL}, {NULL, 0, NULL}};
+
+static const cli_cmd commands[] = {
+    {"init", "", 0, 0, NULL,
+     "create state_dir, the registry's tables and the generation file (idempotent)", cmd_init,
+     CLI_NO_REGISTRY},
+    {"tenant create", "SLUG", 1, 1, create_opts,
+     "create a tenant, with its domains and settings, in one transaction", cli_tenant_create,
+     0},
+    {"tenant list", "", 0, 0, list_opts, "list tenants in slug order, a page at a time",
+     cli_tenant_list, 0},
+    {"tenant show", "SLUG", 1, 1, NULL, "every field of a tenant, its domains and settings",
+     cli_tenant_show, 0},
+    {"tenant suspend", "SLUG", 1, 1, NULL, "stop serving a tenant (the host answers 403)",
+     cli_tenant_state, 0},
+    {"tenant resume", "SLUG", 1, 1, NULL, "serve a tenant again (state active)",
+     cli_tenant_state, 0},
+    {"tenant maintenance", "SLUG", 1, 1, NULL,
+     "put a tenant in maintenance (the host answers 503)", cli_tenant_state, 0},
+    {"tenant delete", "SLUG", 1, 1, NULL,
+     "mark a tenant deleted (state deleting: the host answers 404; resume restores it; the "
+     "grace period and the purge come later)",
+     cli_tenant_state, 0},
+    {"tenant set", "SLUG", 1, 1, set_opts, "change a tenant's limits", cli_tenant_set, 0},
+    {"domain add", "SLUG DOMAIN", 2, 2, domain_add_opts, "give a tenant a domain",
+     cli_domain_add, 0},
+    {"domain remove", "DOMAIN", 1, 1, NULL, "take a domain from its tenant", cli_domain_remove,
+     0},
+    {"settings set", "SLUG KEY VALUE", 3, 3, NULL, "set one setting of a tenant",
+     cli_settings_set, 0},
+    {"settings unset", "SLUG KEY", 2, 2, NULL, "remove one setting of a tenant",
+     cli_settings_unset, 0},
+    {"settings get", "SLUG [KEY]", 1, 2, NULL, "a tenant's settings, or the value of one",
+     cli_settings_get, 0},
+};
+
+/* ---- errors ----------------------------------------------------------------------------------- */
+
+static const char *rc_code(int rc)
+{
+    switch (rc) {
+    case TN_EXISTS: return "exists";
+    case TN_NOTFOUND: return "notfound";
+    case TN_INVALID: return "invalid";
+    case TN_BUSY: return "busy";
+    case TN_TIMEOUT: return "timeout";
+    case TN_DENIED: return "denied";
+    case TN_NOMEM: return "nomem";
+    case TN_IO: return "io";
+    default: return "error";
+    }
+}
+
+int cli_fail(cli *c, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof(c->err), fmt, ap);
+    va_end(ap);
+    c->code = rc_code(rc);
+    return CLI_EXIT_FAIL;
+}
+
+int cli_usage(cli *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof(c->err), fmt, ap);
+    va_end(ap);
+    c->code = "usage";
+    return CLI_EXIT_USAGE;
+}
+
+/* ---- arguments -------------------------------------------------------------------------------- */
+
+const char *cli_opt(const cli_args *a, const char *name)
+{
+    for (int i = a->nopts - 1; i >= 0; i--)
+        if (strcmp(a->optname[i], name) == 0)
+            return a->optval[i];
+    return NULL;
+}
+
+int cli_opt_all(const cli_args *a, const char *name, const char **out, int max)
+{
+    int n = 0;
+    for (int i = 0; i < a->nopts && n < max; i++)
+        if (strcmp(a->optname[i], name) == 0)
+            out[n++] = a->optval[i];
+    return n;
+}
+
+int cli_opt_int(cli *c, const cli_args *a, const char *name, long long lo, long long hi, int *v)
+{
+    const char *s = cli_opt(a, name);
+    if (s == NULL)
+        return 0;
+    long long x;
+    bool digits = s[0] != '\0';
+    for (const char *p = s; *p; p++)
+        digits = digits && *p >= '0' && *p <= '9';
+    if (!digits || conf_parse_int(s, &x) != TN_OK || x < lo || x > hi)
+        return cli_usage(c, "%s expects a whole number from %lld to %lld, not '%s'", name, lo,
+                         hi, s);
+    *v = (int)x;
+    return 0;
+}
+
+static const cli_optdef *find_opt(const cli_cmd *cmd, const char *name, size_t len)
+{
+    for (const cli_optdef *o = cmd->opts; o != NULL && o->name != NULL; o++)
+        if (strlen(o->name) == len && strncmp(o->name, name, len) == 0)
+            return o;
+    return NULL;
+}
+
+/* argv: what follows the command words. Sets *help for -h/--help. */
+static int parse_args(cli *c, const cli_cmd *cmd, int argc, char **argv, cli_args *a,
+                      bool *help)
+{
+    memset(a, 0, sizeof(*a));
+    bool only_pos = false;
+    for (int i = 0; i < argc; i++) {
+        const char *t = argv[i];
+        if (only_pos || t[0] != '-' || t[1] == '\0') {
+            if (a->npos == CLI_MAX_POS || a->npos == cmd->maxpos)
+                return cli_usage(c, "too many arguments for '%s': '%s'", cmd->name, t);
+            a->pos[a->npos++] = t;
+            continue;
+        }
+        if (strcmp(t, "--") == 0) {
+            only_pos = true;
+            continue;
+        }
+        if (strcmp(t, "--json") == 0) {
+            c->json = true;
+            continue;
+        }
+        if (strcmp(t, "-h") == 0 || strcmp(t, "--help") == 0) {
+            *help = true;
+            continue;
+        }
+        const char *eq = t[1] == '-' ? strchr(t, '=') : NULL;
+        size_t len = eq ? (size_t)(eq - t) : strlen(t);
+        const cli_optdef *o = t[1] == '-' ? find_opt(cmd, t, len) : NULL;
+        if (o == NULL)
+            return cli_usage(c, "unknown option '%.*s' for '%s'", (int)len, t, cmd->name);
+        const char *val = "";
+        if (o->kind == CLI_FLAG) {
+            if (eq != NULL)
+                return cli_usage(c, "%s takes no value", o->name);
+        } else if (eq != NULL) {
+            val = eq + 1;
+        } else if (i + 1 < argc) {
+            val = argv[++i];
+        } else {
+            return cli_usage(c, "%s needs a value (%s)", o->name, o->metavar);
+        }
+        if (o->kind != CLI_LIST && cli_opt(a, o->name) != NULL)
+            return cli_usage(c, "%s is given twice", o->name);
+        if (a->nopts == CLI_MAX_OPTS)
+            return cli_usage(c, "too many options");
+        a->optname[a->nopts] = o->name;
+        a->optval[a->nopts++] = val;
+    }
+    if (*help)
+        return 0;
+    if (a->npos < cmd->minpos)
+        return cli_usage(c, "'%s' needs %s", cmd->name, cmd->args);
+    return 0;
+}
+
+/* ---- help ------------------------------------------------------------------------------------- */
+
+static void usage_line(FILE *f, const cli_cmd *cmd)
+{
+    fprintf(f, "tenancy %s", cmd->name);
+    if (cmd->args[0] != '\0')
+        fprintf(f, " %s", cmd->args);
+    for (const cli_optdef *o = cmd->opts; o != NULL && o->name != NULL; o++) {
+        if (o->kind == CLI_FLAG)
+            fprintf(f, " [%s]", o->name);
+        else
+            fprintf(f, " [%s %s]%s", o->name, o->metavar, o->kind == CLI_LIST ? "..." : "");
+    }
+    fputc('\n', f);
+}
+
+static void help(FILE *f)
+{
+    fprintf(f, "usage: tenancy [-c FILE] [--json] COMMAND [ARGS]\n"
+               "       tenancy -h | --commands | --version\n"
+               "\n"
+               "The tenant registry of tenancyd: tenants, their domains, states and settings.\n"
+               "\n"
+               "Global options (before the command; --json also after it):\n"
+               "  -c, --config FILE  tenancyd's configuration (default $TENANCY_CONF, else "
+               DEFAULT_CONF ")\n"
+               "      --json         machine output: one JSON document on stdout, errors too\n"
+               "  -h, --help         this help; after a command, that command's usage\n"
+               "      --commands     list every command and its options (for scripts)\n"
+               "      --version      print the version\n"
+               "\n"
+               "Commands:\n");
+    for (size_t i = 0; i < TN_ARRAY_LEN(commands); i++) {
+        fputs("  ", f);
+        usage_line(f, &commands[i]);
+        fprintf(f, "      %s\n", commands[i].summary);
+    }
+    fprintf(f, "\nExit status: 0 done, 1 failed (nothing was changed), 2 usage error.\n"
+               "See tenancy(1).\n");
+}
+
+static void list_commands(void)
+{
+    for (size_t i = 0; i < TN_ARRAY_LEN(commands); i++) {
+        fputs(commands[i].name, stdout);
+        fputc('\t', stdout);
+        for (const cli_optdef *o = commands[i].opts; o != NULL && o->name != NULL; o++)
+            printf("%s%s", o == commands[i].opts ? "" : " ", o->name);
+        fputc('\n', stdout);
+    }
+}
+
+/* ---- output helpers --------------------------------------------------------------------------- */
+
+void cli_put_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '\n')
+            fputs("\\n", f);
+        else if (ch == '\t')
+            fputs("\\t", f);
+        else if (ch == '\\')
+            fputs("\\\\", f);
+        else if (ch < 0x20 || ch == 0x7f)
+            fprintf(f, "\\x%02x", ch);
+        else
+            fputc(ch, f);
+    }
+}
+
+void cli_put_cell(FILE *f, const char *s, int width)
+{
+    size_t n = strlen(s);
+    if (n > (size_t)width)
+        n = utf8_valid_prefix(s, (size_t)width);
+    int shown = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        fputc(ch < 0x20 || ch == 0x7f ? '?' : ch, f);
+        if ((ch & 0xC0) != 0x80)
+            shown++;   /* count characters, not bytes, for the padding */
+    }
+    for (; shown < width; shown++)
+        fputc(' ', f);
+}
+
+void cli_time(int64_t t, char *out, size_t n)
+{
+    out[0] = '\0';
+    if (t <= 0)
+        return;
+    time_t tt = (time_t)t;
+    struct tm tm;
+    if (gmtime_r(&tt, &tm) != NULL)
+        strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void cli_json_tenant(buf *b, const tenant_rec *t, const registry_domain *d, int nd)
+{
+    char ts[32];
+    buf_puts(b, "{\"id\":");
+    buf_i64(b, t->id);
+    buf_puts(b, ",\"slug\":");
+    buf_json_str(b, t->slug);
+    buf_puts(b, ",\"name\":");
+    buf_json_str(b, t->name);
+    buf_puts(b, ",\"state\":");
+    buf_json_str(b, tenant_state_name(t->state));
+    buf_puts(b, ",\"placement\":");
+    buf_json_str(b, t->placement);
+    buf_puts(b, ",\"storage\":");
+    buf_json_str(b, t->storage);
+    buf_puts(b, ",\"max_workers\":");
+    buf_i64(b, t->max_workers);
+    cli_time(t->created_at, ts, sizeof(ts));
+    buf_puts(b, ",\"created_at\":");
+    buf_json_str(b, ts);
+    cli_time(t->updated_at, ts, sizeof(ts));
+    buf_puts(b, ",\"updated_at\":");
+    buf_json_str(b, ts);
+    buf_puts(b, ",\"primary_domain\":");
+    const char *primary = NULL;
+    for (int i = 0; i < nd && primary == NULL; i++)
+        if (d[i].primary)
+            primary = d[i].domain;
+    buf_json_str(b, primary);   /* null when none */
+    buf_puts(b, ",\"domains\":[");
+    for (int i = 0; i < nd; i++) {
+        buf_puts(b, i ? ",{\"domain\":" : "{\"domain\":");
+        buf_json_str(b, d[i].domain);
+        buf_puts(b, d[i].primary ? ",\"primary\":true}" : ",\"primary\":false}");
+    }
+    buf_puts(b, "],\"settings\":{");
+    for (int i = 0; i < t->nsettings; i++) {
+        if (i)
+            buf_putc(b, ',');
+        buf_json_str(b, t->settings[i].key);
+        buf_putc(b, ':');
+        buf_json_str(b, t->settings[i].value);
+    }
+    buf_puts(b, "}}");
+}
+
+static int changed_cb(void *ctx, const tenant_rec *t, const registry_domain *d, int nd)
+{
+    buf *b = ctx;
+    buf_puts(b, ",\"tenant\":");
+    cli_json_tenant(b, t, d, nd);
+    return TN_OK;
+}
+
+void cli_json_changed(cli *c, const char *slug)
+{
+    buf_puts(&c->out, "{\"ok\":true");
+    buf tenant = BUF_INIT;
+    if (registry_show(c->reg, slug, changed_cb, &tenant) == TN_OK && !tenant.oom)
+        buf_append(&c->out, tenant.p, tenant.len);
+    buf_free(&tenant);
+    buf_putc(&c->out, '}');
+}
+
+/* ---- init ------------------------------------------------------------------------------------- */
+
+/* mkdir -p with mode 0755 for the folders it makes. */
+static int mkdir_p(const char *path, char *err, size_t errlen)
+{
+    char p[4096];
+    if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p)) {
+        snprintf(err, errlen, "%.900s: path too long", path);
+        return TN_INVALID;
+    }
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s != '\0')
+            continue;
+        char keep = *s;
+        *s = '\0';
+        if (mkdir(p, 0755) < 0 && errno != EEXIST) {
+            snprintf(err, errlen, "cannot create %.900s: %s", p, strerror(errno));
+            return TN_IO;
+        }
+        *s = keep;
+        if (keep == '\0')
+            break;
+    }
+    struct stat st;
+    if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%.900s is not a folder", path);
+        return TN_IO;
+    }
+    return TN_OK;
+}
+
+/* The owner `user`/`group` of tenancyd.conf: the workers run as them and must open the
+ * registry, and SQLite in WAL mode writes a -shm file beside the database even to read it.
+ * So when root runs init, the state_dir, the SQLite file and the generation file are given
+ * to them. *uid stays -1 when there is nothing to do. */
+static int owner_of_workers(const tn_config *cfg, uid_t *uid, gid_t *gid, char *err,
+                            size_t errlen)
+{
+    *uid = (uid_t)-1;
+    *gid = (gid_t)-1;
+    if (cfg->user == NULL || cfg->user[0] == '\0' || geteuid() != 0)
+        return TN_OK;
+    struct passwd *pw = getpwnam(cfg->user);
+    if (pw == NULL) {
+        snprintf(err, errlen, "user: no such user '%.200s'", cfg->user);
+        return TN_INVALID;
+    }
+    *gid = pw->pw_gid;
+    if (cfg->group != NULL && cfg->group[0] != '\0') {
+        struct group *gr = getgrnam(cfg->group);
+        if (gr == NULL) {
+            snprintf(err, errlen, "group: no such group '%.200s'", cfg->group);
+            return TN_INVALID;
+        }
+        *gid = gr->gr_gid;
+    }
+    *uid = pw->pw_uid;
+    return TN_OK;
+}
+
+static int give(const char *path, uid_t uid, gid_t gid, bool must_exist, char *err,
+                size_t errlen)
+{
+    if (chown(path, uid, gid) == 0 || (!must_exist && errno == ENOENT))
+        return TN_OK;
+    snprintf(err, errlen, "cannot give %.900s to the workers' user: %s", path, strerror(errno));
+    return TN_IO;
+}
+
+static int cmd_init(cli *c, const cli_args *a)
+{
+    (void)a;
+    const tenancy_config *tc = &c->cfg->tenancy;
+    char err[1024];
+    if (tc->state_dir == NULL || tc->state_dir[0] != '/')
+        return cli_fail(c, TN_INVALID, "state_dir must be an absolute path");
+    uid_t uid;
+    gid_t gid;
+    int rc = owner_of_workers(c->cfg, &uid, &gid, err, sizeof(err));
+    if (rc != TN_OK)
+        return cli_fail(c, rc, "%s", err);
+    rc = mkdir_p(tc->state_dir, err, sizeof(err));
+    if (rc != TN_OK)
+        return cli_fail(c, rc, "state_dir: %s", err);
+    rc = registry_open(tc->registry_uri, tc->gen_path, &c->reg, err, sizeof(err));
+    if (rc != TN_OK)
+        return cli_fail(c, rc, "cannot open the registry: %s", err);
+    rc = registry_init(c->reg, err, sizeof(err));
+    if (rc != TN_OK)
+        return cli_fail(c, rc, "%s", err);
+    const char *backend = db_uri_backend(tc->registry_uri);
+    bool sqlite = backend != NULL && strcmp(backend, "sqlite") == 0;
+    if (uid != (uid_t)-1) {
+        /* Closed first: the last connection to close removes the -wal and -shm files. */
+        registry_close(c->reg);
+        c->reg = NULL;
+        rc = give(tc->state_dir, uid, gid, true, err, sizeof(err));
+        if (rc == TN_OK)
+            rc = give(tc->gen_path, uid, gid, true, err, sizeof(err));
+        if (rc == TN_OK && sqlite) {
+            static const char *const suffix[] = {"", "-wal", "-shm"};
+            const char *file = tc->registry_uri + strlen("sqlite:");
+            int flen = (int)strcspn(file, "?");   /* without "?mode=..." */
+            for (size_t k = 0; k < TN_ARRAY_LEN(suffix) && rc == TN_OK; k++) {
+                char path[4200];
+                snprintf(path, sizeof(path), "%.*s%s", flen, file, suffix[k]);
+                rc = give(path, uid, gid, k == 0, err, sizeof(err));
+            }
+        }
+        if (rc != TN_OK)
+            return cli_fail(c, rc, "%s", err);
+    }
+    if (c->json) {
+        buf_puts(&c->out, "{\"ok\":true,\"backend\":");
+        buf_json_str(&c->out, backend);
+        if (sqlite) {   /* a PostgreSQL conninfo may hold a password: never shown */
+            buf_puts(&c->out, ",\"registry\":");
+            buf_json_str(&c->out, tc->registry_uri);
+        }
+        buf_puts(&c->out, ",\"state_dir\":");
+        buf_json_str(&c->out, tc->state_dir);
+        buf_puts(&c->out, ",\"generation_file\":");
+        buf_json_str(&c->out, tc->gen_path);
+        buf_putc(&c->out, '}');
+    } else {
+        printf("registry ready: %s\n", sqlite ? tc->registry_uri : "postgres (schema tenancy)");
+        printf("state_dir: %s\ngeneration file: %s\n", tc->state_dir, tc->gen_path);
+    }
+    return 0;
+}
+
+/* ---- the registry ------------------------------------------------------------------------------- */
+
+/* Open the registry a command works on. A SQLite file that is not there is not created
+ * (only init may do that): a failed command changes nothing. */
+static int open_registry(cli *c)
+{
+    const tenancy_config *tc = &c->cfg->tenancy;
+    const char *backend = db_uri_backend(tc->registry_uri);
+    if (backend != NULL && strcmp(backend, "sqlite") == 0) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s", tc->registry_uri + strlen("sqlite:"));
+        path[strcspn(path, "?")] = '\0';
+        struct stat st;
+        if (stat(path, &st) < 0)
+            return cli_fail(c, TN_NOTFOUND, "no registry at %s (run 'tenancy init')", path);
+    }
+    char err[1024];
+    int rc = registry_open(tc->registry_uri, tc->gen_path, &c->reg, err, sizeof(err));
+    if (rc != TN_OK)
+        return cli_fail(c, rc, "cannot open the registry: %s", err);
+    rc = registry_ready(c->reg, err, sizeof(err));
+    if (rc != TN_OK)
+        return cli_fail(c, rc, "%s", err);
+    return 0;
+}
+
+/* ---- main ------------------------------------------------------------------------------------- */
+
+/* The command named by the words at argv (longest match); *used gets how many words. */
+static const cli_cmd *find_command(int argc, char **argv, int *used)
+{
+    for (size_t i = 0; i < TN_ARRAY_LEN(commands); i++) {
+        const char *name = commands[i].name;
+        int w = 0;
+        const char *p = name;
+        while (w < argc) {
+            size_t len = strcspn(p, " ");
+            if (strlen(argv[w]) != len || strncmp(argv[w], p, len) != 0)
+                break;
+            w++;
+            p += len;
+            if (*p == '\0') {
+                *used = w;
+                return &commands[i];
+            }
+            p++;
+        }
+    }
+    return NULL;
+}
+
+/* Write the result: the JSON value or the error. Returns the final exit status. */
+static int finish(cli *c, int status)
+{
+    if (status != 0) {
+        fprintf(stderr, "tenancy: %s\n", c->err);
+        if (status == CLI_EXIT_USAGE && !c->json) {
+            if (c->cmd != NULL) {
+                fputs("usage: ", stderr);
+                usage_line(stderr, c->cmd);
+            } else {
+                fputs("see 'tenancy -h'\n", stderr);
+            }
+        }
+        if (c->json) {
+            buf e = BUF_INIT;
+            buf_puts(&e, "{\"error\":");
+            buf_json_str(&e, c->err);
+            buf_puts(&e, ",\"code\":");
+            buf_json_str(&e, c->code ? c->code : "error");
+            buf_puts(&e, "}\n");
+            if (!e.oom)
+                fwrite(e.p, 1, e.len, stdout);
+            buf_free(&e);
+        }
+    } else if (c->json) {
+        if (c->out.oom) {
+            fprintf(stderr, "tenancy: out of memory\n");
+            fputs("{\"error\":\"out of memory\",\"code\":\"nomem\"}\n", stdout);
+            status = CLI_EXIT_FAIL;
+        } else {
+            if (c->out.len == 0)
+                buf_puts(&c->out, "{\"ok\":true}");
+            buf_putc(&c->out, '\n');
+            fwrite(c->out.p, 1, c->out.len, stdout);
+        }
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "tenancy: cannot write the output: %s\n", strerror(errno));
+        if (status == 0)
+            status = CLI_EXIT_FAIL;
+    }
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    cli c;
+    memset(&c, 0, sizeof(c));
+    c.tty = isatty(STDOUT_FILENO) == 1;
+    c.conf_path = getenv("TENANCY_CONF");
+    if (c.conf_path == NULL || c.conf_path[0] == '\0')
+        c.conf_path = DEFAULT_CONF;
+    log_init("tenancy", TN_LOG_WARN);
+
+    /* Global options, up to the first word that is not one. */
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        const char *t = argv[i];
+        if (strcmp(t, "-c") == 0 || strcmp(t, "--config") == 0) {
+            if (i + 1 == argc)
+                return finish(&c, cli_usage(&c, "%s needs a file", t));
+            c.conf_path = argv[++i];
+        } else if (strncmp(t, "--config=", 9) == 0) {
+            c.conf_path = t + 9;
+        } else if (strcmp(t, "--json") == 0) {
+            c.json = true;
+        } else if (strcmp(t, "-h") == 0 || strcmp(t, "--help") == 0) {
+            help(stdout);
+            return fflush(stdout) == 0 ? 0 : 1;
+        } else if (strcmp(t, "--commands") == 0) {
+            list_commands();
+            return fflush(stdout) == 0 ? 0 : 1;
+        } else if (strcmp(t, "--version") == 0 || strcmp(t, "-V") == 0) {
+            printf("tenancy %s\n", PACKAGE_VERSION);
+            return fflush(stdout) == 0 ? 0 : 1;
+        } else if (strcmp(t, "--") == 0) {
+            i++;
+            break;
+        } else {
+            return finish(&c, cli_usage(&c, "unknown option '%s'", t));
+        }
+    }
+    if (i == argc) {
+        help(stderr);
+        return finish(&c, cli_usage(&c, "no command given"));
+    }
+    int used = 0;
+    const cli_cmd *cmd = find_command(argc - i, argv + i, &used);
+    if (cmd == NULL) {
+        /* "tenant" alone, or "tenant bogus": name the commands of that group. */
+        char group[64] = "";
+        for (size_t k = 0; k < TN_ARRAY_LEN(commands); k++) {
+            size_t len = strcspn(commands[k].name, " ");
+            if (commands[k].name[len] == ' ' && strlen(argv[i]) == len &&
+                strncmp(commands[k].name, argv[i], len) == 0)
+                snprintf(group, sizeof(group), "%s", argv[i]);
+        }
+        if (group[0] != '\0' && i + 1 < argc)
+            return finish(&c, cli_usage(&c, "unknown command '%s %s' (see tenancy -h)", group,
+                                        argv[i + 1]));
+        if (group[0] != '\0')
+            return finish(&c, cli_usage(&c, "'%s' needs a command (see tenancy -h)", group));
+        return finish(&c, cli_usage(&c, "unknown command '%s' (see tenancy -h)", argv[i]));
+    }
+    c.cmd = cmd;
+    cli_args a;
+    bool want_help = false;
+    int status = parse_args(&c, cmd, argc - i - used, argv + i + used, &a, &want_help);
+    if (status != 0)
+        return finish(&c, status);
+    if (want_help) {
+        fputs("usage: ", stdout);
+        usage_line(stdout, cmd);
+        printf("%s\n", cmd->summary);
+        return fflush(stdout) == 0 ? 0 : 1;
+    }
+
+    conf_error cerr;
+    c.cfg = config_load(c.conf_path, &cerr);
+    if (c.cfg == NULL) {
+        char msg[1024];
+        conf_error_format(&cerr, msg, sizeof(msg));
+        status = cli_fail(&c, TN_INVALID, "configuration: %s", msg);
+        c.code = "config";
+        return finish(&c, status);
+    }
+    if (!(cmd->flags & CLI_NO_REGISTRY))
+        status = open_registry(&c);
+    if (status == 0)
+        status = cmd->run(&c, &a);
+    status = finish(&c, status);
+    registry_close(c.reg);
+    config_free(c.cfg);
+    buf_free(&c.out);
+    return status;
+}

@@ -1,0 +1,149 @@
+/*
+ * cli_domain.c — the `tenancy domain ...` and `tenancy settings ...` commands: a tenant's
+ * domains and its settings, one at a time.
+ *
+ * Owns: turning their arguments into registry calls and printing the result (cli_int.h).
+ * Must not: check what the registry checks (host names, keys, value sizes), or print to
+ * stdout before the change succeeded.
+ */
+#include "core/first.h"
+#include "tenancy/cli_int.h"
+#include "core/rc.h"
+#include "tenancy/lookup.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- domains ---------------------------------------------------------------------------------- */
+
+int cli_domain_add(cli *c, const cli_args *a)
+{
+    const char *slug = a->pos[0], *domain = a->pos[1];
+    bool primary = cli_opt(a, "--primary") != NULL;
+    char err[1024];
+    int rc = registry_domain_add(c->reg, slug, domain, primary, err, sizeof(err));
+    if (rc != TN_OK)
+        return cli_fail(c, rc, "%s", err);
+    if (c->json) {
+        cli_json_changed(c, slug);
+    } else {
+        char norm[256];
+        if (tenant_host_normalise(domain, norm, sizeof(norm)) == 0)
+            snprintf(norm, sizeof(norm), "%s", domain);
+        printf("domain '%s' added to '%s'%s\n", norm, slug, primary ? " as its primary" : "");
+    }
+    return 0;
+}
+
+int cli_domain_remove(cli *c, const cli_args *a)
+{
+    const char *domain = a->pos[0];
+    char err[1024];
+    int rc = registry_domain_remove(c->reg, domain, err, sizeof(err));
+    if (rc != TN_OK)
+        return cli_fail(c, rc, "%s", err);
+    char norm[256];
+    if (tenant_host_normalise(domain, norm, sizeof(norm)) == 0)
+        snprintf(norm, sizeof(norm), "%s", domain);
+    if (c->json) {
+        buf_puts(&c->out, "{\"ok\":true,\"removed\":");
+        buf_json_str(&c->out, norm);
+        buf_putc(&c->out, '}');
+    } else {
+        printf("domain '%s' removed\n", norm);
+    }
+    return 0;
+}
+
+/* ---- settings --------------------------------------------------------------------------------- */
+
+int cli_settings_set(cli *c, const cli_args *a)
+{
+    const char *slug = a->pos[0], *key = a->pos[1], *value = a->pos[2];
+    char err[1024];
+    int rc = registry_set_setting(c->reg, slug, key, value, err, sizeof(err));
+    if (rc != TN_OK)
+        return cli_fail(c, rc, "%s", err);
+    if (c->json) {
+        cli_json_changed(c, slug);
+    } else {
+        printf("tenant '%s': ", slug);
+        cli_put_text(stdout, key);
+        fputs(" = ", stdout);
+        cli_put_text(stdout, value);
+        fputc('\n', stdout);
+    }
+    return 0;
+}
+
+int cli_settings_unset(cli *c, const cli_args *a)
+{
+    const char *slug = a->pos[0], *key = a->pos[1];
+    char err[1024];
+    int rc = registry_set_setting(c->reg, slug, key, NULL, err, sizeof(err));
+    if (rc != TN_OK)
+        return cli_fail(c, rc, "%s", err);
+    if (c->json) {
+        cli_json_changed(c, slug);
+    } else {
+        printf("tenant '%s': ", slug);
+        cli_put_text(stdout, key);
+        fputs(" removed\n", stdout);
+    }
+    return 0;
+}
+
+int cli_settings_get(cli *c, const cli_args *a)
+{
+    const char *slug = a->pos[0], *key = a->npos > 1 ? a->pos[1] : NULL;
+    tenant_rec *t = NULL;
+    int rc = registry_fetch(c->reg, LK_SLUG, slug, &t);
+    if (rc == TN_NOTFOUND)
+        return cli_fail(c, rc, "no tenant '%s'", slug);
+    if (rc != TN_OK)
+        return cli_fail(c, rc, "cannot read tenant '%s': %s", slug, tn_rc_str(rc));
+    int status = 0;
+    if (key != NULL) {
+        const char *v = tenant_setting_get(t, key);
+        if (v == NULL) {
+            status = cli_fail(c, TN_NOTFOUND, "tenant '%s' has no setting '%s'", slug, key);
+        } else if (c->json) {
+            buf_puts(&c->out, "{\"slug\":");
+            buf_json_str(&c->out, slug);
+            buf_puts(&c->out, ",\"key\":");
+            buf_json_str(&c->out, key);
+            buf_puts(&c->out, ",\"value\":");
+            buf_json_str(&c->out, v);
+            buf_putc(&c->out, '}');
+        } else if (c->tty) {
+            cli_put_text(stdout, v);
+            fputc('\n', stdout);
+        } else {
+            /* The value exactly (for $(tenancy settings get ...)), then a newline. */
+            fputs(v, stdout);
+            fputc('\n', stdout);
+        }
+    } else if (c->json) {
+        buf_puts(&c->out, "{\"slug\":");
+        buf_json_str(&c->out, slug);
+        buf_puts(&c->out, ",\"settings\":{");
+        for (int i = 0; i < t->nsettings; i++) {
+            if (i)
+                buf_putc(&c->out, ',');
+            buf_json_str(&c->out, t->settings[i].key);
+            buf_putc(&c->out, ':');
+            buf_json_str(&c->out, t->settings[i].value);
+        }
+        buf_puts(&c->out, "}}");
+    } else {
+        for (int i = 0; i < t->nsettings; i++) {
+            cli_put_text(stdout, t->settings[i].key);
+            fputc('=', stdout);
+            cli_put_text(stdout, t->settings[i].value);
+            fputc('\n', stdout);
+        }
+    }
+    free(t);
+    return status;
+}

@@ -1,0 +1,271 @@
+/* check_chain.c — the chain over a real SQLite registry, driven through an in-memory
+ * transport: every resolver, central domains, invalid and unknown hosts, states, the
+ * per-tenant cap, the theme, the context being empty at start and cleared at the end, and
+ * tn_run's refusals. */
+#include "core/first.h"
+#include "core/rc.h"
+#include "tenancy/chain.h"
+#include "tenancy/registry.h"
+
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- an in-memory transport ---------------------------------------------------------------- */
+
+struct fake {
+    const char *params[16][2];
+    int n;
+    buf out;
+};
+
+static const char *fparam(void *tx, const char *name)
+{
+    struct fake *f = tx;
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->params[i][0], name) == 0)
+            return f->params[i][1];
+    return NULL;
+}
+static int fread_(void *tx, char *p, int n) { (void)tx; (void)p; (void)n; return 0; }
+static int fwrite_(void *tx, const char *p, size_t n)
+{
+    buf_append(&((struct fake *)tx)->out, p, n);
+    return 0;
+}
+static const tn_transport fake_tp = {fparam, fread_, fwrite_};
+
+static char dir[64];
+static tenancy_config cfg;
+static arena *cfg_arena;
+static limits *lim;
+static arena *req_arena;
+static buf headers, out;
+
+static int handler_seen_ok;
+static char handler_path[256];
+static char handler_slug[64];
+
+static int handler(tn_request *r)
+{
+    handler_seen_ok++;
+    snprintf(handler_path, sizeof(handler_path), "%s", tn_path(r));
+    const tn_tenant *t = tn_tenant_of(r);
+    snprintf(handler_slug, sizeof(handler_slug), "%s", t ? tn_tenant_slug(t) : "-");
+    return tn_puts(r, "ok");
+}
+
+/* Run one request; returns the final status and leaves the body in f->out. */
+static int run(struct fake *f, const char *host, const char *path, const char *extra_name,
+               const char *extra_value)
+{
+    f->n = 0;
+    buf_reset(&f->out);
+    f->params[f->n][0] = "TENANT_HOST";
+    f->params[f->n++][1] = host;
+    f->params[f->n][0] = "REQUEST_URI";
+    f->params[f->n++][1] = path;
+    f->params[f->n][0] = "REQUEST_METHOD";
+    f->params[f->n++][1] = "GET";
+    f->params[f->n][0] = "REMOTE_ADDR";
+    f->params[f->n++][1] = "10.0.0.1";
+    if (extra_name != NULL) {
+        f->params[f->n][0] = extra_name;
+        f->params[f->n++][1] = extra_value;
+    }
+    tn_request r;
+    request_init(&r, &fake_tp, f, req_arena, &headers, &out, 1 << 20, "test", 0);
+    handler_slug[0] = '\0';
+    int rc = chain_run(&r, handler);
+    (void)rc;
+    request_finish(&r);
+    int status = r.status;
+    chain_finish(&r, status);
+    arena_reset(req_arena);
+    return status;
+}
+
+static void setup(void)
+{
+    snprintf(dir, sizeof(dir), "/tmp/tenancy-chain-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    cfg_arena = arena_create(0);
+    conf_error cerr;
+    ck_assert_int_eq(conf_defaults(tenancy_config_table, &cfg, cfg_arena, &cerr), TN_OK);
+    cfg.resolvers = "subdomain, host, header, path";
+    cfg.base_domains = "example.com";
+    cfg.central_domains = "admin.example.com";
+    cfg.header_from = "10.0.0.0/8";
+    cfg.state_dir = dir;
+    cfg.max_workers_text = "1";
+    char err[256];
+    ck_assert_msg(tenancy_config_finish(&cfg, 4, cfg_arena, err, sizeof(err)) == TN_OK, "%s", err);
+    registry *reg;
+    ck_assert_int_eq(registry_open(cfg.registry_uri, cfg.gen_path, &reg, err, sizeof(err)), TN_OK);
+    ck_assert_msg(registry_init(reg, err, sizeof(err)) == TN_OK, "%s", err);
+    const char *dom[] = {"shop.acme.test"};
+    registry_new t = {.slug = "acme", .name = "Acme", .state = TENANT_ACTIVE,
+                      .settings = "{\"theme.primary\":\"#00aa55\",\"theme.x\":\"a;b\"}",
+                      .domains = dom, .ndomains = 1};
+    ck_assert_msg(registry_create(reg, &t, NULL, err, sizeof(err)) == TN_OK, "%s", err);
+    registry_new g = {.slug = "globex", .name = "Globex", .state = TENANT_ACTIVE};
+    ck_assert_int_eq(registry_create(reg, &g, NULL, err, sizeof(err)), TN_OK);
+    ck_assert_int_eq(registry_set_state(reg, "globex", TENANT_SUSPENDED, err, sizeof(err)), TN_OK);
+    registry_new m = {.slug = "moving", .name = "Moving", .state = TENANT_ACTIVE};
+    ck_assert_int_eq(registry_create(reg, &m, NULL, err, sizeof(err)), TN_OK);
+    ck_assert_int_eq(registry_set_state(reg, "moving", TENANT_MOVING, err, sizeof(err)), TN_OK);
+    registry_close(reg);
+    lim = limits_create();
+    chain_env env = {.cfg = &cfg, .max_children = 4, .lim = lim};
+    ck_assert_int_eq(chain_init(&env), TN_OK);
+    req_arena = arena_create(0);
+}
+
+static void teardown(void)
+{
+    chain_fini();
+    limits_destroy(lim);
+    arena_destroy(req_arena);
+    arena_destroy(cfg_arena);
+    buf_free(&headers);
+    buf_free(&out);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(test_resolvers)
+{
+    struct fake f = {0};
+    ck_assert_int_eq(run(&f, "acme.example.com", "/x", NULL, NULL), 200);
+    ck_assert_str_eq(handler_slug, "acme");
+    ck_assert_int_eq(run(&f, "ACME.Example.com:8080", "/", NULL, NULL), 200);
+    ck_assert_str_eq(handler_slug, "acme");
+    ck_assert_int_eq(run(&f, "shop.acme.test", "/", NULL, NULL), 200);   /* host resolver */
+    ck_assert_str_eq(handler_slug, "acme");
+    ck_assert_int_eq(run(&f, "other.test", "/t/acme/orders/1", NULL, NULL), 200);
+    ck_assert_str_eq(handler_slug, "acme");
+    ck_assert_str_eq(handler_path, "/orders/1");   /* the prefix is stripped */
+    ck_assert_int_eq(run(&f, "other.test", "/", "HTTP_X_TENANT", "acme"), 200);   /* header */
+    ck_assert_str_eq(handler_slug, "acme");
+    /* Central: never a tenant, even when a tenant header says otherwise. */
+    ck_assert_int_eq(run(&f, "admin.example.com", "/", "HTTP_X_TENANT", "acme"), 200);
+    ck_assert_str_eq(handler_slug, "-");
+    buf_free(&f.out);
+}
+END_TEST
+
+START_TEST(test_refusals)
+{
+    struct fake f = {0};
+    int before = handler_seen_ok;
+    ck_assert_int_eq(run(&f, "nobody.example.com", "/", NULL, NULL), 404);
+    ck_assert_int_eq(run(&f, "a.b.example.com", "/", NULL, NULL), 404);   /* two labels */
+    ck_assert_int_eq(run(&f, "bad_host.example.com", "/", NULL, NULL), 400);
+    ck_assert_int_eq(run(&f, "10.1.2.3", "/", NULL, NULL), 400);
+    ck_assert_int_eq(run(&f, "[::1]", "/", NULL, NULL), 400);
+    ck_assert_int_eq(run(&f, "globex.example.com", "/", NULL, NULL), 403);   /* suspended */
+    ck_assert_int_eq(run(&f, "other.test", "/t/../etc/passwd", NULL, NULL), 404);
+    ck_assert_int_eq(run(&f, "other.test", "/", "HTTP_X_TENANT", "Bad Slug"), 400);
+    ck_assert_int_eq(handler_seen_ok, before);   /* none reached the handler */
+    /* A moving tenant serves reads. */
+    ck_assert_int_eq(run(&f, "moving.example.com", "/", NULL, NULL), 200);
+    buf_free(&f.out);
+}
+END_TEST
+
+START_TEST(test_header_untrusted_source)
+{
+    struct fake f = {0};
+    /* REMOTE_ADDR 10.0.0.1 is trusted; make one that is not by overriding it first. */
+    f.n = 0;
+    buf_reset(&f.out);
+    const char *p[][2] = {{"REMOTE_ADDR", "192.0.2.9"}, {"TENANT_HOST", "other.test"},
+                          {"REQUEST_URI", "/"},         {"HTTP_X_TENANT", "acme"}};
+    for (size_t i = 0; i < TN_ARRAY_LEN(p); i++) {
+        f.params[i][0] = p[i][0];
+        f.params[i][1] = p[i][1];
+    }
+    f.n = (int)TN_ARRAY_LEN(p);
+    tn_request r;
+    request_init(&r, &fake_tp, &f, req_arena, &headers, &out, 1 << 20, "test", 0);
+    chain_run(&r, handler);
+    request_finish(&r);
+    ck_assert_int_eq(r.status, 404);
+    chain_finish(&r, r.status);
+    arena_reset(req_arena);
+    buf_free(&f.out);
+}
+END_TEST
+
+START_TEST(test_cap_and_theme)
+{
+    /* tenant.max_workers = 1: a second request of acme while one runs is refused. */
+    ck_assert_int_eq(limits_enter(lim, 1, "acme", 1, 0), TN_OK);   /* "another worker" */
+    struct fake f = {0};
+    ck_assert_int_eq(run(&f, "acme.example.com", "/", NULL, NULL), 503);
+    limits_leave(lim, 1, 200);
+    ck_assert_int_eq(run(&f, "acme.example.com", "/", NULL, NULL), 200);
+    limits_entry e;
+    ck_assert(limits_get(lim, 1, &e));
+    ck_assert_int_eq(e.rejected, 1);
+    ck_assert_int_eq(e.inflight, 0);
+    ck_assert_int_eq(run(&f, "acme.example.com", "/_theme.css", NULL, NULL), 200);
+    ck_assert_ptr_nonnull(strstr(f.out.p, "--primary: #00aa55;"));
+    ck_assert_ptr_null(strstr(f.out.p, "a;b"));
+    buf_free(&f.out);
+}
+END_TEST
+
+static int during_run(tn_request *r, void *arg)
+{
+    (void)arg;
+    /* Inside a tenant's work, acting for another tenant is refused. */
+    ck_assert_int_eq(tn_run("acme", during_run, NULL), TN_DENIED);
+    return tn_tenant_of(r) != NULL && strcmp(tn_tenant_slug(tn_tenant_of(r)), "acme") == 0
+               ? TN_OK
+               : TN_ERR;
+}
+
+START_TEST(test_tn_run)
+{
+    ck_assert_int_eq(tn_run("acme", during_run, NULL), TN_OK);
+    ck_assert_int_eq(tn_run("nobody", during_run, NULL), TN_NOTFOUND);
+    ck_assert_int_eq(tn_run("../x", during_run, NULL), TN_NOTFOUND);
+}
+END_TEST
+
+START_TEST(test_context_must_be_empty)
+{
+    /* A request that starts while another's context is still set stops the process. */
+    struct fake f = {0};
+    f.params[0][0] = "TENANT_HOST";
+    f.params[0][1] = "acme.example.com";
+    f.n = 1;
+    tn_request r1, r2;
+    request_init(&r1, &fake_tp, &f, req_arena, &headers, &out, 1 << 20, "a", 0);
+    chain_run(&r1, handler);
+    /* no chain_finish(&r1): the next request must not run */
+    request_init(&r2, &fake_tp, &f, req_arena, &headers, &out, 1 << 20, "b", 0);
+    chain_run(&r2, handler);
+}
+END_TEST
+
+Suite *chain_suite(void);
+Suite *chain_suite(void)
+{
+    Suite *s = suite_create("chain");
+    TCase *tc = tcase_create("chain");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_resolvers);
+    tcase_add_test(tc, test_refusals);
+    tcase_add_test(tc, test_header_untrusted_source);
+    tcase_add_test(tc, test_cap_and_theme);
+    tcase_add_test(tc, test_tn_run);
+    tcase_add_test_raise_signal(tc, test_context_must_be_empty, SIGABRT);
+    suite_add_tcase(s, tc);
+    return s;
+}

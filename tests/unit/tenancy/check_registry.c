@@ -1,0 +1,893 @@
+/*
+ * check_registry.c — tenancy/registry.c: one suite of cases run against SQLite (a fresh
+ * file and generation file per test) and against a real PostgreSQL (TENANCY_TEST_PG; schema
+ * "tenancy" dropped before each test), so both backends are held to the same behaviour.
+ *
+ * Every case also checks the generation file: each successful change bumps it exactly once,
+ * and a refused change leaves it (and the registry) as it was.
+ *
+ * Owns: these cases. Must not: reach into the registry's tables except to prepare or
+ * inspect what the API cannot (the stored settings text).
+ */
+#include "core/first.h"
+#include "tenancy/registry.h"
+#include "core/rc.h"
+#include "storage/db.h"
+#include "tenancy/gen.h"
+#include "tenancy/lookup.h"
+
+#include <check.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- fixtures ------------------------------------------------------------------------------- */
+
+static char tmpdir[256];
+static const char *pg_uri;
+static bool backend_pg;
+static char uri[512], gen_path[512];
+static registry *R;
+static char err[512];
+
+void registry_tests_init(const char *dir, const char *pg);
+void registry_tests_init(const char *dir, const char *pg)
+{
+    snprintf(tmpdir, sizeof(tmpdir), "%s", dir);
+    pg_uri = pg;
+}
+
+#define EXPECT(want, expr)                                                                   \
+    do {                                                                                     \
+        err[0] = '\0';                                                                       \
+        int rc_ = (expr);                                                                    \
+        ck_assert_msg(rc_ == (want), "%s = %s, want %s: %s", #expr, tn_rc_str(rc_),          \
+                      tn_rc_str(want), err);                                                 \
+    } while (0)
+#define OK(expr) EXPECT(TN_OK, expr)
+
+/* The generation as another process sees it: the file, mapped read-only. */
+static uint64_t gen_now(void)
+{
+    gen_map *g = NULL;
+    char e[256];
+    ck_assert_msg(gen_open(gen_path, false, false, &g, e, sizeof(e)) == TN_OK, "gen: %s", e);
+    uint64_t v = gen_read(g);
+    gen_close(g);
+    return v;
+}
+
+#define GEN_IS(n) ck_assert_int_eq((int64_t)gen_now(), (int64_t)(n))
+
+static void open_registry(void)
+{
+    int rc = registry_open(uri, gen_path, &R, err, sizeof(err));
+    ck_assert_msg(rc == TN_OK, "registry_open: %s: %s", tn_rc_str(rc), err);
+}
+
+static void setup_sqlite(void)
+{
+    static int n;
+    backend_pg = false;
+    n++;
+    snprintf(uri, sizeof(uri), "sqlite:%s/r-%ld-%d.db", tmpdir, (long)getpid(), n);
+    snprintf(gen_path, sizeof(gen_path), "%s/g-%ld-%d.gen", tmpdir, (long)getpid(), n);
+    open_registry();
+    OK(registry_init(R, err, sizeof(err)));
+}
+
+static void drop_pg_schema(void)
+{
+    tn_db *d = NULL;
+    char e[512];
+    ck_assert_msg(db_open(pg_uri, NULL, &d, e, sizeof(e)) == TN_OK, "db_open: %s", e);
+    ck_assert_msg(tn_db_exec(d, "DROP SCHEMA IF EXISTS tenancy CASCADE", 0, NULL) == TN_OK,
+                  "drop: %s", tn_db_error(d));
+    db_close(d);
+}
+
+static void setup_pg(void)
+{
+    static int n;
+    backend_pg = true;
+    n++;
+    snprintf(uri, sizeof(uri), "%s", pg_uri);
+    snprintf(gen_path, sizeof(gen_path), "%s/pg-%ld-%d.gen", tmpdir, (long)getpid(), n);
+    drop_pg_schema();
+    open_registry();
+    OK(registry_init(R, err, sizeof(err)));
+}
+
+static void teardown(void)
+{
+    registry_close(R);
+    R = NULL;
+}
+
+/* ---- helpers -------------------------------------------------------------------------------- */
+
+static int create(const char *slug, const char *name, const char *settings, int nd, ...)
+{
+    const char *d[8];
+    va_list ap;
+    va_start(ap, nd);
+    for (int i = 0; i < nd && i < 8; i++)
+        d[i] = va_arg(ap, const char *);
+    va_end(ap);
+    registry_new t = {.slug = slug, .name = name, .state = TENANT_ACTIVE, .settings = settings,
+                      .domains = d, .ndomains = nd};
+    err[0] = '\0';
+    return registry_create(R, &t, NULL, err, sizeof(err));
+}
+
+/* The tenant by slug or domain; NULL when not found (anything else fails the test). */
+static tenant_rec *fetch(int kind, const char *key)
+{
+    tenant_rec *t = NULL;
+    int rc = registry_fetch(R, kind, key, &t);
+    ck_assert_msg(rc == TN_OK || rc == TN_NOTFOUND, "fetch %s: %s", key, tn_rc_str(rc));
+    return rc == TN_OK ? t : NULL;
+}
+
+static bool exists(int kind, const char *key)
+{
+    tenant_rec *t = fetch(kind, key);
+    free(t);
+    return t != NULL;
+}
+
+/* The settings text exactly as stored. */
+static void stored_settings(const char *slug, char *out, size_t n)
+{
+    const char *p[] = {slug};
+    ck_assert_int_eq(db_query_value(registry_db(R), out, n,
+                                    "SELECT settings FROM tenants WHERE slug = $1", 1, p),
+                     TN_OK);
+}
+
+/* registry_show into a small struct. */
+typedef struct shown {
+    int calls;
+    tenant_rec *t;
+    int nd;
+    char domains[8][128];
+    bool primary[8];
+} shown;
+
+static int show_cb(void *ctx, const tenant_rec *t, const registry_domain *d, int nd)
+{
+    shown *s = ctx;
+    s->calls++;
+    s->t = tenant_rec_dup(t);
+    s->nd = nd;
+    for (int i = 0; i < nd && i < 8; i++) {
+        snprintf(s->domains[i], sizeof(s->domains[i]), "%s", d[i].domain);
+        s->primary[i] = d[i].primary;
+    }
+    return TN_OK;
+}
+
+static shown show(const char *slug)
+{
+    shown s;
+    memset(&s, 0, sizeof(s));
+    OK(registry_show(R, slug, show_cb, &s));
+    ck_assert_int_eq(s.calls, 1);
+    return s;
+}
+
+/* The primary domain of a tenant ("" when none), and how many domains are primary. */
+static const char *primary_of(const char *slug, int *nprimary)
+{
+    static char p[128];
+    shown s = show(slug);
+    p[0] = '\0';
+    *nprimary = 0;
+    for (int i = 0; i < s.nd; i++)
+        if (s.primary[i]) {
+            snprintf(p, sizeof(p), "%s", s.domains[i]);
+            (*nprimary)++;
+        }
+    free(s.t);
+    return p;
+}
+
+/* ---- init ----------------------------------------------------------------------------------- */
+
+START_TEST(test_init_twice)
+{
+    GEN_IS(0);   /* init made the file, and did not count as a change */
+    OK(registry_ready(R, err, sizeof(err)));
+    ck_assert_int_eq(create("acme", "Acme", NULL, 1, "acme.test"), TN_OK);
+    GEN_IS(1);
+    OK(registry_init(R, err, sizeof(err)));
+    registry_close(R);
+    open_registry();
+    OK(registry_init(R, err, sizeof(err)));
+    OK(registry_ready(R, err, sizeof(err)));
+    ck_assert(exists(LK_SLUG, "acme"));
+    ck_assert(exists(LK_DOMAIN, "acme.test"));
+    GEN_IS(1);
+    ck_assert_int_eq((int64_t)registry_generation(R), 1);
+}
+END_TEST
+
+START_TEST(test_not_initialised)
+{
+    registry_close(R);
+    R = NULL;
+    if (backend_pg) {
+        drop_pg_schema();
+    } else {
+        snprintf(uri, sizeof(uri), "sqlite:%s/empty-%ld.db", tmpdir, (long)getpid());
+    }
+    open_registry();
+    EXPECT(TN_NOTFOUND, registry_ready(R, err, sizeof(err)));
+    ck_assert_str_eq(err, "the registry is not initialised (run 'tenancy init')");
+    OK(registry_init(R, err, sizeof(err)));
+    OK(registry_ready(R, err, sizeof(err)));
+}
+END_TEST
+
+/* ---- create and fetch ------------------------------------------------------------------------ */
+
+START_TEST(test_create_fetch)
+{
+    const char *doms[] = {"Acme.Example.COM.", "www.acme.test"};
+    registry_new n = {.slug = "acme",
+                      .name = "Acme Inc.",
+                      .state = TENANT_PROVISIONING,
+                      .max_workers = 4,
+                      .settings = "{\"theme\":\"dark\",\"color\":\"red\"}",
+                      .domains = doms,
+                      .ndomains = 2};
+    int64_t id = 0;
+    OK(registry_create(R, &n, &id, err, sizeof(err)));
+    ck_assert_int_gt(id, 0);
+    GEN_IS(1);
+
+    tenant_rec *t = fetch(LK_SLUG, "acme");
+    ck_assert_ptr_nonnull(t);
+    ck_assert_int_eq(t->id, id);
+    ck_assert_str_eq(t->slug, "acme");
+    ck_assert_str_eq(t->name, "Acme Inc.");
+    ck_assert_int_eq(t->state, TENANT_PROVISIONING);
+    ck_assert_str_eq(t->placement, "sqlite");
+    ck_assert_str_eq(t->storage, "");
+    ck_assert_int_eq(t->max_workers, 4);
+    ck_assert_int_gt(t->created_at, 1600000000);
+    ck_assert_int_eq(t->created_at, t->updated_at);
+    ck_assert_int_eq(t->nsettings, 2);
+    ck_assert_str_eq(tenant_setting_get(t, "theme"), "dark");
+    ck_assert_str_eq(t->settings_json, "{\"color\":\"red\",\"theme\":\"dark\"}");
+    free(t);
+
+    /* by domain: stored normalised, looked up as the chain does (normalised) */
+    t = fetch(LK_DOMAIN, "acme.example.com");
+    ck_assert_ptr_nonnull(t);
+    ck_assert_str_eq(t->slug, "acme");
+    free(t);
+    t = fetch(LK_DOMAIN, "www.acme.test");
+    ck_assert_ptr_nonnull(t);
+    ck_assert_int_eq(t->id, id);
+    free(t);
+    ck_assert(!exists(LK_DOMAIN, "Acme.Example.COM."));
+    ck_assert(!exists(LK_DOMAIN, "acme"));
+    ck_assert(!exists(LK_SLUG, "acme.example.com"));
+    ck_assert(!exists(LK_SLUG, "zz"));
+
+    /* defaults: placement, settings, no domains */
+    ck_assert_int_eq(create("globex", "Globex", NULL, 0), TN_OK);
+    GEN_IS(2);
+    t = fetch(LK_SLUG, "globex");
+    ck_assert_ptr_nonnull(t);
+    ck_assert_int_eq(t->state, TENANT_ACTIVE);
+    ck_assert_int_eq(t->max_workers, 0);
+    ck_assert_str_eq(t->settings_json, "{}");
+    ck_assert_int_gt(t->id, id);
+    free(t);
+
+    /* a registry without a generation file works, and bumps nothing */
+    registry *r2 = NULL;
+    OK(registry_open(uri, NULL, &r2, err, sizeof(err)));
+    registry_new n3 = {.slug = "initech", .name = "Initech", .state = TENANT_ACTIVE};
+    OK(registry_create(r2, &n3, NULL, err, sizeof(err)));
+    ck_assert_int_eq((int64_t)registry_generation(r2), 0);
+    registry_close(r2);
+    GEN_IS(2);
+    ck_assert(exists(LK_SLUG, "initech"));
+}
+END_TEST
+
+START_TEST(test_duplicate_slug)
+{
+    ck_assert_int_eq(create("acme", "Acme", NULL, 1, "acme.test"), TN_OK);
+    GEN_IS(1);
+    ck_assert_int_eq(create("acme", "Other", NULL, 1, "other.test"), TN_EXISTS);
+    ck_assert_str_eq(err, "slug 'acme' is taken");
+    GEN_IS(1);
+    ck_assert(!exists(LK_DOMAIN, "other.test"));
+    tenant_rec *t = fetch(LK_SLUG, "acme");
+    ck_assert_str_eq(t->name, "Acme");
+    free(t);
+}
+END_TEST
+
+START_TEST(test_domain_taken)
+{
+    ck_assert_int_eq(create("acme", "Acme", NULL, 1, "shared.test"), TN_OK);
+    GEN_IS(1);
+    /* the second domain is taken: the whole create is refused */
+    ck_assert_int_eq(create("globex", "Globex", NULL, 2, "globex.test", "SHARED.test"),
+                     TN_EXISTS);
+    ck_assert_str_eq(err, "domain 'shared.test' already belongs to 'acme'");
+    GEN_IS(1);
+    ck_assert(!exists(LK_SLUG, "globex"));
+    ck_assert(!exists(LK_DOMAIN, "globex.test"));
+    tenant_rec *t = fetch(LK_DOMAIN, "shared.test");
+    ck_assert_str_eq(t->slug, "acme");
+    free(t);
+    /* ...and the slug is still free */
+    ck_assert_int_eq(create("globex", "Globex", NULL, 1, "globex.test"), TN_OK);
+    GEN_IS(2);
+
+    /* one domain given twice in one create (also after normalising) */
+    ck_assert_int_eq(create("initech", "Initech", NULL, 2, "i.test", "I.TEST."), TN_INVALID);
+    ck_assert_str_eq(err, "domain 'i.test' is given twice");
+    ck_assert(!exists(LK_SLUG, "initech"));
+    GEN_IS(2);
+
+    /* registry_domain_add: the same message */
+    EXPECT(TN_EXISTS, registry_domain_add(R, "globex", "shared.test", false, err, sizeof(err)));
+    ck_assert_str_eq(err, "domain 'shared.test' already belongs to 'acme'");
+    EXPECT(TN_EXISTS, registry_domain_add(R, "globex", "shared.test", true, err, sizeof(err)));
+    ck_assert_str_eq(err, "domain 'shared.test' already belongs to 'acme'");
+    EXPECT(TN_EXISTS, registry_domain_add(R, "acme", "shared.test", false, err, sizeof(err)));
+    ck_assert_str_eq(err, "domain 'shared.test' already belongs to 'acme'");
+    int np;
+    ck_assert_str_eq(primary_of("globex", &np), "globex.test");
+    GEN_IS(2);
+}
+END_TEST
+
+START_TEST(test_invalid)
+{
+    char s64[65];
+    memset(s64, 'a', 64);
+    s64[64] = '\0';
+    const char *slugs[] = {"A B", "", "-a", "a-", "Acme", "a_b", "a.b", s64};
+    for (size_t i = 0; i < TN_ARRAY_LEN(slugs); i++) {
+        ck_assert_int_eq(create(slugs[i], "X", NULL, 0), TN_INVALID);
+        ck_assert_ptr_nonnull(strstr(err, "invalid slug"));
+    }
+    ck_assert_int_eq(create("A B", "X", NULL, 0), TN_INVALID);
+    ck_assert_str_eq(err, "invalid slug 'A B': use 1-63 of a-z, 0-9 and '-', not at the ends");
+    ck_assert_int_eq(create(NULL, "X", NULL, 0), TN_INVALID);
+
+    const char *domains[] = {"bad domain", "1.2.3.4", "acme.test:80", "[::1]", "", ".x",
+                             "a..b", "x_y.test", "0x7f.1"};
+    for (size_t i = 0; i < TN_ARRAY_LEN(domains); i++) {
+        ck_assert_int_eq(create("acme", "Acme", NULL, 2, "ok.test", domains[i]), TN_INVALID);
+        char want[300];
+        snprintf(want, sizeof(want), "invalid domain '%s'", domains[i]);
+        ck_assert_str_eq(err, want);
+    }
+    /* names */
+    ck_assert_int_eq(create("acme", "", NULL, 0), TN_INVALID);
+    ck_assert_int_eq(create("acme", NULL, NULL, 0), TN_INVALID);
+    ck_assert_int_eq(create("acme", "two\nlines", NULL, 0), TN_INVALID);
+    ck_assert_int_eq(create("acme", "esc\x1b[2J", NULL, 0), TN_INVALID);
+    ck_assert_int_eq(create("acme", "bad \xff utf-8", NULL, 0), TN_INVALID);
+    char longname[202];
+    memset(longname, 'n', 201);
+    longname[201] = '\0';
+    ck_assert_int_eq(create("acme", longname, NULL, 0), TN_INVALID);
+    longname[200] = '\0';
+    /* settings */
+    ck_assert_int_eq(create("acme", "Acme", "[1]", 0), TN_INVALID);
+    ck_assert_int_eq(create("acme", "Acme", "{\"a\":{\"b\":1}}", 0), TN_INVALID);
+    ck_assert_int_eq(create("acme", "Acme", "{\"\":\"x\"}", 0), TN_INVALID);
+    ck_assert_int_eq(create("acme", "Acme", "{\"k\\n\":\"x\"}", 0), TN_INVALID);
+    ck_assert_int_eq(create("acme", "Acme", "{\"k\":\"\xff\"}", 0), TN_INVALID);
+    /* states and limits */
+    registry_new n = {.slug = "acme", .name = "Acme", .state = TENANT_SUSPENDED};
+    EXPECT(TN_INVALID, registry_create(R, &n, NULL, err, sizeof(err)));
+    n.state = 99;
+    EXPECT(TN_INVALID, registry_create(R, &n, NULL, err, sizeof(err)));
+    n.state = TENANT_ACTIVE;
+    n.max_workers = -1;
+    EXPECT(TN_INVALID, registry_create(R, &n, NULL, err, sizeof(err)));
+    n.max_workers = 100001;
+    EXPECT(TN_INVALID, registry_create(R, &n, NULL, err, sizeof(err)));
+    ck_assert(!exists(LK_SLUG, "acme"));
+    ck_assert(!exists(LK_DOMAIN, "ok.test"));
+    GEN_IS(0);
+    /* the longest name is fine */
+    ck_assert_int_eq(create("acme", longname, NULL, 0), TN_OK);
+    GEN_IS(1);
+
+    /* invalid input to the other changes */
+    EXPECT(TN_INVALID, registry_domain_add(R, "acme", "a b", false, err, sizeof(err)));
+    ck_assert_str_eq(err, "invalid domain 'a b'");
+    EXPECT(TN_INVALID, registry_domain_add(R, "acme", "acme.test:8080", false, err, sizeof(err)));
+    EXPECT(TN_INVALID, registry_domain_remove(R, "a b", err, sizeof(err)));
+    EXPECT(TN_INVALID, registry_set_state(R, "acme", -1, err, sizeof(err)));
+    EXPECT(TN_INVALID, registry_set_state(R, "acme", TENANT_NSTATES, err, sizeof(err)));
+    EXPECT(TN_INVALID, registry_set_max_workers(R, "acme", -1, err, sizeof(err)));
+    EXPECT(TN_INVALID, registry_set_setting(R, "acme", "", "x", err, sizeof(err)));
+    EXPECT(TN_INVALID, registry_set_setting(R, "acme", NULL, "x", err, sizeof(err)));
+    GEN_IS(1);
+}
+END_TEST
+
+/* ---- changes -------------------------------------------------------------------------------- */
+
+START_TEST(test_states)
+{
+    ck_assert_int_eq(create("acme", "Acme", NULL, 1, "acme.test"), TN_OK);
+    uint64_t g = 1;
+    GEN_IS(g);
+    for (int st = 0; st < TENANT_NSTATES; st++) {
+        OK(registry_set_state(R, "acme", st, err, sizeof(err)));
+        GEN_IS(++g);
+        tenant_rec *t = fetch(LK_DOMAIN, "acme.test");
+        ck_assert_int_eq(t->state, st);
+        free(t);
+    }
+    /* deleting keeps the row (and its domains) until purged */
+    OK(registry_set_state(R, "acme", TENANT_DELETING, err, sizeof(err)));
+    GEN_IS(++g);
+    ck_assert(exists(LK_DOMAIN, "acme.test"));
+    char v[32];
+    const char *p[] = {"acme"};
+    ck_assert_int_eq(db_query_value(registry_db(R), v, sizeof(v),
+                                    "SELECT deleted_at FROM tenants WHERE slug = $1", 1, p),
+                     TN_OK);
+    ck_assert_int_gt(atoll(v), 0);
+    /* ...and a restore clears deleted_at */
+    OK(registry_set_state(R, "acme", TENANT_ACTIVE, err, sizeof(err)));
+    GEN_IS(++g);
+    ck_assert_int_eq(db_query_value(registry_db(R), v, sizeof(v),
+                                    "SELECT deleted_at FROM tenants WHERE slug = $1", 1, p),
+                     TN_NOTFOUND);
+
+    EXPECT(TN_NOTFOUND, registry_set_state(R, "zz", TENANT_ACTIVE, err, sizeof(err)));
+    ck_assert_str_eq(err, "no tenant 'zz'");
+    EXPECT(TN_NOTFOUND, registry_set_max_workers(R, "zz", 1, err, sizeof(err)));
+    ck_assert_str_eq(err, "no tenant 'zz'");
+    EXPECT(TN_NOTFOUND, registry_set_storage(R, "zz", "sqlite", "x.db", err, sizeof(err)));
+    ck_assert_str_eq(err, "no tenant 'zz'");
+    GEN_IS(g);
+
+    OK(registry_set_storage(R, "acme", "pg-main", "tenant_acme", err, sizeof(err)));
+    GEN_IS(++g);
+    tenant_rec *t = fetch(LK_SLUG, "acme");
+    ck_assert_str_eq(t->placement, "pg-main");
+    ck_assert_str_eq(t->storage, "tenant_acme");
+    free(t);
+}
+END_TEST
+
+START_TEST(test_max_workers)
+{
+    ck_assert_int_eq(create("acme", "Acme", NULL, 0), TN_OK);
+    OK(registry_set_max_workers(R, "acme", 7, err, sizeof(err)));
+    GEN_IS(2);
+    tenant_rec *t = fetch(LK_SLUG, "acme");
+    ck_assert_int_eq(t->max_workers, 7);
+    free(t);
+    OK(registry_set_max_workers(R, "acme", 0, err, sizeof(err)));
+    OK(registry_set_max_workers(R, "acme", 100000, err, sizeof(err)));
+    GEN_IS(4);
+    EXPECT(TN_INVALID, registry_set_max_workers(R, "acme", 100001, err, sizeof(err)));
+    ck_assert_str_eq(err, "max_workers must be between 0 and 100000");
+    EXPECT(TN_INVALID, registry_set_max_workers(R, "acme", -5, err, sizeof(err)));
+    GEN_IS(4);
+    t = fetch(LK_SLUG, "acme");
+    ck_assert_int_eq(t->max_workers, 100000);
+    free(t);
+}
+END_TEST
+
+START_TEST(test_settings)
+{
+    char s[1024];
+    /* created with keys out of order, a number, a duplicate, a null: stored canonical */
+    ck_assert_int_eq(create("acme", "Acme", "{\"z\":\"1\",\"b\":2,\"a\":\"x\",\"a\":\"y\",\"n\":null}",
+                            0),
+                     TN_OK);
+    stored_settings("acme", s, sizeof(s));
+    ck_assert_str_eq(s, "{\"a\":\"y\",\"b\":\"2\",\"z\":\"1\"}");
+    GEN_IS(1);
+
+    /* merge order: new keys land in sorted position */
+    OK(registry_set_setting(R, "acme", "m", "middle", err, sizeof(err)));
+    OK(registry_set_setting(R, "acme", "0", "first", err, sizeof(err)));
+    OK(registry_set_setting(R, "acme", "zz", "last", err, sizeof(err)));
+    GEN_IS(4);
+    stored_settings("acme", s, sizeof(s));
+    ck_assert_str_eq(s, "{\"0\":\"first\",\"a\":\"y\",\"b\":\"2\",\"m\":\"middle\",\"z\":\"1\","
+                        "\"zz\":\"last\"}");
+    /* overwrite keeps one key */
+    OK(registry_set_setting(R, "acme", "m", "again", err, sizeof(err)));
+    stored_settings("acme", s, sizeof(s));
+    ck_assert_str_eq(s, "{\"0\":\"first\",\"a\":\"y\",\"b\":\"2\",\"m\":\"again\",\"z\":\"1\","
+                        "\"zz\":\"last\"}");
+    /* unset: first, middle, last */
+    OK(registry_set_setting(R, "acme", "0", NULL, err, sizeof(err)));
+    OK(registry_set_setting(R, "acme", "m", NULL, err, sizeof(err)));
+    OK(registry_set_setting(R, "acme", "zz", NULL, err, sizeof(err)));
+    GEN_IS(8);
+    stored_settings("acme", s, sizeof(s));
+    ck_assert_str_eq(s, "{\"a\":\"y\",\"b\":\"2\",\"z\":\"1\"}");
+    /* unsetting a key that is not there is an error and changes nothing */
+    EXPECT(TN_NOTFOUND, registry_set_setting(R, "acme", "nope", NULL, err, sizeof(err)));
+    ck_assert_str_eq(err, "tenant 'acme' has no setting 'nope'");
+    EXPECT(TN_NOTFOUND, registry_set_setting(R, "zz", "a", "b", err, sizeof(err)));
+    ck_assert_str_eq(err, "no tenant 'zz'");
+    EXPECT(TN_NOTFOUND, registry_set_setting(R, "zz", "a", NULL, err, sizeof(err)));
+    GEN_IS(8);
+
+    /* values that need escaping round-trip through the stored JSON */
+    const char *tricky = "quote\" back\\ nl\n tab\t ctl\x01 utf8 \xc3\xa9 \xf0\x9f\x98\x80 </script>";
+    OK(registry_set_setting(R, "acme", "tricky key \xc3\xa9", tricky, err, sizeof(err)));
+    tenant_rec *t = fetch(LK_SLUG, "acme");
+    ck_assert_str_eq(tenant_setting_get(t, "tricky key \xc3\xa9"), tricky);
+    ck_assert_int_eq(t->nsettings, 4);
+    for (int i = 1; i < t->nsettings; i++)
+        ck_assert_int_lt(strcmp(t->settings[i - 1].key, t->settings[i].key), 0);
+    free(t);
+    /* an empty value is a value */
+    OK(registry_set_setting(R, "acme", "empty", "", err, sizeof(err)));
+    t = fetch(LK_SLUG, "acme");
+    ck_assert_str_eq(tenant_setting_get(t, "empty"), "");
+    free(t);
+    GEN_IS(10);
+
+    /* limits */
+    char key[130], val[8194];
+    memset(key, 'k', 129);
+    key[129] = '\0';
+    EXPECT(TN_INVALID, registry_set_setting(R, "acme", key, "v", err, sizeof(err)));
+    key[128] = '\0';
+    OK(registry_set_setting(R, "acme", key, "v", err, sizeof(err)));
+    memset(val, 'v', 8193);
+    val[8193] = '\0';
+    EXPECT(TN_INVALID, registry_set_setting(R, "acme", "big", val, err, sizeof(err)));
+    val[8192] = '\0';
+    OK(registry_set_setting(R, "acme", "big", val, err, sizeof(err)));
+    EXPECT(TN_INVALID, registry_set_setting(R, "acme", "bad", "\xc3(", err, sizeof(err)));
+    EXPECT(TN_INVALID, registry_set_setting(R, "acme", "a\tb", "x", err, sizeof(err)));
+    GEN_IS(12);
+}
+END_TEST
+
+START_TEST(test_domains)
+{
+    int np;
+    ck_assert_int_eq(create("acme", "Acme", NULL, 0), TN_OK);
+    ck_assert_int_eq(create("globex", "Globex", NULL, 1, "globex.test"), TN_OK);
+    GEN_IS(2);
+    /* the first domain of a tenant becomes primary */
+    OK(registry_domain_add(R, "acme", "b.acme.test", false, err, sizeof(err)));
+    ck_assert_str_eq(primary_of("acme", &np), "b.acme.test");
+    ck_assert_int_eq(np, 1);
+    OK(registry_domain_add(R, "acme", "A.acme.test.", false, err, sizeof(err)));
+    ck_assert_str_eq(primary_of("acme", &np), "b.acme.test");
+    ck_assert_int_eq(np, 1);
+    GEN_IS(4);
+    ck_assert(exists(LK_DOMAIN, "a.acme.test"));
+    /* --primary moves it */
+    OK(registry_domain_add(R, "acme", "c.acme.test", true, err, sizeof(err)));
+    ck_assert_str_eq(primary_of("acme", &np), "c.acme.test");
+    ck_assert_int_eq(np, 1);
+    /* ...also onto a domain the tenant already has */
+    OK(registry_domain_add(R, "acme", "a.acme.test", true, err, sizeof(err)));
+    ck_assert_str_eq(primary_of("acme", &np), "a.acme.test");
+    ck_assert_int_eq(np, 1);
+    GEN_IS(6);
+    ck_assert_str_eq(primary_of("globex", &np), "globex.test");   /* untouched */
+    /* show lists the primary first, then by name */
+    shown s = show("acme");
+    ck_assert_int_eq(s.nd, 3);
+    ck_assert_str_eq(s.domains[0], "a.acme.test");
+    ck_assert_str_eq(s.domains[1], "b.acme.test");
+    ck_assert_str_eq(s.domains[2], "c.acme.test");
+    free(s.t);
+
+    EXPECT(TN_NOTFOUND, registry_domain_add(R, "zz", "z.test", false, err, sizeof(err)));
+    ck_assert_str_eq(err, "no tenant 'zz'");
+    ck_assert(!exists(LK_DOMAIN, "z.test"));
+    GEN_IS(6);
+
+    /* remove; removing the primary promotes the first remaining by name */
+    OK(registry_domain_remove(R, "c.acme.test", err, sizeof(err)));
+    ck_assert(!exists(LK_DOMAIN, "c.acme.test"));
+    ck_assert_str_eq(primary_of("acme", &np), "a.acme.test");
+    OK(registry_domain_remove(R, "A.ACME.test", err, sizeof(err)));
+    ck_assert_str_eq(primary_of("acme", &np), "b.acme.test");
+    ck_assert_int_eq(np, 1);
+    GEN_IS(8);
+    EXPECT(TN_NOTFOUND, registry_domain_remove(R, "c.acme.test", err, sizeof(err)));
+    ck_assert_str_eq(err, "no domain 'c.acme.test'");
+    GEN_IS(8);
+    OK(registry_domain_remove(R, "b.acme.test", err, sizeof(err)));
+    ck_assert_str_eq(primary_of("acme", &np), "");
+    ck_assert_int_eq(np, 0);
+    /* a removed domain is free for another tenant */
+    OK(registry_domain_add(R, "globex", "b.acme.test", false, err, sizeof(err)));
+    tenant_rec *t = fetch(LK_DOMAIN, "b.acme.test");
+    ck_assert_str_eq(t->slug, "globex");
+    free(t);
+    GEN_IS(10);
+}
+END_TEST
+
+START_TEST(test_purge)
+{
+    ck_assert_int_eq(create("acme", "Acme", "{\"a\":\"1\"}", 2, "acme.test", "www.acme.test"),
+                     TN_OK);
+    ck_assert_int_eq(create("globex", "Globex", NULL, 1, "globex.test"), TN_OK);
+    GEN_IS(2);
+    OK(registry_purge(R, "acme", err, sizeof(err)));
+    GEN_IS(3);
+    ck_assert(!exists(LK_SLUG, "acme"));
+    ck_assert(!exists(LK_DOMAIN, "acme.test"));
+    ck_assert(!exists(LK_DOMAIN, "www.acme.test"));
+    ck_assert(exists(LK_DOMAIN, "globex.test"));
+    char v[32];
+    ck_assert_int_eq(db_query_value(registry_db(R), v, sizeof(v), "SELECT count(*) FROM domains",
+                                    0, NULL),
+                     TN_OK);
+    ck_assert_str_eq(v, "1");
+    EXPECT(TN_NOTFOUND, registry_purge(R, "acme", err, sizeof(err)));
+    ck_assert_str_eq(err, "no tenant 'acme'");
+    GEN_IS(3);
+    /* slug and domains can be used again */
+    ck_assert_int_eq(create("acme", "Acme 2", NULL, 1, "acme.test"), TN_OK);
+    tenant_rec *t = fetch(LK_DOMAIN, "acme.test");
+    ck_assert_str_eq(t->name, "Acme 2");
+    ck_assert_str_eq(t->settings_json, "{}");
+    free(t);
+    GEN_IS(4);
+}
+END_TEST
+
+START_TEST(test_show)
+{
+    ck_assert_int_eq(create("acme", "Acme", "{\"k\":\"v\"}", 2, "acme.test", "alias.test"), TN_OK);
+    shown s = show("acme");
+    ck_assert_str_eq(s.t->slug, "acme");
+    ck_assert_str_eq(s.t->name, "Acme");
+    ck_assert_str_eq(tenant_setting_get(s.t, "k"), "v");
+    ck_assert_int_eq(s.nd, 2);
+    ck_assert_str_eq(s.domains[0], "acme.test");
+    ck_assert(s.primary[0]);
+    ck_assert_str_eq(s.domains[1], "alias.test");
+    ck_assert(!s.primary[1]);
+    free(s.t);
+    shown none;
+    memset(&none, 0, sizeof(none));
+    EXPECT(TN_NOTFOUND, registry_show(R, "zz", show_cb, &none));
+    ck_assert_int_eq(none.calls, 0);
+    GEN_IS(1);
+}
+END_TEST
+
+/* ---- list ------------------------------------------------------------------------------------ */
+
+typedef struct page {
+    int n;
+    char first[64], last[64];
+    char primary[64];
+} page;
+
+static int page_cb(void *ctx, const tenant_rec *t, const registry_domain *d, int nd)
+{
+    page *p = ctx;
+    if (p->n == 0)
+        snprintf(p->first, sizeof(p->first), "%s", t->slug);
+    else
+        ck_assert_int_lt(strcmp(p->last, t->slug), 0);   /* slug order */
+    snprintf(p->last, sizeof(p->last), "%s", t->slug);
+    if (nd > 0 && d[0].primary)
+        snprintf(p->primary, sizeof(p->primary), "%s", d[0].domain);
+    p->n++;
+    return TN_OK;
+}
+
+static page list(int state, const char *search, const char *after, int limit, int64_t *total)
+{
+    page p;
+    memset(&p, 0, sizeof(p));
+    OK(registry_list(R, state, search, after, limit, page_cb, &p, total));
+    return p;
+}
+
+START_TEST(test_list_paging)
+{
+    for (int i = 0; i < 250; i++) {
+        char slug[16], name[32], dom[32];
+        snprintf(slug, sizeof(slug), "t%03d", i);
+        snprintf(name, sizeof(name), "Tenant %03d", i);
+        snprintf(dom, sizeof(dom), "t%03d.test", i);
+        ck_assert_int_eq(create(slug, name, NULL, 1, dom), TN_OK);
+    }
+    GEN_IS(250);
+    int64_t total = 0;
+    /* keyset paging: 100 + 100 + 50, nothing missed, nothing twice */
+    page p = list(-1, NULL, NULL, 100, &total);
+    ck_assert_int_eq(total, 250);
+    ck_assert_int_eq(p.n, 100);
+    ck_assert_str_eq(p.first, "t000");
+    ck_assert_str_eq(p.last, "t099");
+    ck_assert_str_eq(p.primary, "t099.test");
+    p = list(-1, "", "t099", 100, &total);
+    ck_assert_int_eq(total, 250);
+    ck_assert_int_eq(p.n, 100);
+    ck_assert_str_eq(p.first, "t100");
+    ck_assert_str_eq(p.last, "t199");
+    p = list(-1, NULL, "t199", 100, &total);
+    ck_assert_int_eq(p.n, 50);
+    ck_assert_str_eq(p.first, "t200");
+    ck_assert_str_eq(p.last, "t249");
+    p = list(-1, NULL, "t249", 100, &total);
+    ck_assert_int_eq(p.n, 0);
+    ck_assert_int_eq(total, 250);
+    /* a cursor that is not a slug still works (keyset) */
+    p = list(-1, NULL, "t0995", 10, NULL);
+    ck_assert_str_eq(p.first, "t100");
+    /* the default limit is 100 */
+    p = list(-1, NULL, NULL, 0, NULL);
+    ck_assert_int_eq(p.n, 100);
+
+    /* the state filter */
+    for (int i = 0; i < 250; i += 10) {
+        char slug[16];
+        snprintf(slug, sizeof(slug), "t%03d", i);
+        OK(registry_set_state(R, slug, TENANT_SUSPENDED, err, sizeof(err)));
+    }
+    GEN_IS(275);
+    p = list(TENANT_SUSPENDED, NULL, NULL, 10, &total);
+    ck_assert_int_eq(total, 25);
+    ck_assert_int_eq(p.n, 10);
+    ck_assert_str_eq(p.first, "t000");
+    ck_assert_str_eq(p.last, "t090");
+    p = list(TENANT_SUSPENDED, NULL, "t090", 100, &total);
+    ck_assert_int_eq(p.n, 15);
+    ck_assert_str_eq(p.first, "t100");
+    p = list(TENANT_ACTIVE, NULL, NULL, 1000, &total);
+    ck_assert_int_eq(total, 225);
+    ck_assert_int_eq(p.n, 225);
+    p = list(TENANT_MAINTENANCE, NULL, NULL, 10, &total);
+    ck_assert_int_eq(total, 0);
+    ck_assert_int_eq(p.n, 0);
+
+    /* search: slug or name, any case; with the state filter */
+    p = list(-1, "t01", NULL, 100, &total);
+    ck_assert_int_eq(total, 10);
+    ck_assert_str_eq(p.first, "t010");
+    ck_assert_str_eq(p.last, "t019");
+    p = list(-1, "TENANT 12", NULL, 100, &total);
+    ck_assert_int_eq(total, 10);
+    ck_assert_str_eq(p.first, "t120");
+    p = list(TENANT_SUSPENDED, "t12", NULL, 100, &total);
+    ck_assert_int_eq(total, 1);
+    ck_assert_str_eq(p.first, "t120");
+    p = list(-1, "nothing like it", NULL, 100, &total);
+    ck_assert_int_eq(total, 0);
+    ck_assert_int_eq(p.n, 0);
+}
+END_TEST
+
+START_TEST(test_list_search_literal)
+{
+    ck_assert_int_eq(create("pct", "100% real", NULL, 0), TN_OK);
+    ck_assert_int_eq(create("under", "snake_case", NULL, 0), TN_OK);
+    ck_assert_int_eq(create("back", "back\\slash", NULL, 0), TN_OK);
+    ck_assert_int_eq(create("plain", "Plain", NULL, 0), TN_OK);
+    ck_assert_int_eq(create("snakexcase", "snakeXcase", NULL, 0), TN_OK);
+    int64_t total;
+    page p = list(-1, "%", NULL, 100, &total);
+    ck_assert_int_eq(total, 1);
+    ck_assert_str_eq(p.first, "pct");
+    p = list(-1, "_", NULL, 100, &total);
+    ck_assert_int_eq(total, 1);
+    ck_assert_str_eq(p.first, "under");
+    p = list(-1, "snake_case", NULL, 100, &total);
+    ck_assert_int_eq(total, 1);
+    ck_assert_str_eq(p.first, "under");
+    p = list(-1, "0%", NULL, 100, &total);
+    ck_assert_int_eq(total, 1);
+    p = list(-1, "\\", NULL, 100, &total);
+    ck_assert_int_eq(total, 1);
+    ck_assert_str_eq(p.first, "back");
+    p = list(-1, "'", NULL, 100, &total);
+    ck_assert_int_eq(total, 0);
+    p = list(-1, NULL, NULL, 100, &total);
+    ck_assert_int_eq(total, 5);
+}
+END_TEST
+
+static int stop_after_two(void *ctx, const tenant_rec *t, const registry_domain *d, int nd)
+{
+    (void)t, (void)d, (void)nd;
+    int *n = ctx;
+    return ++*n == 2 ? TN_DONE : TN_OK;
+}
+
+static int fail_cb(void *ctx, const tenant_rec *t, const registry_domain *d, int nd)
+{
+    (void)ctx, (void)t, (void)d, (void)nd;
+    return TN_IO;
+}
+
+START_TEST(test_list_callback)
+{
+    for (int i = 0; i < 5; i++) {
+        char slug[8];
+        snprintf(slug, sizeof(slug), "s%d", i);
+        ck_assert_int_eq(create(slug, slug, NULL, 0), TN_OK);
+    }
+    int n = 0;
+    OK(registry_list(R, -1, NULL, NULL, 10, stop_after_two, &n, NULL));
+    ck_assert_int_eq(n, 2);
+    EXPECT(TN_IO, registry_list(R, -1, NULL, NULL, 10, fail_cb, NULL, NULL));
+}
+END_TEST
+
+/* ---- the generation ------------------------------------------------------------------------- */
+
+/* A reader first (a read-only mapping), then a change through the same handle: the bump must
+ * go through a writable mapping (it used to crash on the read-only one). */
+START_TEST(test_generation_reader_then_writer)
+{
+    registry_close(R);
+    R = NULL;
+    open_registry();
+    ck_assert_int_eq((int64_t)registry_generation(R), 0);
+    ck_assert_int_eq(create("acme", "Acme", NULL, 0), TN_OK);
+    ck_assert_int_eq((int64_t)registry_generation(R), 1);
+    GEN_IS(1);
+    /* and a missing generation file is created by the first change */
+    registry_close(R);
+    R = NULL;
+    unlink(gen_path);
+    open_registry();
+    ck_assert_int_eq((int64_t)registry_generation(R), 0);
+    OK(registry_set_max_workers(R, "acme", 2, err, sizeof(err)));
+    GEN_IS(1);
+}
+END_TEST
+
+/* ---- the suites ------------------------------------------------------------------------------ */
+
+Suite *registry_suite(bool pg);
+Suite *registry_suite(bool pg)
+{
+    Suite *s = suite_create(pg ? "registry-postgres" : "registry-sqlite");
+    TCase *tc = tcase_create(pg ? "postgres" : "sqlite");
+    tcase_add_checked_fixture(tc, pg ? setup_pg : setup_sqlite, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_init_twice);
+    tcase_add_test(tc, test_not_initialised);
+    tcase_add_test(tc, test_create_fetch);
+    tcase_add_test(tc, test_duplicate_slug);
+    tcase_add_test(tc, test_domain_taken);
+    tcase_add_test(tc, test_invalid);
+    tcase_add_test(tc, test_states);
+    tcase_add_test(tc, test_max_workers);
+    tcase_add_test(tc, test_settings);
+    tcase_add_test(tc, test_domains);
+    tcase_add_test(tc, test_purge);
+    tcase_add_test(tc, test_show);
+    tcase_add_test(tc, test_list_paging);
+    tcase_add_test(tc, test_list_search_literal);
+    tcase_add_test(tc, test_list_callback);
+    tcase_add_test(tc, test_generation_reader_then_writer);
+    suite_add_tcase(s, tc);
+    return s;
+}
