@@ -36,6 +36,7 @@
 #include "tenancy/watch.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -69,6 +70,7 @@ typedef struct master {
     limits *lim;              /* per-tenant counters shared with the workers */
     child kids[SB_SLOTS];
     int sigfd;
+    int wake[2];           /* workers write a byte when their app is ready (read end polled) */
     enum mstate state;
     bool fast_stop;
     int64_t stop_deadline;
@@ -177,10 +179,10 @@ static int spawn(master *m, tn_config *cfg, const tn_listener *lis)
 
     worker_args a = {.cfg = cfg, .sb = m->sb, .lim = m->lim, .lis = lis, .slot = slot, .index = index,
                      .generation = gen, .master_pid = getpid(),
-                     .close_fds = {m->sigfd, -1, -1, -1}};
+                     .close_fds = {m->sigfd, m->wake[0], -1, -1}, .wake_fd = m->wake[1]};
     /* The other listeners are not this worker's to accept on. */
     const tn_listener *others[] = {&m->lis, &m->pending_lis, &m->old_lis};
-    int k = 1;
+    int k = 2;
     for (size_t i = 0; i < TN_ARRAY_LEN(others); i++)
         if (others[i] != lis && others[i]->fd >= 0 && others[i]->fd != lis->fd)
             a.close_fds[k++] = others[i]->fd;
@@ -236,6 +238,8 @@ static void spawn_watcher(master *m)
     if (pid == 0) {
         signals_reset_child();
         close(m->sigfd);
+        close(m->wake[0]);
+        close(m->wake[1]);
         const tn_listener *ls[] = {&m->lis, &m->pending_lis, &m->old_lis};
         for (size_t i = 0; i < TN_ARRAY_LEN(ls); i++)
             if (ls[i]->fd >= 0)
@@ -745,7 +749,9 @@ int master_run(tn_config *cfg, const char *config_path)
     m->sb = sb_create();
     m->lim = limits_create();
     m->sigfd = signals_init_master();
-    if (m->sb == NULL || m->lim == NULL || m->sigfd < 0) {
+    if (pipe2(m->wake, O_NONBLOCK | O_CLOEXEC) < 0)
+        m->wake[0] = m->wake[1] = -1;
+    if (m->sb == NULL || m->lim == NULL || m->sigfd < 0 || m->wake[0] < 0) {
         log_error("cannot set up the scoreboard or signals: %m");
         listen_close(&m->lis, true);
         config_free(cfg);
@@ -765,13 +771,15 @@ int master_run(tn_config *cfg, const char *config_path)
     int64_t last_status = 0;
     for (;;) {
         int64_t now = clock_mono_ms();
-        struct pollfd pfd[2] = {{.fd = m->sigfd, .events = POLLIN}, {.fd = -1}};
-        int nfds = 1;
+        struct pollfd pfd[3] = {{.fd = m->sigfd, .events = POLLIN},
+                                {.fd = m->wake[0], .events = POLLIN},
+                                {.fd = -1}};
+        int nfds = 2;
         bool lis_polled = want_listen_poll(m, now);
         if (lis_polled) {
-            pfd[1].fd = m->lis.fd;
-            pfd[1].events = POLLIN;
-            nfds = 2;
+            pfd[2].fd = m->lis.fd;
+            pfd[2].events = POLLIN;
+            nfds = 3;
         }
         /* Tick fast while something is in motion; request timeouts are enforced from here,
          * so with request_timeout set they are late by at most one tick. */
@@ -781,6 +789,11 @@ int master_run(tn_config *cfg, const char *config_path)
         if (n < 0 && errno != EINTR) {
             log_error("poll: %m");
             break;
+        }
+        if (pfd[1].revents & POLLIN) {
+            char drain[64];
+            while (read(m->wake[0], drain, sizeof(drain)) > 0)
+                ;
         }
         int sig;
         while ((sig = signals_next()) != 0)
@@ -808,7 +821,7 @@ int master_run(tn_config *cfg, const char *config_path)
             finish_reload(m, now);
         if (m->state == M_RUNNING || m->state == M_RELOADING) {
             manage_pool(m, now);
-            if (lis_polled && n > 0 && (pfd[1].revents & POLLIN)) {
+            if (lis_polled && n > 0 && (pfd[2].revents & POLLIN)) {
                 int slot = spawn(m, m->cfg, &m->lis);
                 if (slot >= 0) {
                     m->ondemand_slot = slot;

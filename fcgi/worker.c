@@ -957,6 +957,10 @@ void worker_main(const worker_args *a)
     open_access_log(&w);
 
     __atomic_store_n(&w.slot->ready, 1, __ATOMIC_RELEASE);
+    if (a->wake_fd >= 0) {
+        (void)!write(a->wake_fd, "r", 1);   /* the master need not wait for its next tick */
+        close(a->wake_fd);
+    }
     worker_loop(&w);
 
     /* Leaving: a request the web server already wrote on a kept connection is served

@@ -36,6 +36,7 @@ typedef struct worker_args {
     unsigned generation;
     pid_t master_pid;
     int close_fds[4];       /* master-only descriptors to close in the child (-1 = none) */
+    int wake_fd;            /* write one byte here once the app is ready (wakes the master) */
 } worker_args;
 
 /* Run a worker; never returns. */
