@@ -148,6 +148,13 @@ static int validate(tn_config *c, conf_error *err)
     return TN_OK;
 }
 
+/* placement.NAME.KEY lines belong to the tenancy options (obj is the tn_config). */
+static int placement_key(void *obj, const char *key, const char *value, arena *a, char *err,
+                         size_t errlen)
+{
+    return tenancy_config_placement(&((tn_config *)obj)->tenancy, key, value, a, err, errlen);
+}
+
 tn_config *config_load(const char *path, conf_error *err)
 {
     arena *a = arena_create(8192);
@@ -162,7 +169,7 @@ tn_config *config_load(const char *path, conf_error *err)
         goto fail;
     c->arena = a;
     conf_target targets[] = {{tn_config_table, c}, {tenancy_config_table, &c->tenancy}};
-    if (conf_load_targets(targets, 2, path, a, NULL, err) != TN_OK)
+    if (conf_load_targets(targets, 2, path, a, placement_key, err) != TN_OK)
         goto fail;
     c->path = arena_strdup(a, path);
     if (validate(c, err) != TN_OK)

@@ -54,6 +54,21 @@ int db_reset(tn_db *db);
  * written). The ONLY way an identifier may enter SQL text in this project. */
 int db_quote_ident(const char *ident, char *out, size_t outlen);
 
+/* PostgreSQL only: scope every later transaction of this connection to `schema` (see
+ * storage/target.h): the first statement of each transaction — an autocommit statement, or
+ * the first after tn_db_begin — goes in one round trip with BEGIN and
+ * set_config('search_path', schema, true); an autocommit statement is committed in the same
+ * round trip. NULL removes the scope. TN_OK, TN_INVALID (SQLite, or a bad identifier),
+ * TN_BUSY (inside a transaction: change scope between transactions only). */
+int db_set_schema_scope(tn_db *db, const char *schema);
+const char *db_schema_scope(const tn_db *db);
+
+/* PostgreSQL only: LISTEN on a channel (a fixed identifier), then wait up to timeout_ms for
+ * notifications. db_wait_notify returns TN_OK when at least one arrived (all are consumed),
+ * TN_TIMEOUT when none, TN_IO when the connection broke. */
+int db_listen(tn_db *db, const char *channel);
+int db_wait_notify(tn_db *db, int timeout_ms);
+
 /* The backend of a URI without opening it: "sqlite", "postgres" or NULL. */
 const char *db_uri_backend(const char *uri);
 

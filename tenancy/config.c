@@ -48,10 +48,116 @@ const conf_opt tenancy_config_table[] = {
      "most entries of the per-tenant app cache in each worker"},
     {"theme.max_age", CONF_DURATION, OFF(theme_max_age_ms), "5m", 0, 86400000, NULL, 0,
      "Cache-Control max-age of /_theme.css"},
+    {"storage.placement", CONF_STR, OFF(default_placement), "sqlite", 0, 0, NULL, 0,
+     "placement of new tenants: sqlite or a placement.NAME declared here"},
+    {"storage.sqlite_dir", CONF_STR, OFF(sqlite_dir_text), NULL, 0, 0, NULL, 0,
+     "folder of the tenants' SQLite files (default: state_dir/tenants)"},
+    {"storage.sqlite_max_open", CONF_INT, OFF(sqlite_max_open), "128", 1, 100000, NULL, 0,
+     "SQLite files a worker keeps open (least recently used closed first)"},
+    {"storage.busy_timeout", CONF_DURATION, OFF(busy_timeout_ms), "5s", 0, 3600000, NULL, 0,
+     "how long a SQLite statement waits for a lock"},
+    {"storage.pg_db_max_open", CONF_INT, OFF(pg_db_max_open), "8", 1, 10000, NULL, 0,
+     "database-mode connections a worker keeps open"},
+    {"storage.migrations", CONF_STR, OFF(migrations), "", 0, 0, NULL, 0,
+     "folder of the app's migration files, applied in name order"},
+    {"storage.seed", CONF_STR, OFF(seed), "", 0, 0, NULL, 0,
+     "SQL file run once in a new tenant's storage after its migrations"},
+    {"storage.template", CONF_STR, OFF(template_slug), "", 0, 0, NULL, 0,
+     "tenant whose storage `tenant create --from-template` clones"},
+    {"storage.delete_grace", CONF_DURATION, OFF(delete_grace_ms), "168h", 0, 0, NULL, 0,
+     "how long a deleted tenant can be restored before `tenancy purge` drops it"},
     {NULL, 0, 0, NULL, 0, 0, NULL, 0, NULL},
 };
 
 static const char *const kind_names[RES_NKINDS] = {"host", "subdomain", "header", "path"};
+
+const placement *tenancy_placement(const tenancy_config *c, const char *name)
+{
+    for (int i = 0; i < c->nplacements; i++)
+        if (strcmp(c->placements[i].name, name) == 0)
+            return &c->placements[i];
+    return NULL;
+}
+
+static bool placement_name_ok(const char *s, size_t n)
+{
+    if (n == 0 || n > 32)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
+              s[i] == '-'))
+            return false;
+    return true;
+}
+
+int tenancy_config_placement(void *obj, const char *key, const char *value, arena *a,
+                             char *err, size_t errlen)
+{
+    tenancy_config *c = obj;
+    if (strncmp(key, "placement.", 10) != 0)
+        return TN_NOTFOUND;
+    const char *name = key + 10;
+    const char *dot = strrchr(name, '.');
+    if (dot == NULL || !placement_name_ok(name, (size_t)(dot - name))) {
+        snprintf(err, errlen, "%s: expected placement.NAME.dsn|mode|max_tenants|"
+                              "statement_timeout with NAME of a-z, 0-9, _ and -", key);
+        return TN_INVALID;
+    }
+    size_t nl = (size_t)(dot - name);
+    const char *field = dot + 1;
+    placement *p = NULL;
+    for (int i = 0; i < c->nplacements; i++)
+        if (strlen(c->placements[i].name) == nl && strncmp(c->placements[i].name, name, nl) == 0)
+            p = &c->placements[i];
+    if (p == NULL) {
+        if (nl == 6 && strncmp(name, "sqlite", 6) == 0) {
+            snprintf(err, errlen, "%s: 'sqlite' is the built-in placement", key);
+            return TN_INVALID;
+        }
+        if (c->nplacements >= MAX_PLACEMENTS) {
+            snprintf(err, errlen, "%s: at most %d placements", key, MAX_PLACEMENTS);
+            return TN_INVALID;
+        }
+        p = &c->placements[c->nplacements++];
+        memset(p, 0, sizeof(*p));
+        p->name = arena_strndup(a, name, nl);
+        p->kind = 1;   /* TARGET_PG_SCHEMA */
+        p->max_tenants = 200;
+    }
+    if (strcmp(field, "dsn") == 0) {
+        if (strncmp(value, "postgres:", 9) != 0 && strncmp(value, "postgresql://", 13) != 0) {
+            snprintf(err, errlen, "%s: expected a postgres: or postgresql:// URI", key);
+            return TN_INVALID;
+        }
+        p->server = arena_strdup(a, value);
+    } else if (strcmp(field, "mode") == 0) {
+        if (strcmp(value, "schema") == 0)
+            p->kind = 1;
+        else if (strcmp(value, "database") == 0)
+            p->kind = 2;
+        else {
+            snprintf(err, errlen, "%s: expected schema or database, got '%s'", key, value);
+            return TN_INVALID;
+        }
+    } else if (strcmp(field, "max_tenants") == 0) {
+        long long v;
+        if (conf_parse_int(value, &v) != TN_OK || v < 1 || v > 1000000) {
+            snprintf(err, errlen, "%s: expected a count from 1 to 1000000", key);
+            return TN_INVALID;
+        }
+        p->max_tenants = (int)v;
+    } else if (strcmp(field, "statement_timeout") == 0) {
+        if (conf_parse_duration(value, &p->statement_timeout_ms) != TN_OK) {
+            snprintf(err, errlen, "%s: expected a duration", key);
+            return TN_INVALID;
+        }
+    } else {
+        snprintf(err, errlen, "%s: unknown placement setting '%s' (dsn, mode, max_tenants, "
+                              "statement_timeout)", key, field);
+        return TN_INVALID;
+    }
+    return TN_OK;
+}
 
 const char *resolver_name(int kind)
 {
@@ -187,6 +293,30 @@ int tenancy_config_finish(tenancy_config *c, int max_children, arena *a, char *e
 
     c->registry_uri = c->registry ? c->registry
                                   : arena_sprintf(a, "sqlite:%s/control.db", c->state_dir);
+    c->sqlite_dir = c->sqlite_dir_text && c->sqlite_dir_text[0]
+                        ? c->sqlite_dir_text
+                        : arena_sprintf(a, "%s/tenants", c->state_dir);
+    /* The built-in placement, and every declared one complete. */
+    for (int i = 0; i < c->nplacements; i++)
+        if (c->placements[i].server == NULL) {
+            snprintf(err, errlen, "placement.%s has no dsn", c->placements[i].name);
+            return TN_INVALID;
+        }
+    if (c->nplacements < MAX_PLACEMENTS + 1 && tenancy_placement(c, "sqlite") == NULL) {
+        if (c->nplacements == MAX_PLACEMENTS) {
+            snprintf(err, errlen, "too many placements");
+            return TN_INVALID;
+        }
+        placement *p = &c->placements[c->nplacements++];
+        memset(p, 0, sizeof(*p));
+        p->name = "sqlite";
+        p->kind = 0;   /* TARGET_SQLITE */
+    }
+    if (tenancy_placement(c, c->default_placement) == NULL) {
+        snprintf(err, errlen, "storage.placement: no placement '%s' (sqlite, or declare "
+                              "placement.%s.dsn)", c->default_placement, c->default_placement);
+        return TN_INVALID;
+    }
     c->gen_path = arena_sprintf(a, "%s/registry.gen", c->state_dir);
 
     const char *mw = c->max_workers_text;

@@ -14,6 +14,18 @@
 
 enum resolver_kind { RES_HOST = 0, RES_SUBDOMAIN, RES_HEADER, RES_PATH, RES_NKINDS };
 
+/* A named place for tenants' storage: the built-in "sqlite" (a file per tenant under
+ * storage.sqlite_dir) or a PostgreSQL server declared with placement.NAME.* keys. */
+typedef struct placement {
+    const char *name;
+    int kind;                     /* target_kind (storage/target.h) */
+    const char *server;           /* PostgreSQL URI; NULL for sqlite */
+    int max_tenants;              /* schema mode: recycle a connection after this many */
+    int64_t statement_timeout_ms;
+} placement;
+
+#define MAX_PLACEMENTS 16
+
 typedef struct tenancy_config {
     /* as written */
     const char *resolvers;
@@ -33,6 +45,19 @@ typedef struct tenancy_config {
     int64_t app_cache_bytes;
     int app_cache_entries;
     int64_t theme_max_age_ms;
+    const char *default_placement;
+    const char *sqlite_dir_text;
+    int sqlite_max_open;
+    int64_t busy_timeout_ms;
+    int pg_db_max_open;
+    const char *migrations;       /* folder of the app's migration files ("": none) */
+    const char *seed;             /* SQL file run once when a tenant is created ("": none) */
+    const char *template_slug;    /* tenant cloned by `tenant create --from-template` */
+    int64_t delete_grace_ms;
+
+    /* placements (placement.NAME.KEY lines, plus the built-in "sqlite") */
+    placement placements[MAX_PLACEMENTS];
+    int nplacements;
 
     /* parsed (tenancy_config_finish) */
     bool enabled;                 /* at least one resolver */
@@ -50,9 +75,17 @@ typedef struct tenancy_config {
     const char *gen_path;         /* <state_dir>/registry.gen */
     int max_workers_abs;          /* 0: no limit */
     int max_workers_pct;          /* 0: absolute */
+    const char *sqlite_dir;       /* storage.sqlite_dir, or <state_dir>/tenants */
 } tenancy_config;
 
 extern const conf_opt tenancy_config_table[];
+
+/* The conf_unknown_fn for placement.NAME.KEY lines (obj is the tenancy_config). */
+int tenancy_config_placement(void *obj, const char *key, const char *value, arena *a,
+                             char *err, size_t errlen);
+
+/* A placement by name, or NULL. */
+const placement *tenancy_placement(const tenancy_config *c, const char *name);
 
 /* Parse the text options into their forms; `max_children` resolves a percentage.
  * TN_OK or TN_INVALID with a message naming the option. */

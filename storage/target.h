@@ -1,0 +1,111 @@
+/*
+ * target.h — where one tenant's data lives (a storage target), and the per-worker pool of
+ * open connections to targets.
+ *
+ * A target is one of three placements:
+ *   TARGET_SQLITE        a file of its own (the embedded default);
+ *   TARGET_PG_SCHEMA     a schema of its own in a shared PostgreSQL database;
+ *   TARGET_PG_DATABASE   a database of its own on a PostgreSQL server.
+ * This module knows nothing of tenants: the tenancy layer maps a tenant's registry entry
+ * (placement, storage) to a storage_target and asks for a connection.
+ *
+ * Schema mode is where pooled connections leak tenants in other tools (a session-level
+ * `SET search_path` that outlives the request). Here the schema is never a session setting:
+ * a connection scoped to a schema (db_set_schema_scope in db.h) sends
+ * `BEGIN; set_config('search_path', <schema>, true)` in the same round trip as the first
+ * statement of every transaction (autocommit statements included), so the path is
+ * transaction-local, dies with COMMIT or ROLLBACK, and is safe behind PgBouncer in
+ * transaction mode. Outside a scope the session search_path is empty: an unqualified table
+ * name fails instead of resolving anywhere. `public` is never in the path.
+ *
+ * Must not: build SQL from a target's name except through db_quote_ident; keep a
+ * connection whose state is unknown after a request (pool_release resets or closes it).
+ */
+#ifndef TN_STORAGE_TARGET_H
+#define TN_STORAGE_TARGET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "storage/db.h"
+
+typedef enum target_kind {
+    TARGET_SQLITE = 0,
+    TARGET_PG_SCHEMA = 1,
+    TARGET_PG_DATABASE = 2
+} target_kind;
+
+typedef struct storage_target {
+    target_kind kind;
+    const char *server;   /* PostgreSQL: the server's URI ("postgres:host=... dbname=app");
+                             for TARGET_PG_DATABASE the dbname in it is replaced by `name`.
+                             SQLite: NULL */
+    const char *name;     /* SQLite: the file's path; schema mode: the schema; database
+                             mode: the database */
+    bool sync_normal;     /* SQLite: synchronous=NORMAL instead of FULL (per-tenant opt-in:
+                             the newest transactions may be lost on power failure) */
+    int busy_timeout_ms;  /* SQLite (0: 5000) */
+    int statement_timeout_ms; /* PostgreSQL (0: server default) */
+} storage_target;
+
+/* Names: "target_kind" <-> "sqlite" | "schema" | "database". */
+const char *target_kind_name(target_kind k);
+int target_kind_parse(const char *s);   /* -1 when unknown */
+
+/* Create the file, schema or database. TN_OK, TN_EXISTS (already there: nothing changed),
+ * TN_INVALID (bad name), or a storage error; err says why. */
+int target_create(const storage_target *t, char *err, size_t errlen);
+
+/* Whether it exists. TN_OK with *exists set, or a storage error. */
+int target_exists(const storage_target *t, bool *exists, char *err, size_t errlen);
+
+/* Remove it and everything in it. TN_OK, TN_NOTFOUND, or a storage error. */
+int target_drop(const storage_target *t, char *err, size_t errlen);
+
+/* A connection scoped to the target, for the caller alone (the CLI, migrations, a move):
+ * a SQLite file opened, a PostgreSQL connection with the schema scope set, or a connection
+ * to the tenant's database. Close with db_close. */
+int target_open(const storage_target *t, tn_db **out, char *err, size_t errlen);
+
+/* The tables of the target, in an order fit for copying (parents before children), its
+ * own version table included. Only the target's schema or file is read (never a
+ * catalog-wide listing: that is the O(N^2) trap at 10,000 schemas). fn gets each name;
+ * TN_OK to go on. */
+int target_tables(tn_db *db, const storage_target *t, int (*fn)(void *ctx, const char *table),
+                  void *ctx);
+
+/* ---- the per-worker pool ---------------------------------------------------------------- */
+
+typedef struct storage_pool storage_pool;
+
+typedef struct pool_limits {
+    int sqlite_max_open;        /* SQLite handles kept open (LRU); also bounded by the file
+                                   descriptors the process may open (3 per handle in WAL) */
+    int pg_max_tenants;         /* schema mode: recycle a server connection after it has
+                                   served this many distinct schemas (backend catalog memory
+                                   grows ~20 KB per schema touched and never shrinks) */
+    int pg_db_max_open;         /* database mode: connections kept open (LRU) */
+} pool_limits;
+
+typedef struct pool_stats {
+    uint64_t acquires, sqlite_opens, sqlite_hits, pg_connects, pg_recycles, resets, evictions;
+    int sqlite_open, pg_open;
+} pool_stats;
+
+storage_pool *pool_create(const pool_limits *l);
+void pool_destroy(storage_pool *p);
+
+/* The connection for one request of target t, valid until pool_release. A connection in
+ * use is never evicted. TN_OK, or a storage error (err says why). */
+int pool_acquire(storage_pool *p, const storage_target *t, tn_db **out, char *err,
+                 size_t errlen);
+
+/* The request is over: roll back a transaction it left open, check the connection's state
+ * (db_is_clean), reset or close one that is not clean, drop the schema scope. After this
+ * nothing of the request's tenant remains on the connection. */
+void pool_release(storage_pool *p, tn_db *db);
+
+void pool_get_stats(const storage_pool *p, pool_stats *s);
+
+#endif
