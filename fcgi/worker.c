@@ -759,11 +759,12 @@ static uint64_t jittered_limit(const tn_config *cfg)
     return base - spread + r;
 }
 
-static void accept_new(worker *w, int64_t now)
+/* Accept one connection if one is waiting. True when a connection was added. */
+static bool accept_new(worker *w, int64_t now)
 {
     int fd = accept4(w->args->lis->fd, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0)
-        return;   /* another worker won, or a transient error: epoll will say again */
+        return false;   /* none waiting, another worker won, or a transient error */
     sb_inc(&w->sb->pool.accepted);
     if (!w->args->lis->is_unix && !netaddr_list_any(w->cfg->allowed)) {
         struct sockaddr_storage ss;
@@ -772,7 +773,7 @@ static void accept_new(worker *w, int64_t now)
             !netaddr_match_sockaddr(w->cfg->allowed, (struct sockaddr *)&ss, len)) {
             log_warn("refused a FastCGI connection from an address outside allowed_clients");
             close(fd);
-            return;
+            return false;
         }
     }
     /* Every read on this connection (libfcgi's included) gives up after request_timeout. */
@@ -785,13 +786,24 @@ static void accept_new(worker *w, int64_t now)
     /* nginx writes the request right after connecting: look at once, not a turn later. */
     if (c != NULL)
         c->ready = true;
+    return c != NULL;
 }
+
+/* Turns in a row that may skip epoll_pwait (see worker_loop). */
+#define FAST_ACCEPT_STREAK 16
 
 static void worker_loop(worker *w)
 {
     const tn_config *cfg = w->cfg;
     struct epoll_event evs[32];
     w->idle_since_ms = clock_mono_ms();
+    /* Under load, a worker that just served a connection it accepted usually finds the
+     * next one already waiting: it tries accept() first and skips epoll_pwait, holding
+     * nothing else meanwhile (no kept connection to watch). At most FAST_ACCEPT_STREAK
+     * turns in a row, so that a stop signal (delivered only inside epoll_pwait) still gets
+     * in under constant load. */
+    int streak = 0;
+    bool accepted = false;
     while (!stop_requested) {
         if (w->max_requests && w->served >= w->max_requests) {
             log_info("recycling after %llu requests (pm.max_requests)",
@@ -800,6 +812,17 @@ static void worker_loop(worker *w)
         }
         check_log_reopen(w);
         int64_t now = clock_mono_ms();
+        if (accepted && w->nconns == 0 && streak < FAST_ACCEPT_STREAK) {
+            streak++;
+            accepted = accept_new(w, now);
+            if (accepted) {
+                handle_conn(w, &w->conns[w->nconns - 1], now);
+                w->idle_since_ms = clock_mono_ms();
+            }
+            continue;
+        }
+        streak = 0;
+        accepted = false;
         int timeout = -1;
         bool any_ready = false;
         for (int i = 0; i < w->nconns; i++) {
@@ -852,7 +875,7 @@ static void worker_loop(worker *w)
             break;
         }
         if (listen_ready)
-            accept_new(w, now);
+            accepted = accept_new(w, now);
         /* Serve one ready connection per turn, the one waiting longest first, so that the
          * listen socket and the deadlines are looked at between requests. */
         struct conn *pick = NULL;
