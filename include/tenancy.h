@@ -196,6 +196,14 @@ const char *tn_rows_get(const tn_rows *rows, int col);
 const char *tn_rows_getn(const tn_rows *rows, const char *name);
 void tn_rows_free(tn_rows *rows);
 
+/* The request's own tenant storage: its SQLite file, PostgreSQL schema or database, as the
+ * registry places it; opened on first use and held until the request ends. When the request
+ * ends, a transaction it left open is rolled back and the connection's state is checked, so
+ * nothing of this tenant can reach the next request. NULL for a central request, or when
+ * the storage cannot be reached (the reason is logged; answer 503). On PostgreSQL in schema
+ * mode each transaction runs with the tenant's schema as its only search path. */
+tn_db *tn_db_of(tn_request *r);
+
 /* Rows changed by the last statement, and the id of the last inserted row (SQLite rowid;
  * in PostgreSQL, use INSERT ... RETURNING id instead: this returns -1). */
 int64_t tn_db_changes(const tn_db *db);

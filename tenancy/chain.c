@@ -15,6 +15,7 @@
 #include "storage/db.h"
 #include "tenancy/appcache.h"
 #include "tenancy/lookup.h"
+#include "tenancy/placement.h"
 #include "tenancy/registry.h"
 
 #include <stdio.h>
@@ -34,6 +35,7 @@ static struct {
     bool ready;
     lookup_cache *lookup;
     appcache *apps;
+    storage_pool *pool;       /* tenants' storage connections, opened on first use */
     registry *reg;
     int64_t reg_retry_ms;      /* no reconnect before (after a failure) */
     struct stage stages[MAX_STAGES];
@@ -54,7 +56,14 @@ int chain_init(const chain_env *env)
     ch.lookup = lookup_create(c->lookup_cache ? c->lookup_cache_size : 0, c->lookup_cache_ttl_ms,
                               c->lookup_cache_negative_ttl_ms);
     ch.apps = appcache_create((size_t)c->app_cache_bytes, c->app_cache_entries);
-    if (ch.lookup == NULL || ch.apps == NULL)
+    int max_tenants = 200;
+    for (int i = 0; i < c->nplacements; i++)
+        if (c->placements[i].server != NULL && c->placements[i].max_tenants < max_tenants)
+            max_tenants = c->placements[i].max_tenants;
+    pool_limits pl = {.sqlite_max_open = c->sqlite_max_open, .pg_max_tenants = max_tenants,
+                      .pg_db_max_open = c->pg_db_max_open};
+    ch.pool = pool_create(&pl);
+    if (ch.lookup == NULL || ch.apps == NULL || ch.pool == NULL)
         return TN_NOMEM;
     ch.ready = true;
     return TN_OK;
@@ -64,6 +73,7 @@ void chain_fini(void)
 {
     lookup_destroy(ch.lookup);
     appcache_destroy(ch.apps);
+    pool_destroy(ch.pool);
     registry_close(ch.reg);
     arena_destroy(ch.run_arena);
     buf_free(&ch.run_headers);
@@ -424,8 +434,18 @@ int chain_run(tn_request *r, int (*handler)(tn_request *))
     return handler(r);
 }
 
+/* Give the request's storage back: rolled back if left open, checked, unscoped. */
+static void release_storage(tn_request *r)
+{
+    if (r->db != NULL) {
+        pool_release(ch.pool, r->db);
+        r->db = NULL;
+    }
+}
+
 void chain_finish(tn_request *r, int status)
 {
+    release_storage(r);
     if (r->tenant != NULL && r->tenant_counted)
         limits_leave(ch.env.lim, r->tenant->id, status);
     if (r->tenant != NULL && ch.env.note_tenant)
@@ -451,6 +471,42 @@ const char *tn_tenant_state(const tn_tenant *t)
 const char *tn_tenant_setting(const tn_tenant *t, const char *key)
 {
     return tenant_setting_get((const tenant_rec *)t, key);
+}
+
+tn_db *tn_db_of(tn_request *r)
+{
+    if (r->db != NULL)
+        return r->db;
+    if (!ch.ready || r->tenant == NULL)
+        return NULL;
+    /* The same failure repeats for every request of a tenant: say it once a second. */
+    static int64_t last_log_ms;
+    static int64_t last_log_id;
+    int64_t now = clock_mono_ms();
+    bool say = r->tenant->id != last_log_id || now - last_log_ms >= 1000;
+    storage_target t;
+    int rc = placement_target(ch.env.cfg, r->tenant, &t);
+    if (rc != TN_OK) {
+        if (say)
+            log_error("tenant %s: %s", r->tenant->slug,
+                      rc == TN_NOTFOUND ? "its placement is not configured on this host"
+                                        : "it has no storage (create it with `tenancy tenant "
+                                          "create`, which provisions it)");
+        last_log_ms = now;
+        last_log_id = r->tenant->id;
+        return NULL;
+    }
+    char err[512];
+    tn_db *db = NULL;
+    if (pool_acquire(ch.pool, &t, &db, err, sizeof(err)) != TN_OK) {
+        if (say)
+            log_error("tenant %s: storage unavailable: %s", r->tenant->slug, err);
+        last_log_ms = now;
+        last_log_id = r->tenant->id;
+        return NULL;
+    }
+    r->db = db;
+    return db;
 }
 
 static int64_t cache_ns(const tn_request *r) { return r->tenant ? r->tenant->id : 0; }
@@ -526,6 +582,7 @@ int tn_run(const char *slug, tn_run_fn fn, void *arg)
     log_set_context(ctx);
     r.stage = "run";
     rc = fn(&r, arg);
+    release_storage(&r);
     log_set_context(NULL);
     ch.current = NULL;
     ch.in_request = false;

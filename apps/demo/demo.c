@@ -2,9 +2,10 @@
  * demo — the app `make demo` serves: a small JSON page about the request it answers, with
  * the tenant taken from the request's context.
  *
- *   GET /       {"tenant": "acme", "name": "Acme Corp", "host": ..., "worker": pid,
- *                "request_id": ..., "visits": n}   (visits counted per tenant, per worker,
- *                in the tenant cache)
+ *   GET /       {"tenant": "acme", "name": "Acme Corp", "data": "<read from acme's own
+ *                storage>", "host": ..., "worker": pid, "request_id": ..., "visits": n}
+ *                (visits counted per tenant, per worker, in the tenant cache; data is the
+ *                first greeting the tenant's seed wrote in its own file or schema)
  *               on a central domain: {"tenant": null, "platform": true, ...}
  *   GET /hello  plain text greeting
  * Anything else is a 404 page. The tenant's theme is at /_theme.css (served by the host).
@@ -59,11 +60,31 @@ static int demo_handle(tn_request *r)
     int nl = snprintf(num, sizeof(num), "%ld", ++visits);
     tn_cache_set(r, "visits", num, (size_t)nl, 0);
 
+    /* A value from the tenant's own storage, read in this request. */
+    const char *data = NULL;
+    if (t != NULL) {
+        /* A tenant without storage (created without provisioning) answers data: null; the
+         * host has logged why. */
+        tn_db *db = tn_db_of(r);
+        tn_rows *rows = NULL;
+        if (db != NULL) {
+            if (tn_db_query(db, &rows, "SELECT message FROM greetings ORDER BY id LIMIT 1", 0,
+                            NULL) == TN_OK &&
+                tn_rows_next(rows) == TN_OK)
+                data = tn_strdup(r, tn_rows_get(rows, 0) ? tn_rows_get(rows, 0) : "");
+            else
+                tn_log(r, TN_LOG_ERROR, "reading greetings: %s", tn_db_error(db));
+            tn_rows_free(rows);
+        }
+    }
+
     tn_add_header(r, "Content-Type", "application/json");
     tn_puts(r, "{\"tenant\":");
     json_str(r, t ? tn_tenant_slug(t) : NULL);
     tn_puts(r, ",\"name\":");
     json_str(r, t ? tn_tenant_name(t) : "the platform");
+    tn_puts(r, ",\"data\":");
+    json_str(r, data);
     if (t == NULL)
         tn_puts(r, ",\"platform\":true");
     tn_puts(r, ",\"host\":");
@@ -76,6 +97,6 @@ static int demo_handle(tn_request *r)
 TN_APP_DEFINE = {
     .abi = TN_ABI_VERSION,
     .name = "demo",
-    .version = "2",
+    .version = "3",
     .handle = demo_handle,
 };

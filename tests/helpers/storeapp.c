@@ -1,0 +1,132 @@
+/*
+ * storeapp.c — a test app module that reads and writes its tenant's own storage, and
+ * misbehaves on purpose, to prove that nothing of one request's tenant reaches the next.
+ *
+ *   GET  /                {"tenant":"<slug from the context>","data":"<marker read from
+ *                          the tenant's own storage>"}
+ *   GET  /fail            begins a transaction, writes the marker wrong, points the
+ *                          session's search_path elsewhere (PostgreSQL), then fails
+ *   GET  /sleep?ms=N      begins a transaction, writes, then sleeps (request_timeout kills)
+ *   GET  /big             begins a transaction, writes, then streams 8 MB (clients abort)
+ *   POST /write?batch=B&n=N  inserts N rows with ids from the body (one per line) in one
+ *                          transaction; answers the ids it committed
+ *   GET  /count?batch=B   rows of a batch
+ * Test-only; never installed. Migrations and seed: tests/fixtures/storeapp/.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tenancy.h"
+
+static int fail_db(tn_request *r, tn_db *db)
+{
+    tn_log(r, TN_LOG_ERROR, "storage: %s", db ? tn_db_error(db) : "no storage");
+    return tn_send_error(r, 503, "storage error");
+}
+
+static int read_marker(tn_request *r)
+{
+    tn_db *db = tn_db_of(r);
+    tn_rows *rows = NULL;
+    if (db == NULL || tn_db_query(db, &rows, "SELECT tenant FROM marker WHERE id = 1", 0, NULL) != TN_OK)
+        return fail_db(r, db);
+    const char *v = tn_rows_next(rows) == TN_OK ? tn_rows_get(rows, 0) : NULL;
+    const tn_tenant *t = tn_tenant_of(r);
+    tn_add_header(r, "Content-Type", "application/json");
+    int rc = tn_printf(r, "{\"tenant\":\"%s\",\"data\":\"%s\"}\n", t ? tn_tenant_slug(t) : "",
+                       v ? v : "");
+    tn_rows_free(rows);
+    return rc;
+}
+
+/* Start a transaction and overwrite the marker: must never be seen by anyone. */
+static tn_db *dirty(tn_request *r)
+{
+    tn_db *db = tn_db_of(r);
+    if (db == NULL || tn_db_begin(db) != TN_OK)
+        return NULL;
+    const char *p[] = {"LEAKED"};
+    tn_db_exec(db, "UPDATE marker SET tenant = $1 WHERE id = 1", 1, p);
+    return db;
+}
+
+static int handle(tn_request *r)
+{
+    const char *path = tn_path(r);
+    if (strcmp(path, "/") == 0)
+        return read_marker(r);
+    if (strcmp(path, "/fail") == 0) {
+        tn_db *db = dirty(r);
+        if (db != NULL && strcmp(tn_db_backend(db), "postgres") == 0) {
+            /* A hostile app tries to leave the session pointing at another schema. */
+            const char *p[] = {"public"};
+            tn_db_exec(db, "SELECT set_config('search_path', $1, false)", 1, p);
+        }
+        return TN_ERR;   /* the host answers 500; the transaction must be rolled back */
+    }
+    if (strcmp(path, "/sleep") == 0) {
+        dirty(r);
+        const char *ms = tn_query_arg(r, "ms");
+        long v = ms ? strtol(ms, NULL, 10) : 0;
+        struct timespec ts = {v / 1000, (v % 1000) * 1000000};
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+        return tn_puts(r, "slept\n");
+    }
+    if (strcmp(path, "/big") == 0) {
+        dirty(r);
+        static char chunk[65536];
+        memset(chunk, 'x', sizeof(chunk));
+        for (int i = 0; i < 128; i++)
+            if (tn_write(r, chunk, sizeof(chunk)) != TN_OK)
+                return TN_IO;   /* the client went away mid-response */
+        return TN_OK;
+    }
+    if (strcmp(path, "/write") == 0 && strcmp(tn_method(r), "POST") == 0) {
+        const char *batch = tn_query_arg(r, "batch");
+        const char *body;
+        size_t len;
+        if (batch == NULL || tn_body(r, &body, &len) != TN_OK)
+            return tn_send_error(r, 400, "batch and a body of ids are required");
+        tn_db *db = tn_db_of(r);
+        if (db == NULL || tn_db_begin(db) != TN_OK)
+            return fail_db(r, db);
+        int n = 0;
+        char *copy = tn_strdup(r, body);
+        char *save = NULL;
+        for (char *id = strtok_r(copy, "\n", &save); id; id = strtok_r(NULL, "\n", &save), n++) {
+            char num[16];
+            snprintf(num, sizeof(num), "%d", n);
+            const char *p[] = {id, batch, num};
+            if (tn_db_exec(db, "INSERT INTO writes (id, batch, n) VALUES ($1, $2, $3)", 3, p) != TN_OK) {
+                tn_db_rollback(db);
+                return fail_db(r, db);
+            }
+        }
+        if (tn_db_commit(db) != TN_OK)
+            return fail_db(r, db);
+        return tn_printf(r, "committed %d\n", n);
+    }
+    if (strcmp(path, "/count") == 0) {
+        const char *batch = tn_query_arg(r, "batch");
+        tn_db *db = tn_db_of(r);
+        tn_rows *rows = NULL;
+        const char *p[] = {batch ? batch : ""};
+        if (db == NULL ||
+            tn_db_query(db, &rows, "SELECT count(*) FROM writes WHERE batch = $1", 1, p) != TN_OK)
+            return fail_db(r, db);
+        int rc = tn_printf(r, "%s\n", tn_rows_next(rows) == TN_OK ? tn_rows_get(rows, 0) : "?");
+        tn_rows_free(rows);
+        return rc;
+    }
+    return tn_send_error(r, 404, "no such route");
+}
+
+TN_APP_DEFINE = {
+    .abi = TN_ABI_VERSION,
+    .name = "storeapp",
+    .version = "1",
+    .handle = handle,
+};
