@@ -99,7 +99,8 @@ const conf_opt tn_config_table[] = {
     {NULL, 0, 0, NULL, 0, 0, NULL, 0, NULL},
 };
 
-const conf_opt *const tn_config_tables[] = {tn_config_table, tenancy_config_table, NULL};
+const conf_opt *const tn_config_tables[] = {tn_config_table, tenancy_config_table,
+                                             admin_config_table, NULL};
 
 const char *config_pm_name(int pm) { return pm_names[pm]; }
 
@@ -145,6 +146,20 @@ static int validate(tn_config *c, conf_error *err)
         return fail(err, "status_allow: %s", msg);
     if (tenancy_config_finish(&c->tenancy, c->max_children, c->arena, msg, sizeof(msg)) != TN_OK)
         return fail(err, "%s", msg);
+    if (admin_config_finish(&c->admin, &c->tenancy, c->arena, msg, sizeof(msg)) != TN_OK)
+        return fail(err, "%s", msg);
+    if (c->admin.enabled) {
+        /* The panel's host is a central domain: it never resolves to a tenant. */
+        tenancy_config *t = &c->tenancy;
+        const char **cent = arena_alloc(c->arena, (size_t)(t->ncentrals + 2) * sizeof(*cent));
+        if (cent == NULL)
+            return fail(err, "out of memory");
+        for (int i = 0; i < t->ncentrals; i++)
+            cent[i] = t->centrals[i];
+        cent[t->ncentrals] = c->admin.host_norm;
+        t->centrals = cent;
+        t->ncentrals++;
+    }
     return TN_OK;
 }
 
@@ -168,8 +183,10 @@ tn_config *config_load(const char *path, conf_error *err)
     if (c == NULL)
         goto fail;
     c->arena = a;
-    conf_target targets[] = {{tn_config_table, c}, {tenancy_config_table, &c->tenancy}};
-    if (conf_load_targets(targets, 2, path, a, placement_key, err) != TN_OK)
+    conf_target targets[] = {{tn_config_table, c},
+                             {tenancy_config_table, &c->tenancy},
+                             {admin_config_table, &c->admin}};
+    if (conf_load_targets(targets, 3, path, a, placement_key, err) != TN_OK)
         goto fail;
     c->path = arena_strdup(a, path);
     if (validate(c, err) != TN_OK)

@@ -15,6 +15,7 @@
 
 #include "core/arena.h"
 #include "core/conf.h"
+#include "admin/config.h"
 #include "core/netaddr.h"
 #include "tenancy/config.h"
 
@@ -76,6 +77,7 @@ typedef struct tn_config {
     netaddr_list *status_allowed;
 
     tenancy_config tenancy;    /* the tenancy chain's options (tenancy/config.h) */
+    admin_config admin;        /* the admin panel's options (admin/config.h) */
 } tn_config;
 
 extern const conf_opt tn_config_table[];

@@ -106,6 +106,7 @@ int main(int argc, char **argv)
             if (test == 2) {
                 conf_dump(tn_config_table, cfg, stdout);
                 conf_dump(tenancy_config_table, &cfg->tenancy, stdout);
+                conf_dump(admin_config_table, &cfg->admin, stdout);
             }
             fprintf(stderr, "tenancyd: configuration %s is valid\n", path);
         }

@@ -31,6 +31,7 @@
  */
 #include "core/first.h"
 #include "fcgi/worker.h"
+#include "admin/admin.h"
 #include "core/arena.h"
 #include "core/buf.h"
 #include "core/clock.h"
@@ -470,6 +471,31 @@ static void make_req_id(worker *w, char *out, size_t n, FCGX_Request *fx)
     snprintf(out, n, "%x-%llx", (unsigned)w->slot->pid, (unsigned long long)++w->req_counter);
 }
 
+/* A request for the admin panel: its host, read from the same params the chain reads
+ * (tenant.host_params) and normalised the same way, is admin.host. */
+static bool admin_request(worker *w, tn_request *r)
+{
+    const tenancy_config *tc = &w->cfg->tenancy;
+    if (!w->cfg->admin.enabled)
+        return false;
+    const char *raw = NULL;
+    for (int i = 0; i < tc->nhparams && raw == NULL; i++) {
+        raw = tn_param(r, tc->hparams[i]);
+        if (raw != NULL && raw[0] == '\0')
+            raw = NULL;
+    }
+    char host[256];
+    return raw != NULL && tenant_host_normalise(raw, host, sizeof(host)) != 0 &&
+           admin_is_host(host);
+}
+
+/* The panel's view of the host: the status document (admin/ knows no scoreboard). */
+static void admin_status(void *ctx, buf *out)
+{
+    worker *w = ctx;
+    status_json(out, w->sb, w->args->lis, w->args->lim);
+}
+
 /* Run the request through the host's stages and the app. Returns the final HTTP status. */
 static int run_request(worker *w, tn_request *r)
 {
@@ -479,6 +505,8 @@ static int run_request(worker *w, tn_request *r)
         tn_send_error(r, 503, "the request waited in the queue longer than queue_timeout");
         return r->status;
     }
+    if (admin_request(w, r))
+        return admin_handle(r);   /* the panel: never the chain, never the app */
     if (serve_builtin(w, r) == TN_DONE)
         return r->status;
 
@@ -932,6 +960,13 @@ void worker_main(const worker_args *a)
                      .lim = a->lim, .note_tenant = note_tenant, .hook_ctx = w.slot};
     if (chain_init(&env) != TN_OK) {
         log_error("cannot set up the tenancy chain: out of memory");
+        _exit(WORKER_EXIT_SETUP);
+    }
+    admin_env adm_env = {.cfg = &w.cfg->admin, .tcfg = &w.cfg->tenancy,
+                         .config_path = w.cfg->path, .status_json = admin_status,
+                         .status_ctx = &w};
+    if (admin_init(&adm_env) != TN_OK) {
+        log_error("cannot set up the admin panel: out of memory");
         _exit(WORKER_EXIT_SETUP);
     }
     char err[512];

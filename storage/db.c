@@ -7,12 +7,17 @@
  * row set pointing at freed driver state), identifier quoting, and splitting scripts into
  * statements.
  *
+ * The PostgreSQL driver is loaded on first use (see "the PostgreSQL driver" below), so a
+ * host that only opens sqlite: URIs never maps libpq.
+ *
  * Must not: include sqlite3.h or libpq-fe.h (drivers own those), put anything but a
  * db_quote_ident() result or constant text into SQL, log, or abort.
  */
 #include "core/first.h"
 #include "storage/db_int.h"
+#include "core/log.h"
 
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +51,86 @@ static bool txn_open(const tn_db *db)
     return st == DB_TXN_OPEN || st == DB_TXN_FAILED;
 }
 
+/* ---- the PostgreSQL driver ----------------------------------------------------------------
+ *
+ * libpq costs every exec of tenancyd ~12 ms of relocation and ~5 MB of mappings, whether or
+ * not a PostgreSQL URI is ever opened, so the driver is a module (storage/pgdriver.so,
+ * linked with libpq) that is dlopen()ed the first time one is: from $TENANCY_PGDRIVER when
+ * set (the build tree, tests), else from PGDRIVER_PATH (the installed one). A failed load is
+ * not retried (the message is kept for every later open). A program that links pg.c itself
+ * defines tn_pgdriver_entry, and then that one is used and nothing is loaded.
+ */
+
+#ifndef PGDRIVER_PATH
+#define PGDRIVER_PATH "pgdriver.so"
+#endif
+
+extern db_pg_entry_fn tn_pgdriver_entry __attribute__((weak));
+
+static void host_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void host_log(int level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_vmsg(level, fmt, ap);
+    va_end(ap);
+}
+
+static const db_host the_host = {
+    .abi = DB_HOST_ABI,
+    .sizeof_db = sizeof(tn_db),
+    .sizeof_rows = sizeof(tn_rows),
+    .sizeof_driver = sizeof(db_driver),
+    .set_error = db_set_error,
+    .rows_link = db_rows_link,
+    .rows_detach_all = db_rows_detach_all,
+    .log = host_log,
+};
+
+static const db_driver *pg_driver;
+static bool pg_tried;
+static char pg_load_error[DB_ERRLEN];
+
+/* The PostgreSQL driver, loaded on the first call; NULL with err set when it cannot be. */
+static const db_driver *pg_load(char *err, size_t errlen)
+{
+    if (!pg_tried) {
+        pg_tried = true;
+        db_pg_entry_fn *entry = tn_pgdriver_entry;
+        const char *path = NULL;
+        char why[DB_ERRLEN] = "";
+        if (entry == NULL) {
+            path = secure_getenv("TENANCY_PGDRIVER");
+            if (path == NULL || *path == '\0')
+                path = PGDRIVER_PATH;
+            void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+            if (h == NULL) {
+                const char *e = dlerror();
+                snprintf(pg_load_error, sizeof(pg_load_error),
+                         "the PostgreSQL driver cannot be loaded (%s; set TENANCY_PGDRIVER to "
+                         "the path of pgdriver.so)",
+                         e != NULL ? e : path);
+                goto out;
+            }
+            *(void **)&entry = dlsym(h, DB_PG_ENTRY);
+            if (entry == NULL) {
+                snprintf(pg_load_error, sizeof(pg_load_error),
+                         "the PostgreSQL driver %s has no %s: not a tenancy driver", path,
+                         DB_PG_ENTRY);
+                goto out;   /* the handle stays: unloading code we touched is not worth it */
+            }
+        }
+        pg_driver = entry(&the_host, why, sizeof(why));
+        if (pg_driver == NULL)
+            snprintf(pg_load_error, sizeof(pg_load_error), "%s: %s",
+                     path != NULL ? path : "the PostgreSQL driver", why);
+    }
+out:
+    if (pg_driver == NULL)
+        set_errbuf(err, errlen, pg_load_error);
+    return pg_driver;
+}
+
 /* ---- opening ----------------------------------------------------------------------------- */
 
 static bool has_prefix(const char *s, const char *prefix)
@@ -53,33 +138,41 @@ static bool has_prefix(const char *s, const char *prefix)
     return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
-/* The driver for a URI, and the part of it the driver gets (*target). */
-static const db_driver *pick_driver(const char *uri, const char **target)
+enum backend { BACKEND_NONE, BACKEND_SQLITE, BACKEND_PG };
+
+/* The backend of a URI, and the part of it the driver gets (*target). */
+static enum backend pick_backend(const char *uri, const char **target)
 {
     if (uri == NULL)
-        return NULL;
+        return BACKEND_NONE;
     if (has_prefix(uri, "sqlite:")) {
         *target = uri + strlen("sqlite:");
-        return &db_sqlite_driver;
+        return BACKEND_SQLITE;
     }
     /* A libpq URI goes to libpq whole; "postgres:" followed by anything else is the prefix
      * of a conninfo string ("postgres:host=... dbname=..."). */
     if (has_prefix(uri, "postgresql://") || has_prefix(uri, "postgres://")) {
         *target = uri;
-        return &db_pg_driver;
+        return BACKEND_PG;
     }
     if (has_prefix(uri, "postgres:")) {
         *target = uri + strlen("postgres:");
-        return &db_pg_driver;
+        return BACKEND_PG;
     }
-    return NULL;
+    return BACKEND_NONE;
 }
 
 const char *db_uri_backend(const char *uri)
 {
     const char *target;
-    const db_driver *drv = pick_driver(uri, &target);
-    return drv != NULL ? drv->name : NULL;
+    switch (pick_backend(uri, &target)) {
+    case BACKEND_SQLITE:
+        return "sqlite";
+    case BACKEND_PG:
+        return "postgres";
+    default:
+        return NULL;
+    }
 }
 
 /*
@@ -95,13 +188,16 @@ int db_open(const char *uri, const db_options *opt, tn_db **out, char *err, size
     }
     *out = NULL;
     set_errbuf(err, errlen, "");
-    const db_driver *drv = pick_driver(uri, &target);
-    if (drv == NULL) {
+    enum backend b = pick_backend(uri, &target);
+    if (b == BACKEND_NONE) {
         set_errbuf(err, errlen,
                    "unknown database URI (expected sqlite:PATH, postgres:CONNINFO or "
                    "postgresql://...)");
         return TN_INVALID;
     }
+    const db_driver *drv = b == BACKEND_SQLITE ? &db_sqlite_driver : pg_load(err, errlen);
+    if (drv == NULL)
+        return TN_IO;
     db_options o = {0};
     if (opt != NULL)
         o = *opt;
@@ -152,6 +248,81 @@ int db_reset(tn_db *db)
     int rc = db->drv->reset(db);
     db->in_txn = txn_open(db);
     return rc;
+}
+
+int db_uri_with_dbname(const char *uri, const char *dbname, char *out, size_t outlen,
+                       char *err, size_t errlen)
+{
+    const char *target = NULL;
+    set_errbuf(err, errlen, "");
+    if (out == NULL || outlen == 0 || dbname == NULL || pick_backend(uri, &target) != BACKEND_PG) {
+        set_errbuf(err, errlen, "not a PostgreSQL URI");
+        return TN_INVALID;
+    }
+    const db_driver *drv = pg_load(err, errlen);
+    if (drv == NULL)
+        return TN_IO;
+    static const char prefix[] = "postgres:";
+    if (outlen <= sizeof(prefix)) {
+        set_errbuf(err, errlen, "no room for the URI");
+        return TN_TOOBIG;
+    }
+    memcpy(out, prefix, sizeof(prefix));
+    char scratch[DB_ERRLEN];
+    if (err == NULL || errlen == 0) {
+        err = scratch;
+        errlen = sizeof(scratch);
+    }
+    return drv->with_dbname(target, dbname, out + sizeof(prefix) - 1,
+                            outlen - (sizeof(prefix) - 1), err, errlen);
+}
+
+/* ---- the schema scope and notifications (PostgreSQL) ---------------------------------------- */
+
+int db_set_schema_scope(tn_db *db, const char *schema)
+{
+    if (db == NULL)
+        return TN_INVALID;
+    clear_error(db);
+    if (db->drv->set_scope == NULL)
+        return db_set_error(db, TN_INVALID, "a schema scope needs PostgreSQL");
+    char quoted[72];
+    if (schema != NULL && db_quote_ident(schema, quoted, sizeof(quoted)) != TN_OK)
+        return db_set_error(db, TN_INVALID, "not a schema name");
+    if (db->in_txn || txn_open(db))
+        return db_set_error(db, TN_BUSY,
+                            "the schema scope changes between transactions, not inside one");
+    return db->drv->set_scope(db, schema, schema != NULL ? quoted : NULL);
+}
+
+const char *db_schema_scope(const tn_db *db)
+{
+    return db != NULL && db->drv->scope != NULL ? db->drv->scope(db) : NULL;
+}
+
+int db_listen(tn_db *db, const char *channel)
+{
+    if (db == NULL)
+        return TN_INVALID;
+    clear_error(db);
+    if (db->drv->wait_notify == NULL)
+        return db_set_error(db, TN_INVALID, "notifications need PostgreSQL");
+    char quoted[72], sql[96];
+    if (db_quote_ident(channel, quoted, sizeof(quoted)) != TN_OK)
+        return db_set_error(db, TN_INVALID, "not a channel name");
+    snprintf(sql, sizeof(sql), "LISTEN %s", quoted);
+    db->changes = 0;
+    return db->drv->exec(db, sql, 0, NULL, DB_EXEC_NOCACHE);
+}
+
+int db_wait_notify(tn_db *db, int timeout_ms)
+{
+    if (db == NULL)
+        return TN_INVALID;
+    clear_error(db);
+    if (db->drv->wait_notify == NULL)
+        return db_set_error(db, TN_INVALID, "notifications need PostgreSQL");
+    return db->drv->wait_notify(db, timeout_ms);
 }
 
 /* ---- row sets ---------------------------------------------------------------------------- */
@@ -740,4 +911,117 @@ int db_query_value(tn_db *db, char *out, size_t outlen, const char *sql, int npa
     }
     tn_rows_free(rows);
     return rc;
+}
+
+/* ---- binding only the placeholders a statement uses ----------------------------------------
+ * Seeds run one set of values ($1 slug, $2 name, $3 id) through statements that each use some
+ * of them, while both drivers insist that every parameter given is used. The placeholders are
+ * found with the splitter's own rules (skip_quoted, skip_block_comment, skip_dollar), so a
+ * "$2" inside a string, a quoted name, a comment or a dollar quote is left alone. */
+
+static int placeholder_at(const char *p, const char *end, long *n)
+{
+    const char *q = p + 1;
+    long v = 0;
+    while (q < end && ident_digit((unsigned char)*q)) {
+        if (v <= DB_MAX_PARAMS)
+            v = v * 10 + (*q - '0');
+        q++;
+    }
+    *n = v;
+    return (int)(q - p) > 1 ? (int)(q - p) : 0;
+}
+
+int db_sql_bind_used(db_dialect dialect, const char *stmt, size_t len, int nparams, char **out,
+                     int *used, int *nused, long *bad)
+{
+    *out = NULL;
+    *nused = 0;
+    *bad = 0;
+    if (nparams < 0 || nparams > 64)
+        return TN_INVALID;
+    int rank[64] = {0};   /* 1-based new number of each parameter used, 0 when unused */
+    for (int pass = 0; pass < 2; pass++) {
+        char *o = pass == 1 ? *out : NULL;
+        db_splitter s;
+        db_split_init(&s, dialect, stmt, len);
+        const char *copied = stmt;   /* pass 1: text up to here is in o */
+        while (s.p < s.end) {
+            unsigned char c = (unsigned char)*s.p;
+            const char *next = s.p + 1 < s.end ? s.p + 1 : NULL;
+            bool ok = true;
+            if (c == '-' && next != NULL && *next == '-') {
+                while (s.p < s.end && *s.p != '\n')
+                    s.p++;
+            } else if (c == '/' && next != NULL && *next == '*') {
+                ok = skip_block_comment(&s);
+            } else if (c == '\'') {
+                ok = skip_quoted(&s, '\'', true, false);
+            } else if (c == '"') {
+                ok = skip_quoted(&s, '"', true, false);
+            } else if (c == '`' && dialect == DB_DIALECT_SQLITE) {
+                ok = skip_quoted(&s, '`', true, false);
+            } else if (c == '[' && dialect == DB_DIALECT_SQLITE) {
+                ok = skip_quoted(&s, ']', false, false);
+            } else if (c == '$') {
+                int r = dialect == DB_DIALECT_PG ? skip_dollar(&s) : 0;
+                long n;
+                int plen = r == 0 ? placeholder_at(s.p, s.end, &n) : 0;
+                ok = r >= 0;
+                if (plen > 0) {
+                    if (n < 1 || n > nparams) {
+                        free(*out);
+                        *out = NULL;
+                        *bad = n;
+                        return TN_INVALID;
+                    }
+                    if (pass == 0) {
+                        rank[n - 1] = 1;
+                    } else {
+                        memcpy(o, copied, (size_t)(s.p - copied));
+                        o += s.p - copied;
+                        o += sprintf(o, "$%d", rank[n - 1]);
+                        copied = s.p + plen;
+                    }
+                    s.p += plen;
+                } else if (r == 0) {
+                    s.p++;
+                }
+            } else if (ident_start(c) || c >= 0x80) {
+                const char *w = s.p;
+                while (s.p < s.end && word_char((unsigned char)*s.p))
+                    s.p++;   /* a$1 is a name, not a placeholder */
+                if (dialect == DB_DIALECT_PG && s.p - w == 1 && (*w == 'E' || *w == 'e') &&
+                    s.p < s.end && *s.p == '\'')
+                    ok = skip_quoted(&s, '\'', true, true);
+            } else if (ident_digit(c)) {
+                while (s.p < s.end && word_char((unsigned char)*s.p))
+                    s.p++;
+            } else {
+                s.p++;
+            }
+            if (!ok) {
+                free(*out);
+                *out = NULL;
+                return TN_INVALID;
+            }
+        }
+        if (pass == 0) {
+            /* Ranks in increasing order of the original numbers; each new number is at most
+             * as long as the old one, so the copy never grows. */
+            for (int i = 0; i < nparams; i++)
+                if (rank[i]) {
+                    used[*nused] = i;
+                    rank[i] = ++*nused;
+                }
+            *out = malloc(len + 1);
+            if (*out == NULL)
+                return TN_NOMEM;
+        } else {
+            memcpy(o, copied, (size_t)(s.end - copied));
+            o += s.end - copied;
+            *o = '\0';
+        }
+    }
+    return TN_OK;
 }

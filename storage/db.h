@@ -56,10 +56,19 @@ int db_quote_ident(const char *ident, char *out, size_t outlen);
 
 /* PostgreSQL only: scope every later transaction of this connection to `schema` (see
  * storage/target.h): the first statement of each transaction — an autocommit statement, or
- * the first after tn_db_begin — goes in one round trip with BEGIN and
- * set_config('search_path', schema, true); an autocommit statement is committed in the same
- * round trip. NULL removes the scope. TN_OK, TN_INVALID (SQLite, or a bad identifier),
- * TN_BUSY (inside a transaction: change scope between transactions only). */
+ * the first after tn_db_begin — goes in one round trip with
+ * set_config('search_path', schema, true) (and BEGIN after tn_db_begin, which itself sends
+ * nothing); an autocommit statement runs in the implicit transaction of that round trip,
+ * committed at its end, or rolled back there when it fails (the connection is then clean,
+ * not in a failed transaction). NULL removes the scope. TN_OK, TN_INVALID (SQLite, or a bad identifier),
+ * TN_BUSY (inside a transaction: change scope between transactions only).
+ * When the scope changes (to another schema, or to none) on a connection that has run a
+ * transaction under the old one, that next transaction start also carries, in the same
+ * round trip, DISCARD ALL and the session settings again: nothing a tenant left in the
+ * session (a session SET, temporary tables, prepared statements, held cursors, LISTEN,
+ * advisory locks, SET ROLE) reaches the next one. On a scoped connection COPY is refused
+ * (TN_INVALID), and statements that may not run in a transaction (VACUUM, CREATE DATABASE)
+ * fail. Outside a scope the session search_path is empty. */
 int db_set_schema_scope(tn_db *db, const char *schema);
 const char *db_schema_scope(const tn_db *db);
 

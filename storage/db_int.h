@@ -6,6 +6,9 @@
  * transaction flag, the error buffer, the list of open row sets, script splitting) and calls
  * a driver through `db_driver` for the rest. A driver allocates its own struct with `tn_db`
  * (or `tn_rows`) as the FIRST member and casts back, so db.c never sees sqlite3 or PGconn.
+ * The PostgreSQL driver lives in a loadable module and reaches db.c through `db_host`.
+ * target.c and pool.c (storage targets and the pool) use it too, for db_set_error and the
+ * connection's state.
  *
  * Must not: be included outside storage/ and tests/unit/storage/; carry anything a
  * caller of db.h could use to bypass the parameterized API.
@@ -46,6 +49,8 @@ typedef enum db_txn {
 struct tn_db {
     const db_driver *drv;
     db_options opt;             /* with defaults applied */
+    uint64_t session;           /* bumped by the driver at each (re)connect: a new server
+                                   session (the pool counts the schemas one has served) */
     bool in_txn;                /* tn_db_begin() succeeded and no commit/rollback since */
     int64_t changes;            /* rows changed by the last statement (tn_db_changes) */
     struct tn_rows *rows;       /* row sets not freed yet (detached on close and reset) */
@@ -90,10 +95,50 @@ struct db_driver {
     bool (*is_clean)(const tn_db *db);
     int (*reset)(tn_db *db);
     void *(*native)(tn_db *db);
+    /* PostgreSQL only (NULL in the SQLite driver). set_scope: `schema` already validated,
+     * `quoted` its db_quote_ident() form, both NULL to remove the scope; db.c checked that
+     * no transaction is open. */
+    int (*set_scope)(tn_db *db, const char *schema, const char *quoted);
+    const char *(*scope)(const tn_db *db);
+    int (*wait_notify)(tn_db *db, int timeout_ms);
+    /* `target` (as open gets it) with its database replaced by `dbname`, as a keyword=value
+     * conninfo string in out. TN_OK, TN_INVALID (a malformed target), TN_TOOBIG. */
+    int (*with_dbname)(const char *target, const char *dbname, char *out, size_t outlen,
+                       char *err, size_t errlen);
 };
 
 extern const db_driver db_sqlite_driver;
-extern const db_driver db_pg_driver;
+
+/*
+ * The PostgreSQL driver is a loadable module (storage/pgdriver.so) so that a host that
+ * only uses SQLite never maps libpq. A module cannot count on the executable exporting
+ * db.c's functions, so db.c hands it the few it calls in a db_host, and the module answers
+ * with its vtable. Both sides are built from the same tree; `abi` and the struct sizes
+ * catch a stale module installed beside a newer host.
+ */
+#define DB_HOST_ABI 1
+#define DB_PG_ENTRY "tn_pgdriver_entry"
+
+typedef struct db_host {
+    int abi;                    /* DB_HOST_ABI */
+    size_t sizeof_db, sizeof_rows, sizeof_driver;
+    int (*set_error)(tn_db *db, int rc, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+    void (*rows_link)(tn_db *db, tn_rows *rows);
+    void (*rows_detach_all)(tn_db *db);
+    void (*log)(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+} db_host;
+
+/* The module's one exported symbol: its vtable, or NULL (with why in err) when host does
+ * not match what it was built for. */
+typedef const db_driver *db_pg_entry_fn(const db_host *host, char *err, size_t errlen);
+db_pg_entry_fn tn_pgdriver_entry;
+
+/* For target.c: a PostgreSQL URI (postgres:CONNINFO or postgresql://...) with its database
+ * replaced by dbname, as "postgres:CONNINFO" in out. Loads the driver when needed. TN_OK,
+ * TN_INVALID (not a PostgreSQL URI, malformed), TN_TOOBIG, TN_IO (no driver). */
+int db_uri_with_dbname(const char *uri, const char *dbname, char *out, size_t outlen,
+                       char *err, size_t errlen);
 
 /* Set the connection's error message (printf-style, cut at DB_ERRLEN) and return rc. */
 int db_set_error(tn_db *db, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -127,5 +172,16 @@ int db_split_next(db_splitter *s, const char **stmt, size_t *len, int *line);
 
 /* True when sql[0..len) holds no statement (only blanks, comments and ';'). */
 bool db_sql_is_blank(db_dialect dialect, const char *sql, size_t len);
+
+/* Bind only what one statement uses (seeds: one set of values for statements that each use
+ * some of them; both drivers refuse a parameter the statement does not use). Copies
+ * stmt[0..len) into *out (malloc'd, NUL-terminated) with every placeholder $N outside
+ * strings, quoted names, comments and dollar quotes (the splitter's rules) renumbered to its
+ * rank among the distinct ones used, in increasing N; used[k] gets the original N - 1 of
+ * the k-th and *nused their count (used holds nparams entries; nparams <= 64). TN_OK;
+ * TN_INVALID for a placeholder outside $1..$nparams (its number in *bad) or unterminated
+ * text (*bad 0); TN_NOMEM. *out is NULL unless TN_OK. */
+int db_sql_bind_used(db_dialect dialect, const char *stmt, size_t len, int nparams, char **out,
+                     int *used, int *nused, long *bad);
 
 #endif

@@ -1,16 +1,24 @@
 /*
  * pg.c — the PostgreSQL driver (db_pg_driver, see db_int.h), on libpq.
  *
- * Owns: one PGconn per tn_db, the session settings every connection gets, and the
- * translation of SQLSTATEs into tn_rc codes.
+ * Built as its own module, storage/pgdriver.so, the only object linked with libpq: db.c
+ * loads it on the first postgres URI and gets the vtable from tn_pgdriver_entry(), its one
+ * exported symbol, handing over the few db.c functions it calls (see db_int.h).
+ *
+ * Owns: one PGconn per tn_db, the session settings every connection gets, the schema scope
+ * (a transaction-local search_path sent in the same round trip as each transaction's first
+ * statement, in libpq pipeline mode; see "the pipeline" below), the session wipe when the
+ * scope changes, LISTEN/NOTIFY waits, and the translation of SQLSTATEs into tn_rc codes.
  *
  * Statements go through PQexecParams with text parameters (one round trip: parse, bind,
- * execute of the unnamed statement), which also refuses several statements in one string.
+ * execute of the unnamed statement), which also refuses several statements in one string;
+ * the first statement of a transaction on a scoped connection goes through pipeline().
  * There is no prepared-statement cache yet: a cache must survive PQreset, DISCARD ALL and
  * "cached plan must not change result type" after a migration, and correctness comes first.
  *
- * The session, set after connect and again after every PQreset (a new backend forgets it),
- * in one parameterized statement: client_encoding UTF8 (the project's text encoding),
+ * The session, set after connect and again after every PQreset (a new backend forgets it)
+ * and every wipe, in one parameterized statement: client_encoding UTF8 (the project's text
+ * encoding), an empty search_path (unscoped, an unqualified name resolves nowhere),
  * statement_timeout from db_options (0: the server's), and default_transaction_read_only
  * when the connection is read-only.
  *
@@ -20,7 +28,8 @@
  * → TN_TIMEOUT; 40001, 40P01, 55P03, 53300 → TN_BUSY; 53200 → TN_NOMEM; class 08,
  * 57P01..57P03, 53100 and a connection whose PQstatus went bad → TN_IO;
  * the rest TN_ERR. tn_db_last_id() is always -1 (use INSERT ... RETURNING). COPY is refused
- * (TN_INVALID) after ending the copy, so the connection stays usable.
+ * (TN_INVALID) after ending the copy, so the connection stays usable; at the start of a
+ * scoped transaction it is refused before anything is sent (it would stall the pipeline).
  *
  * Server notices go to the error log (WARNING as warn, the rest as debug), never to stderr
  * as libpq would by default.
@@ -30,16 +39,40 @@
  */
 #include "core/first.h"
 #include "storage/db_int.h"
-#include "core/log.h"
+#include "core/rc.h"
 
+#include <errno.h>
 #include <libpq-fe.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* db.c's functions, handed over by tn_pgdriver_entry (see db_int.h: a module cannot call
+ * into the executable directly). */
+static const db_host *host;
+#define db_set_error host->set_error
+#define db_rows_link host->rows_link
+#define db_rows_detach_all host->rows_detach_all
+
+static const db_driver db_pg_driver;   /* defined at the end */
+
+#define SCOPE_MAX 66   /* a quoted identifier: 63 bytes, two quotes, NUL */
 
 typedef struct pg_db {
     tn_db base;        /* first: tn_db * and pg_db * convert both ways */
     PGconn *conn;
+    char scope[SCOPE_MAX];   /* the scope as db_set_schema_scope got it; "" when none */
+    char quoted[SCOPE_MAX];  /* its quoted form: the search_path value */
+    bool begin_pending;      /* tn_db_begin on a scoped connection: BEGIN goes out with the
+                                first statement of the transaction */
+    bool served_any;         /* this backend has run a transaction start of ours ... */
+    char served[SCOPE_MAX];  /* ... under this scope ("" unscoped) */
+    bool session_pending;    /* after a wipe, the session settings ride with every
+                                transaction start until one of them commits */
+    bool session_in_txn;     /* the open transaction carries them */
+    bool desync;             /* the protocol state is unknown: the next reset reconnects */
 } pg_db;
 
 typedef struct pg_rows {
@@ -182,28 +215,48 @@ static void notice_receiver(void *arg, const PGresult *res)
     const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
     const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
     bool warn = sev != NULL && strcmp(sev, "WARNING") == 0;
-    log_msg(warn ? TN_LOG_WARN : TN_LOG_DEBUG, "postgres %s: %s", sev != NULL ? sev : "NOTICE",
-            msg != NULL ? msg : "");
+    host->log(warn ? TN_LOG_WARN : TN_LOG_DEBUG, "postgres %s: %s", sev != NULL ? sev : "NOTICE",
+              msg != NULL ? msg : "");
 }
 
 /* ---- the session ---------------------------------------------------------------------------- */
 
-/* One statement, values as parameters; a NULL keeps the server's setting. */
+/* One statement, values as parameters; a NULL keeps the server's setting. The search_path
+ * is empty: outside a schema scope an unqualified name resolves nowhere (pg_catalog is
+ * always searched, which is why the functions here are qualified anyway). A read-only
+ * connection also makes the current transaction read-only: after a wipe this statement
+ * runs inside the transaction it precedes, which began before the default changed. */
 static const char SESSION_SQL[] =
-    "SELECT set_config('client_encoding', 'UTF8', false), "
-    "set_config('statement_timeout', "
-    "COALESCE($1, current_setting('statement_timeout')), false), "
-    "set_config('default_transaction_read_only', "
-    "COALESCE($2, current_setting('default_transaction_read_only')), false)";
+    "SELECT pg_catalog.set_config('client_encoding', 'UTF8', false), "
+    "pg_catalog.set_config('search_path', '', false), "
+    "pg_catalog.set_config('statement_timeout', "
+    "COALESCE($1, pg_catalog.current_setting('statement_timeout')), false), "
+    "pg_catalog.set_config('default_transaction_read_only', "
+    "COALESCE($2, pg_catalog.current_setting('default_transaction_read_only')), false), "
+    "CASE WHEN $2 = 'on' THEN pg_catalog.set_config('transaction_read_only', 'on', true) END";
 
+/* The parameters of SESSION_SQL; timeout is the caller's buffer for $1. */
+static void session_params(const pg_db *d, char timeout[32], const char *params[2])
+{
+    params[0] = NULL;
+    params[1] = d->base.opt.read_only ? "on" : NULL;
+    if (d->base.opt.statement_timeout_ms > 0) {
+        snprintf(timeout, 32, "%d", d->base.opt.statement_timeout_ms);
+        params[0] = timeout;
+    }
+}
+
+/* A new backend: nothing served yet, the session settings applied. */
 static int session_setup(pg_db *d)
 {
     char timeout[32];
-    const char *params[2] = {NULL, d->base.opt.read_only ? "on" : NULL};
-    if (d->base.opt.statement_timeout_ms > 0) {
-        snprintf(timeout, sizeof(timeout), "%d", d->base.opt.statement_timeout_ms);
-        params[0] = timeout;
-    }
+    const char *params[2];
+    session_params(d, timeout, params);
+    d->served_any = false;
+    d->served[0] = '\0';
+    d->desync = false;
+    d->session_pending = d->session_in_txn = false;
+    d->base.session++;
     PGresult *res = PQexecParams(d->conn, SESSION_SQL, 2, NULL, params, NULL, NULL, 0);
     int rc = check_result(d, res);
     PQclear(res);
@@ -261,12 +314,246 @@ static void pg_close(tn_db *db)
     free(db);
 }
 
+/* ---- the pipeline: a transaction start in one round trip -----------------------------------
+ *
+ * On a scoped connection every transaction starts with the scope, in the same round trip as
+ * its first statement (libpq pipeline mode: the messages go out together, the results are
+ * read in order):
+ *
+ *   autocommit statement:        set_config(search_path, "s", true); STMT; Sync
+ *   first statement after begin: BEGIN; set_config(search_path, "s", true); STMT; Sync
+ *
+ * The autocommit form needs no BEGIN/COMMIT: every message before a Sync runs in one
+ * implicit transaction, committed at the Sync, and rolled back there when anything in it
+ * failed, so a failed statement leaves the connection idle and clean (an explicit BEGIN
+ * would leave it in a failed transaction block that needs another round trip). The
+ * transaction-local search_path dies with the transaction either way.
+ *
+ * When the scope changed since the backend's last transaction (another schema, or none),
+ * the session is wiped first, in the same round trip and the same Sync segment:
+ *
+ *   DISCARD ALL; SESSION_SQL; [BEGIN;] set_config(...); STMT; Sync
+ *
+ * so nothing the previous tenant left in the session (a session SET, temporary tables,
+ * prepared statements, WITH HOLD cursors, LISTEN, advisory locks, SET ROLE) reaches the
+ * next one. DISCARD ALL may not run inside a transaction, but as the first command after a
+ * Sync it is accepted and committed at once; what follows starts a new implicit
+ * transaction. ONE Sync per round trip is deliberate: PgBouncer before 1.21 may hand the
+ * server to another client at the first ReadyForQuery of a multi-Sync pipeline. The price:
+ * SESSION_SQL is part of the transaction, so when that transaction does not commit the
+ * session is left with the server's defaults, and SESSION_SQL rides again with every
+ * transaction start until one commits (session_pending). Unscoped connections that were
+ * never scoped never take this path.
+ */
+
+typedef struct pcmd {
+    const char *sql;
+    int nparams;
+    const char *const *params;
+    bool sync;           /* a Sync point follows this command */
+} pcmd;
+
+/* Keep the first error's message when a later result fails too. */
+static int note_error(pg_db *d, int rc, int new_rc, const char *saved)
+{
+    if (rc == TN_OK)
+        return new_rc;
+    snprintf(d->base.err, sizeof(d->base.err), "%s", saved);
+    return rc;
+}
+
+/*
+ * Send cmds in one pipeline, then read every result. Returns TN_OK or the first error (its
+ * message set); *failed is the index of the first command that failed (n when none).
+ * cmds[keep]'s result goes to *kept when it succeeded (the caller clears it).
+ */
+static int pipeline(pg_db *d, const pcmd *cmds, int n, int keep, PGresult **kept, int *failed)
+{
+    PGconn *c = d->conn;
+    *kept = NULL;
+    *failed = n;
+    if (!PQenterPipelineMode(c))
+        return conn_error(d, PQstatus(c) == CONNECTION_OK ? TN_ERR : TN_IO, "pipeline");
+    for (int i = 0; i < n; i++) {
+        if (!PQsendQueryParams(c, cmds[i].sql, cmds[i].nparams, NULL, cmds[i].params, NULL,
+                               NULL, 0) ||
+            (cmds[i].sync && !PQpipelineSync(c))) {
+            /* Nothing was read yet and part of it may be out: the protocol state is unknown,
+             * so the connection is reset before it is used again. */
+            d->desync = true;
+            *failed = 0;
+            int rc = conn_error(d, PQstatus(c) == CONNECTION_OK ? TN_ERR : TN_IO, "send");
+            if (PQstatus(c) == CONNECTION_OK)
+                PQpipelineSync(c);
+            return rc;
+        }
+    }
+    int rc = TN_OK;
+    char saved[DB_ERRLEN];
+    for (int i = 0; i < n; i++) {
+        PGresult *r = PQgetResult(c);
+        if (r == NULL) {   /* no result for a command that was sent: the connection broke */
+            snprintf(saved, sizeof(saved), "%s", d->base.err);
+            rc = note_error(d, rc, conn_error(d, TN_IO, "connection lost"), saved);
+            if (*failed == n)
+                *failed = i;
+            d->desync = true;
+            break;
+        }
+        if (PQresultStatus(r) == PGRES_PIPELINE_ABORTED) {
+            PQclear(r);   /* skipped after an earlier error of its segment */
+        } else {
+            snprintf(saved, sizeof(saved), "%s", d->base.err);
+            int r_rc = check_result(d, r);
+            if (r_rc != TN_OK) {
+                rc = note_error(d, rc, r_rc, saved);
+                if (*failed == n)
+                    *failed = i;
+                PQclear(r);
+            } else if (i == keep) {
+                *kept = r;
+            } else {
+                PQclear(r);
+            }
+        }
+        /* The end of this command's results; then its Sync, if it has one. */
+        while ((r = PQgetResult(c)) != NULL) {
+            ExecStatusType st = PQresultStatus(r);
+            PQclear(r);
+            if (st == PGRES_PIPELINE_SYNC) {   /* only when a command had no result */
+                d->desync = true;
+                break;
+            }
+        }
+        if (cmds[i].sync) {
+            r = PQgetResult(c);
+            bool ok = r != NULL && PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+            PQclear(r);
+            if (!ok) {
+                snprintf(saved, sizeof(saved), "%s", d->base.err);
+                rc = note_error(d, rc, conn_error(d, TN_IO, "connection lost"), saved);
+                if (*failed == n)
+                    *failed = i;
+                d->desync = true;
+                break;
+            }
+        }
+    }
+    if (!PQexitPipelineMode(c))   /* results left unread: only after a broken connection */
+        d->desync = true;
+    if (rc != TN_OK && *kept != NULL) {
+        PQclear(*kept);
+        *kept = NULL;
+    }
+    return rc;
+}
+
+/* The first word of a statement (blanks and comments skipped), upper-cased into out. */
+static void first_word(const char *sql, char *out, size_t n)
+{
+    const char *p = sql;
+    for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' || *p == '(')
+            p++;
+        if (p[0] == '-' && p[1] == '-') {
+            p += strcspn(p, "\n");
+        } else if (p[0] == '/' && p[1] == '*') {
+            int depth = 1;   /* PostgreSQL nests block comments */
+            for (p += 2; *p != '\0' && depth > 0; p++) {
+                if (p[0] == '*' && p[1] == '/')
+                    depth--, p++;
+                else if (p[0] == '/' && p[1] == '*')
+                    depth++, p++;
+            }
+        } else {
+            break;
+        }
+    }
+    size_t i = 0;
+    for (; i + 1 < n && ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')); p++)
+        out[i++] = (char)(*p >= 'a' ? *p - 'a' + 'A' : *p);
+    out[i] = '\0';
+}
+
+static bool need_discard(const pg_db *d)
+{
+    return d->served_any && strcmp(d->served, d->scope) != 0;
+}
+
+static const char SCOPE_SQL[] = "SELECT pg_catalog.set_config('search_path', $1, true)";
+
+/* The first statement of a transaction on a scoped (or formerly scoped) connection: see the
+ * banner of this section. */
+static PGresult *run_start(pg_db *d, const char *sql, int nparams, const char *const *params,
+                           int *rc)
+{
+    char word[8];
+    first_word(sql, word, sizeof(word));
+    if (strcmp(word, "COPY") == 0) {   /* COPY would stall a pipeline: refused before */
+        *rc = db_set_error(&d->base, TN_INVALID, "COPY is not supported");
+        return NULL;
+    }
+    pcmd cmds[5];
+    int n = 0;
+    char timeout[32];
+    const char *sparams[2];
+    const char *scope_param[1] = {d->quoted};
+    bool discard = need_discard(d), session = discard || d->session_pending;
+    if (discard)
+        cmds[n++] = (pcmd){"DISCARD ALL", 0, NULL, false};
+    if (session) {
+        session_params(d, timeout, sparams);
+        cmds[n++] = (pcmd){SESSION_SQL, 2, sparams, false};
+    }
+    if (d->begin_pending)
+        cmds[n++] = (pcmd){"BEGIN", 0, NULL, false};
+    if (d->scope[0] != '\0')
+        cmds[n++] = (pcmd){SCOPE_SQL, 1, scope_param, false};
+    int user = n;
+    cmds[n++] = (pcmd){sql, nparams, params, true};
+    d->begin_pending = false;   /* sent: the server's state says the rest */
+
+    PGresult *res = NULL;
+    int failed;
+    *rc = pipeline(d, cmds, n, user, &res, &failed);
+    /* The backend now serves this scope, unless the wipe itself failed: then nothing after
+     * it ran, and the next transaction start tries again. */
+    if (!discard || failed > 0) {
+        d->served_any = true;
+        memcpy(d->served, d->scope, sizeof(d->served));
+        if (session) {
+            PGTransactionStatusType ts = PQtransactionStatus(d->conn);
+            d->session_in_txn = ts == PQTRANS_INTRANS || ts == PQTRANS_INERROR;
+            d->session_pending = !(*rc == TN_OK && ts == PQTRANS_IDLE);   /* committed */
+        }
+    }
+    if (res != NULL)
+        d->base.changes = tag_changes(res);
+    return res;
+}
+
 /* ---- statements ----------------------------------------------------------------------------- */
 
 static PGresult *run(pg_db *d, const char *sql, int nparams, const char *const *params, int *rc)
 {
+    if (d->desync) {
+        *rc = db_set_error(&d->base, TN_IO, "the connection must be reset (an earlier "
+                                            "exchange with the server broke off)");
+        return NULL;
+    }
+    if (PQstatus(d->conn) == CONNECTION_OK && PQtransactionStatus(d->conn) == PQTRANS_IDLE &&
+        (d->scope[0] != '\0' || d->begin_pending || d->session_pending || need_discard(d)))
+        return run_start(d, sql, nparams, params, rc);
     PGresult *res = PQexecParams(d->conn, sql, nparams, NULL, params, NULL, NULL, 0);
     *rc = check_result(d, res);
+    if (d->session_in_txn && PQtransactionStatus(d->conn) != PQTRANS_INTRANS &&
+        PQtransactionStatus(d->conn) != PQTRANS_INERROR) {
+        /* the transaction that carried the session settings ended: kept if it committed
+         * (a COMMIT of a failed transaction answers ROLLBACK) */
+        if (*rc == TN_OK && strcmp(PQcmdStatus(res), "COMMIT") == 0)
+            d->session_pending = false;
+        d->session_in_txn = false;
+    }
     if (*rc != TN_OK) {
         PQclear(res);
         return NULL;
@@ -279,8 +566,15 @@ static int pg_exec(tn_db *db, const char *sql, int nparams, const char *const *p
                    unsigned flags)
 {
     (void)flags;   /* nothing is cached yet */
+    pg_db *d = PDB(db);
+    /* A transaction whose BEGIN was never sent ends without a round trip. db.c sends
+     * exactly these two words. */
+    if (d->begin_pending && (strcmp(sql, "COMMIT") == 0 || strcmp(sql, "ROLLBACK") == 0)) {
+        d->begin_pending = false;
+        return TN_OK;
+    }
     int rc;
-    PQclear(run(PDB(db), sql, nparams, params, &rc));
+    PQclear(run(d, sql, nparams, params, &rc));
     return rc;
 }
 
@@ -350,8 +644,14 @@ static void pg_rows_free(tn_rows *rows)
 
 /* ---- state -------------------------------------------------------------------------------- */
 
+/* On a scoped connection BEGIN waits for the first statement (one round trip for both). */
 static int pg_begin(tn_db *db)
 {
+    pg_db *d = PDB(db);
+    if (d->scope[0] != '\0' && PQstatus(d->conn) == CONNECTION_OK && !d->desync) {
+        d->begin_pending = true;
+        return TN_OK;
+    }
     return pg_exec(db, "BEGIN", 0, NULL, 0);
 }
 
@@ -363,14 +663,15 @@ static int64_t pg_last_id(const tn_db *db)
 
 static db_txn pg_txn_state(const tn_db *db)
 {
-    switch (PQtransactionStatus(CPDB(db)->conn)) {
+    const pg_db *d = CPDB(db);
+    switch (PQtransactionStatus(d->conn)) {
     case PQTRANS_INTRANS:
     case PQTRANS_ACTIVE:
         return DB_TXN_OPEN;
     case PQTRANS_INERROR:
         return DB_TXN_FAILED;
     case PQTRANS_IDLE:
-        return DB_TXN_NONE;
+        return d->begin_pending ? DB_TXN_OPEN : DB_TXN_NONE;
     default:   /* unknown: the connection broke, and the server rolled back */
         return DB_TXN_LOST;
     }
@@ -378,19 +679,22 @@ static db_txn pg_txn_state(const tn_db *db)
 
 static bool pg_is_clean(const tn_db *db)
 {
-    const PGconn *c = CPDB(db)->conn;
-    return PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) == PQTRANS_IDLE;
+    const pg_db *d = CPDB(db);
+    return PQstatus(d->conn) == CONNECTION_OK && PQtransactionStatus(d->conn) == PQTRANS_IDLE &&
+           !d->begin_pending && !d->desync;
 }
 
 /* Roll back when the connection is healthy; reconnect (PQreset, then the session settings
- * again) when it is not or the rollback fails. */
+ * again) when it is not, when the rollback fails, or when an exchange broke off. */
 static int pg_reset(tn_db *db)
 {
     pg_db *d = PDB(db);
+    d->begin_pending = false;
+    d->session_in_txn = false;   /* rolled back below, or a new backend */
     PGTransactionStatusType ts = PQtransactionStatus(d->conn);
-    if (PQstatus(d->conn) == CONNECTION_OK && ts == PQTRANS_IDLE)
+    if (!d->desync && PQstatus(d->conn) == CONNECTION_OK && ts == PQTRANS_IDLE)
         return TN_OK;
-    if (PQstatus(d->conn) == CONNECTION_OK &&
+    if (!d->desync && PQstatus(d->conn) == CONNECTION_OK &&
         (ts == PQTRANS_INTRANS || ts == PQTRANS_INERROR)) {
         PGresult *res = PQexecParams(d->conn, "ROLLBACK", 0, NULL, NULL, NULL, NULL, 0);
         int rc = check_result(d, res);
@@ -416,7 +720,131 @@ static void *pg_native(tn_db *db)
     return PDB(db)->conn;
 }
 
-const db_driver db_pg_driver = {
+/* ---- the schema scope ----------------------------------------------------------------------- */
+
+static int pg_set_scope(tn_db *db, const char *schema, const char *quoted)
+{
+    pg_db *d = PDB(db);
+    snprintf(d->scope, sizeof(d->scope), "%s", schema != NULL ? schema : "");
+    snprintf(d->quoted, sizeof(d->quoted), "%s", quoted != NULL ? quoted : "");
+    return TN_OK;
+}
+
+static const char *pg_scope(const tn_db *db)
+{
+    const pg_db *d = CPDB(db);
+    return d->scope[0] != '\0' ? d->scope : NULL;
+}
+
+/* ---- notifications ------------------------------------------------------------------------ */
+
+static bool drain_notifies(PGconn *c)
+{
+    bool any = false;
+    PGnotify *nt;
+    while ((nt = PQnotifies(c)) != NULL) {
+        any = true;
+        PQfreemem(nt);
+    }
+    return any;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* An interrupted wait (a signal) counts as a timeout, so the caller sees its stop flag. */
+static int pg_wait_notify(tn_db *db, int timeout_ms)
+{
+    pg_db *d = PDB(db);
+    PGconn *c = d->conn;
+    if (PQstatus(c) != CONNECTION_OK)
+        return conn_error(d, TN_IO, "connection lost");
+    if (!PQconsumeInput(c))
+        return conn_error(d, TN_IO, "connection lost");
+    if (drain_notifies(c))
+        return TN_OK;
+    int64_t end = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    for (;;) {
+        int64_t left = end - now_ms();
+        if (left <= 0)
+            return db_set_error(db, TN_TIMEOUT, "no notification");
+        struct pollfd p = {.fd = PQsocket(c), .events = POLLIN};
+        int n = poll(&p, 1, (int)left);
+        if (n < 0 && errno == EINTR)
+            return db_set_error(db, TN_TIMEOUT, "interrupted");
+        if (n < 0)
+            return db_set_error(db, TN_IO, "poll: %s", strerror(errno));
+        if (n == 0)
+            continue;
+        if (!PQconsumeInput(c))
+            return conn_error(d, TN_IO, "connection lost");
+        if (drain_notifies(c))
+            return TN_OK;
+    }
+}
+
+/* ---- conninfo with another database ----------------------------------------------------- */
+
+/* Append " key='value'" to out, quoted as libpq's conninfo wants (\ and ' escaped). */
+static bool append_kv(char *out, size_t outlen, size_t *len, const char *key, const char *val)
+{
+    int w = snprintf(out + *len, outlen - *len, "%s%s='", *len > 0 ? " " : "", key);
+    if (w < 0 || (size_t)w >= outlen - *len)
+        return false;
+    *len += (size_t)w;
+    for (const char *p = val; *p != '\0'; p++) {
+        if (*len + 3 >= outlen)
+            return false;
+        if (*p == '\\' || *p == '\'')
+            out[(*len)++] = '\\';
+        out[(*len)++] = *p;
+    }
+    if (*len + 2 > outlen)
+        return false;
+    out[(*len)++] = '\'';
+    out[*len] = '\0';
+    return true;
+}
+
+/* Parse the target (a conninfo string or a URI) and write every option it sets back as
+ * keyword=value pairs, with dbname replaced. */
+static int pg_with_dbname(const char *target, const char *dbname, char *out, size_t outlen,
+                          char *err, size_t errlen)
+{
+    char *perr = NULL;
+    PQconninfoOption *opts = PQconninfoParse(target, &perr);
+    if (opts == NULL) {
+        char line[DB_ERRLEN];
+        first_line(line, sizeof(line), perr != NULL ? perr : "out of memory");
+        snprintf(err, errlen, "postgres: bad connection string: %s", line);
+        int rc = perr != NULL ? TN_INVALID : TN_NOMEM;
+        PQfreemem(perr);
+        return rc;
+    }
+    size_t len = 0;
+    bool ok = outlen > 0;
+    if (ok)
+        out[0] = '\0';
+    for (PQconninfoOption *o = opts; ok && o->keyword != NULL; o++) {
+        if (o->val == NULL || strcmp(o->keyword, "dbname") == 0)
+            continue;
+        ok = append_kv(out, outlen, &len, o->keyword, o->val);
+    }
+    if (ok)
+        ok = append_kv(out, outlen, &len, "dbname", dbname);
+    PQconninfoFree(opts);
+    if (!ok) {
+        snprintf(err, errlen, "postgres: connection string too long");
+        return TN_TOOBIG;
+    }
+    return TN_OK;
+}
+
+static const db_driver db_pg_driver = {
     .name = "postgres",
     .dialect = DB_DIALECT_PG,
     .open = pg_open,
@@ -435,4 +863,21 @@ const db_driver db_pg_driver = {
     .is_clean = pg_is_clean,
     .reset = pg_reset,
     .native = pg_native,
+    .set_scope = pg_set_scope,
+    .scope = pg_scope,
+    .wait_notify = pg_wait_notify,
+    .with_dbname = pg_with_dbname,
 };
+
+/* ---- the module's entry ------------------------------------------------------------------- */
+
+const db_driver *tn_pgdriver_entry(const db_host *h, char *err, size_t errlen)
+{
+    if (h == NULL || h->abi != DB_HOST_ABI || h->sizeof_db != sizeof(tn_db) ||
+        h->sizeof_rows != sizeof(tn_rows) || h->sizeof_driver != sizeof(db_driver)) {
+        snprintf(err, errlen, "the PostgreSQL driver was built for another version of the host");
+        return NULL;
+    }
+    host = h;
+    return &db_pg_driver;
+}

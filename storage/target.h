@@ -12,11 +12,14 @@
  * Schema mode is where pooled connections leak tenants in other tools (a session-level
  * `SET search_path` that outlives the request). Here the schema is never a session setting:
  * a connection scoped to a schema (db_set_schema_scope in db.h) sends
- * `BEGIN; set_config('search_path', <schema>, true)` in the same round trip as the first
- * statement of every transaction (autocommit statements included), so the path is
+ * `set_config('search_path', <schema>, true)` (after BEGIN when the transaction is explicit;
+ * an autocommit statement runs in the implicit transaction of its round trip) in the same
+ * round trip as the first statement of every transaction, so the path is
  * transaction-local, dies with COMMIT or ROLLBACK, and is safe behind PgBouncer in
  * transaction mode. Outside a scope the session search_path is empty: an unqualified table
- * name fails instead of resolving anywhere. `public` is never in the path.
+ * name fails instead of resolving anywhere. The shared database's `public` is never in a
+ * schema-mode path (a database-mode tenant's connections are scoped to the `public` of its
+ * own database, where its tables live).
  *
  * Must not: build SQL from a target's name except through db_quote_ident; keep a
  * connection whose state is unknown after a request (pool_release resets or closes it).
@@ -65,7 +68,9 @@ int target_drop(const storage_target *t, char *err, size_t errlen);
 
 /* A connection scoped to the target, for the caller alone (the CLI, migrations, a move):
  * a SQLite file opened, a PostgreSQL connection with the schema scope set, or a connection
- * to the tenant's database. Close with db_close. */
+ * to the tenant's database (scoped to its "public" schema, where a database-mode tenant's
+ * tables live). Close with db_close. TN_NOTFOUND when the target does not exist (a SQLite
+ * file is never created here), or a storage error. */
 int target_open(const storage_target *t, tn_db **out, char *err, size_t errlen);
 
 /* The tables of the target, in an order fit for copying (parents before children), its
@@ -86,7 +91,7 @@ typedef struct pool_limits {
                                    served this many distinct schemas (backend catalog memory
                                    grows ~20 KB per schema touched and never shrinks) */
     int pg_db_max_open;         /* database mode: connections kept open (LRU) */
-} pool_limits;
+} pool_limits;                  /* 0 (or less) picks the default: 128, 200, 8 */
 
 typedef struct pool_stats {
     uint64_t acquires, sqlite_opens, sqlite_hits, pg_connects, pg_recycles, resets, evictions;
@@ -97,7 +102,9 @@ storage_pool *pool_create(const pool_limits *l);
 void pool_destroy(storage_pool *p);
 
 /* The connection for one request of target t, valid until pool_release. A connection in
- * use is never evicted. TN_OK, or a storage error (err says why). */
+ * use is never evicted. TN_OK, TN_BUSY (that target's connection is already lent out, or
+ * no file descriptor is left), TN_NOTFOUND (a SQLite file that does not exist), or a
+ * storage error (err says why). */
 int pool_acquire(storage_pool *p, const storage_target *t, tn_db **out, char *err,
                  size_t errlen);
 

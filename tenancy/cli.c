@@ -39,6 +39,9 @@ static const cli_optdef create_opts[] = {{"--name", CLI_VALUE, "NAME"},
                                          {"--state", CLI_VALUE, "active|provisioning"},
                                          {"--max-workers", CLI_VALUE, "N"},
                                          {"--setting", CLI_LIST, "KEY=VALUE"},
+                                         {"--placement", CLI_VALUE, "NAME"},
+                                         {"--from-template", CLI_FLAG, NULL},
+                                         {"--no-seed", CLI_FLAG, NULL},
                                          {NULL, 0, NULL}};
 static const cli_optdef list_opts[] = {{"--state", CLI_VALUE, "STATE"},
                                        {"--search", CLI_VALUE, "TEXT"},
@@ -47,14 +50,40 @@ static const cli_optdef list_opts[] = {{"--state", CLI_VALUE, "STATE"},
                                        {NULL, 0, NULL}};
 static const cli_optdef set_opts[] = {{"--max-workers", CLI_VALUE, "N"}, {NULL, 0, NULL}};
 static const cli_optdef domain_add_opts[] = {{"--primary", CLI_FLAG, NULL}, {NULL, 0, NULL}};
+/* tenancy migrate (cli_migrate.c) */
+static const cli_optdef migrate_opts[] = {{"--all", CLI_FLAG, NULL},
+                                          {"-j", CLI_VALUE, "N"},
+                                          {"--canary", CLI_VALUE, "K"},
+                                          {"--stop-on-error", CLI_FLAG, NULL},
+                                          {"--status", CLI_FLAG, NULL},
+                                          {NULL, 0, NULL}};
+
+/* tenancy admin passwd (cli_admin.c) */
+static const cli_optdef admin_passwd_opts[] = {{"--stdin", CLI_FLAG, NULL},
+                                               {"--generate", CLI_FLAG, NULL},
+                                               {NULL, 0, NULL}};
+/* tenancy move, export, import, purge (cli_move.c, cli_lifecycle.c) */
+static const cli_optdef move_opts[] = {{"--to", CLI_VALUE, "PLACEMENT"},
+                                       {"--drop-source", CLI_FLAG, NULL},
+                                       {"--drain", CLI_VALUE, "SECONDS"},
+                                       {"--copy-definitions", CLI_FLAG, NULL},
+                                       {NULL, 0, NULL}};
+static const cli_optdef export_opts[] = {{"-o", CLI_VALUE, "FILE"}, {NULL, 0, NULL}};
+static const cli_optdef import_opts[] = {{"--slug", CLI_VALUE, "SLUG"},
+                                         {"--placement", CLI_VALUE, "PLACEMENT"},
+                                         {"--no-domains", CLI_FLAG, NULL},
+                                         {NULL, 0, NULL}};
+static const cli_optdef purge_opts[] = {{"--expired", CLI_FLAG, NULL},
+                                        {"--now", CLI_FLAG, NULL},
+                                        {NULL, 0, NULL}};
 
 static const cli_cmd commands[] = {
     {"init", "", 0, 0, NULL,
      "create state_dir, the registry's tables and the generation file (idempotent)", cmd_init,
      CLI_NO_REGISTRY},
     {"tenant create", "SLUG", 1, 1, create_opts,
-     "create a tenant, with its domains and settings, in one transaction", cli_tenant_create,
-     0},
+     "create a tenant with its domains and settings, then its storage: migrations and seed "
+     "(or a clone of storage.template); all or nothing", cli_tenant_create, 0},
     {"tenant list", "", 0, 0, list_opts, "list tenants in slug order, a page at a time",
      cli_tenant_list, 0},
     {"tenant show", "SLUG", 1, 1, NULL, "every field of a tenant, its domains and settings",
@@ -66,9 +95,12 @@ static const cli_cmd commands[] = {
     {"tenant maintenance", "SLUG", 1, 1, NULL,
      "put a tenant in maintenance (the host answers 503)", cli_tenant_state, 0},
     {"tenant delete", "SLUG", 1, 1, NULL,
-     "mark a tenant deleted (state deleting: the host answers 404; resume restores it; the "
-     "grace period and the purge come later)",
+     "mark a tenant deleted (state deleting: the host answers 404); restorable for "
+     "storage.delete_grace, then 'tenancy purge' removes it",
      cli_tenant_state, 0},
+    {"tenant restore", "SLUG", 1, 1, NULL,
+     "bring a deleted tenant back (state active) while its grace period lasts",
+     cli_tenant_restore, 0},
     {"tenant set", "SLUG", 1, 1, set_opts, "change a tenant's limits", cli_tenant_set, 0},
     {"domain add", "SLUG DOMAIN", 2, 2, domain_add_opts, "give a tenant a domain",
      cli_domain_add, 0},
@@ -80,6 +112,30 @@ static const cli_cmd commands[] = {
      cli_settings_unset, 0},
     {"settings get", "SLUG [KEY]", 1, 2, NULL, "a tenant's settings, or the value of one",
      cli_settings_get, 0},
+    /* before "migrate": the first full match wins */
+    {"migrate status", "", 0, 0, NULL,
+     "how many tenants are at each migration version (one registry query)", cli_migrate, 0},
+    {"migrate", "[SLUG...]", 0, CLI_MAX_POS, migrate_opts,
+     "apply storage.migrations to tenants, in parallel, resumable; a status table at the end",
+     cli_migrate, 0},
+    {"admin passwd", "[USER]", 0, 1, admin_passwd_opts,
+     "set the admin panel's password of USER (default admin): asked twice, read from stdin, "
+     "or generated and printed",
+     cli_admin_passwd, CLI_NO_REGISTRY},
+    /* cli_move.c, cli_lifecycle.c */
+    {"move", "SLUG", 1, 1, move_opts,
+     "move a tenant's storage to another placement (copied, verified, then switched)",
+     cli_move, 0},
+    {"export", "SLUG", 1, 1, export_opts,
+     "write a tenant (registry entry, tables, rows) as a portable dump", cli_export, 0},
+    {"import", "FILE", 1, 1, import_opts,
+     "create a tenant and its storage from a dump (all or nothing)", cli_import, 0},
+    {"purge", "[SLUG...]", 0, CLI_MAX_POS, purge_opts,
+     "remove deleted tenants for good: registry tombstone, storage, registry rows",
+     cli_purge, 0},
+    {"check", "", 0, 0, NULL,
+     "compare the registry with the storage (missing, orphaned, stuck); read-only",
+     cli_check, 0},
 };
 
 /* ---- errors ----------------------------------------------------------------------------------- */
@@ -190,7 +246,7 @@ static int parse_args(cli *c, const cli_cmd *cmd, int argc, char **argv, cli_arg
         }
         const char *eq = t[1] == '-' ? strchr(t, '=') : NULL;
         size_t len = eq ? (size_t)(eq - t) : strlen(t);
-        const cli_optdef *o = t[1] == '-' ? find_opt(cmd, t, len) : NULL;
+        const cli_optdef *o = find_opt(cmd, t, len);   /* "-j" too, when declared */
         if (o == NULL)
             return cli_usage(c, "unknown option '%.*s' for '%s'", (int)len, t, cmd->name);
         const char *val = "";
@@ -415,8 +471,7 @@ static int mkdir_p(const char *path, char *err, size_t errlen)
  * registry, and SQLite in WAL mode writes a -shm file beside the database even to read it.
  * So when root runs init, the state_dir, the SQLite file and the generation file are given
  * to them. *uid stays -1 when there is nothing to do. */
-static int owner_of_workers(const tn_config *cfg, uid_t *uid, gid_t *gid, char *err,
-                            size_t errlen)
+int cli_workers_owner(const tn_config *cfg, uid_t *uid, gid_t *gid, char *err, size_t errlen)
 {
     *uid = (uid_t)-1;
     *gid = (gid_t)-1;
@@ -440,8 +495,7 @@ static int owner_of_workers(const tn_config *cfg, uid_t *uid, gid_t *gid, char *
     return TN_OK;
 }
 
-static int give(const char *path, uid_t uid, gid_t gid, bool must_exist, char *err,
-                size_t errlen)
+int cli_give(const char *path, uid_t uid, gid_t gid, bool must_exist, char *err, size_t errlen)
 {
     if (chown(path, uid, gid) == 0 || (!must_exist && errno == ENOENT))
         return TN_OK;
@@ -458,7 +512,7 @@ static int cmd_init(cli *c, const cli_args *a)
         return cli_fail(c, TN_INVALID, "state_dir must be an absolute path");
     uid_t uid;
     gid_t gid;
-    int rc = owner_of_workers(c->cfg, &uid, &gid, err, sizeof(err));
+    int rc = cli_workers_owner(c->cfg, &uid, &gid, err, sizeof(err));
     if (rc != TN_OK)
         return cli_fail(c, rc, "%s", err);
     rc = mkdir_p(tc->state_dir, err, sizeof(err));
@@ -476,9 +530,9 @@ static int cmd_init(cli *c, const cli_args *a)
         /* Closed first: the last connection to close removes the -wal and -shm files. */
         registry_close(c->reg);
         c->reg = NULL;
-        rc = give(tc->state_dir, uid, gid, true, err, sizeof(err));
+        rc = cli_give(tc->state_dir, uid, gid, true, err, sizeof(err));
         if (rc == TN_OK)
-            rc = give(tc->gen_path, uid, gid, true, err, sizeof(err));
+            rc = cli_give(tc->gen_path, uid, gid, true, err, sizeof(err));
         if (rc == TN_OK && sqlite) {
             static const char *const suffix[] = {"", "-wal", "-shm"};
             const char *file = tc->registry_uri + strlen("sqlite:");
@@ -486,7 +540,7 @@ static int cmd_init(cli *c, const cli_args *a)
             for (size_t k = 0; k < TN_ARRAY_LEN(suffix) && rc == TN_OK; k++) {
                 char path[4200];
                 snprintf(path, sizeof(path), "%.*s%s", flen, file, suffix[k]);
-                rc = give(path, uid, gid, k == 0, err, sizeof(err));
+                rc = cli_give(path, uid, gid, k == 0, err, sizeof(err));
             }
         }
         if (rc != TN_OK)
@@ -575,7 +629,10 @@ static int finish(cli *c, int status)
                 fputs("see 'tenancy -h'\n", stderr);
             }
         }
-        if (c->json) {
+        if (c->json && c->keep_out && c->out.len > 0 && !c->out.oom) {
+            buf_putc(&c->out, '\n');   /* the command's own document says what failed */
+            fwrite(c->out.p, 1, c->out.len, stdout);
+        } else if (c->json) {
             buf e = BUF_INIT;
             buf_puts(&e, "{\"error\":");
             buf_json_str(&e, c->err);

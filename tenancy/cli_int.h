@@ -12,8 +12,9 @@
  * command failed, only {"error": ..., "code": ...}, so stdout always holds exactly one JSON
  * document. Errors are also written to stderr as "tenancy: message".
  *
- * Must not: be included outside tenancy/cli*.c; talk to the database except through
- * registry.h (no SQL in the CLI).
+ * Must not: be included outside tenancy/cli*.c; talk to a database except through
+ * registry.h (the registry) and storage/ (a tenant's storage: target.h, migrate.h, copy.h,
+ * inventory.h): no SQL in the CLI.
  */
 #ifndef TN_TENANCY_CLI_INT_H
 #define TN_TENANCY_CLI_INT_H
@@ -21,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "core/buf.h"
 #include "fcgi/config.h"
@@ -43,7 +45,7 @@ typedef struct cli_optdef {
     const char *metavar;    /* "NAME" (for the usage line) */
 } cli_optdef;
 
-#define CLI_MAX_POS 4
+#define CLI_MAX_POS 1024   /* tenancy migrate SLUG... */
 #define CLI_MAX_OPTS 256
 
 typedef struct cli_args {
@@ -79,6 +81,9 @@ struct cli {
     buf out;                    /* the JSON value (JSON mode) */
     char err[1024];             /* the error message, when a command failed */
     const char *code;           /* its JSON code: "exists", "notfound", "usage", ... */
+    bool keep_out;              /* JSON mode: on failure, write c->out (a document that says
+                                   what failed, with "error" and "code") instead of only
+                                   {"error", "code"} (tenancy migrate's per-tenant table) */
 };
 
 /* Record an error: the message (printf style) and the tn_rc it came from; returns
@@ -115,7 +120,14 @@ void cli_json_tenant(buf *b, const tenant_rec *t, const registry_domain *d, int 
  * (without "tenant" if that read fails: the change itself was made). */
 void cli_json_changed(cli *c, const char *slug);
 
-/* The command groups (cli_tenant.c, cli_domain.c). */
+/* The owner of the workers (`user`/`group` of tenancyd.conf) when root runs the CLI, so that
+ * what it creates (state_dir, the registry, tenants' SQLite files) stays theirs; *uid stays
+ * -1 when there is nothing to do. TN_OK or TN_INVALID (no such user or group). */
+int cli_workers_owner(const tn_config *cfg, uid_t *uid, gid_t *gid, char *err, size_t errlen);
+/* chown path to them; a missing path is TN_OK unless must_exist. TN_OK or TN_IO. */
+int cli_give(const char *path, uid_t uid, gid_t gid, bool must_exist, char *err, size_t errlen);
+
+/* The command groups (cli_tenant.c, cli_domain.c, cli_migrate.c). */
 int cli_tenant_create(cli *c, const cli_args *a);
 int cli_tenant_list(cli *c, const cli_args *a);
 int cli_tenant_show(cli *c, const cli_args *a);
@@ -126,5 +138,22 @@ int cli_domain_remove(cli *c, const cli_args *a);
 int cli_settings_set(cli *c, const cli_args *a);
 int cli_settings_unset(cli *c, const cli_args *a);
 int cli_settings_get(cli *c, const cli_args *a);
+int cli_admin_passwd(cli *c, const cli_args *a);   /* cli_admin.c */
+int cli_migrate(cli *c, const cli_args *a);   /* migrate, migrate status */
+/* cli_move.c and cli_lifecycle.c: a tenant's storage moved, exported, imported; the end of a
+ * tenant (restore, purge) and the check of registry against storage. */
+int cli_move(cli *c, const cli_args *a);
+int cli_export(cli *c, const cli_args *a);
+int cli_import(cli *c, const cli_args *a);
+int cli_tenant_restore(cli *c, const cli_args *a);
+int cli_purge(cli *c, const cli_args *a);
+int cli_check(cli *c, const cli_args *a);
+
+/* cli_migrate.c, for the create path too: a path option of tenancyd.conf (storage.migrations,
+ * storage.seed), a relative one taken from the configuration file's folder; and the
+ * migration set of storage.migrations (empty when it is not set), or what cli_fail returns. */
+struct migration_set;
+void cli_conf_path(const cli *c, const char *value, char *out, size_t outlen);
+int cli_migrations_load(cli *c, struct migration_set **out);
 
 #endif

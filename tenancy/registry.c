@@ -65,6 +65,13 @@ static const char *const ddl_sqlite =
     " is_primary INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX IF NOT EXISTS domains_tenant ON domains(tenant_id);"
     "CREATE INDEX IF NOT EXISTS tenants_state ON tenants(state, slug);"
+    /* the admin panel's sessions and login throttling (admin/auth.c) */
+    "CREATE TABLE IF NOT EXISTS admin_sessions ("
+    " id_hash TEXT PRIMARY KEY, csrf TEXT NOT NULL, username TEXT NOT NULL,"
+    " client TEXT NOT NULL, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS admin_throttle ("
+    " key TEXT PRIMARY KEY, failures BIGINT NOT NULL, first_at BIGINT NOT NULL,"
+    " locked_until BIGINT NOT NULL);"
     "INSERT INTO tenancy_meta (key, value) VALUES ('schema_version', '1') "
     " ON CONFLICT (key) DO NOTHING;";
 
@@ -91,6 +98,12 @@ static const char *const ddl_pg =
     " is_primary INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX IF NOT EXISTS domains_tenant ON tenancy.domains(tenant_id);"
     "CREATE INDEX IF NOT EXISTS tenants_state ON tenancy.tenants(state, slug);"
+    "CREATE TABLE IF NOT EXISTS tenancy.admin_sessions ("
+    " id_hash TEXT PRIMARY KEY, csrf TEXT NOT NULL, username TEXT NOT NULL,"
+    " client TEXT NOT NULL, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS tenancy.admin_throttle ("
+    " key TEXT PRIMARY KEY, failures BIGINT NOT NULL, first_at BIGINT NOT NULL,"
+    " locked_until BIGINT NOT NULL);"
     "INSERT INTO tenancy.tenancy_meta (key, value) VALUES ('schema_version', '1') "
     " ON CONFLICT (key) DO NOTHING;";
 
@@ -282,8 +295,8 @@ int registry_fetch(void *ctx, int kind, const char *key, tenant_rec **out)
 }
 
 /* Run fn inside one transaction; commit on TN_OK, roll back otherwise. */
-static int in_tx(registry *r, int (*fn)(registry *, void *, char *, size_t), void *arg,
-                 char *err, size_t errlen)
+static int run_tx(registry *r, int (*fn)(registry *, void *, char *, size_t), void *arg,
+                  char *err, size_t errlen, bool bump)
 {
     int rc = tn_db_begin(r->db);
     if (rc != TN_OK) {
@@ -298,11 +311,17 @@ static int in_tx(registry *r, int (*fn)(registry *, void *, char *, size_t), voi
     } else {
         tn_db_rollback(r->db);
     }
-    if (rc == TN_OK)
+    if (rc == TN_OK && bump)
         changed(r);
     else if (rc == TN_IO)
         reconnect(r);
     return rc;
+}
+
+static int in_tx(registry *r, int (*fn)(registry *, void *, char *, size_t), void *arg,
+                 char *err, size_t errlen)
+{
+    return run_tx(r, fn, arg, err, errlen, true);
 }
 
 static int exec(registry *r, char *err, size_t errlen, const char *sql, int n,
@@ -939,4 +958,437 @@ int registry_show(registry *r, const char *slug, registry_list_fn fn, void *ctx)
     rc = nd < 0 ? nd : fn(ctx, t, d, nd);
     free(t);
     return rc;
+}
+
+/* ---- migrations: each tenant's storage version -------------------------------------------- */
+
+int registry_set_migration(registry *r, const char *slug, const char *version,
+                           const char *last_error, char *err, size_t errlen)
+{
+    if (version == NULL || last_error == NULL) {
+        fail(err, errlen, "registry_set_migration: version and last_error are required");
+        return TN_INVALID;
+    }
+    char now[24];
+    snprintf(now, sizeof(now), "%lld", (long long)now_s());
+    struct upd_arg a = {"UPDATE tenants SET migration_version = $1, last_error = $2, "
+                        "updated_at = $3 WHERE slug = $4",
+                        4, {version, last_error, now, slug}, slug};
+    /* No generation bump: no worker caches these columns, and a migration wave over 10,000
+     * tenants must not flush every worker's lookup cache 10,000 times. */
+    return run_tx(r, do_update, &a, err, errlen, false);
+}
+
+int registry_provisioned(registry *r, const char *slug, const char *version, int state,
+                         char *err, size_t errlen)
+{
+    if (version == NULL || state < 0 || state >= TENANT_NSTATES) {
+        fail(err, errlen, "registry_provisioned: a version and a valid state are required");
+        return TN_INVALID;
+    }
+    char now[24];
+    snprintf(now, sizeof(now), "%lld", (long long)now_s());
+    struct upd_arg a = {"UPDATE tenants SET migration_version = $1, last_error = '', state = $2, "
+                        "updated_at = $3 WHERE slug = $4",
+                        4, {version, tenant_state_name(state), now, slug}, slug};
+    return in_tx(r, do_update, &a, err, errlen);
+}
+
+#define MIGRATION_COLS \
+    "id, slug, name, state, placement, storage, migration_version, last_error"
+
+/* Feed each row of a migration query to fn (which must not use the registry). */
+static int migration_rows(registry *r, const char *sql, int n, const char *const *p,
+                          registry_migration_fn fn, void *ctx, int *count)
+{
+    tn_rows *rows = NULL;
+    int rc = tn_db_query(r->db, &rows, sql, n, p);
+    if (rc != TN_OK) {
+        if (rc == TN_IO)
+            reconnect(r);
+        return rc;
+    }
+    while ((rc = tn_rows_next(rows)) == TN_OK) {
+        const char *st = tn_rows_get(rows, 3);
+        int state = st != NULL ? tenant_state_parse(st) : -1;
+        registry_migration m = {
+            .id = atoll(tn_rows_get(rows, 0) ? tn_rows_get(rows, 0) : "0"),
+            .slug = tn_rows_get(rows, 1),
+            .name = tn_rows_get(rows, 2),
+            .state = state < 0 ? TENANT_SUSPENDED : state,
+            .placement = tn_rows_get(rows, 4) ? tn_rows_get(rows, 4) : "",
+            .storage = tn_rows_get(rows, 5) ? tn_rows_get(rows, 5) : "",
+            .version = tn_rows_get(rows, 6) ? tn_rows_get(rows, 6) : "",
+            .last_error = tn_rows_get(rows, 7) ? tn_rows_get(rows, 7) : "",
+        };
+        if (count != NULL)
+            (*count)++;
+        rc = fn(ctx, &m);
+        if (rc != TN_OK)
+            break;
+    }
+    tn_rows_free(rows);
+    return rc == TN_DONE ? TN_OK : rc;
+}
+
+int registry_migration_list(registry *r, const char *after_slug, int limit,
+                            registry_migration_fn fn, void *ctx, int *count)
+{
+    char lim[16];
+    snprintf(lim, sizeof(lim), "%d", limit > 0 ? limit : 1000);
+    const char *p[] = {after_slug ? after_slug : "", lim};
+    if (count != NULL)
+        *count = 0;
+    return migration_rows(r, "SELECT " MIGRATION_COLS " FROM tenants WHERE slug > $1 "
+                             "ORDER BY slug LIMIT $2", 2, p, fn, ctx, count);
+}
+
+int registry_migration_get(registry *r, const char *slug, registry_migration_fn fn, void *ctx)
+{
+    const char *p[] = {slug};
+    int n = 0;
+    int rc = migration_rows(r, "SELECT " MIGRATION_COLS " FROM tenants WHERE slug = $1", 1, p,
+                            fn, ctx, &n);
+    return rc == TN_OK && n == 0 ? TN_NOTFOUND : rc;
+}
+
+int registry_migration_status(registry *r, registry_version_fn fn, void *ctx)
+{
+    tn_rows *rows = NULL;
+    /* One query, whatever the number of tenants: one row per version. */
+    int rc = tn_db_query(r->db, &rows,
+                         "SELECT migration_version, count(*), "
+                         "sum(CASE WHEN last_error <> '' THEN 1 ELSE 0 END) FROM tenants "
+                         "WHERE state <> 'deleting' GROUP BY migration_version "
+                         "ORDER BY migration_version", 0, NULL);
+    if (rc != TN_OK) {
+        if (rc == TN_IO)
+            reconnect(r);
+        return rc;
+    }
+    while ((rc = tn_rows_next(rows)) == TN_OK) {
+        const char *v = tn_rows_get(rows, 0), *n = tn_rows_get(rows, 1),
+                   *f = tn_rows_get(rows, 2);
+        rc = fn(ctx, v ? v : "", atoll(n ? n : "0"), atoll(f ? f : "0"));
+        if (rc != TN_OK)
+            break;
+    }
+    tn_rows_free(rows);
+    return rc == TN_DONE ? TN_OK : rc;
+}
+
+/* ---- lifecycle (registry.h: move, import, delete with a grace period, purge, check) -------- */
+
+static int64_t i64_or(const char *s, int64_t null_value)
+{
+    return s != NULL ? strtoll(s, NULL, 10) : null_value;
+}
+
+/* State, deleted_at and id of a slug, inside the caller's transaction (or not). */
+static int life_row(registry *r, const char *slug, int *state, int64_t *deleted_at,
+                    char *id, size_t idlen, char *err, size_t errlen)
+{
+    const char *p[] = {slug};
+    tn_rows *rows = NULL;
+    int rc = tn_db_query(r->db, &rows, "SELECT id, state, deleted_at FROM tenants WHERE slug = $1",
+                         1, p);
+    if (rc != TN_OK) {
+        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+        return rc;
+    }
+    rc = tn_rows_next(rows);
+    if (rc == TN_OK) {
+        if (id != NULL)
+            snprintf(id, idlen, "%s", tn_rows_get(rows, 0));
+        int st = tn_rows_get(rows, 1) ? tenant_state_parse(tn_rows_get(rows, 1)) : -1;
+        *state = st < 0 ? TENANT_SUSPENDED : st;
+        *deleted_at = i64_or(tn_rows_get(rows, 2), -1);
+    } else if (rc == TN_DONE) {
+        fail(err, errlen, "no tenant '%s'", slug);
+        rc = TN_NOTFOUND;
+    } else {
+        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+    }
+    tn_rows_free(rows);
+    return rc;
+}
+
+int registry_life_get(registry *r, const char *slug, registry_life *out, char *err,
+                      size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    const char *p[] = {slug};
+    tn_rows *rows = NULL;
+    int rc = tn_db_query(r->db, &rows,
+                         "SELECT state, updated_at, deleted_at, migration_version FROM tenants "
+                         "WHERE slug = $1", 1, p);
+    if (rc != TN_OK) {
+        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+        if (rc == TN_IO)
+            reconnect(r);
+        return rc;
+    }
+    rc = tn_rows_next(rows);
+    if (rc == TN_OK) {
+        int st = tn_rows_get(rows, 0) ? tenant_state_parse(tn_rows_get(rows, 0)) : -1;
+        out->state = st < 0 ? TENANT_SUSPENDED : st;
+        out->updated_at = i64_or(tn_rows_get(rows, 1), 0);
+        out->deleted_at = i64_or(tn_rows_get(rows, 2), -1);
+        snprintf(out->migration_version, sizeof(out->migration_version), "%s",
+                 tn_rows_get(rows, 3) ? tn_rows_get(rows, 3) : "");
+    } else if (rc == TN_DONE) {
+        fail(err, errlen, "no tenant '%s'", slug);
+        rc = TN_NOTFOUND;
+    } else {
+        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+    }
+    tn_rows_free(rows);
+    return rc;
+}
+
+struct cas_arg {
+    const char *slug;
+    unsigned from;
+    int to;
+    int was;
+};
+
+/* Read the state, check it against the mask, then update only that state: on PostgreSQL a
+ * writer that changed it in between makes the UPDATE match nothing (TN_BUSY) rather than be
+ * overwritten. */
+static int do_cas(registry *r, void *arg, char *err, size_t errlen)
+{
+    struct cas_arg *a = arg;
+    int64_t deleted_at;
+    int rc = life_row(r, a->slug, &a->was, &deleted_at, NULL, 0, err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    if (!(a->from & (1u << a->was))) {
+        fail(err, errlen, "tenant '%s' is %s", a->slug, tenant_state_name(a->was));
+        return TN_BUSY;
+    }
+    char now[24];
+    snprintf(now, sizeof(now), "%lld", (long long)now_s());
+    const char *p[] = {tenant_state_name(a->to), now, a->to == TENANT_DELETING ? now : NULL,
+                       a->slug, tenant_state_name(a->was)};
+    rc = exec(r, err, errlen,
+              "UPDATE tenants SET state = $1, updated_at = $2, deleted_at = $3 "
+              "WHERE slug = $4 AND state = $5", 5, p);
+    if (rc == TN_OK && tn_db_changes(r->db) == 0) {
+        fail(err, errlen, "tenant '%s' changed meanwhile; try again", a->slug);
+        return TN_BUSY;
+    }
+    return rc;
+}
+
+int registry_set_state_if(registry *r, const char *slug, unsigned from, int to, int *was,
+                          char *err, size_t errlen)
+{
+    if (to < 0 || to >= TENANT_NSTATES) {
+        fail(err, errlen, "invalid state");
+        return TN_INVALID;
+    }
+    struct cas_arg a = {slug, from, to, -1};
+    int rc = in_tx(r, do_cas, &a, err, errlen);
+    if (was != NULL)
+        *was = a.was;
+    return rc;
+}
+
+struct switch_arg {
+    const char *slug, *from_placement, *from_storage, *placement, *storage;
+    int state;
+};
+
+static int do_switch(registry *r, void *arg, char *err, size_t errlen)
+{
+    struct switch_arg *a = arg;
+    char now[24];
+    snprintf(now, sizeof(now), "%lld", (long long)now_s());
+    const char *p[] = {a->placement, a->storage, tenant_state_name(a->state), now, a->slug,
+                       a->from_placement, a->from_storage};
+    int rc = exec(r, err, errlen,
+                  "UPDATE tenants SET placement = $1, storage = $2, state = $3, updated_at = $4 "
+                  "WHERE slug = $5 AND state = 'moving' AND placement = $6 AND storage = $7",
+                  7, p);
+    if (rc != TN_OK || tn_db_changes(r->db) == 1)
+        return rc;
+    int st;
+    int64_t deleted_at;
+    rc = life_row(r, a->slug, &st, &deleted_at, NULL, 0, err, errlen);
+    if (rc == TN_OK) {
+        fail(err, errlen, "tenant '%s' is no longer moving from %s (it is %s): someone changed "
+                          "it during the move", a->slug, a->from_placement,
+             tenant_state_name(st));
+        rc = TN_BUSY;
+    }
+    return rc;
+}
+
+int registry_switch_storage(registry *r, const char *slug, const char *from_placement,
+                            const char *from_storage, const char *placement,
+                            const char *storage, int state, char *err, size_t errlen)
+{
+    if (state < 0 || state >= TENANT_NSTATES || placement == NULL || storage == NULL ||
+        from_placement == NULL || from_storage == NULL) {
+        fail(err, errlen, "registry_switch_storage: bad arguments");
+        return TN_INVALID;
+    }
+    struct switch_arg a = {slug, from_placement, from_storage, placement, storage, state};
+    return in_tx(r, do_switch, &a, err, errlen);
+}
+
+struct restore_arg {
+    const char *slug;
+    int64_t not_before;
+};
+
+static int do_restore(registry *r, void *arg, char *err, size_t errlen)
+{
+    struct restore_arg *a = arg;
+    int st;
+    int64_t deleted_at;
+    int rc = life_row(r, a->slug, &st, &deleted_at, NULL, 0, err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    if (st != TENANT_DELETING) {
+        fail(err, errlen, "tenant '%s' is not deleted (it is %s)", a->slug,
+             tenant_state_name(st));
+        return TN_INVALID;
+    }
+    if (deleted_at == 0) {
+        fail(err, errlen, "tenant '%s' is being purged: it cannot be restored", a->slug);
+        return TN_BUSY;
+    }
+    if (deleted_at <= a->not_before) {
+        fail(err, errlen, "the grace period of tenant '%s' is over: it can only be purged",
+             a->slug);
+        return TN_TIMEOUT;
+    }
+    char now[24], was[24];
+    snprintf(now, sizeof(now), "%lld", (long long)now_s());
+    snprintf(was, sizeof(was), "%lld", (long long)deleted_at);
+    const char *p[] = {now, a->slug, was};
+    rc = exec(r, err, errlen,
+              "UPDATE tenants SET state = 'active', updated_at = $1, deleted_at = NULL "
+              "WHERE slug = $2 AND state = 'deleting' AND deleted_at = $3", 3, p);
+    if (rc == TN_OK && tn_db_changes(r->db) == 0) {
+        fail(err, errlen, "tenant '%s' changed meanwhile; try again", a->slug);
+        return TN_BUSY;
+    }
+    return rc;
+}
+
+int registry_restore(registry *r, const char *slug, int64_t not_before, char *err,
+                     size_t errlen)
+{
+    struct restore_arg a = {slug, not_before};
+    return in_tx(r, do_restore, &a, err, errlen);
+}
+
+struct tomb_arg {
+    const char *slug;
+    int64_t deleted_before;
+    bool remove;          /* step 3: remove the row instead */
+};
+
+static int do_tomb(registry *r, void *arg, char *err, size_t errlen)
+{
+    struct tomb_arg *a = arg;
+    int st;
+    int64_t deleted_at;
+    char id[24];
+    int rc = life_row(r, a->slug, &st, &deleted_at, id, sizeof(id), err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    if (st != TENANT_DELETING) {
+        fail(err, errlen, "tenant '%s' is not deleted (it is %s)", a->slug,
+             tenant_state_name(st));
+        return TN_INVALID;
+    }
+    const char *p[] = {id};
+    if (a->remove) {
+        if (deleted_at != 0) {
+            fail(err, errlen, "tenant '%s' is not a tombstone: purge it first", a->slug);
+            return TN_INVALID;
+        }
+        rc = exec(r, err, errlen, "DELETE FROM domains WHERE tenant_id = $1", 1, p);
+        if (rc == TN_OK)
+            rc = exec(r, err, errlen, "DELETE FROM tenants WHERE id = $1 AND state = 'deleting' "
+                                      "AND deleted_at = 0", 1, p);
+        return rc;
+    }
+    if (deleted_at != 0 && deleted_at > a->deleted_before) {
+        fail(err, errlen, "tenant '%s' was deleted too recently: its grace period is not over",
+             a->slug);
+        return TN_TIMEOUT;
+    }
+    char now[24];
+    snprintf(now, sizeof(now), "%lld", (long long)now_s());
+    const char *u[] = {now, id};
+    rc = exec(r, err, errlen, "DELETE FROM domains WHERE tenant_id = $1", 1, p);
+    if (rc == TN_OK)
+        rc = exec(r, err, errlen, "UPDATE tenants SET deleted_at = 0, updated_at = $1 "
+                                  "WHERE id = $2 AND state = 'deleting'", 2, u);
+    return rc;
+}
+
+int registry_tombstone(registry *r, const char *slug, int64_t deleted_before, char *err,
+                       size_t errlen)
+{
+    struct tomb_arg a = {slug, deleted_before, false};
+    return in_tx(r, do_tomb, &a, err, errlen);
+}
+
+int registry_purge_tombstone(registry *r, const char *slug, char *err, size_t errlen)
+{
+    struct tomb_arg a = {slug, 0, true};
+    return in_tx(r, do_tomb, &a, err, errlen);
+}
+
+int registry_list_due(registry *r, int64_t deleted_before, const char *after_slug, int limit,
+                      int (*fn)(void *ctx, const char *slug), void *ctx)
+{
+    char before[24], lim[16];
+    snprintf(before, sizeof(before), "%lld", (long long)deleted_before);
+    snprintf(lim, sizeof(lim), "%d", limit > 0 ? limit : 100);
+    const char *p[] = {before, after_slug ? after_slug : "", lim};
+    tn_rows *rows = NULL;
+    int rc = tn_db_query(r->db, &rows,
+                         "SELECT slug FROM tenants WHERE state = 'deleting' AND deleted_at <= $1 "
+                         "AND slug > $2 ORDER BY slug LIMIT $3", 3, p);
+    if (rc != TN_OK) {
+        if (rc == TN_IO)
+            reconnect(r);
+        return rc;
+    }
+    /* Collected first: fn may change the registry through this connection. */
+    int cap = 64, n = 0;
+    char **slugs = malloc((size_t)cap * sizeof(*slugs));
+    rc = slugs != NULL ? TN_OK : TN_NOMEM;
+    while (rc == TN_OK && (rc = tn_rows_next(rows)) == TN_OK) {
+        if (n == cap) {
+            char **ns = realloc(slugs, (size_t)cap * 2 * sizeof(*ns));
+            if (ns == NULL) {
+                rc = TN_NOMEM;
+                break;
+            }
+            slugs = ns;
+            cap *= 2;
+        }
+        if ((slugs[n] = strdup(tn_rows_get(rows, 0))) == NULL)
+            rc = TN_NOMEM;
+        else
+            n++;
+    }
+    tn_rows_free(rows);
+    if (rc == TN_DONE)
+        rc = TN_OK;
+    for (int i = 0; i < n; i++) {
+        if (rc == TN_OK)
+            rc = fn(ctx, slugs[i]);
+        free(slugs[i]);
+    }
+    free(slugs);
+    return rc == TN_DONE ? TN_OK : rc;
 }

@@ -105,7 +105,109 @@ int registry_list(registry *r, int state, const char *search, const char *after_
 /* The tenant and its domains. TN_NOTFOUND when no such slug. */
 int registry_show(registry *r, const char *slug, registry_list_fn fn, void *ctx);
 
+/* ---- migrations: where each tenant's storage stands (tenancy migrate, tenant create) ----
+ * The registry keeps a copy of each tenant's migration version and the last migration error;
+ * the version table in the tenant's own storage stays the truth (storage/migrate.h). */
+
+/* Record a tenant's version (the highest applied, "" none) and its last migration error
+ * ("" after a success). Unlike every other change it does NOT bump the generation: no worker
+ * caches these columns, and a wave over 10,000 tenants must not flush every worker's lookup
+ * cache 10,000 times. TN_OK, TN_NOTFOUND, TN_INVALID or a storage error. */
+int registry_set_migration(registry *r, const char *slug, const char *version,
+                           const char *last_error, char *err, size_t errlen);
+
+/* The last step of provisioning: the version recorded, the last error cleared and the state
+ * set (TENANT_ACTIVE, or TENANT_PROVISIONING to keep it unserved), in one transaction that
+ * bumps the generation once. TN_OK, TN_NOTFOUND, TN_INVALID or a storage error. */
+int registry_provisioned(registry *r, const char *slug, const char *version, int state,
+                         char *err, size_t errlen);
+
+typedef struct registry_migration {
+    int64_t id;
+    const char *slug, *name;
+    int state;
+    const char *placement, *storage;
+    const char *version;      /* migration_version ("" none) */
+    const char *last_error;   /* "" when the last migration succeeded */
+} registry_migration;
+
+/* fn gets each tenant (strings valid during the call only) and must not use the registry;
+ * TN_OK to go on, anything else stops the walk and is returned. */
+typedef int (*registry_migration_fn)(void *ctx, const registry_migration *m);
+
+/* Tenants of every state in slug order after `after_slug` ("" or NULL: from the first), at
+ * most `limit` (0: 1000), without their domains: one query a page. *count (when not NULL)
+ * gets the rows seen. TN_OK or a storage error. */
+int registry_migration_list(registry *r, const char *after_slug, int limit,
+                            registry_migration_fn fn, void *ctx, int *count);
+
+/* One tenant. TN_NOTFOUND when no such slug. */
+int registry_migration_get(registry *r, const char *slug, registry_migration_fn fn, void *ctx);
+
+/* Tenants per migration version, tenants being deleted left out, in ONE query (GROUP BY):
+ * fn gets each version in order ("" for tenants never migrated), how many tenants are at it,
+ * and how many of those have a last_error. TN_OK or a storage error. */
+typedef int (*registry_version_fn)(void *ctx, const char *version, int64_t tenants,
+                                   int64_t failing);
+int registry_migration_status(registry *r, registry_version_fn fn, void *ctx);
+
 /* The underlying connection (the admin panel and migrations use it). */
 tn_db *registry_db(registry *r);
+
+/* ---- lifecycle: move, import, delete with a grace period, purge, check --------------------
+ * (tenancy/cli_move.c and cli_lifecycle.c). Same rules as the changes above: one transaction,
+ * one generation bump on TN_OK, nothing changed otherwise, a sentence in err.
+ *
+ * A deleted tenant (state deleting) keeps deleted_at, the time it was deleted; it can be
+ * restored until the grace period (storage.delete_grace) has passed. A purge then removes it
+ * in three steps, each safe to repeat: (1) registry_tombstone: its domains are released and
+ * deleted_at is set to 0, which marks the row as a tombstone: never restorable, never served,
+ * but still holding its slug and where its storage is; (2) the CLI drops the storage;
+ * (3) registry_purge_tombstone removes the row. A purge cut between the steps leaves a
+ * tombstone, which the next `tenancy purge --expired` finishes; the registry never points at
+ * storage that is gone, and no storage is left without a row that says where it is. */
+
+typedef struct registry_life {
+    int state;
+    int64_t updated_at;        /* the last change of the row (a state change included) */
+    int64_t deleted_at;        /* state deleting: when; 0 for a tombstone; -1 otherwise */
+    char migration_version[64];
+} registry_life;
+
+int registry_life_get(registry *r, const char *slug, registry_life *out, char *err,
+                      size_t errlen);
+
+/* Change the state only when it is one of `from` (a mask of 1u << state), atomically.
+ * *was (may be NULL) gets the state found. TN_BUSY when the state was not in the mask
+ * ("tenant 'x' is moving"). Entering deleting records deleted_at; leaving it clears it. */
+int registry_set_state_if(registry *r, const char *slug, unsigned from, int to, int *was,
+                          char *err, size_t errlen);
+
+/* The end of a move: placement and storage switched and the state set to `state`, in one
+ * transaction, only while the tenant is still moving from (from_placement, from_storage).
+ * TN_BUSY when it is not (someone resumed, deleted or moved it: the move must be given up). */
+int registry_switch_storage(registry *r, const char *slug, const char *from_placement,
+                            const char *from_storage, const char *placement,
+                            const char *storage, int state, char *err, size_t errlen);
+
+/* Restore a deleted tenant to active when it was deleted after `not_before`. TN_NOTFOUND
+ * (no tenant: a purged one is gone), TN_INVALID (not deleted), TN_TIMEOUT (its grace
+ * period is over), TN_BUSY (a tombstone: its purge has begun). */
+int registry_restore(registry *r, const char *slug, int64_t not_before, char *err,
+                     size_t errlen);
+
+/* Purge step 1 (see above) for a tenant deleted at or before `deleted_before` (INT64_MAX:
+ * whenever), or already a tombstone (then TN_OK, nothing changed but the generation).
+ * TN_INVALID when it is not deleted; TN_TIMEOUT when it was deleted after deleted_before. */
+int registry_tombstone(registry *r, const char *slug, int64_t deleted_before, char *err,
+                       size_t errlen);
+
+/* Purge step 3: remove a tombstone's row. TN_INVALID for a tenant that is not one. */
+int registry_purge_tombstone(registry *r, const char *slug, char *err, size_t errlen);
+
+/* Deleted tenants due for a purge (deleted at or before `deleted_before`; tombstones always
+ * are), in slug order after `after_slug`, at most `limit` (0: 100). fn as registry_list's. */
+int registry_list_due(registry *r, int64_t deleted_before, const char *after_slug, int limit,
+                      int (*fn)(void *ctx, const char *slug), void *ctx);
 
 #endif

@@ -10,8 +10,6 @@
 #include "storage/db.h"
 #include "tenancy/gen.h"
 
-#include <errno.h>
-#include <libpq-fe.h>
 #include <poll.h>
 #include <string.h>
 
@@ -40,7 +38,7 @@ int watch_run(const tenancy_config *cfg, volatile sig_atomic_t *stop)
         tn_db *db = NULL;
         char err[512];
         if (db_open(cfg->registry_uri, NULL, &db, err, sizeof(err)) != TN_OK ||
-            tn_db_exec(db, "LISTEN tenancy_registry", 0, NULL) != TN_OK) {
+            db_listen(db, "tenancy_registry") != TN_OK) {
             log_warn("registry watcher: cannot listen (%s); retrying in %lld ms",
                      db ? tn_db_error(db) : err, (long long)delay);
             db_close(db);
@@ -52,26 +50,14 @@ int watch_run(const tenancy_config *cfg, volatile sig_atomic_t *stop)
         delay = 1000;
         log_info("registry watcher: listening for changes from other hosts");
         bump(cfg, &g);   /* anything missed while not listening */
-        PGconn *pg = tn_db_native(db);
         while (!*stop) {
-            struct pollfd p = {.fd = PQsocket(pg), .events = POLLIN};
-            int n = poll(&p, 1, 1000);
-            if (n < 0 && errno != EINTR)
-                break;
-            if (n <= 0)
-                continue;
-            if (!PQconsumeInput(pg)) {
-                log_warn("registry watcher: connection lost: %s", PQerrorMessage(pg));
-                break;
-            }
-            bool any = false;
-            PGnotify *nt;
-            while ((nt = PQnotifies(pg)) != NULL) {
-                any = true;
-                PQfreemem(nt);
-            }
-            if (any)
+            int rc = db_wait_notify(db, 1000);   /* a signal ends the wait early: TN_TIMEOUT */
+            if (rc == TN_OK) {
                 bump(cfg, &g);
+            } else if (rc != TN_TIMEOUT) {
+                log_warn("registry watcher: connection lost: %s", tn_db_error(db));
+                break;
+            }
         }
         db_close(db);
     }

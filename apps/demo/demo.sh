@@ -9,6 +9,8 @@
 set -eu
 builddir=${1:?usage: demo.sh BUILDDIR}
 builddir=$(cd "$builddir" && pwd)
+# the build tree's PostgreSQL driver (storage/README.md), used if a registry is postgres:
+export TENANCY_PGDRIVER=${TENANCY_PGDRIVER:-$builddir/storage/.libs/pgdriver.so}
 port=${DEMO_PORT:-8080}
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$nginx" ] || { echo "demo: nginx is not installed (run ./autogen.sh --deps)" >&2; exit 1; }
@@ -51,6 +53,8 @@ state_dir = $dir/state
 tenant.resolvers = subdomain
 tenant.base_domains = localhost
 tenant.central_domains = localhost
+admin.host = admin.localhost
+admin.cli = $builddir/tenancy/tenancy
 CONF
 mkdir -p "$dir/state"
 cli() { "$builddir/tenancy/tenancy" -c "$dir/tenancyd.conf" "$@" > /dev/null; }
@@ -58,6 +62,9 @@ cli init
 cli tenant create acme --name "Acme Corporation" --setting theme.primary=#d9480f
 cli tenant create globex --name "Globex Corporation" --setting theme.primary=#1971c2
 cli tenant create initech --name "Initech" --setting theme.primary=#2f9e44
+# The admin panel's password: a new random one for each demo run, printed below.
+admin_pw=$("$builddir/tenancy/tenancy" -c "$dir/tenancyd.conf" admin passwd --generate |
+    awk '{print $NF}')
 user=""
 [ "$(id -u)" = 0 ] && user="user root;"
 mkdir -p "$dir/nginx"
@@ -130,6 +137,8 @@ cat <<MSG
     curl http://localhost:$port/
     curl http://localhost:$port/_tenancy/status
     curl http://localhost:$port/_tenancy/metrics
+  The admin panel (user admin, one-time password for this run: $admin_pw):
+    http://admin.localhost:$port/
 
   Logs: $dir/tenancyd.log (errors), $dir/access.log (one JSON line per request)
   Stop with Ctrl-C.

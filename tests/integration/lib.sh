@@ -13,6 +13,8 @@ set -u
 TENANCYD=${TENANCYD:-$top_builddir/tenancyd}
 HELLO_SO=${HELLO_SO:-$(cd "$top_builddir" && pwd)/apps/.libs/hello.so}
 HELPERS=${HELPERS:-$top_builddir/tests/helpers}
+# The build tree's PostgreSQL driver: tenancyd and tenancy dlopen() it (storage/README.md).
+export TENANCY_PGDRIVER=${TENANCY_PGDRIVER:-$(cd "$top_builddir" && pwd)/storage/.libs/pgdriver.so}
 TEST_NAME=$(basename "$0" .sh)
 T=$(mktemp -d "${TMPDIR:-/tmp}/tenancy-$TEST_NAME.XXXXXX")
 PIDS=()

@@ -78,6 +78,7 @@ PG_DIR=$TENANCY_TEST_PG_DIR
 # A fresh cluster: recreate what the test needs and point both hosts at it.
 sed -i "s|^registry = .*|registry = $TENANCY_TEST_PG|" "$T/a.conf" "$T/b.conf"
 "$TENANCY_CLI" -c "$T/a.conf" init > /dev/null
+rm -rf "$T/a/tenants"   # the old registry's tenants' files: `tenant create` makes storage
 "$TENANCY_CLI" -c "$T/a.conf" tenant create newco --name "NewCo" > /dev/null
 kill -HUP "$PID_a"
 wait_until 10 grep -q 'reloaded: generation 2' "$T/a.log" || fail "reload of host a"

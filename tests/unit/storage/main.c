@@ -9,8 +9,10 @@
 #include "core/first.h"
 #include "storage/db.h"
 #include "tests/unit/check_common.h"
+#include "tests/unit/storage/storage_test.h"
 
 #include <dirent.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,23 +21,27 @@
 void db_tests_init(const char *dir, const char *pg);
 Suite *db_suite(bool pg);
 Suite *db_misc_suite(void);
+void migrate_tests_init(const char *pg);   /* check_migrate.c */
+void migrate_tests_fini(void);
+Suite *migrate_suite(bool pg);
+Suite *migrate_misc_suite(void);
+Suite *target_suite(void);   /* check_target.c */
+Suite *pool_suite(void);     /* check_pool.c */
 
-/* Remove the flat temporary folder the SQLite cases wrote their files into. */
+const char *st_pg;           /* storage_test.h */
+char st_dir[256];
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* Remove the temporary folder the SQLite cases wrote their files (and folders) into. */
 static void remove_dir(const char *dir)
 {
-    DIR *d = opendir(dir);
-    if (d != NULL) {
-        struct dirent *e;
-        char path[512];
-        while ((e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                continue;
-            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-            unlink(path);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
+    nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 int main(void)
@@ -63,8 +69,14 @@ int main(void)
         return 99;
     }
     db_tests_init(dir, pg);
-    Suite *s[] = {db_misc_suite(), db_suite(false), db_suite(true)};
+    migrate_tests_init(pg);
+    st_pg = pg;
+    snprintf(st_dir, sizeof(st_dir), "%s", dir);
+    Suite *s[] = {db_misc_suite(), db_suite(false), db_suite(true), migrate_misc_suite(),
+                  migrate_suite(false), migrate_suite(true), target_suite(),
+                  pool_suite()};
     int rc = run_suites(s, (int)TN_ARRAY_LEN(s));
     remove_dir(dir);
+    migrate_tests_fini();
     return rc;
 }

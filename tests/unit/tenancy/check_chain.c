@@ -94,6 +94,9 @@ static void setup(void)
     ck_assert_ptr_nonnull(mkdtemp(dir));
     cfg_arena = arena_create(0);
     conf_error cerr;
+    /* A fresh struct each time: in one process (CK_FORK=no, make check-valgrind) the
+     * placements of the previous test would still be there. */
+    memset(&cfg, 0, sizeof(cfg));
     ck_assert_int_eq(conf_defaults(tenancy_config_table, &cfg, cfg_arena, &cerr), TN_OK);
     cfg.resolvers = "subdomain, host, header, path";
     cfg.base_domains = "example.com";
@@ -265,6 +268,12 @@ Suite *chain_suite(void)
     tcase_add_test(tc, test_header_untrusted_source);
     tcase_add_test(tc, test_cap_and_theme);
     tcase_add_test(tc, test_tn_run);
+    suite_add_tcase(s, tc);
+    /* Expects the process to abort: fork mode only (tagged, so that CK_FORK=no runs such as
+     * `make check-valgrind` leave it out with CK_EXCLUDE_TAGS=fork). */
+    tc = tcase_create("context");
+    tcase_set_tags(tc, "fork");
+    tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test_raise_signal(tc, test_context_must_be_empty, SIGABRT);
     suite_add_tcase(s, tc);
     return s;

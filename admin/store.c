@@ -1,0 +1,341 @@
+/*
+ * store.c — one tenant's storage, opened for the panel to read.
+ *
+ * SQLite: the tenant's file opened read-only (db_open with ?mode=ro and read_only), so the
+ * database refuses every write whatever SQL reaches it; a deadline is enforced with
+ * sqlite3_progress_handler. PostgreSQL: target_open (scoped to the tenant's schema, or its
+ * own database); reads then run in a READ ONLY transaction with a transaction-local
+ * statement_timeout and search_path (store_ro_begin), and for the SQL console the
+ * connection logs in as admin.pg_console_user when set, and refuses to go on as a role that
+ * could act outside the database (a superuser, or a member of pg_execute_server_program,
+ * pg_read_server_files, pg_write_server_files or pg_signal_backend): those could run
+ * programs, read files or stop other sessions even in a read-only transaction.
+ *
+ * Must not: read another tenant's schema or file (catalog reads are filtered by this
+ * tenant's namespace OID), or leave a transaction open (store_ro_end, store_close).
+ */
+#include "core/first.h"
+#include "admin/admin_int.h"
+#include "admin/store.h"
+#include "core/clock.h"
+#include "tenancy/placement.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+char *store_quote(arena *ar, const char *ident)
+{
+    char q[80];
+    if (ident == NULL || db_quote_ident(ident, q, sizeof(q)) != TN_OK)
+        return NULL;
+    return arena_strdup(ar, q);
+}
+
+/* The placement's server with the console's user put in (a conninfo takes the last value of
+ * a key; a URI takes it as a query parameter). */
+static const char *with_user(arena *ar, const char *server, const char *user)
+{
+    if (server == NULL)
+        return NULL;
+    if (strncmp(server, "postgresql://", 13) == 0 || strncmp(server, "postgres://", 11) == 0)
+        return arena_sprintf(ar, "%s%suser=%s", server, strchr(server, '?') ? "&" : "?", user);
+    return arena_sprintf(ar, "%s user=%s", server, user);
+}
+
+/* ---- kept PostgreSQL connections -------------------------------------------------------------
+ * A new backend pays for its catalog caches on its first queries (at 10,000 schemas, ~100 ms
+ * of planning for the first catalog query), so each worker keeps a few of its panel's
+ * connections between requests, one per (server, database, console or not). They are the
+ * panel's own: never lent to tenant code. A connection is kept only when it is clean after the
+ * request (its read-only transaction rolled back); a console connection is also reset with
+ * DISCARD ALL, so nothing the operator's SQL set for the session outlives the query; and each
+ * is closed after KEEP_USES requests, which bounds the catalog memory a backend collects as it
+ * visits schemas. */
+#define KEEP_SLOTS 4
+#define KEEP_USES 200
+
+static struct kept {
+    tn_db *db;
+    char key[640];
+    int uses;
+    int64_t last_ms;
+} kept[KEEP_SLOTS];
+
+static void keep_key(const storage_target *t, bool console, char *key, size_t n)
+{
+    snprintf(key, n, "%d|%d|%s|%s", (int)t->kind, console ? 1 : 0, t->server ? t->server : "",
+             t->kind == TARGET_PG_DATABASE ? t->name : "");
+}
+
+static tn_db *keep_take(const char *key, int *uses)
+{
+    for (int i = 0; i < KEEP_SLOTS; i++)
+        if (kept[i].db != NULL && strcmp(kept[i].key, key) == 0) {
+            tn_db *db = kept[i].db;
+            *uses = kept[i].uses;
+            kept[i].db = NULL;
+            if (db_is_clean(db))
+                return db;
+            db_close(db);
+            return NULL;
+        }
+    return NULL;
+}
+
+static void keep_put(tn_db *db, const char *key, int uses)
+{
+    if (uses >= KEEP_USES || !db_is_clean(db)) {
+        db_close(db);
+        return;
+    }
+    int slot = 0;
+    for (int i = 0; i < KEEP_SLOTS; i++) {
+        if (kept[i].db == NULL) {
+            slot = i;
+            break;
+        }
+        if (kept[i].last_ms < kept[slot].last_ms)
+            slot = i;
+    }
+    db_close(kept[slot].db);
+    kept[slot].db = db;
+    kept[slot].uses = uses;
+    kept[slot].last_ms = clock_mono_ms();
+    snprintf(kept[slot].key, sizeof(kept[slot].key), "%s", key);
+}
+
+void store_fini(void)
+{
+    for (int i = 0; i < KEEP_SLOTS; i++) {
+        db_close(kept[i].db);
+        kept[i].db = NULL;
+    }
+}
+
+int store_open(adm_req *a, const tenant_rec *t, bool console, adm_store *s, char *err,
+               size_t errlen)
+{
+    memset(s, 0, sizeof(*s));
+    int rc = placement_target(adm.env.tcfg, t, &s->target);
+    if (rc == TN_NOTFOUND) {
+        snprintf(err, errlen, "placement '%s' is not configured on this host", t->placement);
+        return rc;
+    }
+    if (rc != TN_OK) {
+        snprintf(err, errlen, "this tenant has no storage yet");
+        return rc;
+    }
+    s->sqlite = s->target.kind == TARGET_SQLITE;
+    if (s->sqlite) {
+        db_options o = {.busy_timeout_ms = 2000, .read_only = true};
+        char *uri = arena_sprintf(a->r->arena, "sqlite:%s?mode=ro", s->target.name);
+        if (uri == NULL || strchr(s->target.name, '?') != NULL) {
+            snprintf(err, errlen, "cannot name the tenant's file");
+            return TN_INVALID;
+        }
+        rc = db_open(uri, &o, &s->db, err, errlen);
+        return rc;
+    }
+    storage_target tt = s->target;
+    if (console && adm.env.cfg->pg_console_user[0] != '\0')
+        tt.server = with_user(a->r->arena, tt.server, adm.env.cfg->pg_console_user);
+    s->console = console;
+    keep_key(&tt, console, s->key, sizeof(s->key));
+    if (s->target.kind == TARGET_PG_SCHEMA)
+        snprintf(s->schema, sizeof(s->schema), "%s", s->target.name);
+    const char *p[] = {s->schema};
+    s->db = keep_take(s->key, &s->uses);
+    for (int attempt = 0;; attempt++) {
+        if (s->db == NULL) {
+            s->uses = 0;
+            rc = target_open(&tt, &s->db, err, errlen);
+            if (rc != TN_OK)
+                return rc;
+            /* The panel runs its own transactions (store_ro_begin): no per-statement scope. */
+            if (s->target.kind == TARGET_PG_SCHEMA)
+                db_set_schema_scope(s->db, NULL);
+        }
+        rc = db_query_value(s->db, s->nsp_oid, sizeof(s->nsp_oid),
+                            s->schema[0] ? "SELECT oid::text FROM pg_namespace WHERE nspname = $1"
+                                         : "SELECT oid::text FROM pg_namespace WHERE nspname = "
+                                           "current_schema() AND $1 = ''",
+                            1, p);
+        if (rc != TN_IO || attempt > 0 || s->uses == 0)
+            break;
+        db_close(s->db);   /* a kept connection the server dropped: one new one */
+        s->db = NULL;
+    }
+    s->uses++;
+    if (rc != TN_OK) {
+        snprintf(err, errlen, "the tenant's schema is missing: %s",
+                 rc == TN_NOTFOUND ? "no such schema" : tn_db_error(s->db));
+        db_close(s->db);
+        s->db = NULL;
+        return rc == TN_NOTFOUND ? TN_NOTFOUND : rc;
+    }
+    return TN_OK;
+}
+
+void store_close(adm_store *s)
+{
+    if (s->db == NULL)
+        return;
+    if (s->sqlite) {
+        sqlite3_progress_handler(tn_db_native(s->db), 0, NULL, NULL);
+        db_close(s->db);
+    } else {
+        if (!db_is_clean(s->db))
+            tn_db_rollback(s->db);
+        if (s->console && db_is_clean(s->db) &&
+            tn_db_exec(s->db, "DISCARD ALL", 0, NULL) != TN_OK) {
+            db_close(s->db);
+            s->db = NULL;
+            return;
+        }
+        keep_put(s->db, s->key, s->uses);
+    }
+    s->db = NULL;
+}
+
+/* ---- read-only transactions and deadlines -------------------------------------------------- */
+
+static int progress(void *arg)
+{
+    const adm_store *s = arg;
+    return clock_mono_ms() > s->deadline_ms ? 1 : 0;
+}
+
+int store_ro_begin(adm_store *s, int64_t timeout_ms, bool console, char *err, size_t errlen)
+{
+    if (s->sqlite) {
+        s->deadline_ms = clock_mono_ms() + timeout_ms;
+        sqlite3_progress_handler(tn_db_native(s->db), 1000, progress, s);
+        return TN_OK;
+    }
+    int rc = tn_db_exec(s->db, "BEGIN READ ONLY", 0, NULL);
+    if (rc != TN_OK) {
+        snprintf(err, errlen, "%s", tn_db_error(s->db));
+        return rc;
+    }
+    char ms[24], path[80] = "";
+    snprintf(ms, sizeof(ms), "%lld", (long long)timeout_ms);
+    if (s->schema[0] != '\0' && db_quote_ident(s->schema, path, sizeof(path)) != TN_OK) {
+        snprintf(err, errlen, "the tenant's schema name cannot be quoted");
+        store_ro_end(s);
+        return TN_INVALID;
+    }
+    const char *p[] = {ms, path};
+    tn_rows *rows = NULL;
+    rc = tn_db_query(s->db, &rows,
+                     "SELECT set_config('statement_timeout', $1, true), "
+                     "CASE WHEN $2 = '' THEN '' ELSE set_config('search_path', $2, true) END, "
+                     "current_setting('transaction_read_only'), "
+                     "(SELECT r.rolsuper "
+                     " OR pg_has_role(current_user, 'pg_execute_server_program', 'MEMBER') "
+                     " OR pg_has_role(current_user, 'pg_read_server_files', 'MEMBER') "
+                     " OR pg_has_role(current_user, 'pg_write_server_files', 'MEMBER') "
+                     " OR pg_has_role(current_user, 'pg_signal_backend', 'MEMBER') "
+                     " FROM pg_roles r WHERE r.rolname = current_user)::text",
+                     2, p);
+    if (rc == TN_OK && tn_rows_next(rows) == TN_OK) {
+        const char *ro = tn_rows_get(rows, 2), *danger = tn_rows_get(rows, 3);
+        if (ro == NULL || strcmp(ro, "on") != 0) {
+            snprintf(err, errlen, "the transaction is not read-only");
+            rc = TN_DENIED;
+        } else if (console && (danger == NULL || strcmp(danger, "false") != 0)) {
+            snprintf(err, errlen,
+                     "the SQL console does not run as a PostgreSQL superuser or a member of "
+                     "pg_execute_server_program, pg_read_server_files, pg_write_server_files "
+                     "or pg_signal_backend: set admin.pg_console_user to a plain role (see "
+                     "tenancyd.conf(5))");
+            rc = TN_DENIED;
+        }
+    } else if (rc == TN_OK) {
+        snprintf(err, errlen, "cannot set up the read-only transaction");
+        rc = TN_ERR;
+    } else {
+        snprintf(err, errlen, "%s", tn_db_error(s->db));
+    }
+    tn_rows_free(rows);
+    if (rc != TN_OK)
+        store_ro_end(s);
+    return rc;
+}
+
+void store_ro_end(adm_store *s)
+{
+    if (s->db == NULL)
+        return;
+    if (s->sqlite) {
+        sqlite3_progress_handler(tn_db_native(s->db), 0, NULL, NULL);
+        return;
+    }
+    tn_db_rollback(s->db);
+    if (!db_is_clean(s->db))
+        db_reset(s->db);
+}
+
+/* ---- tables -------------------------------------------------------------------------------- */
+
+struct tables_ctx {
+    arena *ar;
+    const char **v;
+    int n, cap;
+    bool oom;
+};
+
+static int add_table(void *ctx, const char *name)
+{
+    struct tables_ctx *c = ctx;
+    if (c->n == c->cap) {
+        int cap = c->cap ? c->cap * 2 : 32;
+        const char **nv = arena_alloc(c->ar, (size_t)cap * sizeof(*nv));
+        if (nv == NULL) {
+            c->oom = true;
+            return TN_NOMEM;
+        }
+        if (c->n)
+            memcpy(nv, c->v, (size_t)c->n * sizeof(*nv));
+        c->v = nv;
+        c->cap = cap;
+    }
+    c->v[c->n] = arena_strdup(c->ar, name);
+    if (c->v[c->n] == NULL) {
+        c->oom = true;
+        return TN_NOMEM;
+    }
+    c->n++;
+    return TN_OK;
+}
+
+static int cmp_names(const void *x, const void *y)
+{
+    return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+int store_tables(adm_store *s, arena *ar, const char ***names, char *err, size_t errlen)
+{
+    struct tables_ctx c = {.ar = ar};
+    int rc = target_tables(s->db, &s->target, add_table, &c);
+    if (rc != TN_OK) {
+        snprintf(err, errlen, "%s", c.oom ? "out of memory" : tn_db_error(s->db));
+        return -1;
+    }
+    if (c.n > 1)
+        qsort(c.v, (size_t)c.n, sizeof(*c.v), cmp_names);
+    *names = c.v;
+    return c.n;
+}
+
+bool store_has_table(adm_store *s, arena *ar, const char *name)
+{
+    const char **names;
+    char err[256];
+    int n = store_tables(s, ar, &names, err, sizeof(err));
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return true;
+    return false;
+}

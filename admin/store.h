@@ -1,0 +1,48 @@
+/*
+ * store.h — one tenant's storage opened for the panel to read (admin/ only; see store.c).
+ */
+#ifndef TN_ADMIN_STORE_H
+#define TN_ADMIN_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "admin/admin_int.h"
+#include "storage/target.h"
+
+typedef struct adm_store {
+    tn_db *db;
+    storage_target target;
+    bool sqlite;
+    char schema[128];             /* schema mode: the tenant's schema */
+    char nsp_oid[24];             /* PostgreSQL: the namespace's OID, as text */
+    int64_t deadline_ms;          /* SQLite: the running statement's deadline */
+    bool console;
+    int uses;                     /* PostgreSQL: requests this connection has served */
+    char key[640];                /* PostgreSQL: which kept connection it is */
+} adm_store;
+
+/* Open tenant t's storage for reading: SQLite read-only (mode=ro), PostgreSQL scoped to the
+ * tenant's schema or database. `console`: for the operator's own SQL (PostgreSQL then logs
+ * in as admin.pg_console_user when set). TN_OK, or an error with a sentence in err. */
+int store_open(adm_req *a, const tenant_rec *t, bool console, adm_store *s, char *err,
+               size_t errlen);
+void store_close(adm_store *s);   /* a clean PostgreSQL connection is kept for the next */
+void store_fini(void);              /* close the kept connections */
+
+/* Start reading: SQLite arms a deadline of timeout_ms; PostgreSQL opens a READ ONLY
+ * transaction with statement_timeout and search_path set for it alone, and checks that it
+ * is read-only (and, for the console, that the role cannot act outside the database).
+ * TN_OK, or an error with err set (nothing is left open). End with store_ro_end. */
+int store_ro_begin(adm_store *s, int64_t timeout_ms, bool console, char *err, size_t errlen);
+void store_ro_end(adm_store *s);
+
+/* The tenant's tables (target_tables), sorted by name, into an arena array. Count, or -1
+ * with err. */
+int store_tables(adm_store *s, arena *ar, const char ***names, char *err, size_t errlen);
+bool store_has_table(adm_store *s, arena *ar, const char *name);
+
+/* db_quote_ident into an arena string; NULL when the name cannot be quoted. */
+char *store_quote(arena *ar, const char *ident);
+
+#endif

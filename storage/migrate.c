@@ -1,0 +1,930 @@
+/*
+ * migrate.c — versioned migrations, seeds and the template clone (see migrate.h).
+ *
+ * Owns: reading and checking a migration folder (names, versions, checksums), the version
+ * table of one target and the order files are applied in, running a seed with only the
+ * parameters each statement uses, and cloning a target from a template.
+ *
+ * Why one transaction per file rather than one for all: a tenant that fails at file 7 keeps
+ * files 1-6 and reports version 6; the next run resumes at 7. One transaction for the whole
+ * run would redo everything on each attempt and hold locks for its whole length.
+ *
+ * Why the version table is read with a plain SELECT first: a tenant that is up to date then
+ * costs that one query. Only when it fails is the table created (CREATE TABLE IF NOT EXISTS,
+ * resolved in the target's own file or schema), never looked up in a catalog-wide view.
+ *
+ * Scripts are split with db.c's splitter (db_int.h), the one splitter of the project, so a
+ * ';' inside a string, a comment, a dollar quote or a trigger body never ends a statement.
+ *
+ * Must not: touch a schema or file other than the connection's own, except migrate_clone
+ * (which reads the template and writes the new target, through a connection of its own);
+ * put anything in SQL text but constants and db_quote_ident() results; log.
+ */
+#include "core/first.h"
+#include "storage/migrate.h"
+#include "core/rc.h"
+#include "storage/db_int.h"   /* the script splitter, the dialect, db_sql_bind_used */
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+struct migration {
+    migration_info info;
+    char *sql;
+    size_t len;
+    char checksum[65];
+    char *storage;              /* one allocation: file name, version, name */
+};
+
+struct migration_set {
+    struct migration *m;
+    int n;
+};
+
+static int failf(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int failf(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+    if (err != NULL && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+/* ---- SHA-256 (FIPS 180-4), for the checksum of each file ------------------------------- */
+
+typedef struct sha256 {
+    uint32_t h[8];
+    uint64_t bytes;
+    unsigned char block[64];
+    size_t used;
+} sha256;
+
+static const uint32_t sha_k[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+    0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+    0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+    0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+    0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+    0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+    0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+    0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+    0xc67178f2};
+
+static uint32_t ror(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+static void sha_block(sha256 *s, const unsigned char *p)
+{
+    uint32_t w[64];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+               (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = s->h[0], b = s->h[1], c = s->h[2], d = s->h[3], e = s->h[4], f = s->h[5],
+             g = s->h[6], h = s->h[7];
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 = h + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) +
+                      sha_k[i] + w[i];
+        uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+        h = g;
+        g = f;
+        f = e;
+        e = d + t1;
+        d = c;
+        c = b;
+        b = a;
+        a = t1 + t2;
+    }
+    s->h[0] += a;
+    s->h[1] += b;
+    s->h[2] += c;
+    s->h[3] += d;
+    s->h[4] += e;
+    s->h[5] += f;
+    s->h[6] += g;
+    s->h[7] += h;
+}
+
+static void sha_init(sha256 *s)
+{
+    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    memcpy(s->h, h0, sizeof(h0));
+    s->bytes = 0;
+    s->used = 0;
+}
+
+static void sha_update(sha256 *s, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    s->bytes += n;
+    while (n > 0) {
+        size_t take = 64 - s->used < n ? 64 - s->used : n;
+        memcpy(s->block + s->used, p, take);
+        s->used += take;
+        p += take;
+        n -= take;
+        if (s->used == 64) {
+            sha_block(s, s->block);
+            s->used = 0;
+        }
+    }
+}
+
+static void sha_hex(sha256 *s, char out[65])
+{
+    uint64_t bits = s->bytes * 8;
+    unsigned char pad = 0x80;
+    sha_update(s, &pad, 1);
+    pad = 0;
+    while (s->used != 56)
+        sha_update(s, &pad, 1);
+    unsigned char len[8];
+    for (int i = 0; i < 8; i++)
+        len[i] = (unsigned char)(bits >> (56 - 8 * i));
+    sha_update(s, len, 8);
+    for (int i = 0; i < 8; i++)
+        snprintf(out + 8 * i, 9, "%08x", s->h[i]);
+}
+
+/* ---- reading files ------------------------------------------------------------------------ */
+
+int migrate_read_file(const char *path, char **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return failf(err, errlen, TN_IO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return failf(err, errlen, TN_IO, "%s: not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > MIGRATE_FILE_MAX) {
+        close(fd);
+        return failf(err, errlen, TN_TOOBIG, "%s: %lld bytes, more than %u", path,
+                     (long long)st.st_size, MIGRATE_FILE_MAX);
+    }
+    size_t cap = (size_t)st.st_size + 1, len = 0;
+    char *b = malloc(cap);
+    if (b == NULL) {
+        close(fd);
+        return failf(err, errlen, TN_NOMEM, "%s: out of memory", path);
+    }
+    for (;;) {   /* the file may grow while we read it: never past the limit */
+        if (len + 1 == cap) {
+            if (cap > MIGRATE_FILE_MAX) {
+                free(b);
+                close(fd);
+                return failf(err, errlen, TN_TOOBIG, "%s: more than %u bytes", path,
+                             MIGRATE_FILE_MAX);
+            }
+            char *nb = realloc(b, cap * 2);
+            if (nb == NULL) {
+                free(b);
+                close(fd);
+                return failf(err, errlen, TN_NOMEM, "%s: out of memory", path);
+            }
+            b = nb;
+            cap *= 2;
+        }
+        ssize_t r = read(fd, b + len, cap - 1 - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            free(b);
+            close(fd);
+            return failf(err, errlen, TN_IO, "%s: %s", path, strerror(e));
+        }
+        if (r == 0)
+            break;
+        len += (size_t)r;
+    }
+    close(fd);
+    b[len] = '\0';
+    if (strlen(b) != len) {
+        free(b);
+        return failf(err, errlen, TN_INVALID, "%s: holds a NUL byte (not SQL text)", path);
+    }
+    *out = b;
+    return TN_OK;
+}
+
+/* ---- loading a folder ------------------------------------------------------------------------ */
+
+/* "0001_create_items.sql" → version length and name span; false when not of that form. */
+static bool parse_name(const char *file, size_t *vlen, const char **name, size_t *nlen)
+{
+    size_t n = strlen(file);
+    if (n < 5 || strcmp(file + n - 4, ".sql") != 0)
+        return false;
+    size_t v = 0;
+    while (file[v] >= '0' && file[v] <= '9')
+        v++;
+    if (v == 0 || v >= MIGRATE_VERSION_MAX || file[v] != '_')
+        return false;
+    const char *nm = file + v + 1;
+    size_t l = n - 4 - (v + 1);
+    if (l == 0)
+        return false;
+    for (size_t i = 0; i < l; i++) {
+        char c = nm[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-'))
+            return false;
+    }
+    *vlen = v;
+    *name = nm;
+    *nlen = l;
+    return true;
+}
+
+/* Compare two versions as numbers (digit strings of any width). */
+static int version_cmp(const char *a, const char *b)
+{
+    while (*a == '0' && a[1] != '\0')
+        a++;
+    while (*b == '0' && b[1] != '\0')
+        b++;
+    size_t la = strlen(a), lb = strlen(b);
+    if (la != lb)
+        return la < lb ? -1 : 1;
+    return strcmp(a, b);
+}
+
+static int by_file(const void *x, const void *y)
+{
+    const struct migration *a = x, *b = y;
+    return strcmp(a->info.file, b->info.file);
+}
+
+void migrate_free(migration_set *s)
+{
+    if (s == NULL)
+        return;
+    for (int i = 0; i < s->n; i++) {
+        free(s->m[i].sql);
+        free(s->m[i].storage);
+    }
+    free(s->m);
+    free(s);
+}
+
+int migrate_load(const char *dir, migration_set **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    migration_set *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return failf(err, errlen, TN_NOMEM, "out of memory");
+    if (dir == NULL || dir[0] == '\0') {
+        *out = s;
+        return TN_OK;
+    }
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        free(s);
+        return failf(err, errlen, TN_IO, "migrations folder %s: %s", dir, strerror(errno));
+    }
+    int rc = TN_OK, cap = 0;
+    struct dirent *e;
+    while (rc == TN_OK && (errno = 0, e = readdir(d)) != NULL) {
+        const char *f = e->d_name;
+        size_t fl = strlen(f);
+        if (f[0] == '.' || fl < 4 || strcmp(f + fl - 4, ".sql") != 0)
+            continue;   /* README, editor backups, hidden files */
+        size_t vlen, nlen;
+        const char *nm;
+        if (!parse_name(f, &vlen, &nm, &nlen)) {
+            rc = failf(err, errlen, TN_INVALID,
+                       "%s/%s: expected VERSION_NAME.sql (VERSION: 1 to %d digits; NAME: "
+                       "letters, digits, '_' and '-')", dir, f, MIGRATE_VERSION_MAX - 1);
+            break;
+        }
+        if (s->n == cap) {
+            int nc = cap ? cap * 2 : 32;
+            struct migration *nm2 = realloc(s->m, (size_t)nc * sizeof(*nm2));
+            if (nm2 == NULL) {
+                rc = failf(err, errlen, TN_NOMEM, "out of memory");
+                break;
+            }
+            s->m = nm2;
+            cap = nc;
+        }
+        struct migration *m = &s->m[s->n];
+        memset(m, 0, sizeof(*m));
+        m->storage = malloc(fl + 1 + vlen + 1 + nlen + 1);
+        if (m->storage == NULL) {
+            rc = failf(err, errlen, TN_NOMEM, "out of memory");
+            break;
+        }
+        s->n++;
+        char *p = m->storage;
+        memcpy(p, f, fl + 1);
+        m->info.file = p;
+        p += fl + 1;
+        memcpy(p, f, vlen);
+        p[vlen] = '\0';
+        m->info.version = p;
+        p += vlen + 1;
+        memcpy(p, nm, nlen);
+        p[nlen] = '\0';
+        m->info.name = p;
+        char path[4096];
+        if (snprintf(path, sizeof(path), "%s/%s", dir, f) >= (int)sizeof(path)) {
+            rc = failf(err, errlen, TN_INVALID, "%s/%s: path too long", dir, f);
+            break;
+        }
+        rc = migrate_read_file(path, &m->sql, err, errlen);
+        if (rc != TN_OK)
+            break;
+        m->len = strlen(m->sql);
+        sha256 h;
+        sha_init(&h);
+        sha_update(&h, m->sql, m->len);
+        sha_hex(&h, m->checksum);
+        m->info.checksum = m->checksum;
+    }
+    if (rc == TN_OK && errno != 0)
+        rc = failf(err, errlen, TN_IO, "migrations folder %s: %s", dir, strerror(errno));
+    closedir(d);
+    if (rc == TN_OK && s->n > 0) {
+        qsort(s->m, (size_t)s->n, sizeof(*s->m), by_file);
+        for (int i = 0; i < s->n && rc == TN_OK; i++) {
+            for (int j = i + 1; j < s->n; j++)
+                if (version_cmp(s->m[i].info.version, s->m[j].info.version) == 0) {
+                    rc = failf(err, errlen, TN_INVALID,
+                               "%s/%s and %s have the same version %s", dir,
+                               s->m[i].info.file, s->m[j].info.file, s->m[i].info.version);
+                    break;
+                }
+            /* Name order is the order of application: a version that sorts by name before
+             * a smaller one ("10_b.sql" before "9_a.sql") would be applied out of order. */
+            if (rc == TN_OK && i > 0 &&
+                version_cmp(s->m[i - 1].info.version, s->m[i].info.version) > 0)
+                rc = failf(err, errlen, TN_INVALID,
+                           "%s/%s sorts before %s but has a higher version: give every "
+                           "version the same number of digits", dir, s->m[i - 1].info.file,
+                           s->m[i].info.file);
+        }
+    }
+    if (rc != TN_OK) {
+        migrate_free(s);
+        return rc;
+    }
+    *out = s;
+    return TN_OK;
+}
+
+int migrate_count(const migration_set *s) { return s != NULL ? s->n : 0; }
+
+const migration_info *migrate_at(const migration_set *s, int i)
+{
+    return s != NULL && i >= 0 && i < s->n ? &s->m[i].info : NULL;
+}
+
+const char *migrate_latest(const migration_set *s)
+{
+    return s != NULL && s->n > 0 ? s->m[s->n - 1].info.version : "";
+}
+
+/* ---- the version table ------------------------------------------------------------------------ */
+
+static const char *const create_table_sql =
+    "CREATE TABLE IF NOT EXISTS tenancy_migrations (version TEXT PRIMARY KEY, name TEXT NOT "
+    "NULL, checksum TEXT NOT NULL, applied_at BIGINT NOT NULL)";
+
+static bool is_pg(const tn_db *db)
+{
+    return strcmp(tn_db_backend(db), "postgres") == 0;
+}
+
+static void set_error(migrate_error *e, const char *file, int statement, int line,
+                      const char *msg)
+{
+    snprintf(e->file, sizeof(e->file), "%s", file ? file : "");
+    e->statement = statement;
+    e->line = line;
+    snprintf(e->message, sizeof(e->message), "%s", msg);
+}
+
+typedef struct applied {
+    char version[MIGRATE_VERSION_MAX];
+    char checksum[65];
+} applied;
+
+/* Whether the version table exists, asked of this target only: SQLite's own sqlite_master,
+ * PostgreSQL's to_regclass() resolved through the connection's search_path (the tenant's
+ * schema), never a listing of every schema. */
+static int table_exists(tn_db *db, bool *exists)
+{
+    char v[16];
+    int rc = is_pg(db)
+                 ? db_query_value(db, v, sizeof(v),
+                                  "SELECT CASE WHEN to_regclass('tenancy_migrations') IS NULL "
+                                  "THEN 0 ELSE 1 END", 0, NULL)
+                 : db_query_value(db, v, sizeof(v),
+                                  "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                                  "name = 'tenancy_migrations'", 0, NULL);
+    if (rc == TN_OK)
+        *exists = strcmp(v, "1") == 0;
+    return rc;
+}
+
+/* The rows of the version table into *out (malloc'd), in version order. *missing is set
+ * when the table does not exist (then TN_OK with no rows). */
+static int read_applied(tn_db *db, applied **out, int *n, bool *missing, migrate_error *e)
+{
+    *out = NULL;
+    *n = 0;
+    *missing = false;
+    tn_rows *rows = NULL;
+    int rc = tn_db_query(db, &rows, "SELECT version, checksum FROM tenancy_migrations", 0, NULL);
+    if (rc == TN_INVALID) {   /* no such table, most likely: make sure of it */
+        char why[DB_ERRLEN];
+        snprintf(why, sizeof(why), "%s", tn_db_error(db));
+        bool exists = true;
+        if (table_exists(db, &exists) == TN_OK && !exists) {
+            *missing = true;
+            return TN_OK;
+        }
+        set_error(e, NULL, 0, 0, why);
+        return rc;
+    }
+    if (rc != TN_OK) {
+        set_error(e, NULL, 0, 0, tn_db_error(db));
+        return rc;
+    }
+    int cap = 0;
+    applied *a = NULL;
+    while ((rc = tn_rows_next(rows)) == TN_OK) {
+        const char *v = tn_rows_get(rows, 0), *c = tn_rows_get(rows, 1);
+        if (*n == cap) {
+            int nc = cap ? cap * 2 : 32;
+            applied *na = realloc(a, (size_t)nc * sizeof(*na));
+            if (na == NULL) {
+                rc = TN_NOMEM;
+                break;
+            }
+            a = na;
+            cap = nc;
+        }
+        snprintf(a[*n].version, sizeof(a[*n].version), "%s", v ? v : "");
+        snprintf(a[*n].checksum, sizeof(a[*n].checksum), "%s", c ? c : "");
+        (*n)++;
+    }
+    if (rc != TN_DONE) {
+        set_error(e, NULL, 0, 0, rc == TN_NOMEM ? "out of memory" : tn_db_error(db));
+        tn_rows_free(rows);
+        free(a);
+        *n = 0;
+        return rc;
+    }
+    tn_rows_free(rows);
+    *out = a;
+    return TN_OK;
+}
+
+static const char *highest(const applied *a, int n)
+{
+    const char *h = "";
+    for (int i = 0; i < n; i++)
+        if (h[0] == '\0' || version_cmp(a[i].version, h) > 0)
+            h = a[i].version;
+    return h;
+}
+
+int migrate_current(tn_db *db, char *version, size_t versionlen, migrate_error *e)
+{
+    memset(e, 0, sizeof(*e));
+    applied *a;
+    int n;
+    bool missing;
+    int rc = read_applied(db, &a, &n, &missing, e);
+    if (rc == TN_OK)
+        snprintf(version, versionlen, "%s", highest(a, n));
+    free(a);
+    return rc;
+}
+
+static void warn(migrate_result *res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(migrate_result *res, const char *fmt, ...)
+{
+    if (res->nwarnings < MIGRATE_MAX_WARNINGS) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(res->warnings[res->nwarnings], sizeof(res->warnings[0]), fmt, ap);
+        va_end(ap);
+    }
+    res->nwarnings++;
+}
+
+/* ---- running a script --------------------------------------------------------------------------- */
+
+static bool word_eq(const char *s, size_t n, const char *w)
+{
+    return strlen(w) == n && strncasecmp(s, w, n) == 0;
+}
+
+/* Transaction control inside a script would end the transaction the script runs in. */
+static bool is_txn_control(const char *stmt, size_t len)
+{
+    size_t n = 0;
+    while (n < len && ((stmt[n] >= 'a' && stmt[n] <= 'z') || (stmt[n] >= 'A' && stmt[n] <= 'Z')))
+        n++;
+    if (word_eq(stmt, n, "BEGIN") || word_eq(stmt, n, "COMMIT") || word_eq(stmt, n, "END") ||
+        word_eq(stmt, n, "START"))
+        return true;
+    if (word_eq(stmt, n, "ROLLBACK")) {   /* ROLLBACK TO SAVEPOINT stays inside */
+        size_t p = n;
+        while (p < len && (stmt[p] == ' ' || stmt[p] == '\t' || stmt[p] == '\n' ||
+                           stmt[p] == '\r'))
+            p++;
+        return !(p + 2 <= len && strncasecmp(stmt + p, "TO", 2) == 0);
+    }
+    return false;
+}
+
+/* Run the statements of sql inside the caller's transaction. nparams < 0: no parameters at
+ * all (a migration); otherwise each statement gets the ones it uses. */
+static int run_statements(tn_db *db, const char *label, const char *sql, int nparams,
+                          const char *const *params, migrate_error *e)
+{
+    db_dialect dialect = db->drv->dialect;
+    size_t total = strlen(sql), len, longest = 0;
+    db_splitter sp;
+    const char *stmt;
+    int line, r;
+    db_split_init(&sp, dialect, sql, total);
+    while ((r = db_split_next(&sp, &stmt, &len, &line)) == 1)
+        if (len > longest)
+            longest = len;
+    if (r < 0) {
+        set_error(e, label, 0, line, "unterminated string, quoted name or comment");
+        return TN_INVALID;
+    }
+    char *copy = malloc(longest + 1);
+    if (copy == NULL) {
+        set_error(e, label, 0, 0, "out of memory");
+        return TN_NOMEM;
+    }
+    int rc = TN_OK, n = 0;
+    db_split_init(&sp, dialect, sql, total);
+    while (rc == TN_OK && db_split_next(&sp, &stmt, &len, &line) == 1) {
+        n++;
+        if (is_txn_control(stmt, len)) {
+            set_error(e, label, n, line,
+                      "transaction control is not allowed here: each file already runs in a "
+                      "transaction of its own");
+            rc = TN_INVALID;
+            break;
+        }
+        if (nparams < 0) {
+            memcpy(copy, stmt, len);
+            copy[len] = '\0';
+            rc = tn_db_exec(db, copy, 0, NULL);
+        } else {
+            char *bound = NULL;
+            int used[64], nused = 0;
+            long bad = 0;
+            rc = db_sql_bind_used(dialect, stmt, len, nparams, &bound, used, &nused, &bad);
+            if (rc != TN_OK) {
+                char msg[128];
+                if (rc == TN_NOMEM)
+                    snprintf(msg, sizeof(msg), "out of memory");
+                else
+                    snprintf(msg, sizeof(msg), "placeholder $%ld: only $1..$%d are bound", bad,
+                             nparams);
+                set_error(e, label, n, line, msg);
+                break;
+            }
+            const char *vals[64];
+            for (int k = 0; k < nused; k++)
+                vals[k] = params[used[k]];
+            rc = tn_db_exec(db, bound, nused, vals);
+            free(bound);
+        }
+        if (rc != TN_OK)
+            set_error(e, label, n, line, tn_db_error(db));
+    }
+    free(copy);
+    return rc;
+}
+
+/* Roll back after a failure, keeping the first error (the rollback's own is secondary). */
+static void abandon(tn_db *db)
+{
+    if (!db_is_clean(db))
+        tn_db_rollback(db);
+}
+
+/* Apply one file in one transaction. *skipped: another run applied it meanwhile. */
+static int apply_one(tn_db *db, const struct migration *m, bool pg, bool *skipped,
+                     migrate_error *e)
+{
+    *skipped = false;
+    int rc = tn_db_begin(db);
+    if (rc != TN_OK) {
+        set_error(e, m->info.file, 0, 0, tn_db_error(db));
+        return rc;
+    }
+    /* PostgreSQL: one migrator per schema at a time (advisory locks are per database, and
+     * current_schema() is the tenant's own in schema mode). The two-key form keeps clear of
+     * the one-key locks an app may take. SQLite: BEGIN IMMEDIATE already holds the file's
+     * write lock. */
+    if (pg)
+        rc = tn_db_exec(db, "SELECT pg_advisory_xact_lock(1952804210, "
+                            "hashtext(current_schema()))", 0, NULL);
+    char have[80];
+    const char *pv[] = {m->info.version};
+    if (rc == TN_OK) {
+        rc = db_query_value(db, have, sizeof(have),
+                            "SELECT checksum FROM tenancy_migrations WHERE version = $1", 1, pv);
+        if (rc == TN_OK) {   /* applied by someone else since we looked */
+            tn_db_rollback(db);
+            *skipped = true;
+            return TN_OK;
+        }
+        if (rc == TN_NOTFOUND)
+            rc = TN_OK;
+    }
+    if (rc != TN_OK) {
+        set_error(e, m->info.file, 0, 0, tn_db_error(db));
+        abandon(db);
+        return rc;
+    }
+    rc = run_statements(db, m->info.file, m->sql, -1, NULL, e);
+    if (rc != TN_OK) {
+        abandon(db);
+        return rc;
+    }
+    char now[24];
+    snprintf(now, sizeof(now), "%lld", (long long)time(NULL));
+    const char *p[] = {m->info.version, m->info.name, m->checksum, now};
+    rc = tn_db_exec(db, "INSERT INTO tenancy_migrations (version, name, checksum, applied_at) "
+                        "VALUES ($1, $2, $3, $4)", 4, p);
+    if (rc == TN_OK)
+        rc = tn_db_commit(db);
+    if (rc != TN_OK) {
+        set_error(e, m->info.file, 0, 0, tn_db_error(db));
+        abandon(db);
+    }
+    return rc;
+}
+
+int migrate_apply(tn_db *db, const migration_set *s, migrate_result *res)
+{
+    memset(res, 0, sizeof(*res));
+    if (db == NULL || s == NULL) {
+        set_error(&res->error, NULL, 0, 0, "no connection or no migration set");
+        return TN_INVALID;
+    }
+    applied *a = NULL;
+    int na = 0;
+    bool missing = false;
+    int rc = read_applied(db, &a, &na, &missing, &res->error);
+    if (rc != TN_OK)
+        return rc;
+    if (missing) {
+        if (s->n == 0)
+            return TN_OK;   /* nothing to apply, nothing to create */
+        rc = tn_db_exec(db, create_table_sql, 0, NULL);
+        if (rc != TN_OK) {
+            set_error(&res->error, NULL, 0, 0, tn_db_error(db));
+            return rc;
+        }
+    }
+    snprintf(res->from, sizeof(res->from), "%s", highest(a, na));
+    char top[MIGRATE_VERSION_MAX];
+    snprintf(top, sizeof(top), "%s", res->from);
+
+    /* What is applied against what the folder holds. */
+    bool *done = calloc((size_t)s->n + 1, sizeof(bool));
+    if (done == NULL) {
+        free(a);
+        set_error(&res->error, NULL, 0, 0, "out of memory");
+        return TN_NOMEM;
+    }
+    for (int i = 0; i < na; i++) {
+        int k = -1;
+        for (int j = 0; j < s->n && k < 0; j++)
+            if (version_cmp(a[i].version, s->m[j].info.version) == 0)
+                k = j;
+        if (k < 0) {
+            warn(res, "version %s is applied but no file has it", a[i].version);
+            continue;
+        }
+        done[k] = true;
+        if (strcmp(a[i].checksum, s->m[k].checksum) != 0)
+            warn(res, "%s was changed after it was applied (checksum %.12s..., applied "
+                      "%.12s...)", s->m[k].info.file, s->m[k].checksum, a[i].checksum);
+    }
+    free(a);
+    for (int j = 0; j < s->n; j++)
+        if (!done[j])
+            res->pending++;
+
+    bool pg = is_pg(db);
+    for (int j = 0; j < s->n && rc == TN_OK; j++) {
+        if (done[j])
+            continue;
+        const struct migration *m = &s->m[j];
+        if (top[0] != '\0' && version_cmp(m->info.version, top) < 0)
+            warn(res, "%s is applied out of order (version %s is applied already)",
+                 m->info.file, top);
+        bool skipped = false;
+        rc = apply_one(db, m, pg, &skipped, &res->error);
+        if (rc != TN_OK)
+            break;
+        res->pending--;
+        if (!skipped)
+            res->applied++;
+        if (top[0] == '\0' || version_cmp(m->info.version, top) > 0)
+            snprintf(top, sizeof(top), "%s", m->info.version);
+    }
+    free(done);
+    snprintf(res->to, sizeof(res->to), "%s", top);
+    return rc;
+}
+
+/* ---- seeds ------------------------------------------------------------------------------------- */
+
+int migrate_seed(tn_db *db, const char *label, const char *sql, int nparams,
+                 const char *const *params, migrate_error *e)
+{
+    memset(e, 0, sizeof(*e));
+    if (db == NULL || sql == NULL || nparams < 0 || nparams > 64 ||
+        (nparams > 0 && params == NULL)) {
+        set_error(e, label, 0, 0, "bad arguments");
+        return TN_INVALID;
+    }
+    int rc = tn_db_begin(db);
+    if (rc != TN_OK) {
+        set_error(e, label, 0, 0, tn_db_error(db));
+        return rc;
+    }
+    rc = run_statements(db, label, sql, nparams, params, e);
+    if (rc == TN_OK) {
+        rc = tn_db_commit(db);
+        if (rc != TN_OK)
+            set_error(e, label, 0, 0, tn_db_error(db));
+    }
+    if (rc != TN_OK)
+        abandon(db);
+    return rc;
+}
+
+/* ---- cloning a template -------------------------------------------------------------------------- */
+
+/* fsync a file, then its folder (the new directory entry). */
+static int sync_path(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL)
+        snprintf(dir, sizeof(dir), ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int r = fsync(fd);
+    close(fd);
+    return r;
+}
+
+/*
+ * SQLite: VACUUM INTO needs ATTACH, which every tenant connection denies (sqlite.c's
+ * authorizer), so the template is read through a private connection that runs this one
+ * constant statement, with the new file's path bound as a parameter. VACUUM INTO reads in
+ * one transaction: a consistent copy even while the template is written to.
+ */
+static int clone_sqlite(const storage_target *from, const storage_target *to, char *err,
+                        size_t errlen)
+{
+    struct stat st;
+    if (stat(to->name, &st) == 0)
+        return failf(err, errlen, TN_EXISTS, "%s exists already", to->name);
+    if (stat(from->name, &st) < 0)
+        return failf(err, errlen, TN_NOTFOUND, "the template's file %s: %s", from->name,
+                     strerror(errno));
+    sqlite3 *h = NULL;
+    int rc = TN_OK;
+    int s = sqlite3_open_v2(from->name, &h, SQLITE_OPEN_READWRITE, NULL);
+    if (s != SQLITE_OK) {
+        rc = failf(err, errlen, TN_IO, "cannot open the template %s: %s", from->name,
+                   h ? sqlite3_errmsg(h) : sqlite3_errstr(s));
+        sqlite3_close(h);
+        return rc;
+    }
+    sqlite3_busy_timeout(h, from->busy_timeout_ms > 0 ? from->busy_timeout_ms : 5000);
+    sqlite3_stmt *stmt = NULL;
+    s = sqlite3_prepare_v2(h, "VACUUM INTO ?1", -1, &stmt, NULL);
+    if (s == SQLITE_OK)
+        s = sqlite3_bind_text(stmt, 1, to->name, -1, SQLITE_STATIC);
+    if (s == SQLITE_OK) {
+        s = sqlite3_step(stmt);
+        if (s == SQLITE_DONE)
+            s = SQLITE_OK;
+    }
+    if (s != SQLITE_OK)
+        rc = failf(err, errlen, s == SQLITE_BUSY ? TN_BUSY : TN_IO,
+                   "VACUUM INTO from the template %s: %s", from->name, sqlite3_errmsg(h));
+    sqlite3_finalize(stmt);
+    sqlite3_close(h);
+    if (rc == TN_OK && sync_path(to->name) < 0)
+        rc = failf(err, errlen, TN_IO, "cannot sync %s: %s", to->name, strerror(errno));
+    if (rc != TN_OK) {   /* we checked it did not exist: whatever is there is ours */
+        unlink(to->name);
+        char j[4200];
+        snprintf(j, sizeof(j), "%s-journal", to->name);
+        unlink(j);
+    }
+    return rc;
+}
+
+/* Database mode: on the server's maintenance connection (the dsn's own database). */
+static int clone_database(const storage_target *from, const storage_target *to, char *err,
+                          size_t errlen)
+{
+    char qf[80], qt[80];
+    if (db_quote_ident(from->name, qf, sizeof(qf)) != TN_OK ||
+        db_quote_ident(to->name, qt, sizeof(qt)) != TN_OK)
+        return failf(err, errlen, TN_INVALID, "'%s' or '%s' is not a valid database name",
+                     from->name, to->name);
+    if (from->server == NULL || to->server == NULL || strcmp(from->server, to->server) != 0)
+        return failf(err, errlen, TN_INVALID,
+                     "the template and the new tenant must be on the same server");
+    tn_db *db = NULL;
+    char e[512];
+    int rc = db_open(to->server, NULL, &db, e, sizeof(e));
+    if (rc != TN_OK)
+        return failf(err, errlen, rc, "cannot reach the server: %s", e);
+    /* A point lookup by name (pg_database's unique index), for a clear TN_EXISTS. */
+    char one[8];
+    const char *p[] = {to->name};
+    rc = db_query_value(db, one, sizeof(one), "SELECT 1 FROM pg_database WHERE datname = $1", 1,
+                        p);
+    if (rc == TN_OK) {
+        rc = failf(err, errlen, TN_EXISTS, "database %s exists already", to->name);
+    } else if (rc != TN_NOTFOUND) {
+        failf(err, errlen, rc, "cannot read pg_database: %s", tn_db_error(db));
+    } else {
+        char sql[256];
+        snprintf(sql, sizeof(sql), "CREATE DATABASE %s TEMPLATE %s", qt, qf);
+        rc = tn_db_exec(db, sql, 0, NULL);
+        if (rc != TN_OK)
+            failf(err, errlen, rc, "CREATE DATABASE %s TEMPLATE %s: %s", to->name, from->name,
+                  tn_db_error(db));
+    }
+    db_close(db);
+    return rc;
+}
+
+int migrate_clone(const storage_target *from, const storage_target *to, char *err,
+                  size_t errlen)
+{
+    if (from == NULL || to == NULL || from->name == NULL || to->name == NULL)
+        return failf(err, errlen, TN_INVALID, "migrate_clone: no template or no target");
+    if (from->kind != to->kind)
+        return failf(err, errlen, TN_INVALID,
+                     "the template and the new tenant are not in the same kind of storage");
+    switch (to->kind) {
+    case TARGET_SQLITE:
+        return clone_sqlite(from, to, err, errlen);
+    case TARGET_PG_DATABASE:
+        return clone_database(from, to, err, errlen);
+    case TARGET_PG_SCHEMA:
+    default:
+        return failf(err, errlen, TN_DECLINED,
+                     "PostgreSQL cannot clone a schema: the migrations are replayed instead");
+    }
+}

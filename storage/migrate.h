@@ -1,0 +1,122 @@
+/*
+ * migrate.h — versioned SQL migrations and seed scripts, applied to one storage target.
+ *
+ * A migration folder holds files named VERSION_NAME.sql ("0001_create_items.sql": version
+ * "0001", name "create_items"), applied in file-name order. Each file is applied in its own
+ * transaction, together with the row that records it in the target's own version table:
+ *
+ *   tenancy_migrations(version TEXT PRIMARY KEY, name TEXT, checksum TEXT, applied_at BIGINT)
+ *
+ * created with CREATE TABLE IF NOT EXISTS inside the target (its file, or its schema through
+ * the connection's scope). Nothing here ever asks the catalog about other schemas: the cost
+ * of migrating one target does not grow with the number of targets (the trap of migrators
+ * that look for their version table in information_schema across every schema, O(N^2) at
+ * 10,000 tenants). A target that is up to date costs one query on its version table.
+ *
+ * This module knows nothing of tenants or of the registry: it gets a tn_db already scoped
+ * to one target (storage/target.h: target_open) and the values a seed binds.
+ *
+ * Must not: run SQL in a target other than through the caller's connection (the template
+ * clone, which opens its own, is the exception), build SQL from values, log.
+ */
+#ifndef TN_STORAGE_MIGRATE_H
+#define TN_STORAGE_MIGRATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "storage/db.h"
+#include "storage/target.h"
+
+/* The longest version ("20261202164727" fits; 32 digits at most). */
+#define MIGRATE_VERSION_MAX 33
+
+/* The largest migration or seed file read (a migration is DDL, not data). */
+#define MIGRATE_FILE_MAX (16u << 20)
+
+typedef struct migration_set migration_set;
+
+typedef struct migration_info {
+    const char *version;   /* "0001" */
+    const char *name;      /* "create_items" */
+    const char *file;      /* "0001_create_items.sql" */
+    const char *checksum;  /* SHA-256 of the file's bytes, 64 hex digits */
+} migration_info;
+
+/* Load every *.sql file of `dir` (other files and hidden ones are ignored), ordered by file
+ * name. dir NULL or "" gives an empty set. TN_OK; TN_INVALID when a .sql file is not named
+ * VERSION_NAME.sql (VERSION: 1-32 digits, NAME: letters, digits, '_' and '-') or two files
+ * have the same version (numerically: "1" and "01" are the same); TN_IO when the folder or a
+ * file cannot be read; TN_TOOBIG over MIGRATE_FILE_MAX. err names the file. */
+int migrate_load(const char *dir, migration_set **out, char *err, size_t errlen);
+void migrate_free(migration_set *s);
+
+int migrate_count(const migration_set *s);
+/* The i-th file (0-based, in order), or NULL. */
+const migration_info *migrate_at(const migration_set *s, int i);
+/* The last version of the set, "" when it is empty. */
+const char *migrate_latest(const migration_set *s);
+
+/* Where a script failed. */
+typedef struct migrate_error {
+    char file[256];        /* the file ("" when the failure was not in a file: reading or
+                              creating the version table) */
+    int statement;         /* its statement that failed, from 1; 0 when it was not one of
+                              the file's statements (begin, the version row, commit) */
+    int line;              /* the line that statement starts on */
+    char message[512];     /* the database's message */
+} migrate_error;
+
+#define MIGRATE_MAX_WARNINGS 8
+
+typedef struct migrate_result {
+    char from[MIGRATE_VERSION_MAX];  /* the highest version applied before ("" none) */
+    char to[MIGRATE_VERSION_MAX];    /* the highest applied after (on failure: reached) */
+    int applied;                     /* files applied by this call */
+    int pending;                     /* files of the set still not applied */
+    migrate_error error;             /* when the call failed */
+    /* Not errors: an applied file whose checksum differs from the file now (edited after it
+     * was applied), a version applied that the folder does not have, a file applied out of
+     * order. nwarnings counts them all; the first MIGRATE_MAX_WARNINGS are kept. */
+    int nwarnings;
+    char warnings[MIGRATE_MAX_WARNINGS][256];
+} migrate_result;
+
+/* Bring the target up to date: read its version table (one query), create it when missing,
+ * and apply each pending file in order, each in its own transaction with its version row.
+ * On PostgreSQL each transaction first takes a transaction-scoped advisory lock keyed by the
+ * schema, and every backend re-checks the version inside the transaction, so two runs on the
+ * same target never apply a file twice. A failing file is rolled back (that file only: the
+ * ones before it stay applied) and the call stops there.
+ *
+ * TN_OK (res->to is the set's latest, or higher); otherwise the database's code with
+ * res->error set and res->to the version reached. db must be outside a transaction. */
+int migrate_apply(tn_db *db, const migration_set *s, migrate_result *res);
+
+/* Only read the target's version ("" when it has no version table or no row). TN_OK, or an
+ * error with e set. Creates nothing. */
+int migrate_current(tn_db *db, char *version, size_t versionlen, migrate_error *e);
+
+/* Read a SQL file whole (a seed). *out is malloc'd and NUL-terminated. TN_OK, TN_IO,
+ * TN_TOOBIG (over MIGRATE_FILE_MAX), TN_INVALID (a NUL byte in it), with err naming it. */
+int migrate_read_file(const char *path, char **out, char *err, size_t errlen);
+
+/* Run a seed script in one transaction: split into statements (db.c's splitter), each bound
+ * to only the parameters it references ($N of params[0..nparams), renumbered; nparams <= 64).
+ * `label` names the script in errors. TN_OK, or the database's code with e set (nothing of
+ * the script is left). */
+int migrate_seed(tn_db *db, const char *label, const char *sql, int nparams,
+                 const char *const *params, migrate_error *e);
+
+/* Create `to` as a copy of `from` (the template of a new tenant), both of the same kind:
+ * SQLite: VACUUM INTO the new file (a consistent snapshot, even while the template is
+ * written to), on a private connection of our own, since tenant connections deny ATTACH;
+ * database mode: CREATE DATABASE to TEMPLATE from (PostgreSQL refuses while anyone is
+ * connected to the template). TN_OK; TN_DECLINED for schema mode (PostgreSQL has no schema
+ * clone: replay the migrations instead); TN_EXISTS when `to` exists; TN_INVALID for kinds
+ * that differ or a bad name; a storage error otherwise. err says why. Nothing of `to` is
+ * left after a failure. */
+int migrate_clone(const storage_target *from, const storage_target *to, char *err,
+                  size_t errlen);
+
+#endif

@@ -1,0 +1,581 @@
+/*
+ * target.c — storage targets: create, test, drop and open the place one tenant's data lives
+ * (see target.h). The pool of open connections is pool.c.
+ *
+ * Owns: the mapping of a target to a URI (a SQLite path, the server's URI for a schema, the
+ * server's URI with the database replaced), the DDL that makes and removes targets, and the
+ * per-target table listing used to copy a tenant.
+ *
+ * Names enter SQL only through db_quote_ident(); values (a schema or database name in a
+ * catalog query) are parameters. A database-mode tenant keeps its tables in the public
+ * schema of its own database: its connections are scoped to "public", so unqualified names
+ * behave as in schema mode.
+ *
+ * Listing a schema's tables goes through pg_depend (every table records a dependency on
+ * its namespace, which is what DROP SCHEMA ... CASCADE follows) by the
+ * pg_depend_reference_index, then pg_class and pg_constraint by OID: the cost is the
+ * schema's own objects. pg_class.relnamespace has no index, so "WHERE relnamespace = oid"
+ * would read all of pg_class (130,000 rows at 10,000 tenants of a dozen relations) for
+ * every tenant, the O(N^2) of a migration wave.
+ *
+ * Must not: list a catalog across schemas, create anything outside the target, or keep a
+ * connection (every function opens what it needs and closes it).
+ */
+#include "core/first.h"
+#include "storage/target.h"
+#include "storage/db_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define URI_MAX 4096
+
+static const char *const kind_names[] = {"sqlite", "schema", "database"};
+
+const char *target_kind_name(target_kind k)
+{
+    return (unsigned)k < TN_ARRAY_LEN(kind_names) ? kind_names[k] : NULL;
+}
+
+int target_kind_parse(const char *s)
+{
+    for (size_t i = 0; s != NULL && i < TN_ARRAY_LEN(kind_names); i++)
+        if (strcmp(s, kind_names[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+    if (err != NULL && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+static void clear(char *err, size_t errlen)
+{
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+}
+
+/* The checks every entry point makes: a known kind, a name, a PostgreSQL server. */
+static int check_target(const storage_target *t, char *err, size_t errlen)
+{
+    if (t == NULL || target_kind_name(t->kind) == NULL)
+        return fail(err, errlen, TN_INVALID, "no target or an unknown kind");
+    if (t->name == NULL || t->name[0] == '\0')
+        return fail(err, errlen, TN_INVALID, "the %s target has no name",
+                    target_kind_name(t->kind));
+    if (t->kind == TARGET_SQLITE) {
+        /* the driver reads "?mode=" after the path: a '?' in a tenant's path would be
+         * taken for options */
+        if (strchr(t->name, '?') != NULL)
+            return fail(err, errlen, TN_INVALID, "a SQLite path may not contain '?'");
+        return TN_OK;
+    }
+    char q[72];
+    if (db_quote_ident(t->name, q, sizeof(q)) != TN_OK)
+        return fail(err, errlen, TN_INVALID, "'%s' is not a valid %s name", t->name,
+                    target_kind_name(t->kind));
+    const char *b = db_uri_backend(t->server);
+    if (b == NULL || strcmp(b, "postgres") != 0)
+        return fail(err, errlen, TN_INVALID, "a %s target needs a PostgreSQL server URI",
+                    target_kind_name(t->kind));
+    return TN_OK;
+}
+
+static db_options target_options(const storage_target *t)
+{
+    db_options o = {0};
+    o.busy_timeout_ms = t->busy_timeout_ms;
+    o.sync_normal = t->sync_normal;
+    o.statement_timeout_ms = t->statement_timeout_ms;
+    return o;
+}
+
+/* Open the server's own database (schema mode, and to create or drop a database). */
+static int open_server(const storage_target *t, tn_db **db, char *err, size_t errlen)
+{
+    db_options o = target_options(t);
+    return db_open(t->server, &o, db, err, errlen);
+}
+
+/* Run one statement on db; its error into err. */
+static int run(tn_db *db, const char *sql, int nparams, const char *const *params, char *err,
+               size_t errlen)
+{
+    int rc = tn_db_exec(db, sql, nparams, params);
+    if (rc != TN_OK)
+        fail(err, errlen, rc, "%s", tn_db_error(db));
+    return rc;
+}
+
+static const char NSP_SQL[] = "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1";
+static const char DATABASE_SQL[] = "SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1";
+
+/* Does the schema or database exist, asked on db. */
+static int pg_exists(tn_db *db, const storage_target *t, bool *exists, char *err, size_t errlen)
+{
+    char v[8];
+    const char *p[] = {t->name};
+    int rc = db_query_value(db, v, sizeof(v), t->kind == TARGET_PG_SCHEMA ? NSP_SQL : DATABASE_SQL,
+                            1, p);
+    *exists = rc == TN_OK;
+    if (rc == TN_NOTFOUND)
+        return TN_OK;
+    if (rc != TN_OK)
+        fail(err, errlen, rc, "%s", tn_db_error(db));
+    return rc;
+}
+
+/* ---- SQLite files ------------------------------------------------------------------------------ */
+
+/* mkdir -p of the folders above path, 0750 for the ones made here. */
+static int make_parents(const char *path, char *err, size_t errlen)
+{
+    size_t n = strlen(path);
+    char *dir = malloc(n + 1);
+    if (dir == NULL)
+        return fail(err, errlen, TN_NOMEM, "out of memory");
+    memcpy(dir, path, n + 1);
+    char *slash = strrchr(dir, '/');
+    int rc = TN_OK;
+    if (slash != NULL && slash != dir) {
+        *slash = '\0';
+        for (char *p = dir + 1; rc == TN_OK; p++) {
+            bool end = *p == '\0';
+            if (*p != '/' && !end)
+                continue;
+            *p = '\0';
+            if (mkdir(dir, 0750) != 0 && errno != EEXIST)
+                rc = fail(err, errlen, TN_IO, "cannot create the folder %s: %s", dir,
+                          strerror(errno));
+            if (end)
+                break;
+            *p = '/';
+        }
+    }
+    free(dir);
+    return rc;
+}
+
+static int sqlite_uri(const storage_target *t, const char *mode, char *out, size_t outlen,
+                      char *err, size_t errlen)
+{
+    int n = snprintf(out, outlen, "sqlite:%s?mode=%s", t->name, mode);
+    if (n < 0 || (size_t)n >= outlen)
+        return fail(err, errlen, TN_TOOBIG, "the path is too long");
+    return TN_OK;
+}
+
+/* The file is claimed with O_EXCL first, so of two concurrent creators exactly one gets
+ * TN_OK; the driver then sets it up (WAL is a property of the file and stays). */
+static int sqlite_create(const storage_target *t, char *err, size_t errlen)
+{
+    char uri[URI_MAX];
+    int rc = sqlite_uri(t, "rw", uri, sizeof(uri), err, errlen);
+    if (rc == TN_OK)
+        rc = make_parents(t->name, err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    int fd = open(t->name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+    if (fd < 0) {
+        if (errno == EEXIST)
+            return fail(err, errlen, TN_EXISTS, "%s already exists", t->name);
+        return fail(err, errlen, TN_IO, "cannot create %s: %s", t->name, strerror(errno));
+    }
+    close(fd);
+    db_options o = target_options(t);
+    tn_db *db = NULL;
+    rc = db_open(uri, &o, &db, err, errlen);
+    db_close(db);
+    if (rc != TN_OK)
+        unlink(t->name);   /* ours (O_EXCL): not left half made */
+    return rc;
+}
+
+static int sqlite_exists(const storage_target *t, bool *exists, char *err, size_t errlen)
+{
+    struct stat st;
+    *exists = false;
+    if (stat(t->name, &st) == 0) {
+        *exists = true;
+        return TN_OK;
+    }
+    if (errno == ENOENT || errno == ENOTDIR)
+        return TN_OK;
+    return fail(err, errlen, TN_IO, "cannot stat %s: %s", t->name, strerror(errno));
+}
+
+static int sqlite_drop(const storage_target *t, char *err, size_t errlen)
+{
+    size_t n = strlen(t->name);
+    char *side = malloc(n + 16);
+    if (side == NULL)
+        return fail(err, errlen, TN_NOMEM, "out of memory");
+    int rc = TN_OK;
+    if (unlink(t->name) != 0) {
+        rc = errno == ENOENT ? fail(err, errlen, TN_NOTFOUND, "%s does not exist", t->name)
+                             : fail(err, errlen, TN_IO, "cannot remove %s: %s", t->name,
+                                    strerror(errno));
+    }
+    /* The side files go too (a crash can leave them without the main file). */
+    static const char *const suffixes[] = {"-wal", "-shm", "-journal"};
+    for (size_t i = 0; i < TN_ARRAY_LEN(suffixes); i++) {
+        snprintf(side, n + 16, "%s%s", t->name, suffixes[i]);
+        if (unlink(side) != 0 && errno != ENOENT && rc == TN_OK)
+            rc = fail(err, errlen, TN_IO, "cannot remove %s: %s", side, strerror(errno));
+    }
+    free(side);
+    return rc;
+}
+
+/* ---- the public functions ------------------------------------------------------------------- */
+
+int target_create(const storage_target *t, char *err, size_t errlen)
+{
+    clear(err, errlen);
+    int rc = check_target(t, err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    if (t->kind == TARGET_SQLITE)
+        return sqlite_create(t, err, errlen);
+
+    char q[72], sql[128];
+    db_quote_ident(t->name, q, sizeof(q));
+    snprintf(sql, sizeof(sql), "%s %s",
+             t->kind == TARGET_PG_SCHEMA ? "CREATE SCHEMA" : "CREATE DATABASE", q);
+    tn_db *db = NULL;
+    rc = open_server(t, &db, err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    /* Both are autocommit statements on an unscoped connection: CREATE DATABASE may not run
+     * in a transaction. A failure because it is already there is TN_EXISTS. */
+    rc = run(db, sql, 0, NULL, err, errlen);
+    if (rc != TN_OK) {
+        bool exists = false;
+        char ignored[8];
+        if (pg_exists(db, t, &exists, ignored, sizeof(ignored)) == TN_OK && exists)
+            rc = fail(err, errlen, TN_EXISTS, "the %s %s already exists",
+                      target_kind_name(t->kind), t->name);
+    }
+    db_close(db);
+    return rc;
+}
+
+int target_exists(const storage_target *t, bool *exists, char *err, size_t errlen)
+{
+    clear(err, errlen);
+    if (exists == NULL)
+        return fail(err, errlen, TN_INVALID, "no place for the answer");
+    *exists = false;
+    int rc = check_target(t, err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    if (t->kind == TARGET_SQLITE)
+        return sqlite_exists(t, exists, err, errlen);
+    tn_db *db = NULL;
+    rc = open_server(t, &db, err, errlen);
+    if (rc == TN_OK)
+        rc = pg_exists(db, t, exists, err, errlen);
+    db_close(db);
+    return rc;
+}
+
+int target_drop(const storage_target *t, char *err, size_t errlen)
+{
+    clear(err, errlen);
+    int rc = check_target(t, err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    if (t->kind == TARGET_SQLITE)
+        return sqlite_drop(t, err, errlen);
+
+    char q[72], sql[128];
+    db_quote_ident(t->name, q, sizeof(q));
+    /* WITH (FORCE): the workers' pools keep idle connections to a tenant's database, and
+     * they would otherwise block the drop until they happen to close. */
+    snprintf(sql, sizeof(sql), t->kind == TARGET_PG_SCHEMA ? "DROP SCHEMA %s CASCADE"
+                                                           : "DROP DATABASE %s WITH (FORCE)",
+             q);
+    tn_db *db = NULL;
+    rc = open_server(t, &db, err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    bool exists = false;
+    rc = pg_exists(db, t, &exists, err, errlen);
+    if (rc == TN_OK && !exists)
+        rc = fail(err, errlen, TN_NOTFOUND, "the %s %s does not exist",
+                  target_kind_name(t->kind), t->name);
+    if (rc == TN_OK && t->kind == TARGET_PG_DATABASE) {
+        char cur[80];
+        if (db_query_value(db, cur, sizeof(cur), "SELECT pg_catalog.current_database()", 0,
+                           NULL) == TN_OK &&
+            strcmp(cur, t->name) == 0)
+            rc = fail(err, errlen, TN_INVALID,
+                      "the database %s is the server URI's own: not dropped", t->name);
+    }
+    if (rc == TN_OK)
+        rc = run(db, sql, 0, NULL, err, errlen);
+    db_close(db);
+    return rc;
+}
+
+int target_open(const storage_target *t, tn_db **out, char *err, size_t errlen)
+{
+    clear(err, errlen);
+    if (out == NULL)
+        return fail(err, errlen, TN_INVALID, "no place for the connection");
+    *out = NULL;
+    int rc = check_target(t, err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    char uri[URI_MAX];
+    tn_db *db = NULL;
+    db_options o = target_options(t);
+    if (t->kind == TARGET_SQLITE) {
+        /* mode=rw: a missing tenant file is an error, never silently created */
+        bool exists = false;
+        rc = sqlite_exists(t, &exists, err, errlen);
+        if (rc == TN_OK && !exists)
+            rc = fail(err, errlen, TN_NOTFOUND, "%s does not exist", t->name);
+        if (rc == TN_OK)
+            rc = sqlite_uri(t, "rw", uri, sizeof(uri), err, errlen);
+        if (rc == TN_OK)
+            rc = db_open(uri, &o, &db, err, errlen);
+        if (rc == TN_OK)
+            *out = db;
+        return rc;
+    }
+    if (t->kind == TARGET_PG_SCHEMA) {
+        rc = db_open(t->server, &o, &db, err, errlen);
+        if (rc == TN_OK) {
+            bool exists = false;
+            rc = pg_exists(db, t, &exists, err, errlen);
+            if (rc == TN_OK && !exists)
+                rc = fail(err, errlen, TN_NOTFOUND, "the schema %s does not exist", t->name);
+        }
+    } else {
+        rc = db_uri_with_dbname(t->server, t->name, uri, sizeof(uri), err, errlen);
+        if (rc == TN_OK)
+            rc = db_open(uri, &o, &db, err, errlen);
+        if (rc == TN_IO) {   /* is it that the database is not there? */
+            bool exists = true;
+            tn_db *server = NULL;
+            char ignored[DB_ERRLEN];
+            if (open_server(t, &server, ignored, sizeof(ignored)) == TN_OK &&
+                pg_exists(server, t, &exists, ignored, sizeof(ignored)) == TN_OK && !exists)
+                rc = fail(err, errlen, TN_NOTFOUND, "the database %s does not exist", t->name);
+            db_close(server);
+        }
+    }
+    if (rc == TN_OK) {
+        rc = db_set_schema_scope(db, t->kind == TARGET_PG_SCHEMA ? t->name : "public");
+        if (rc != TN_OK)
+            fail(err, errlen, rc, "%s", tn_db_error(db));
+    }
+    if (rc != TN_OK) {
+        db_close(db);
+        return rc;
+    }
+    *out = db;
+    return TN_OK;
+}
+
+/* ---- tables in copy order ---------------------------------------------------------------------- */
+
+typedef struct table_graph {
+    char **name;        /* sorted by name, unique */
+    int n, cap;
+    int *edge_child, *edge_parent;   /* indexes into name: child references parent */
+    int nedges, edge_cap;
+} table_graph;
+
+static int graph_find(const table_graph *g, const char *name, bool fold)
+{
+    for (int i = 0; i < g->n; i++)
+        if (fold ? strcasecmp(g->name[i], name) == 0 : strcmp(g->name[i], name) == 0)
+            return i;
+    return -1;
+}
+
+static int graph_add_table(table_graph *g, const char *name)
+{
+    if (graph_find(g, name, false) >= 0)
+        return TN_OK;
+    if (g->n == g->cap) {
+        int cap = g->cap ? g->cap * 2 : 16;
+        char **nn = realloc(g->name, (size_t)cap * sizeof(*nn));
+        if (nn == NULL)
+            return TN_NOMEM;
+        g->name = nn;
+        g->cap = cap;
+    }
+    g->name[g->n] = strdup(name);
+    if (g->name[g->n] == NULL)
+        return TN_NOMEM;
+    g->n++;
+    return TN_OK;
+}
+
+static int graph_add_edge(table_graph *g, int child, int parent)
+{
+    if (child < 0 || parent < 0 || child == parent)   /* self-references order nothing */
+        return TN_OK;
+    if (g->nedges == g->edge_cap) {
+        int cap = g->edge_cap ? g->edge_cap * 2 : 16;
+        int *c = realloc(g->edge_child, (size_t)cap * sizeof(int));
+        if (c == NULL)
+            return TN_NOMEM;
+        g->edge_child = c;
+        int *p = realloc(g->edge_parent, (size_t)cap * sizeof(int));
+        if (p == NULL)
+            return TN_NOMEM;
+        g->edge_parent = p;
+        g->edge_cap = cap;
+    }
+    g->edge_child[g->nedges] = child;
+    g->edge_parent[g->nedges] = parent;
+    g->nedges++;
+    return TN_OK;
+}
+
+static void graph_free(table_graph *g)
+{
+    for (int i = 0; i < g->n; i++)
+        free(g->name[i]);
+    free(g->name);
+    free(g->edge_child);
+    free(g->edge_parent);
+}
+
+/* Parents before children (Kahn), the smallest name first among the ready ones so the order
+ * is stable. A cycle of foreign keys has no such order: its tables come in name order (a
+ * copy must then defer its constraints). */
+static int graph_emit(table_graph *g, int (*fn)(void *ctx, const char *table), void *ctx)
+{
+    int n = g->n, rc = TN_OK;
+    bool *done = calloc((size_t)n + 1, sizeof(bool));
+    if (done == NULL)
+        return TN_NOMEM;
+    for (int emitted = 0; emitted < n && rc == TN_OK; emitted++) {
+        int pick = -1, fallback = -1;
+        for (int i = 0; i < n; i++) {
+            if (done[i])
+                continue;
+            bool ready = true;
+            for (int e = 0; e < g->nedges && ready; e++)
+                if (g->edge_child[e] == i && !done[g->edge_parent[e]])
+                    ready = false;
+            if (ready && (pick < 0 || strcmp(g->name[i], g->name[pick]) < 0))
+                pick = i;
+            if (fallback < 0 || strcmp(g->name[i], g->name[fallback]) < 0)
+                fallback = i;
+        }
+        if (pick < 0)
+            pick = fallback;
+        done[pick] = true;
+        rc = fn(ctx, g->name[pick]);
+    }
+    free(done);
+    return rc;
+}
+
+/* Tables of a SQLite file, with the table each foreign key references (NULL for none). */
+static const char SQLITE_TABLES_SQL[] =
+    "SELECT m.name, f.\"table\" FROM sqlite_master m "
+    "LEFT JOIN pragma_foreign_key_list(m.name) f "
+    "WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
+    "ORDER BY m.name";
+
+/* Tables of one schema (found through pg_depend by its OID: see the banner), each with the
+ * table a foreign key of it references inside the same schema. Partitions are left out:
+ * their rows are read and written through their partitioned parent. */
+static const char PG_TABLES_SQL[] =
+    "WITH t AS ("
+    " SELECT c.oid, c.relname FROM pg_catalog.pg_depend d"
+    " JOIN pg_catalog.pg_class c ON c.oid = d.objid"
+    " WHERE d.refclassid = 'pg_catalog.pg_namespace'::pg_catalog.regclass"
+    " AND d.refobjid = (SELECT n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = $1)"
+    " AND d.refobjsubid = 0"
+    " AND d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass"
+    " AND c.relkind IN ('r', 'p') AND NOT c.relispartition)"
+    " SELECT t.relname, p.relname FROM t"
+    " LEFT JOIN pg_catalog.pg_constraint k ON k.conrelid = t.oid AND k.contype = 'f'"
+    " LEFT JOIN t p ON p.oid = k.confrelid"
+    " ORDER BY 1, 2";
+
+int target_tables(tn_db *db, const storage_target *t, int (*fn)(void *ctx, const char *table),
+                  void *ctx)
+{
+    if (db == NULL || fn == NULL)
+        return db != NULL ? db_set_error(db, TN_INVALID, "no callback") : TN_INVALID;
+    char why[DB_ERRLEN];
+    int rc = check_target(t, why, sizeof(why));
+    if (rc != TN_OK)
+        return db_set_error(db, rc, "%s", why);
+    bool sqlite = strcmp(tn_db_backend(db), "sqlite") == 0;
+    if (sqlite != (t->kind == TARGET_SQLITE))
+        return db_set_error(db, TN_INVALID, "the connection is not of the target's backend");
+
+    const char *nsp[] = {t->kind == TARGET_PG_SCHEMA ? t->name : "public"};
+    tn_rows *rows = NULL;
+    rc = sqlite ? tn_db_query(db, &rows, SQLITE_TABLES_SQL, 0, NULL)
+                : tn_db_query(db, &rows, PG_TABLES_SQL, 1, nsp);
+    if (rc != TN_OK)
+        return rc;
+    table_graph g = {0};
+    /* two passes over the rows: every table first, then the edges between them */
+    char **pairs = NULL;
+    int npairs = 0, cap = 0;
+    while (rc == TN_OK && (rc = tn_rows_next(rows)) == TN_OK) {
+        const char *child = tn_rows_get(rows, 0), *parent = tn_rows_get(rows, 1);
+        if (child == NULL)
+            continue;
+        rc = graph_add_table(&g, child);
+        if (rc == TN_OK && parent != NULL) {
+            if (npairs + 2 > cap) {
+                cap = cap ? cap * 2 : 32;
+                char **np = realloc(pairs, (size_t)cap * sizeof(*np));
+                if (np == NULL) {
+                    rc = TN_NOMEM;
+                    break;
+                }
+                pairs = np;
+            }
+            pairs[npairs] = strdup(child);
+            pairs[npairs + 1] = strdup(parent);
+            npairs += 2;
+            if (pairs[npairs - 2] == NULL || pairs[npairs - 1] == NULL)
+                rc = TN_NOMEM;
+        }
+    }
+    tn_rows_free(rows);
+    if (rc == TN_DONE)
+        rc = TN_OK;
+    for (int i = 0; rc == TN_OK && i < npairs; i += 2)   /* SQLite keeps the DDL's spelling */
+        rc = graph_add_edge(&g, graph_find(&g, pairs[i], false),
+                            graph_find(&g, pairs[i + 1], sqlite));
+    for (int i = 0; i < npairs; i++)
+        free(pairs[i]);
+    free(pairs);
+    if (rc == TN_NOMEM)
+        db_set_error(db, rc, "out of memory");
+    else if (rc == TN_OK)
+        rc = graph_emit(&g, fn, ctx);
+    graph_free(&g);
+    return rc;
+}

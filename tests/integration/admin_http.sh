@@ -1,0 +1,370 @@
+#!/bin/bash
+# admin_http.sh — the admin panel over HTTP (curl through a real nginx), against tenants on
+# SQLite and on a PostgreSQL schema placement (tests/pg.sh):
+#   - every route refuses without a session (pages: 303 to /login; /api/: 401);
+#   - login: wrong password 401, the session cookie HttpOnly + SameSite=Strict, sessions good
+#     on every worker, logout ends the session on the server;
+#   - CSRF: a POST without the token, with a wrong one, or from another origin is 403 and
+#     changes nothing;
+#   - the SQL console: 30+ write attempts (DML, DDL, WITH ... DELETE, ATTACH, PRAGMA
+#     writable_schema, COPY ... TO PROGRAM, set_config, pg_terminate_backend, several
+#     statements, ...) each refused on BOTH backends, with the data, the schema and the
+#     file system unchanged afterwards; reads, the row cap, the timeout, CSV and JSON;
+#   - XSS payloads in a tenant name, table names, column names and cell values come out
+#     escaped;
+#   - actions: suspend and resume seen by the tenant's own host at once, each audited;
+#   - the panel is never a tenant: admin.localhost is the panel even with a tenant `admin`,
+#     and a tenant's host never serves the panel;
+#   - login throttling per client address, holding across workers (run last: it locks
+#     this test's address out).
+. "$(dirname "$0")/lib.sh"
+need curl nginx sqlite3 psql "$TENANCY_CLI"
+eval "$("$top_srcdir/tests/pg.sh" start)" || hard_error "cannot start PostgreSQL (tests/pg.sh)"
+PG_DIR=$TENANCY_TEST_PG_DIR
+trap 'rc=$?; [ -n "${SLEEPER:-}" ] && kill "$SLEEPER" 2>/dev/null; "$top_srcdir/tests/pg.sh" stop "$PG_DIR" >/dev/null 2>&1; (exit $rc); cleanup' EXIT
+
+PASSWORD='correct horse battery'
+mkdir -p "$T/state"
+tn_conf "app = $DEMO_SO" "pm.max_children = 3" \
+    "state_dir = $T/state" "tenant.resolvers = subdomain" "tenant.base_domains = localhost" \
+    "tenant.max_workers = 100%" \
+    "placement.pgs.dsn = $TENANCY_TEST_PG" "placement.pgs.mode = schema" \
+    "admin.host = admin.localhost" "admin.cli = $(cd "$top_builddir" && pwd)/tenancy/tenancy" \
+    "admin.pg_console_user = tenancy_console" "admin.row_cap = 100" \
+    "admin.query_timeout = 1s"
+tn_cli init > /dev/null || fatal "tenancy init failed"
+printf '%s\n' "$PASSWORD" | tn_cli admin passwd --stdin > /dev/null || fatal "admin passwd failed"
+grep -q '^admin:\$y\$' "$T/state/admin.passwd" || fail "the password file holds a yescrypt hash"
+tn_cli tenant create lite --name "Lite Co" > /dev/null || fatal "create lite"
+tn_cli tenant create pgt --name "PG Co" --placement pgs > /dev/null || fatal "create pgt"
+tn_cli tenant create other --name "Other Co" --placement pgs > /dev/null || fatal "create other"
+tn_cli tenant create xss --name '<script>alert("name")</script>' > /dev/null || fatal "create xss"
+tn_cli tenant create admin --name "A tenant called admin" > /dev/null || fatal "create admin"
+
+# The console's PostgreSQL role: reads everything, can do nothing outside the database.
+psql -q -v ON_ERROR_STOP=1 -c "CREATE ROLE tenancy_console LOGIN; GRANT pg_read_all_data TO tenancy_console;" \
+    > /dev/null || fatal "creating the console role"
+
+# Data: the same table on both backends (120 rows), and hostile names and values.
+LITE_DB=$T/state/tenants/lite.db
+sqlite3 "$LITE_DB" "CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL, price REAL DEFAULT 0);
+  CREATE INDEX items_name ON items(name);
+  CREATE TABLE notes (id INTEGER PRIMARY KEY, item_id INTEGER REFERENCES items(id), body TEXT);
+  WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 120)
+  INSERT INTO items (name, price) SELECT 'item ' || x, x * 1.5 FROM c;" || fatal "lite data"
+psql -q -v ON_ERROR_STOP=1 > /dev/null <<'SQL' || fatal "pgt data"
+CREATE TABLE t_pgt.items (id serial PRIMARY KEY, name text NOT NULL, price numeric DEFAULT 0);
+CREATE INDEX items_name ON t_pgt.items(name);
+CREATE TABLE t_pgt.notes (id serial PRIMARY KEY, item_id int REFERENCES t_pgt.items(id), body text);
+INSERT INTO t_pgt.items (name, price) SELECT 'item ' || x, x * 1.5 FROM generate_series(1, 120) x;
+CREATE TABLE t_other.secrets (v text);
+INSERT INTO t_other.secrets VALUES ('other tenant secret');
+SQL
+sqlite3 "$T/state/tenants/xss.db" "CREATE TABLE \"<script>alert('table')</script>\" (v TEXT);
+  CREATE TABLE things (id INTEGER PRIMARY KEY, \"\"\"><img src=x onerror=alert('col')>\" TEXT, v TEXT);
+  INSERT INTO things (v) VALUES ('<img src=x onerror=alert(\"cell\")>'), ('\"><script>alert(1)</script>');" ||
+    fatal "xss data"
+tn_start
+nginx_start
+
+U=http://127.0.0.1:$NGINX_PORT
+AH='Host: admin.localhost'
+JAR=$T/jar
+
+# req METHOD PATH [curl args...]: status code on stdout, body in $T/body, headers in $T/head.
+req() {
+    local m=$1 p=$2
+    shift 2
+    curl -s -m 20 -X "$m" -H "$AH" -b "$JAR" -c "$JAR" -D "$T/head" -o "$T/body" \
+        -w '%{http_code}' "$@" "$U$p"
+}
+body() { cat "$T/body"; }
+header() { tr -d '\r' < "$T/head" | awk -v h="$(echo "$1" | tr 'A-Z' 'a-z')" -F': ' 'tolower($1)==h {print $2}'; }
+csrf() { req GET / > /dev/null; grep -o 'name="csrf" value="[^"]*"' "$T/body" | head -1 | sed 's/.*value="//; s/"$//'; }
+
+# ---- every route refuses without a session ----------------------------------------------------
+rm -f "$JAR"
+for p in / /host /audit /new /t/lite /t/lite/sql '/t/lite/table?name=items' \
+    '/t/lite/table?name=items&view=structure' '/t/lite/row?name=items&key=1' \
+    '/t/lite/confirm?action=suspend' /t/nosuch /nowhere; do
+    code=$(req GET "$p")
+    assert_eq "$code" 303 "GET $p without a session: redirect"
+    case $(header Location) in /login*) ;; *) fail "GET $p redirects to the login, not '$(header Location)'" ;; esac
+done
+for p in /t/lite/action /t/lite/sql /new /logout; do
+    code=$(req POST "$p" --data 'action=suspend&confirm=yes&sql=DELETE+FROM+items')
+    assert_eq "$code" 303 "POST $p without a session: redirect to the login"
+done
+for p in /api/status /api/tenants; do
+    assert_eq "$(req GET "$p")" 401 "GET $p without a session: 401"
+done
+code=$(req GET /assets/admin.css)
+assert_eq "$code" 200 "the style sheet is public (no data in it)"
+assert_contains "$(header Content-Security-Policy)" "script-src 'self'" "a CSP on every answer"
+case $(header Content-Security-Policy) in *unsafe-inline*) fail "the CSP allows unsafe-inline" ;; *) log "ok: no unsafe-inline" ;; esac
+
+# ---- login ---------------------------------------------------------------------------------
+login() {   # login PASSWORD -> status
+    req GET /login > /dev/null
+    local nonce
+    nonce=$(grep -o 'name="nonce" value="[^"]*"' "$T/body" | sed 's/.*value="//; s/"$//')
+    req POST /login --data-urlencode "nonce=$nonce" --data-urlencode "user=admin" \
+        --data-urlencode "password=$1" --data-urlencode "next=/host"
+}
+assert_eq "$(login 'wrong password')" 401 "a wrong password: 401"
+code=$(req POST /login --data-urlencode "user=admin" --data-urlencode "password=$PASSWORD")
+assert_eq "$code" 403 "a login without the login form's token: 403"
+assert_eq "$(login "$PASSWORD")" 303 "the right password: 303"
+assert_eq "$(header Location)" "/host" "back to where the login was asked for"
+cookie=$(tr -d '\r' < "$T/head" | grep -i '^set-cookie: tn_admin=' | head -1)
+assert_contains "$cookie" "HttpOnly" "session cookie HttpOnly"
+assert_contains "$cookie" "SameSite=Strict" "session cookie SameSite=Strict"
+sid=$(echo "$cookie" | sed 's/^[^=]*=//; s/;.*//')
+sqlite3 "$T/state/control.db" "SELECT count(*) FROM admin_sessions WHERE id_hash = '$sid'" | grep -qx 0 &&
+    log "ok: the registry holds no session id (only its hash)" || fail "a session id is stored as is"
+bad=0
+for i in $(seq 1 12); do [ "$(req GET /)" = 200 ] || bad=$((bad + 1)); done
+assert_eq "$bad" 0 "the session holds on every worker (12 requests, 3 workers)"
+assert_contains "$(body)" 'id="fleet"' "the fleet page"
+for p in /host /audit /new /t/lite /t/lite/sql '/t/lite/table?name=items' \
+    '/t/lite/table?name=items&view=structure' '/t/lite/row?name=items&key=1' /t/pgt \
+    '/t/pgt/table?name=items' '/t/pgt/table?name=items&view=structure' '/t/pgt/row?name=items&key=7'; do
+    assert_eq "$(req GET "$p")" 200 "GET $p with a session"
+done
+assert_eq "$(req GET /api/status)" 200 "GET /api/status with a session"
+assert_contains "$(body)" '"workers":[' "the host status through the panel"
+assert_eq "$(req GET '/api/tenants?q=lit')" 200 "GET /api/tenants"
+assert_contains "$(body)" '"slug":"lite"' "search finds lite"
+
+# ---- the fleet: search, filters, keyset pages -----------------------------------------------------
+req GET '/?q=co&state=active' > /dev/null
+assert_contains "$(body)" '/t/pgt' "fleet search and state filter"
+req GET '/?placement=pgs' > /dev/null
+n=$(grep -o 'data-href="/t/[a-z0-9-]*"' "$T/body" | sort -u | tr '\n' ' ')
+assert_eq "$n" 'data-href="/t/other" data-href="/t/pgt" ' "placement filter"
+
+# ---- the explorer reads only the tenant's own schema -----------------------------------------------
+req GET /t/pgt > /dev/null
+assert_contains "$(body)" '>items</a></td><td class="num">120<' "pgt: items with 120 rows"
+case $(body) in *secrets*) fail "pgt's page shows another schema's table" ;; *) log "ok: only pgt's own tables" ;; esac
+assert_eq "$(req GET '/t/pgt/table?name=secrets')" 404 "another schema's table is not pgt's"
+req GET '/t/pgt/table?name=items&view=structure' > /dev/null
+assert_contains "$(body)" 'nextval(' "pg: a column default"
+assert_contains "$(body)" 'CREATE INDEX items_name' "pg: an index"
+req GET '/t/pgt/table?name=notes&view=structure' > /dev/null
+assert_contains "$(body)" 'FOREIGN KEY (item_id) REFERENCES items(id)' "pg: a foreign key"
+req GET '/t/lite/table?name=notes&view=structure' > /dev/null
+assert_contains "$(body)" 'REFERENCES items' "sqlite: a foreign key"
+req GET '/t/lite/table?name=items' > /dev/null
+assert_contains "$(body)" 'paged by key' "keyset paging where there is a one-column key"
+next=$(grep -o 'id="next-page" href="[^"]*"' "$T/body" | sed 's/.*href="//; s/"$//; s/&amp;/\&/g')
+assert_contains "$next" "after=50" "the next page starts after key 50"
+req GET "$next" > /dev/null
+assert_contains "$(body)" '>item 51<' "page 2 starts at 51"
+req GET '/t/lite/table?name=items&sort=name&dir=desc&f1=item+9' > /dev/null
+assert_contains "$(body)" '>item 99<' "sort and a column filter"
+
+# ---- CSRF -----------------------------------------------------------------------------------------
+TOKEN=$(csrf)
+[ -n "$TOKEN" ] || fatal "no CSRF token on the page"
+assert_eq "$(req POST /t/lite/action --data 'action=suspend&confirm=yes')" 403 "POST without the CSRF token: 403"
+assert_eq "$(req POST /t/lite/action --data 'action=suspend&confirm=yes&csrf=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA')" 403 \
+    "POST with a wrong CSRF token: 403"
+assert_eq "$(req POST /t/lite/action -H 'Origin: http://evil.example' --data "action=suspend&confirm=yes&csrf=$TOKEN")" 403 \
+    "POST from another origin: 403"
+assert_eq "$(req POST /t/lite/sql --data 'sql=SELECT+1')" 403 "the console without the CSRF token: 403"
+assert_eq "$(http / lite.localhost > /dev/null; last_status)" 200 "nothing was suspended"
+
+# ---- the console: reads --------------------------------------------------------------------------------
+sql() {   # sql TENANT SQL [format] -> status; body in $T/body
+    req POST "/t/$1/sql" --data-urlencode "csrf=$TOKEN" --data-urlencode "sql=$2" \
+        --data-urlencode "format=${3:-html}"
+}
+for t in lite pgt; do
+    assert_eq "$(sql $t 'SELECT count(*) AS n, sum(price) AS s FROM items')" 200 "$t: a read"
+    assert_contains "$(body)" '<td>120</td>' "$t: 120 items"
+    code=$(sql $t 'SELECT a.id FROM items a, items b')
+    assert_eq "$code" 200 "$t: a big read"
+    assert_contains "$(body)" 'stopped at admin.row_cap' "$t: the row cap"
+    [ "$(grep -o '<tr>' "$T/body" | wc -l)" = 101 ] && log "ok: $t: 100 rows shown" || fail "$t: row cap: $(grep -o '<tr>' "$T/body" | wc -l) rows"
+    assert_eq "$(sql $t 'SELECT id, name FROM items WHERE id <= 3 ORDER BY id' csv)" 200 "$t: CSV export"
+    assert_contains "$(header Content-Disposition)" "attachment" "$t: CSV as an attachment"
+    assert_eq "$(body | tr -d '\r')" "$(printf 'id,name\n1,item 1\n2,item 2\n3,item 3')" "$t: CSV content"
+    assert_eq "$(sql $t "SELECT id, name, NULL AS z FROM items WHERE id = 1" json)" 200 "$t: JSON export"
+    assert_eq "$(body)" "{\"tenant\":\"$t\",\"columns\":[\"id\",\"name\",\"z\"],\"rows\":[[\"1\",\"item 1\",null]],\"truncated\":false}" "$t: JSON content"
+    sql $t "SELECT '=cmd|'' /C calc''!A0' AS f" csv > /dev/null
+    assert_contains "$(body)" "\"'=cmd" "$t: a formula is neutralised in CSV"
+done
+code=$(sql lite 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c')
+assert_eq "$code" 400 "lite: a runaway query stops at admin.query_timeout"
+assert_contains "$(body)" 'Timed out' "lite: said to time out"
+code=$(sql pgt 'SELECT pg_sleep(5)')
+assert_eq "$code" 400 "pgt: statement_timeout"
+assert_contains "$(body)" 'Timed out' "pgt: said to time out"
+sql pgt 'SELECT v FROM secrets' > /dev/null
+assert_contains "$(body)" 'result-error' "pgt: another schema's table is not on the search path"
+
+# ---- the console: writes, all refused on both backends ----------------------------------------------
+MARK=$T/program-ran
+WRITES=(
+    "INSERT INTO items (name) VALUES ('x')"
+    "UPDATE items SET name = 'pwned'"
+    "DELETE FROM items"
+    "DELETE FROM items WHERE id = 1 RETURNING *"
+    "DROP TABLE items"
+    "CREATE TABLE evil (x int)"
+    "ALTER TABLE items ADD COLUMN evil int"
+    "CREATE INDEX evil_idx ON items (name)"
+    "CREATE VIEW evil_view AS SELECT 1 AS x"
+    "TRUNCATE items"
+    "REPLACE INTO items (id, name) VALUES (1, 'x')"
+    "WITH d AS (DELETE FROM items RETURNING id) SELECT count(*) FROM d"
+    "WITH x AS (SELECT 1) DELETE FROM items"
+    "WITH x AS (SELECT 1) UPDATE items SET name = 'x'"
+    "INSERT INTO items (name) SELECT name FROM items"
+    "MERGE INTO items USING (SELECT 1 AS id) s ON items.id = s.id WHEN MATCHED THEN DELETE"
+    "ATTACH DATABASE '$T/evil.db' AS evil"
+    "PRAGMA writable_schema = ON"
+    "PRAGMA journal_mode = DELETE"
+    "PRAGMA user_version = 42"
+    "VACUUM"
+    "REINDEX items"
+    "COPY (SELECT 1) TO PROGRAM 'touch $MARK'"
+    "COPY items FROM PROGRAM 'echo 1'"
+    "COPY items TO '$T/copied.csv'"
+    "SELECT set_config('transaction_read_only', 'off', true)"
+    "SET TRANSACTION READ WRITE"
+    "SELECT set_config('role', 'postgres', true), pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'postgres' AND pid <> pg_backend_pid()"
+    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'postgres' AND pid <> pg_backend_pid()"
+    "SELECT pg_read_file('/etc/passwd')"
+    "SELECT lo_import('/etc/hostname')"
+    "SELECT nextval('items_id_seq')"
+    "SELECT * FROM items FOR UPDATE"
+    "LOCK TABLE items IN ACCESS EXCLUSIVE MODE"
+    "CREATE TEMP TABLE tmp AS SELECT 1 AS x"
+    "DO \$\$BEGIN DELETE FROM items; END\$\$"
+    "EXPLAIN ANALYZE DELETE FROM items"
+    "GRANT SELECT ON items TO PUBLIC"
+    "SELECT 1; DELETE FROM items"
+    "SELECT 1; DROP TABLE items"
+    "BEGIN; DELETE FROM items; COMMIT"
+    "COMMIT; DELETE FROM items"
+)
+# A superuser session for pg_terminate_backend to aim at.
+psql -q -c "SELECT pg_sleep(120)" > /dev/null 2>&1 &
+SLEEPER=$!
+sleep 0.3
+fingerprint_lite() { sqlite3 "$LITE_DB" "SELECT count(*), sum(price), group_concat(name) FROM items; SELECT group_concat(name || ':' || sql) FROM sqlite_master; PRAGMA user_version; PRAGMA journal_mode;" | md5sum; }
+fingerprint_pg() { psql -At -c "SELECT count(*), sum(price), string_agg(name, ',' ORDER BY id) FROM t_pgt.items; SELECT string_agg(c.relname || ':' || c.relkind::text, ',' ORDER BY c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname IN ('t_pgt', 'public'); SELECT has_table_privilege('public', 't_pgt.items', 'SELECT');" | md5sum; }
+before_lite=$(fingerprint_lite)
+before_pg=$(fingerprint_pg)
+refused=0
+total=0
+for t in lite pgt; do
+    for w in "${WRITES[@]}"; do
+        total=$((total + 1))
+        code=$(sql $t "$w")
+        if [ "$code" != 200 ] && grep -q 'id="result-error"' "$T/body"; then
+            refused=$((refused + 1))
+            log "ok: $t refused ($code $(sed -n 's/.*id="result-error"[^>]*><b>\([A-Za-z ]*\)<\/b>.*/\1/p' "$T/body" | head -1)): $w"
+        else
+            fail "$t: NOT refused (status $code): $w"
+        fi
+    done
+done
+kill "$SLEEPER" 2>/dev/null
+SLEEPER=
+assert_eq "$refused" "$total" "write attempts refused (${#WRITES[@]} statements x 2 backends)"
+assert_eq "$(fingerprint_lite)" "$before_lite" "lite: data and schema unchanged"
+assert_eq "$(fingerprint_pg)" "$before_pg" "pgt: data, schema and grants unchanged"
+[ ! -e "$MARK" ] && log "ok: no program ran" || fail "COPY ... TO PROGRAM ran a program"
+[ ! -e "$T/evil.db" ] && log "ok: nothing was attached" || fail "ATTACH created a file"
+[ ! -e "$T/copied.csv" ] && log "ok: no server file written" || fail "COPY TO a file worked"
+
+# The console refuses to run as a role that could act outside the database.
+psql -q -c "ALTER ROLE tenancy_console SUPERUSER" > /dev/null
+code=$(sql pgt "SELECT 1")
+assert_eq "$code" 403 "the console will not run as a superuser"
+assert_contains "$(body)" 'admin.pg_console_user' "and says what to set"
+psql -q -c "ALTER ROLE tenancy_console NOSUPERUSER" > /dev/null
+
+# ---- XSS payloads come out inert ---------------------------------------------------------------------
+xss_check() {   # xss_check WHAT: no live tag of ours in $T/body
+    if grep -q -e '<script>alert' -e '<img src=x' -e "onerror=alert('col')>" "$T/body"; then
+        fail "$1: a payload came out as HTML: $(grep -o -e '<script>alert[^<]*' -e '<img src=x[^>]*>' "$T/body" | head -2)"
+    else
+        log "ok: $1: escaped"
+    fi
+}
+req GET '/?q=xss' > /dev/null
+assert_contains "$(body)" '&lt;script&gt;alert(&quot;name&quot;)&lt;/script&gt;' "a tenant name is escaped"
+xss_check "fleet"
+req GET '/api/tenants?q=xss' > /dev/null
+assert_eq "$(header Content-Type)" "application/json" "the fleet API is JSON (never rendered as HTML)"
+assert_eq "$(header X-Content-Type-Options)" "nosniff" "and says nosniff"
+assert_contains "$(body)" '&lt;script&gt;alert(&quot;name&quot;)' "its HTML rows are escaped"
+req GET /t/xss > /dev/null
+assert_contains "$(body)" "&lt;script&gt;alert(&#39;table&#39;)&lt;/script&gt;" "a table name is escaped"
+xss_check "tenant page"
+req GET '/t/xss/table?name=things' > /dev/null
+assert_contains "$(body)" '&lt;img src=x onerror=alert(&quot;cell&quot;)&gt;' "a cell value is escaped"
+xss_check "table browser"
+req GET '/t/xss/table?name=things&view=structure' > /dev/null
+xss_check "structure (a hostile column name)"
+req GET "/t/xss/table?name=%3Cscript%3Ealert('table')%3C%2Fscript%3E" > /dev/null
+xss_check "a table whose name cannot be quoted"
+sql xss 'SELECT * FROM things' > /dev/null
+xss_check "console result"
+sql xss "SELECT '<script>alert(1)</script>' AS \"<b>x</b>\"" > /dev/null
+xss_check "console result with a hostile column name"
+
+# ---- actions: suspend and resume, audited ----------------------------------------------------------------
+assert_eq "$(req GET '/t/lite/confirm?action=suspend')" 200 "the confirmation page"
+assert_eq "$(http / lite.localhost > /dev/null; last_status)" 200 "a GET changes nothing"
+code=$(req POST /t/lite/action --data "action=suspend&csrf=$TOKEN")
+assert_eq "$code" 400 "an action without its confirmation: refused"
+code=$(req POST /t/lite/action --data "action=suspend&confirm=yes&csrf=$TOKEN")
+assert_eq "$code" 303 "suspend"
+assert_eq "$(http / lite.localhost > /dev/null; last_status)" 403 "the tenant's host answers 403 at once"
+code=$(req POST /t/lite/action --data "action=resume&confirm=yes&csrf=$TOKEN")
+assert_eq "$code" 303 "resume"
+assert_eq "$(http / lite.localhost > /dev/null; last_status)" 200 "served again"
+code=$(req POST /t/lite/action --data "action=delete&confirm=yes&confirm_slug=wrong&csrf=$TOKEN")
+assert_eq "$code" 409 "delete needs the slug typed"
+assert_eq "$(http / lite.localhost > /dev/null; last_status)" 200 "not deleted"
+code=$(req POST /t/other/action --data "action=domain-add&confirm=yes&domain=shop.other.example&csrf=$TOKEN")
+assert_eq "$code" 303 "add a domain"
+code=$(req POST /t/lite/action --data "action=domain-remove&confirm=yes&domain=shop.other.example&csrf=$TOKEN")
+assert_eq "$code" 409 "a tenant cannot remove another's domain"
+audit=$T/state/admin-audit.log
+assert_contains "$(grep '"action":"suspend"' "$audit")" '"user":"admin"' "the audit log says who suspended"
+assert_contains "$(grep '"action":"suspend"' "$audit")" '"tenant":"lite"' "and which tenant"
+assert_contains "$(grep '"action":"resume"' "$audit")" '"result":"ok"' "resume audited"
+assert_contains "$(grep '"action":"csrf_refused"' "$audit" | head -1)" '"result":"refused"' "CSRF refusals audited"
+assert_contains "$(grep '"action":"sql"' "$audit" | grep 'DROP TABLE' | head -1)" '"result":"refused"' "console queries audited"
+assert_eq "$(req GET /audit)" 200 "the audit page"
+assert_contains "$(body)" '<td>suspend</td>' "the audit page lists the suspend"
+
+# ---- the panel is never a tenant, and a tenant never the panel ------------------------------------------
+rm -f "$T/nojar"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "$AH" "$U/")
+assert_eq "$code" 303 "admin.localhost is the panel although a tenant 'admin' exists"
+body=$(http /login lite.localhost)
+case $body in *nonce*) fail "a tenant's host served the panel's login" ;; *) log "ok: a tenant's host never serves the panel" ;; esac
+assert_contains "$(http / admin2.localhost)" "no tenant" "an unknown host is not the panel"
+
+# ---- logout ends the session on the server -----------------------------------------------------------------
+cp "$JAR" "$T/jar.old"
+assert_eq "$(req POST /logout --data "csrf=$TOKEN")" 303 "logout"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "$AH" -b "$T/jar.old" "$U/")
+assert_eq "$code" 303 "the old cookie no longer opens the panel"
+
+# ---- throttling (last: it locks 127.0.0.1 out) ---------------------------------------------------------------
+for i in 1 2 3 4 5; do login "wrong $i" > /dev/null; done
+code=$(login "$PASSWORD")
+assert_eq "$code" 429 "after 5 failures the address is locked, even with the right password"
+[ -n "$(header Retry-After)" ] && log "ok: Retry-After $(header Retry-After)" || fail "no Retry-After"
+bad=0
+for i in 1 2 3 4 5 6; do [ "$(login "$PASSWORD")" = 429 ] || bad=$((bad + 1)); done
+assert_eq "$bad" 0 "the lock holds on every worker"
+assert_contains "$(grep throttled "$audit" | tail -1)" '"result":"refused"' "throttled logins audited"

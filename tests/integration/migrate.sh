@@ -1,0 +1,351 @@
+#!/bin/bash
+# migrate.sh — provisioning in `tenancy tenant create` and `tenancy migrate`, run for real on
+# SQLite (a registry file and a file per tenant) and on a throwaway PostgreSQL (tests/pg.sh:
+# the registry in schema tenancy, a schema per tenant), with the same cases.
+#
+# Checks: a create applies the migrations and the seed ($1 slug, $2 name, $3 id) and records
+# the version; a create that fails half-way (a bad migration, a bad seed, a storage that is
+# already there) leaves no storage of its own and no registry entry, and names the step; a
+# migration that fails for one tenant only (its data violates a new unique index) rolls that
+# tenant back to its last file and records the error, while the others are migrated and the
+# exit status is 1; running again resumes; --canary stops everything when a canary fails;
+# --stop-on-error stops handing out tenants; -j 4 over 200 tenants; --json parses
+# (tests/helpers/json_check); migrate status counts versions; a template clone.
+#
+# Owns: these cases. Must not: change tenants' storage except to plant the data that makes
+# a migration fail (and to remove it again), through sqlite3 or psql.
+. "$(dirname "$0")/lib.sh"
+TENANCY=${TENANCY:-$top_builddir/tenancy/tenancy}
+JSON_CHECK=${JSON_CHECK:-$HELPERS/json_check}
+need "$TENANCY" "$JSON_CHECK" sqlite3 psql xargs
+
+PG_DIR=
+stop_pg() { [ -n "$PG_DIR" ] && bash "$top_srcdir/tests/pg.sh" stop "$PG_DIR"; PG_DIR=; }
+trap 'rc=$?; stop_pg; (exit $rc); cleanup' EXIT
+pgenv=$(bash "$top_srcdir/tests/pg.sh" start tenancy_migrate) ||
+    hard_error "PostgreSQL could not be started (tests/pg.sh start)"
+eval "$pgenv"
+PG_DIR=$TENANCY_TEST_PG_DIR
+
+N=${MIGRATE_TENANTS:-200}
+BACKEND= CONF= STATE=
+RC=0 OUT= ERR=
+
+run() {   # run [-c CONF] ARGS...: sets RC, OUT, ERR
+    local conf=$CONF
+    if [ "$1" = -c ]; then conf=$2; shift 2; fi
+    "$TENANCY" -c "$conf" "$@" > "$T/out" 2> "$T/err"
+    RC=$?
+    OUT=$(cat "$T/out")
+    ERR=$(cat "$T/err")
+}
+jrun() {   # the same with --json; stdout must be exactly one JSON document
+    run "$@" --json
+    "$JSON_CHECK" < "$T/out" 2> "$T/jerr" ||
+        fail "$BACKEND: --json $*: not one JSON document ($(cat "$T/jerr")): $(head -c 300 "$T/out")"
+}
+jget() { "$JSON_CHECK" "$1" < "$T/out"; }
+row() { printf '%s\n' "$OUT" | awk -F'\t' -v s="$1" '$1 == s'; }   # a tenant's TSV line
+
+# q SLUG SQL: a query in the tenant's own storage; st SLUG: "yes" when its storage exists.
+q() {
+    if [ "$BACKEND" = sqlite ]; then
+        sqlite3 -batch "$STATE/tenants/$1.db" "$2"
+    else
+        psql -qAtX -v ON_ERROR_STOP=1 -c "SET search_path TO t_${1//-/_}" -c "$2"
+    fi
+}
+st() {
+    if [ "$BACKEND" = sqlite ]; then
+        [ -e "$STATE/tenants/$1.db" ] && echo yes || echo no
+    else
+        [ "$(psql -qAtX -c "SELECT count(*) FROM pg_namespace WHERE nspname = 't_${1//-/_}'")" = 1 ] &&
+            echo yes || echo no
+    fi
+}
+version_of() { q "$1" "SELECT max(version) FROM tenancy_migrations"; }
+
+mkdir -p "$T/mig" "$T/badmig"
+cat > "$T/mig/0001_items.sql" <<'SQL'
+-- items of a tenant
+CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL, qty INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX items_qty ON items (qty);
+SQL
+cat > "$T/mig/0002_tags.sql" <<'SQL'
+CREATE TABLE tags (id INTEGER PRIMARY KEY, label TEXT NOT NULL);
+SQL
+cat > "$T/seed.sql" <<'SQL'
+-- $1 is the slug, $2 the name, $3 the id
+INSERT INTO items (id, name, qty) VALUES (1, 'seed of ' || $1, 1);
+INSERT INTO tags (id, label) VALUES ($3, $2);
+INSERT INTO tags (id, label) VALUES (0, 'a literal $2; kept');
+SQL
+printf 'INSERT INTO items (id, name) VALUES (1, $1);\nINSERT INTO nosuch VALUES (1);\n' \
+    > "$T/badseed.sql"
+cp "$T/mig/"*.sql "$T/badmig/"
+printf 'CREATE TABLE half (id INTEGER);\nINSERT INTO items (id, name) VALUES (5, NULL);\n' \
+    > "$T/badmig/0003_bad.sql"
+
+# ---- the cases, once per backend ---------------------------------------------------------------
+cases() {
+    BACKEND=$1
+    local b=$1
+    log "==== $b"
+    run init
+    [ "$RC" = 0 ] || fatal "$b: init: $ERR"
+
+    # ---- create: migrations, seed, version recorded ----
+    jrun tenant create acme --name "Acme Inc."
+    assert_eq "$RC" 0 "$b: create acme ($ERR)"
+    assert_eq "$(jget .tenant.state)" active "$b: created active"
+    assert_eq "$(jget .storage.migration_version)" 0002 "$b: migrations applied at create"
+    assert_eq "$(jget .storage.applied)" 2 "$b: two files applied"
+    assert_eq "$(jget .storage.seeded)" true "$b: seeded"
+    assert_eq "$(st acme)" yes "$b: storage created"
+    assert_eq "$(q acme "SELECT name FROM items WHERE id = 1")" "seed of acme" "$b: seed \$1"
+    assert_eq "$(q acme "SELECT label FROM tags WHERE id = $(jget .tenant.id)")" "Acme Inc." \
+        "$b: seed \$2 and \$3"
+    assert_eq "$(q acme "SELECT label FROM tags WHERE id = 0")" 'a literal $2; kept' \
+        "$b: a \$2 inside a string is not a parameter"
+    assert_eq "$(q acme "SELECT count(*) FROM tenancy_migrations")" 2 "$b: version rows"
+    jrun migrate status
+    assert_eq "$(jget .latest)" 0002 "$b: status latest"
+    assert_eq "$(jget '.versions[0].version')" 0002 "$b: the registry has the version"
+
+    # ---- a create that fails half-way leaves nothing ----
+    run -c "$CONF.badmig" tenant create broken
+    assert_eq "$RC" 1 "$b: create with a failing migration fails"
+    assert_contains "$ERR" "cannot apply the migrations: 0003_bad.sql statement 2 (line 2)" \
+        "$b: the step, file and statement are named"
+    assert_contains "$ERR" "its storage was dropped and its registry entry removed" \
+        "$b: says what was undone"
+    assert_eq "$(st broken)" no "$b: no storage left after a failed migration"
+    run tenant show broken
+    assert_eq "$RC" 1 "$b: no registry entry left after a failed migration"
+    jrun -c "$CONF.badseed" tenant create broken
+    assert_eq "$RC" 1 "$b: create with a failing seed fails"
+    assert_contains "$(jget .error)" "cannot run the seed: badseed.sql statement 2" \
+        "$b: the seed step is named (--json)"
+    assert_eq "$(jget .code)" invalid "$b: its code"
+    assert_eq "$(st broken)" no "$b: no storage left after a failed seed"
+    run tenant show broken
+    assert_eq "$RC" 1 "$b: no registry entry left after a failed seed"
+    # A storage that is already there is not ours: refused and left alone.
+    if [ "$b" = sqlite ]; then
+        echo keep > "$STATE/tenants/squat.db"
+    else
+        psql -qAtX -c "CREATE SCHEMA t_squat; CREATE TABLE t_squat.keep (id int)"
+    fi
+    run tenant create squat
+    assert_eq "$RC" 1 "$b: create over an existing storage fails"
+    assert_contains "$ERR" "already exists" "$b: says the storage exists"
+    assert_eq "$(st squat)" yes "$b: someone else's storage is left alone"
+    run tenant show squat
+    assert_eq "$RC" 1 "$b: no registry entry for it"
+    run tenant create nope --placement nowhere
+    assert_eq "$RC" 1 "$b: an unknown placement"
+    assert_contains "$ERR" "no placement 'nowhere'" "$b: names the placement"
+
+    # ---- many tenants, in parallel creates ----
+    local t0=$SECONDS
+    seq -f 't%03g' 1 "$N" | xargs -P 4 -I{} "$TENANCY" -c "$CONF" tenant create {} \
+        > /dev/null 2> "$T/creates.err" || fail "$b: creating $N tenants: $(head -3 "$T/creates.err")"
+    log "$b: $N tenants created in $((SECONDS - t0)) s (4 at a time)"
+    run tenant create late --state provisioning
+    assert_eq "$RC" 0 "$b: create --state provisioning"
+    run tenant delete "t$(printf %03d "$N")"
+    assert_eq "$RC" 0 "$b: delete the last one"
+
+    # ---- a migration that fails for one tenant only ----
+    cat > "$T/mig/0003_unique_names.sql" <<'SQL'
+CREATE TABLE audit (id INTEGER PRIMARY KEY);
+CREATE UNIQUE INDEX items_name ON items (name);
+SQL
+    q t007 "INSERT INTO items (id, name) VALUES (2, 'seed of t007')"   # a duplicate name
+    local total=$N   # acme and t001..t(N-1); t(N) is deleting, late is provisioning
+    t0=$(date +%s.%N)
+    jrun migrate --all -j 4
+    log "$b: -j 4 over $total tenants: $(jget .seconds) s"
+    assert_eq "$RC" 1 "$b: exit 1 when a tenant failed"
+    assert_eq "$(jget .ok)" false "$b: ok false"
+    assert_eq "$(jget .total)" "$total" "$b: every migratable tenant taken"
+    assert_eq "$(jget .failed)" 1 "$b: one failed"
+    assert_eq "$(jget .migrated)" $((total - 1)) "$b: the others migrated"
+    assert_eq "$(jget .left_out.deleting)" 1 "$b: a deleting tenant is left out"
+    assert_eq "$(jget .left_out.provisioning)" 1 "$b: a provisioning tenant is left out"
+    assert_eq "$(jget .code)" error "$b: the document has a code"
+    assert_eq "$(jget '.tenants[7].slug')" t007 "$b: slug order"
+    assert_eq "$(jget '.tenants[7].status')" failed "$b: t007 failed"
+    assert_eq "$(jget '.tenants[7].to')" 0002 "$b: t007 stays at 0002"
+    assert_contains "$(jget '.tenants[7].error')" "0003_unique_names.sql statement 2 (line 2)" \
+        "$b: t007's error names file and statement"
+    assert_eq "$(version_of t007)" 0002 "$b: t007's storage is at 0002"
+    [ "$(q t007 "SELECT count(*) FROM audit" 2>/dev/null)" = "" ] ||
+        fail "$b: t007's failed file was not rolled back whole"
+    assert_eq "$(version_of t008)" 0003 "$b: t008 migrated"
+    jrun migrate status
+    assert_eq "$(jget .behind)" 2 "$b: status: t007 and late are behind"
+    assert_eq "$(jget .failing)" 1 "$b: status: one tenant with an error"
+    assert_eq "$(jget '.versions[0].version')" 0002 "$b: status: versions in order"
+    assert_eq "$(jget '.versions[0].tenants')" 2 "$b: status: two at 0002"
+    assert_eq "$(jget '.versions[1].tenants')" $((total - 1)) "$b: status: the rest at 0003"
+
+    # Again: the others cost a version check; t007 still fails.
+    run migrate --all -j 4
+    assert_eq "$RC" 1 "$b: still failing"
+    assert_eq "$(row t007 | cut -f2)" failed "$b: t007 failed again (TSV)"
+    assert_eq "$(row t008 | cut -f2)" current "$b: t008 is current"
+    assert_contains "$ERR" "0 migrated, $((total - 1)) current, 1 failed" "$b: the summary"
+    # Fixed: resumes where it stopped.
+    q t007 "DELETE FROM items WHERE id = 2"
+    run migrate t007 t008 t007
+    assert_eq "$RC" 0 "$b: t007 migrates once its data is fixed ($ERR)"
+    assert_eq "$(printf '%s\n' "$OUT" | wc -l)" 2 "$b: two tenants named (a slug given twice counts once)"
+    assert_eq "$(row t007 | cut -f2-4)" "$(printf 'migrated\t0002\t0003')" "$b: t007 0002 -> 0003"
+    jrun migrate --status
+    assert_eq "$(jget .failing)" 0 "$b: the error is cleared in the registry"
+    assert_eq "$(jget .behind)" 1 "$b: only late is behind"
+
+    # ---- --canary: the first K tenants first; one fails, nothing else runs ----
+    cat > "$T/mig/0004_unique_qty.sql" <<'SQL'
+CREATE UNIQUE INDEX items_qty_unique ON items (qty);
+SQL
+    q acme "INSERT INTO items (id, name, qty) VALUES (2, 'another', 1)"
+    jrun migrate --all --canary 3 -j 2
+    assert_eq "$RC" 1 "$b: canary failure: exit 1"
+    assert_eq "$(jget .stopped)" "a canary failed" "$b: stopped by the canary"
+    assert_eq "$(jget '.tenants[0].status')" failed "$b: acme (a canary) failed"
+    assert_eq "$(jget .migrated)" 2 "$b: the other canaries migrated"
+    assert_eq "$(jget .skipped)" $((total - 3)) "$b: everything else skipped"
+    local mid; mid=t$(printf %03d $((N / 2)))
+    assert_eq "$(version_of "$mid")" 0003 "$b: $mid (not a canary) untouched"
+    q acme "DELETE FROM items WHERE id = 2"
+
+    # ---- --stop-on-error ----
+    q t010 "INSERT INTO items (id, name, qty) VALUES (2, 'another', 1)"
+    run migrate --all -j 1 --stop-on-error
+    assert_eq "$RC" 1 "$b: stop-on-error: exit 1"
+    assert_eq "$(row t010 | cut -f2)" failed "$b: t010 failed"
+    assert_eq "$(row t009 | cut -f2)" migrated "$b: t009 (before it) migrated"
+    assert_eq "$(row t011 | cut -f2)" skipped "$b: t011 (after it) skipped"
+    assert_contains "$ERR" "stopped: stop on error" "$b: says why it stopped"
+    q t010 "DELETE FROM items WHERE id = 2"
+    run migrate --all -j 4
+    assert_eq "$RC" 0 "$b: everything at 0004 after the fix ($ERR)"
+    jrun migrate status
+    assert_eq "$(jget .behind)" 1 "$b: all at the latest but late"
+
+    # ---- a progress bar on a terminal only ----
+    run migrate --all -j 2
+    case "$ERR" in *ETA*) fail "$b: a progress bar off a terminal" ;; *) log "ok: $b: no bar off a terminal" ;; esac
+    TENANCY_CONF=$CONF script -qec "$TENANCY migrate --all -j 2" /dev/null > "$T/tty" 2>&1
+    assert_contains "$(cat "$T/tty")" "tenants/s  ETA" "$b: a progress bar on a terminal"
+    assert_contains "$(cat "$T/tty")" "SLUG" "$b: a table on a terminal"
+
+    # ---- usage ----
+    run migrate
+    assert_eq "$RC" 2 "$b: migrate without tenants is a usage error"
+    run migrate --all acme
+    assert_eq "$RC" 2 "$b: --all and slugs"
+    run migrate --all -j 0
+    assert_eq "$RC" 2 "$b: -j 0"
+    run migrate --status --all
+    assert_eq "$RC" 2 "$b: --status with --all"
+    run migrate nosuch
+    assert_eq "$RC" 1 "$b: an unknown slug"
+    assert_contains "$ERR" "no tenant 'nosuch'" "$b: names it"
+    run migrate late
+    assert_eq "$RC" 1 "$b: a provisioning tenant named is refused"
+
+    # ---- from a template ----
+    run tenant create tpl --no-seed
+    assert_eq "$RC" 0 "$b: create the template ($ERR)"
+    run tenant suspend tpl
+    jrun -c "$CONF.tpl" tenant create fromtpl --name "From Template" --from-template
+    assert_eq "$RC" 0 "$b: create --from-template ($ERR)"
+    assert_eq "$(jget .storage.migration_version)" 0004 "$b: the clone is at the latest"
+    assert_eq "$(q fromtpl "SELECT name FROM items WHERE id = 1")" "seed of fromtpl" \
+        "$b: the seed ran after the clone"
+    if [ "$b" = sqlite ]; then
+        assert_eq "$(jget .storage.cloned)" true "$b: cloned (VACUUM INTO)"
+        assert_eq "$(jget .storage.applied)" 0 "$b: nothing replayed"
+    else
+        assert_eq "$(jget .storage.cloned)" false "$b: schema mode cannot clone"
+        run -c "$CONF.tpl" tenant create fromtpl2 --from-template
+        assert_contains "$OUT" "cannot clone a schema" "$b: and says so"
+    fi
+
+    # ---- signals (PostgreSQL: pg_sleep makes a step last) ----
+    [ "$b" = postgres ] || return 0
+    # A create interrupted half-way is undone like a failed one.
+    printf 'SELECT pg_sleep(3);\n' > "$T/slowseed.sql"
+    sed 's/^storage.seed = .*/storage.seed = slowseed.sql/' "$CONF" > "$CONF.slow"
+    "$TENANCY" -c "$CONF.slow" tenant create slow > "$T/slow.out" 2> "$T/slow.err" &
+    local pid=$! rc
+    wait_until 20 "$TENANCY" -c "$CONF" tenant show slow > /dev/null ||
+        fail "$b: the slow create never registered its tenant"
+    sleep 0.5   # into the seed
+    kill -TERM "$pid"
+    wait "$pid"
+    rc=$?
+    assert_eq "$rc" 1 "$b: an interrupted create fails"
+    assert_contains "$(cat "$T/slow.err")" "interrupted by signal 15" "$b: says it was interrupted"
+    assert_eq "$(st slow)" no "$b: no storage left after an interrupted create"
+    run tenant show slow
+    assert_eq "$RC" 1 "$b: no registry entry left after an interrupted create"
+    # An interrupted wave: the tenants in hand finish, the rest are skipped, none is half done.
+    printf 'CREATE TABLE slow (id INTEGER);\nSELECT pg_sleep(0.3);\n' > "$T/mig/0005_slow.sql"
+    "$TENANCY" -c "$CONF" migrate --all -j 2 --json > "$T/wave.json" 2> "$T/wave.err" &
+    pid=$!
+    sleep 1.5
+    kill -TERM "$pid"
+    wait "$pid"
+    rc=$?
+    assert_eq "$rc" 1 "$b: an interrupted wave exits 1"
+    "$JSON_CHECK" < "$T/wave.json" || fail "$b: the interrupted wave's --json does not parse"
+    assert_eq "$("$JSON_CHECK" .stopped < "$T/wave.json")" interrupted "$b: stopped: interrupted"
+    assert_ge "$("$JSON_CHECK" .skipped < "$T/wave.json")" 1 "$b: the rest skipped"
+    assert_eq "$("$JSON_CHECK" .failed < "$T/wave.json")" 0 "$b: nothing failed"
+    for s in acme t001 t002 "t$(printf %03d $((N - 1)))"; do
+        local v has
+        v=$(version_of "$s")
+        has=$(q "$s" "SELECT CASE WHEN to_regclass('slow') IS NULL THEN 'no' ELSE 'yes' END")
+        case "$v:$has" in 0004:no | 0005:yes) log "ok: $b: $s whole at $v" ;;
+        *) fail "$b: $s is half migrated: version $v, table slow: $has" ;; esac
+    done
+    rm -f "$T/mig/0005_slow.sql"
+}
+
+# ---- SQLite --------------------------------------------------------------------------------
+STATE=$T/sqlite/state
+CONF=$T/sqlite.conf
+mkdir -p "$T/sqlite"
+base="app = /nonexistent/app.so
+state_dir = $STATE
+storage.migrations = mig
+storage.seed = seed.sql"
+printf '%s\n' "$base" > "$CONF"
+printf '%s\n' "${base/= mig/= badmig}" > "$CONF.badmig"
+printf '%s\n' "${base/seed.sql/badseed.sql}" > "$CONF.badseed"
+printf '%s\nstorage.template = tpl\n' "$base" > "$CONF.tpl"
+cases sqlite
+rm -f "$T/mig/0003_unique_names.sql" "$T/mig/0004_unique_qty.sql"
+
+# ---- PostgreSQL, a schema per tenant ---------------------------------------------------------
+STATE=$T/pg/state
+CONF=$T/pg.conf
+mkdir -p "$T/pg"
+base="app = /nonexistent/app.so
+state_dir = $STATE
+registry = \"$TENANCY_TEST_PG\"
+storage.placement = pg
+placement.pg.dsn = \"$TENANCY_TEST_PG\"
+placement.pg.mode = schema
+placement.pg.max_tenants = 50
+storage.migrations = mig
+storage.seed = seed.sql"
+printf '%s\n' "$base" > "$CONF"
+printf '%s\n' "${base/= mig/= badmig}" > "$CONF.badmig"
+printf '%s\n' "${base/seed.sql/badseed.sql}" > "$CONF.badseed"
+printf '%s\nstorage.template = tpl\n' "$base" > "$CONF.tpl"
+cases postgres

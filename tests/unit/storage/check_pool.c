@@ -1,0 +1,568 @@
+/*
+ * check_pool.c — the per-worker pool (target.h): SQLite LRU and its file-descriptor bound,
+ * one scoped connection per server in schema mode (isolation through every bad ending of
+ * a request, recycling after pg_max_tenants), database mode's LRU, and what release must
+ * leave behind: nothing of the tenant that used the connection.
+ */
+#include "core/first.h"
+#include "storage/db.h"
+#include "storage/db_int.h"
+#include "storage/target.h"
+#include "core/rc.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "tests/unit/storage/storage_test.h"
+
+#define NSCHEMAS 6
+
+static storage_pool *pool;
+
+static void acquire(const storage_target *t, tn_db **d)
+{
+    char err[512];
+    int rc = pool_acquire(pool, t, d, err, sizeof(err));
+    ck_assert_msg(rc == TN_OK, "pool_acquire %s: %s: %s", t->name, tn_rc_str(rc), err);
+}
+
+/* The marker a connection reads with an unqualified name. */
+static void expect_marker(tn_db *d, const char *want)
+{
+    char v[64];
+    bool sqlite = strcmp(tn_db_backend(d), "sqlite") == 0;
+    ST_OK(d, db_query_value(d, v, sizeof(v),
+                            sqlite ? "SELECT group_concat(marker, ',') FROM "
+                                     "(SELECT marker FROM items ORDER BY marker)"
+                                   : "SELECT string_agg(marker, ',' ORDER BY marker) FROM items",
+                            0, NULL));
+    ck_assert_str_eq(v, want);
+}
+
+static void stats(pool_stats *s)
+{
+    pool_get_stats(pool, s);
+}
+
+static void teardown_pool(void)
+{
+    pool_destroy(pool);
+    pool = NULL;
+}
+
+/* ---- SQLite ------------------------------------------------------------------------------------ */
+
+static char sq_path[32][512];
+static storage_target sq[32];
+
+/* n tenant files, each with items(marker) = "sN" */
+static void make_sqlite_tenants(int n)
+{
+    for (int i = 0; i < n; i++) {
+        snprintf(sq_path[i], sizeof(sq_path[i]), "%s/pool/%ld-s%d.db", st_dir, (long)getpid(),
+                 i);
+        sq[i] = (storage_target){.kind = TARGET_SQLITE, .name = sq_path[i]};
+        char err[512];
+        ck_assert_msg(target_create(&sq[i], err, sizeof(err)) == TN_OK, "%s", err);
+        tn_db *d = NULL;
+        ck_assert_int_eq(target_open(&sq[i], &d, err, sizeof(err)), TN_OK);
+        char marker[16];
+        snprintf(marker, sizeof(marker), "s%d", i);
+        const char *p[] = {marker};
+        ST_OK(d, tn_db_exec(d, "CREATE TABLE items (marker TEXT PRIMARY KEY)", 0, NULL));
+        ST_OK(d, tn_db_exec(d, "INSERT INTO items VALUES ($1)", 1, p));
+        db_close(d);
+    }
+}
+
+START_TEST(test_pool_sqlite_lru)
+{
+    make_sqlite_tenants(5);
+    pool = pool_create(&(pool_limits){.sqlite_max_open = 3});
+    ck_assert_ptr_nonnull(pool);
+    tn_db *d;
+    pool_stats s;
+    for (int i = 0; i < 3; i++) {
+        acquire(&sq[i], &d);
+        char want[8];
+        snprintf(want, sizeof(want), "s%d", i);
+        expect_marker(d, want);
+        pool_release(pool, d);
+    }
+    stats(&s);
+    ck_assert_int_eq(s.sqlite_open, 3);
+    ck_assert_uint_eq(s.sqlite_opens, 3);
+    acquire(&sq[0], &d);   /* a hit, and s0 is now the most recent */
+    pool_release(pool, d);
+    acquire(&sq[3], &d);   /* evicts s1, the least recently used */
+    expect_marker(d, "s3");
+    pool_release(pool, d);
+    stats(&s);
+    ck_assert_uint_eq(s.sqlite_hits, 1);
+    ck_assert_uint_eq(s.evictions, 1);
+    ck_assert_int_eq(s.sqlite_open, 3);
+    acquire(&sq[0], &d);
+    pool_release(pool, d);
+    acquire(&sq[2], &d);
+    pool_release(pool, d);
+    stats(&s);
+    ck_assert_uint_eq(s.sqlite_hits, 3);   /* s0 and s2 were kept */
+    acquire(&sq[1], &d);                   /* s1 was not */
+    pool_release(pool, d);
+    stats(&s);
+    ck_assert_uint_eq(s.sqlite_opens, 5);
+
+    /* handles lent out are never evicted: the bound is exceeded, then restored */
+    tn_db *held[4];
+    for (int i = 0; i < 4; i++)
+        acquire(&sq[i], &held[i]);
+    acquire(&sq[4], &d);
+    stats(&s);
+    ck_assert_int_eq(s.sqlite_open, 5);
+    for (int i = 0; i < 4; i++) {
+        char want[8];
+        snprintf(want, sizeof(want), "s%d", i);
+        expect_marker(held[i], want);   /* every one still usable */
+    }
+    /* the same target twice at once */
+    char err[256];
+    tn_db *again = NULL;
+    ck_assert_int_eq(pool_acquire(pool, &sq[4], &again, err, sizeof(err)), TN_BUSY);
+    ck_assert_ptr_null(again);
+    pool_release(pool, d);
+    for (int i = 0; i < 4; i++)
+        pool_release(pool, held[i]);
+    stats(&s);
+    ck_assert_int_eq(s.sqlite_open, 3);
+    pool_release(pool, held[0]);   /* twice: ignored */
+    pool_release(pool, NULL);
+
+    /* a tenant that switches to synchronous=NORMAL gets a handle opened that way */
+    char v[8];
+    acquire(&sq[0], &d);
+    ST_OK(d, db_query_value(d, v, sizeof(v), "PRAGMA synchronous", 0, NULL));
+    ck_assert_str_eq(v, "2");
+    pool_release(pool, d);
+    storage_target normal = sq[0];
+    normal.sync_normal = true;
+    acquire(&normal, &d);
+    ST_OK(d, db_query_value(d, v, sizeof(v), "PRAGMA synchronous", 0, NULL));
+    ck_assert_str_eq(v, "1");
+    pool_release(pool, d);
+
+    /* a file that does not exist is not created */
+    storage_target missing = {.kind = TARGET_SQLITE, .name = "/nonexistent-dir/x.db"};
+    ck_assert_int_eq(pool_acquire(pool, &missing, &d, err, sizeof(err)), TN_NOTFOUND);
+    ck_assert_int_eq(pool_acquire(pool, NULL, &d, err, sizeof(err)), TN_INVALID);
+    ck_assert_int_eq(pool_acquire(NULL, &sq[0], &d, err, sizeof(err)), TN_INVALID);
+}
+END_TEST
+
+START_TEST(test_pool_sqlite_release)
+{
+    make_sqlite_tenants(2);
+    pool = pool_create(NULL);
+    tn_db *d;
+    pool_stats s;
+    /* a transaction left open is rolled back */
+    acquire(&sq[0], &d);
+    ST_OK(d, tn_db_begin(d));
+    ST_OK(d, tn_db_exec(d, "INSERT INTO items VALUES ('uncommitted')", 0, NULL));
+    pool_release(pool, d);
+    acquire(&sq[0], &d);
+    ck_assert(db_is_clean(d));
+    expect_marker(d, "s0");
+    /* a row set left in the middle of its statement (a read snapshot) */
+    tn_rows *r = NULL;
+    ST_OK(d, tn_db_query(d, &r, "SELECT marker FROM items UNION ALL SELECT 'x'", 0, NULL));
+    ST_OK(d, tn_rows_next(r));
+    ck_assert(!db_is_clean(d));
+    /* an error message that quotes the tenant's data */
+    ST_EXPECT(d, TN_EXISTS, tn_db_exec(d, "INSERT INTO items VALUES ('s0')", 0, NULL));
+    pool_release(pool, d);
+    ck_assert_ptr_null(tn_rows_get(r, 0));   /* detached, not dangling */
+    tn_rows_free(r);
+    acquire(&sq[0], &d);
+    ck_assert(db_is_clean(d));
+    ck_assert_str_eq(tn_db_error(d), "");
+    expect_marker(d, "s0");
+    pool_release(pool, d);
+    stats(&s);
+    ck_assert_uint_eq(s.resets, 2);
+    ck_assert_int_eq(s.sqlite_open, 1);
+}
+END_TEST
+
+/* Count this process's open descriptors. */
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *dir = opendir("/proc/self/fd");
+    if (dir == NULL)
+        return -1;
+    while (readdir(dir) != NULL)
+        n++;
+    closedir(dir);
+    return n - 3;   /* ".", ".." and the directory's own */
+}
+
+/* RLIMIT_NOFILE = 100 leaves 36 descriptors for the pool: 12 WAL handles, whatever
+ * sqlite_max_open says. (Check runs each test in its own process: the limit dies with it.) */
+START_TEST(test_pool_sqlite_fd_bound)
+{
+    make_sqlite_tenants(30);
+    struct rlimit rl;
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    rl.rlim_cur = 100;
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    pool = pool_create(&(pool_limits){.sqlite_max_open = 1000});
+    int base = open_fds();
+    tn_db *d;
+    pool_stats s;
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 30; i++) {
+            acquire(&sq[i], &d);
+            char want[8];
+            snprintf(want, sizeof(want), "s%d", i);
+            expect_marker(d, want);
+            pool_release(pool, d);
+            stats(&s);
+            ck_assert_int_le(s.sqlite_open, 12);
+            ck_assert_int_le(open_fds() - base, 36);
+        }
+    }
+    stats(&s);
+    ck_assert_int_eq(s.sqlite_open, 12);
+    ck_assert_uint_eq(s.evictions, 60 - 12);
+}
+END_TEST
+
+/* ---- PostgreSQL: schema mode ------------------------------------------------------------------- */
+
+static char schema_name[NSCHEMAS][32];
+static storage_target sch[NSCHEMAS];
+
+/* tn_pool_0 .. tn_pool_5, each with items(marker) = its own name, and public.items */
+static void setup_pg(void)
+{
+    tn_db *d = st_open(st_pg, NULL);
+    ST_OK(d, db_exec_script(d, "DROP TABLE IF EXISTS public.items;"
+                               "CREATE TABLE public.items (marker TEXT PRIMARY KEY);"
+                               "INSERT INTO public.items VALUES ('public')"));
+    for (int i = 0; i < NSCHEMAS; i++) {
+        snprintf(schema_name[i], sizeof(schema_name[i]), "tn_pool_%d", i);
+        sch[i] = (storage_target){.kind = TARGET_PG_SCHEMA, .server = st_pg,
+                                  .name = schema_name[i]};
+        char err[512];
+        target_drop(&sch[i], err, sizeof(err));
+        ck_assert_msg(target_create(&sch[i], err, sizeof(err)) == TN_OK, "%s", err);
+        tn_db *t = NULL;
+        ck_assert_int_eq(target_open(&sch[i], &t, err, sizeof(err)), TN_OK);
+        const char *p[] = {schema_name[i]};
+        ST_OK(t, tn_db_exec(t, "CREATE TABLE items (marker TEXT PRIMARY KEY)", 0, NULL));
+        ST_OK(t, tn_db_exec(t, "INSERT INTO items VALUES ($1)", 1, p));
+        db_close(t);
+    }
+    db_close(d);
+}
+
+static void pid_of(tn_db *d, char pid[32])
+{
+    st_backend_pid(d, pid);
+}
+
+START_TEST(test_pool_schema_isolation)
+{
+    pool = pool_create(&(pool_limits){.pg_max_tenants = 100});
+    tn_db *d, *first = NULL;
+    pool_stats s;
+    char pid0[32], pid[32];
+    /* alternating tenants on one connection and one backend */
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < NSCHEMAS; i++) {
+            acquire(&sch[i], &d);
+            if (first == NULL) {
+                first = d;
+                pid_of(d, pid0);
+            }
+            ck_assert_ptr_eq(d, first);
+            ck_assert_str_eq(db_schema_scope(d), schema_name[i]);
+            expect_marker(d, schema_name[i]);
+            pool_release(pool, d);
+            ck_assert_ptr_null(db_schema_scope(d));
+        }
+    }
+    acquire(&sch[0], &d);
+    pid_of(d, pid);
+    ck_assert_str_eq(pid, pid0);
+    pool_release(pool, d);
+    stats(&s);
+    ck_assert_int_eq(s.pg_open, 1);
+    ck_assert_uint_eq(s.pg_connects, 1);
+
+    /* an error in the middle of a transaction, left for release to clean */
+    acquire(&sch[0], &d);
+    ST_OK(d, tn_db_begin(d));
+    ST_OK(d, tn_db_exec(d, "INSERT INTO items VALUES ('half')", 0, NULL));
+    ST_EXPECT(d, TN_EXISTS, tn_db_exec(d, "INSERT INTO items VALUES ('tn_pool_0')", 0, NULL));
+    pool_release(pool, d);
+    acquire(&sch[1], &d);
+    ck_assert(db_is_clean(d));
+    ck_assert_str_eq(tn_db_error(d), "");
+    expect_marker(d, "tn_pool_1");
+    pool_release(pool, d);
+    acquire(&sch[0], &d);
+    expect_marker(d, "tn_pool_0");   /* 'half' was rolled back */
+    /* a transaction left open, its scope still on it */
+    ST_OK(d, tn_db_begin(d));
+    ST_OK(d, tn_db_exec(d, "INSERT INTO items VALUES ('open')", 0, NULL));
+    pool_release(pool, d);
+    acquire(&sch[1], &d);
+    expect_marker(d, "tn_pool_1");
+    pool_release(pool, d);
+    acquire(&sch[0], &d);
+    expect_marker(d, "tn_pool_0");
+    /* begun, nothing sent yet */
+    ST_OK(d, tn_db_begin(d));
+    pool_release(pool, d);
+    acquire(&sch[2], &d);
+    expect_marker(d, "tn_pool_2");
+    pool_release(pool, d);
+
+    /* session state left behind: a session path to another tenant, a temporary table that
+     * shadows items, a prepared statement reading the first tenant's table */
+    acquire(&sch[0], &d);
+    ST_OK(d, tn_db_exec(d, "SET search_path TO tn_pool_3", 0, NULL));
+    ST_OK(d, tn_db_exec(d, "CREATE TEMP TABLE items (marker TEXT)", 0, NULL));
+    ST_OK(d, tn_db_exec(d, "INSERT INTO pg_temp.items VALUES ('temp of 0')", 0, NULL));
+    ST_OK(d, tn_db_exec(d, "PREPARE peek AS SELECT marker FROM tn_pool_0.items", 0, NULL));
+    pool_release(pool, d);
+    acquire(&sch[1], &d);
+    expect_marker(d, "tn_pool_1");
+    ST_EXPECT(d, TN_INVALID, tn_db_exec(d, "EXECUTE peek", 0, NULL));
+    pool_release(pool, d);
+
+    /* a statement timeout */
+    storage_target quick = sch[4];
+    quick.statement_timeout_ms = 100;
+    acquire(&quick, &d);
+    ST_EXPECT(d, TN_TIMEOUT, tn_db_exec(d, "SELECT pg_sleep(3)", 0, NULL));
+    pool_release(pool, d);
+    acquire(&quick, &d);
+    expect_marker(d, "tn_pool_4");
+    pool_release(pool, d);
+    acquire(&sch[5], &d);
+    expect_marker(d, "tn_pool_5");
+    pool_release(pool, d);
+    stats(&s);
+    ck_assert_int_eq(s.pg_open, 2);   /* one per (server, statement timeout) */
+}
+END_TEST
+
+START_TEST(test_pool_schema_broken)
+{
+    pool = pool_create(NULL);
+    tn_db *d;
+    char pid0[32], pid[32];
+    acquire(&sch[0], &d);
+    expect_marker(d, "tn_pool_0");
+    pid_of(d, pid0);
+    st_kill_pid(pid0);
+    ST_EXPECT(d, TN_IO, tn_db_exec(d, "SELECT 1", 0, NULL));
+    pool_release(pool, d);   /* reset: a new backend */
+    acquire(&sch[1], &d);
+    expect_marker(d, "tn_pool_1");
+    pid_of(d, pid);
+    ck_assert_str_ne(pid, pid0);
+    pool_release(pool, d);
+    /* killed in the middle of a transaction */
+    acquire(&sch[2], &d);
+    ST_OK(d, tn_db_begin(d));
+    ST_OK(d, tn_db_exec(d, "INSERT INTO items VALUES ('lost')", 0, NULL));
+    st_kill_backend(d);
+    pool_release(pool, d);
+    acquire(&sch[2], &d);
+    expect_marker(d, "tn_pool_2");
+    pool_release(pool, d);
+    /* killed while idle in the pool: the next request gets an error, the one after works */
+    acquire(&sch[3], &d);
+    pid_of(d, pid);
+    pool_release(pool, d);
+    st_kill_pid(pid);
+    acquire(&sch[3], &d);
+    ST_EXPECT(d, TN_IO, db_query_value(d, pid, sizeof(pid), "SELECT marker FROM items", 0, NULL));
+    pool_release(pool, d);
+    acquire(&sch[4], &d);
+    expect_marker(d, "tn_pool_4");
+    pool_release(pool, d);
+    pool_stats s;
+    stats(&s);
+    ck_assert_uint_eq(s.pg_connects, 1);   /* db_reset reconnected the same entry */
+    ck_assert_uint_ge(s.resets, 3);
+}
+END_TEST
+
+START_TEST(test_pool_schema_recycle)
+{
+    pool = pool_create(&(pool_limits){.pg_max_tenants = 3});
+    tn_db *d;
+    char pid0[32], pid[32];
+    pool_stats s;
+    /* two tenants, many times: under the bound */
+    for (int i = 0; i < 10; i++) {
+        acquire(&sch[i % 2], &d);
+        if (i == 0)
+            pid_of(d, pid0);
+        pool_release(pool, d);
+    }
+    stats(&s);
+    ck_assert_uint_eq(s.pg_recycles, 0);
+    /* the third distinct schema reaches it: closed on release */
+    acquire(&sch[2], &d);
+    pid_of(d, pid);
+    ck_assert_str_eq(pid, pid0);
+    pool_release(pool, d);
+    stats(&s);
+    ck_assert_uint_eq(s.pg_recycles, 1);
+    ck_assert_int_eq(s.pg_open, 0);
+    acquire(&sch[0], &d);
+    pid_of(d, pid);
+    ck_assert_str_ne(pid, pid0);   /* a new backend, with an empty catalog cache */
+    expect_marker(d, "tn_pool_0");
+    pool_release(pool, d);
+    stats(&s);
+    ck_assert_uint_eq(s.pg_connects, 2);
+    ck_assert_int_eq(s.pg_open, 1);
+}
+END_TEST
+
+/* Random tenants and random bad endings, one connection: every read is its own tenant's. */
+START_TEST(test_pool_schema_random)
+{
+    pool = pool_create(&(pool_limits){.pg_max_tenants = 4});
+    srand(12345);
+    tn_db *d;
+    int wrong = 0;
+    for (int op = 0; op < 400; op++) {
+        int i = rand() % NSCHEMAS, how = rand() % 6;
+        acquire(&sch[i], &d);
+        char v[64] = "";
+        int rc;
+        switch (how) {
+        case 0:   /* autocommit */
+            rc = db_query_value(d, v, sizeof(v), "SELECT marker FROM items", 0, NULL);
+            break;
+        case 1:   /* a transaction */
+            ST_OK(d, tn_db_begin(d));
+            rc = db_query_value(d, v, sizeof(v), "SELECT marker FROM items", 0, NULL);
+            ST_OK(d, tn_db_commit(d));
+            break;
+        case 2:   /* a transaction that fails and is left open */
+            ST_OK(d, tn_db_begin(d));
+            rc = db_query_value(d, v, sizeof(v), "SELECT marker FROM items", 0, NULL);
+            tn_db_exec(d, "SELECT * FROM no_such_table", 0, NULL);
+            break;
+        case 3:   /* a failed autocommit statement, then a read */
+            tn_db_exec(d, "INSERT INTO items VALUES (NULL)", 0, NULL);
+            rc = db_query_value(d, v, sizeof(v), "SELECT marker FROM items", 0, NULL);
+            break;
+        case 4:   /* session state */
+            tn_db_exec(d, "SET search_path TO public", 0, NULL);
+            rc = db_query_value(d, v, sizeof(v), "SELECT marker FROM items", 0, NULL);
+            break;
+        default:  /* a transaction left open after a read */
+            ST_OK(d, tn_db_begin(d));
+            rc = db_query_value(d, v, sizeof(v), "SELECT marker FROM items", 0, NULL);
+            break;
+        }
+        ck_assert_msg(rc == TN_OK, "op %d: %s", op, tn_db_error(d));
+        if (strcmp(v, schema_name[i]) != 0)
+            wrong++;
+        pool_release(pool, d);
+    }
+    ck_assert_int_eq(wrong, 0);
+    pool_stats s;
+    stats(&s);
+    ck_assert_uint_gt(s.pg_recycles, 0);
+}
+END_TEST
+
+/* ---- PostgreSQL: database mode ----------------------------------------------------------------- */
+
+START_TEST(test_pool_database_lru)
+{
+    static const char *names[] = {"tn_pool_db0", "tn_pool_db1", "tn_pool_db2"};
+    storage_target t[3];
+    char err[512];
+    for (int i = 0; i < 3; i++) {
+        t[i] = (storage_target){.kind = TARGET_PG_DATABASE, .server = st_pg, .name = names[i]};
+        target_drop(&t[i], err, sizeof(err));
+        ck_assert_msg(target_create(&t[i], err, sizeof(err)) == TN_OK, "%s", err);
+        tn_db *d = NULL;
+        ck_assert_int_eq(target_open(&t[i], &d, err, sizeof(err)), TN_OK);
+        const char *p[] = {names[i]};
+        ST_OK(d, tn_db_exec(d, "CREATE TABLE items (marker TEXT PRIMARY KEY)", 0, NULL));
+        ST_OK(d, tn_db_exec(d, "INSERT INTO items VALUES ($1)", 1, p));
+        db_close(d);
+    }
+    pool = pool_create(&(pool_limits){.pg_db_max_open = 2});
+    tn_db *d;
+    pool_stats s;
+    for (int i = 0; i < 3; i++) {
+        acquire(&t[i], &d);
+        expect_marker(d, names[i]);
+        pool_release(pool, d);
+    }
+    stats(&s);
+    ck_assert_int_eq(s.pg_open, 2);
+    ck_assert_uint_eq(s.pg_connects, 3);
+    ck_assert_uint_eq(s.evictions, 1);
+    acquire(&t[2], &d);   /* kept */
+    expect_marker(d, names[2]);
+    ST_OK(d, tn_db_begin(d));
+    ST_OK(d, tn_db_exec(d, "INSERT INTO items VALUES ('x')", 0, NULL));
+    pool_release(pool, d);
+    acquire(&t[0], &d);   /* was evicted */
+    expect_marker(d, names[0]);
+    pool_release(pool, d);
+    stats(&s);
+    ck_assert_uint_eq(s.pg_connects, 4);
+    acquire(&t[2], &d);
+    expect_marker(d, names[2]);   /* the open transaction was rolled back */
+    pool_release(pool, d);
+    pool_destroy(pool);
+    pool = NULL;
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(target_drop(&t[i], err, sizeof(err)), TN_OK);
+}
+END_TEST
+
+/* ---- suites ---------------------------------------------------------------------------------- */
+
+Suite *pool_suite(void);
+Suite *pool_suite(void)
+{
+    Suite *s = suite_create("pool");
+    TCase *tc = tcase_create("sqlite");
+    tcase_add_checked_fixture(tc, NULL, teardown_pool);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_pool_sqlite_lru);
+    tcase_add_test(tc, test_pool_sqlite_release);
+    tcase_add_test(tc, test_pool_sqlite_fd_bound);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("postgres");
+    tcase_add_checked_fixture(tc, setup_pg, teardown_pool);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_pool_schema_isolation);
+    tcase_add_test(tc, test_pool_schema_broken);
+    tcase_add_test(tc, test_pool_schema_recycle);
+    tcase_add_test(tc, test_pool_schema_random);
+    tcase_add_test(tc, test_pool_database_lru);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,68 @@
+#!/bin/bash
+# valgrind.sh — the Check unit programs under valgrind, in one process each (CK_FORK=no), so
+# that a leak, an invalid read or a use of uninitialised memory fails the run: `make
+# check-valgrind`. Not part of `make check` (it takes minutes).
+#
+#   tests/valgrind.sh PROGRAM...      e.g. tests/unit/check_core (paths in the build tree), or
+#                                     just check_core; make check-valgrind passes UNIT_TESTS
+#                                     and the two PostgreSQL-backed programs
+#
+# Most unit programs need nothing. check_storage and check_tenancy need a PostgreSQL
+# cluster, as their run.sh wrappers do: one throwaway cluster (tests/pg.sh) is started for
+# both and stopped whatever happens. The command per program is
+#
+#   CK_FORK=no valgrind --leak-check=full --error-exitcode=1 --suppressions=tests/valgrind.supp
+#       PROGRAM
+#
+# Tests that need fork mode (a test that expects a signal: the process
+# would die of it) carry the Check tag "fork" and are left out with CK_EXCLUDE_TAGS. Each
+# program's valgrind output is in $top_builddir/tests/valgrind-<program>.log.
+#
+# Exit: 0 clean, 1 valgrind found something (or a test failed), 99 valgrind or the
+# cluster is missing (never a skip).
+set -u
+: "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
+: "${top_builddir:=.}"
+command -v valgrind > /dev/null || { echo "valgrind.sh: ERROR: valgrind is missing (Debian: valgrind)" >&2; exit 99; }
+progs=("$@")
+[ "${#progs[@]}" -gt 0 ] || { sed -n '3,7p' "$0"; exit 2; }
+
+PG_DIR=
+cleanup() { [ -n "$PG_DIR" ] && bash "$top_srcdir/tests/pg.sh" stop "$PG_DIR"; }
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+failed=0
+for arg in "${progs[@]}"; do
+    case "$arg" in */*) prog=$top_builddir/$arg ;; *) prog=$top_builddir/tests/unit/$arg ;; esac
+    p=$(basename "$arg")
+    [ -x "$prog" ] || { echo "valgrind.sh: $prog is not built (make check builds it)" >&2; exit 99; }
+    case "$p" in
+    check_storage|check_tenancy)
+        if [ -z "$PG_DIR" ]; then
+            env=$(bash "$top_srcdir/tests/pg.sh" start) || {
+                echo "valgrind.sh: ERROR (environment): PostgreSQL could not be started" >&2
+                exit 99
+            }
+            eval "$env"
+            PG_DIR=$TENANCY_TEST_PG_DIR
+        fi ;;
+    esac
+    log=$top_builddir/tests/valgrind-$p.log
+    start=$SECONDS
+    CK_FORK=no CK_EXCLUDE_TAGS=fork \
+        valgrind --leak-check=full --error-exitcode=1 --suppressions="$top_srcdir/tests/valgrind.supp" --num-callers=30 \
+        --log-file="$log" "$prog" > "$log.out" 2>&1
+    rc=$?
+    summary=$(grep -E 'ERROR SUMMARY|definitely lost|indirectly lost|possibly lost' "$log" |
+        sed 's/^==[0-9]*== *//' | tr '\n' ';')
+    checks=$(grep -E '^[0-9]+%: Checks' "$log.out" | tail -1)
+    if [ "$rc" -ne 0 ]; then
+        failed=1
+        echo "valgrind.sh: FAIL: $p (exit $rc, $((SECONDS - start)) s): $checks $summary"
+        echo "  see $log and $log.out"
+    else
+        echo "valgrind.sh: ok: $p ($((SECONDS - start)) s): $checks $summary"
+    fi
+done
+exit "$failed"
