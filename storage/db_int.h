@@ -105,6 +105,9 @@ struct db_driver {
      * conninfo string in out. TN_OK, TN_INVALID (a malformed target), TN_TOOBIG. */
     int (*with_dbname)(const char *target, const char *dbname, char *out, size_t outlen,
                        char *err, size_t errlen);
+    /* An idle connection taken from a pool: false when the server has ended it (a
+     * terminated backend, a dropped database, a restart), read without a round trip. */
+    bool (*alive)(tn_db *db);
 };
 
 extern const db_driver db_sqlite_driver;
@@ -116,7 +119,7 @@ extern const db_driver db_sqlite_driver;
  * with its vtable. Both sides are built from the same tree; `abi` and the struct sizes
  * catch a stale module installed beside a newer host.
  */
-#define DB_HOST_ABI 1
+#define DB_HOST_ABI 2
 #define DB_PG_ENTRY "tn_pgdriver_entry"
 
 typedef struct db_host {

@@ -466,8 +466,14 @@ static int read_applied(tn_db *db, applied **out, int *n, bool *missing, migrate
             *missing = true;
             return TN_OK;
         }
-        set_error(e, NULL, 0, 0, why);
-        return rc;
+        /* another migrator created it between the two looks: read it again, once */
+        if (exists)
+            rc = tn_db_query(db, &rows, "SELECT version, checksum FROM tenancy_migrations", 0,
+                             NULL);
+        if (rc != TN_OK) {
+            set_error(e, NULL, 0, 0, rc == TN_INVALID ? why : tn_db_error(db));
+            return rc;
+        }
     }
     if (rc != TN_OK) {
         set_error(e, NULL, 0, 0, tn_db_error(db));
@@ -636,6 +642,26 @@ static void abandon(tn_db *db)
         tn_db_rollback(db);
 }
 
+/* Two migrators that both found no version table would race in CREATE TABLE IF NOT EXISTS
+ * (PostgreSQL checks existence before it inserts into its catalog, so the loser fails on
+ * pg_type's unique index). In PostgreSQL the table is created under the migrators' lock;
+ * SQLite's write lock already serialises the two. */
+static int create_version_table(tn_db *db)
+{
+    if (!is_pg(db))
+        return tn_db_exec(db, create_table_sql, 0, NULL);
+    int rc = tn_db_begin(db);
+    if (rc == TN_OK)
+        rc = tn_db_exec(db, "SELECT pg_advisory_xact_lock(1952804210, "
+                            "hashtext(current_schema()))", 0, NULL);
+    if (rc == TN_OK)
+        rc = tn_db_exec(db, create_table_sql, 0, NULL);
+    if (rc == TN_OK)
+        return tn_db_commit(db);
+    abandon(db);
+    return rc;
+}
+
 /* Apply one file in one transaction. *skipped: another run applied it meanwhile. */
 static int apply_one(tn_db *db, const struct migration *m, bool pg, bool *skipped,
                      migrate_error *e)
@@ -706,7 +732,7 @@ int migrate_apply(tn_db *db, const migration_set *s, migrate_result *res)
     if (missing) {
         if (s->n == 0)
             return TN_OK;   /* nothing to apply, nothing to create */
-        rc = tn_db_exec(db, create_table_sql, 0, NULL);
+        rc = create_version_table(db);
         if (rc != TN_OK) {
             set_error(&res->error, NULL, 0, 0, tn_db_error(db));
             return rc;

@@ -684,6 +684,27 @@ static bool pg_is_clean(const tn_db *db)
            !d->begin_pending && !d->desync;
 }
 
+/* Whether an idle connection still has a backend, without a round trip: a backend that was
+ * terminated (pg_terminate_backend, DROP DATABASE ... WITH FORCE, a server restart) has
+ * sent its FATAL error and closed the socket, so the socket is readable and reading it
+ * marks the connection bad. One poll(2) with no wait. */
+static bool pg_alive(tn_db *db)
+{
+    pg_db *d = PDB(db);
+    if (PQstatus(d->conn) != CONNECTION_OK)
+        return false;
+    struct pollfd p = {.fd = PQsocket(d->conn), .events = POLLIN};
+    if (p.fd < 0)
+        return false;
+    if (poll(&p, 1, 0) <= 0)
+        return true;
+    if (p.revents & (POLLERR | POLLHUP | POLLNVAL))
+        return false;
+    if (!PQconsumeInput(d->conn))
+        return false;
+    return PQstatus(d->conn) == CONNECTION_OK;
+}
+
 /* Roll back when the connection is healthy; reconnect (PQreset, then the session settings
  * again) when it is not, when the rollback fails, or when an exchange broke off. */
 static int pg_reset(tn_db *db)
@@ -867,6 +888,7 @@ static const db_driver db_pg_driver = {
     .scope = pg_scope,
     .wait_notify = pg_wait_notify,
     .with_dbname = pg_with_dbname,
+    .alive = pg_alive,
 };
 
 /* ---- the module's entry ------------------------------------------------------------------- */

@@ -58,6 +58,8 @@ struct pool_entry {
     char *name;                 /* SQLite: the path; database mode: the database */
     int timeout_ms;             /* PostgreSQL: statement_timeout (part of the key) */
     bool sync_normal;           /* SQLite: how the handle was opened */
+    dev_t dev;                  /* SQLite: the file the handle has open (a file deleted and */
+    ino_t ino;                  /* created again at the same path is another tenant's) */
     int busy_timeout_ms;
     tn_db *db;
     bool in_use;
@@ -383,7 +385,11 @@ static int open_sqlite(storage_pool *p, const storage_target *t, pool_entry *e, 
     struct stat st;
     if (rc == TN_IO && stat(t->name, &st) != 0)
         rc = fail(err, errlen, TN_NOTFOUND, "%s does not exist", t->name);
+    if (rc == TN_OK && stat(t->name, &st) != 0)
+        rc = fail(err, errlen, TN_NOTFOUND, "%s does not exist", t->name);
     if (rc == TN_OK) {
+        e->dev = st.st_dev;
+        e->ino = st.st_ino;
         e->sync_normal = t->sync_normal;
         e->busy_timeout_ms = e->db->opt.busy_timeout_ms;
         p->st.sqlite_opens++;
@@ -412,6 +418,20 @@ static int open_pg(storage_pool *p, const storage_target *t, pool_entry *e, char
         e->session = e->db->session;
     }
     return rc;
+}
+
+/* Whether a kept entry still reaches its target. SQLite: the path names the file the handle
+ * has open (after a purge, or a move that dropped its source, and a new tenant at the same
+ * path, the old handle would read a deleted file: the wrong data). PostgreSQL: the backend
+ * still exists (a move or a delete drops a database WITH FORCE; a server restarts). One
+ * stat(2) or one poll(2), no round trip. */
+static bool entry_current(const pool_entry *e)
+{
+    if (e->cls == CLASS_SQLITE) {
+        struct stat st;
+        return stat(e->name, &st) == 0 && st.st_dev == e->dev && st.st_ino == e->ino;
+    }
+    return e->db->drv->alive == NULL || e->db->drv->alive(e->db);
 }
 
 /* The SQLite handle's options must be the target's (a tenant may change its sync mode). */
@@ -468,6 +488,11 @@ int pool_acquire(storage_pool *p, const storage_target *t, tn_db **out, char *er
                                           "(release it first)");
     if (e != NULL && cls == CLASS_SQLITE && !sqlite_options_match(e, t)) {
         drop(p, e);   /* reopened below with the target's options */
+        e = NULL;
+    }
+    if (e != NULL && !entry_current(e)) {
+        drop(p, e);   /* gone, or another file now: opened afresh below (or not found) */
+        p->st.stale++;
         e = NULL;
     }
     int rc;

@@ -95,6 +95,7 @@ typedef struct pool_limits {
 
 typedef struct pool_stats {
     uint64_t acquires, sqlite_opens, sqlite_hits, pg_connects, pg_recycles, resets, evictions;
+    uint64_t stale;             /* kept entries found gone on acquire and opened afresh */
     int sqlite_open, pg_open;
 } pool_stats;
 

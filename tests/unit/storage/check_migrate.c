@@ -483,6 +483,9 @@ START_TEST(test_pg_two_migrators)
         tn_db *d = open_target();
         migrate_result cr;
         int rc = migrate_apply(d, s, &cr);
+        if (rc != TN_OK)
+            fprintf(stderr, "two_migrators: the second migrator: %s: %s\n", tn_rc_str(rc),
+                    cr.error.message);
         _exit(rc == TN_OK ? cr.applied : 100);
     }
     migrate_result r;

@@ -389,21 +389,25 @@ START_TEST(test_pool_schema_broken)
     acquire(&sch[2], &d);
     expect_marker(d, "tn_pool_2");
     pool_release(pool, d);
-    /* killed while idle in the pool: the next request gets an error, the one after works */
+    /* killed while idle in the pool (a server restart, pg_terminate_backend): acquire sees
+     * the closed socket and connects afresh, so no request pays for it */
     acquire(&sch[3], &d);
-    pid_of(d, pid);
+    pid_of(d, pid0);
     pool_release(pool, d);
-    st_kill_pid(pid);
+    st_kill_pid(pid0);
     acquire(&sch[3], &d);
-    ST_EXPECT(d, TN_IO, db_query_value(d, pid, sizeof(pid), "SELECT marker FROM items", 0, NULL));
+    expect_marker(d, "tn_pool_3");
+    pid_of(d, pid);
+    ck_assert_str_ne(pid, pid0);
     pool_release(pool, d);
     acquire(&sch[4], &d);
     expect_marker(d, "tn_pool_4");
     pool_release(pool, d);
     pool_stats s;
     stats(&s);
-    ck_assert_uint_eq(s.pg_connects, 1);   /* db_reset reconnected the same entry */
-    ck_assert_uint_ge(s.resets, 3);
+    ck_assert_uint_eq(s.pg_connects, 2);   /* db_reset reconnected in place twice; one stale */
+    ck_assert_uint_eq(s.stale, 1);
+    ck_assert_uint_ge(s.resets, 2);
 }
 END_TEST
 
@@ -542,6 +546,78 @@ START_TEST(test_pool_database_lru)
 }
 END_TEST
 
+
+/* A tenant's file deleted and another created at the same path (a purge, or a move that
+ * dropped its source, then a new tenant with the same slug): the kept handle reads the
+ * deleted file, so the pool must notice and open the new one. */
+START_TEST(test_pool_sqlite_replaced)
+{
+    make_sqlite_tenants(2);
+    pool = pool_create(NULL);
+    tn_db *d;
+    pool_stats s;
+    acquire(&sq[0], &d);
+    expect_marker(d, "s0");
+    pool_release(pool, d);
+    /* s0's file goes away; s1's file takes its path */
+    char wal[600];
+    ck_assert_int_eq(unlink(sq_path[0]), 0);
+    snprintf(wal, sizeof(wal), "%s-wal", sq_path[0]);
+    unlink(wal);
+    snprintf(wal, sizeof(wal), "%s-shm", sq_path[0]);
+    unlink(wal);
+    tn_db *c = NULL;
+    char err[512];
+    ck_assert_int_eq(target_open(&sq[1], &c, err, sizeof(err)), TN_OK);
+    ST_OK(c, tn_db_exec(c, "PRAGMA wal_checkpoint(TRUNCATE)", 0, NULL));
+    db_close(c);
+    ck_assert_int_eq(link(sq_path[1], sq_path[0]), 0);
+    acquire(&sq[0], &d);
+    expect_marker(d, "s1");   /* the file now at that path, not the deleted one */
+    pool_release(pool, d);
+    stats(&s);
+    ck_assert_uint_eq(s.stale, 1);
+    /* deleted and not replaced: not found, never the old data */
+    ck_assert_int_eq(unlink(sq_path[0]), 0);
+    ck_assert_int_eq(pool_acquire(pool, &sq[0], &d, err, sizeof(err)), TN_NOTFOUND);
+}
+END_TEST
+
+/* A tenant's database dropped WITH FORCE (a move, a delete) and created again: the pooled
+ * connection's backend was terminated, so the next acquire connects afresh instead of
+ * failing the first request. */
+START_TEST(test_pool_database_dropped)
+{
+    storage_target t = {.kind = TARGET_PG_DATABASE, .server = st_pg, .name = "tn_pool_dbx"};
+    char err[512];
+    target_drop(&t, err, sizeof(err));
+    ck_assert_msg(target_create(&t, err, sizeof(err)) == TN_OK, "%s", err);
+    pool = pool_create(NULL);
+    tn_db *d;
+    pool_stats s;
+    acquire(&t, &d);
+    ST_OK(d, tn_db_exec(d, "CREATE TABLE items (marker TEXT PRIMARY KEY)", 0, NULL));
+    ST_OK(d, tn_db_exec(d, "INSERT INTO items VALUES ('old')", 0, NULL));
+    pool_release(pool, d);
+    ck_assert_int_eq(target_drop(&t, err, sizeof(err)), TN_OK);
+    ck_assert_msg(target_create(&t, err, sizeof(err)) == TN_OK, "%s", err);
+    tn_db *c = NULL;
+    ck_assert_int_eq(target_open(&t, &c, err, sizeof(err)), TN_OK);
+    ST_OK(c, tn_db_exec(c, "CREATE TABLE items (marker TEXT PRIMARY KEY)", 0, NULL));
+    ST_OK(c, tn_db_exec(c, "INSERT INTO items VALUES ('new')", 0, NULL));
+    db_close(c);
+    acquire(&t, &d);
+    expect_marker(d, "new");
+    pool_release(pool, d);
+    stats(&s);
+    ck_assert_uint_eq(s.stale, 1);
+    ck_assert_uint_eq(s.pg_connects, 2);
+    pool_destroy(pool);
+    pool = NULL;
+    ck_assert_int_eq(target_drop(&t, err, sizeof(err)), TN_OK);
+}
+END_TEST
+
 /* ---- suites ---------------------------------------------------------------------------------- */
 
 Suite *pool_suite(void);
@@ -554,6 +630,7 @@ Suite *pool_suite(void)
     tcase_add_test(tc, test_pool_sqlite_lru);
     tcase_add_test(tc, test_pool_sqlite_release);
     tcase_add_test(tc, test_pool_sqlite_fd_bound);
+    tcase_add_test(tc, test_pool_sqlite_replaced);
     suite_add_tcase(s, tc);
     tc = tcase_create("postgres");
     tcase_add_checked_fixture(tc, setup_pg, teardown_pool);
@@ -563,6 +640,7 @@ Suite *pool_suite(void)
     tcase_add_test(tc, test_pool_schema_recycle);
     tcase_add_test(tc, test_pool_schema_random);
     tcase_add_test(tc, test_pool_database_lru);
+    tcase_add_test(tc, test_pool_database_dropped);
     suite_add_tcase(s, tc);
     return s;
 }

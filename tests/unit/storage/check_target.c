@@ -346,8 +346,12 @@ START_TEST(test_listen_notify)
     long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
     ck_assert_int_ge(ms, 150);
     ck_assert_int_lt(ms, 1500);
+    /* two in one transaction: delivered together at COMMIT, consumed by one wait (two
+     * separate transactions could arrive between two waits) */
+    ST_OK(n, tn_db_begin(n));
     ST_OK(n, tn_db_exec(n, "NOTIFY tn_events", 0, NULL));
     ST_OK(n, tn_db_exec(n, "SELECT pg_notify('tn_events', 'x')", 0, NULL));
+    ST_OK(n, tn_db_commit(n));
     ST_OK(l, db_wait_notify(l, 2000));
     ST_EXPECT(l, TN_TIMEOUT, db_wait_notify(l, 0));   /* both were consumed */
     /* one that arrives while the listener is busy with a statement is kept by libpq */
