@@ -6,12 +6,23 @@
 # default 8080, loopback; each tenant at <slug>.localhost), prints the URLs to try and a
 # line with "ready", and on SIGINT or SIGTERM stops both and removes the folder, leaving no
 # process behind.
+#
+# Each tenant gets storage of its own, migrated from apps/demo/migrations and seeded from
+# apps/demo/seed.sql with a row that names it: SQLite files by default, or, with
+# DEMO_STORAGE=postgres, a schema each in a throwaway PostgreSQL cluster (tests/pg.sh) that
+# the demo starts and stops.
 set -eu
 builddir=${1:?usage: demo.sh BUILDDIR}
 builddir=$(cd "$builddir" && pwd)
 # the build tree's PostgreSQL driver (storage/README.md), used if a registry is postgres:
 export TENANCY_PGDRIVER=${TENANCY_PGDRIVER:-$builddir/storage/.libs/pgdriver.so}
+srcdir=$(cd "$(dirname "$0")/../.." && pwd)
 port=${DEMO_PORT:-8080}
+storage=${DEMO_STORAGE:-sqlite}
+case $storage in
+sqlite | postgres) ;;
+*) echo "demo: DEMO_STORAGE must be sqlite or postgres, not '$storage'" >&2; exit 1 ;;
+esac
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$nginx" ] || { echo "demo: nginx is not installed (run ./autogen.sh --deps)" >&2; exit 1; }
 if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
@@ -22,6 +33,7 @@ fi
 dir=$(mktemp -d "${TMPDIR:-/tmp}/tenancy-demo.XXXXXX")
 tn_pid=
 ngx_pid=
+pg_dir=
 stop() {
     trap - INT TERM EXIT
     echo
@@ -36,6 +48,7 @@ stop() {
     done
     for p in $ngx_pid $tn_pid; do kill -KILL "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
+    [ -n "$pg_dir" ] && bash "$srcdir/tests/pg.sh" stop "$pg_dir" 2>/dev/null
     rm -rf "$dir"
     echo "demo: stopped"
 }
@@ -55,7 +68,23 @@ tenant.base_domains = localhost
 tenant.central_domains = localhost
 admin.host = admin.localhost
 admin.cli = $builddir/tenancy/tenancy
+storage.migrations = $srcdir/apps/demo/migrations
+storage.seed = $srcdir/apps/demo/seed.sql
 CONF
+if [ "$storage" = postgres ]; then
+    echo "demo: starting a throwaway PostgreSQL cluster"
+    pg_env=$(bash "$srcdir/tests/pg.sh" start tenancy_demo) || {
+        echo "demo: PostgreSQL could not be started (run ./autogen.sh --deps)" >&2
+        exit 1
+    }
+    eval "$pg_env"
+    pg_dir=$TENANCY_TEST_PG_DIR
+    cat >> "$dir/tenancyd.conf" <<CONF
+storage.placement = pg
+placement.pg.dsn = $TENANCY_TEST_PG
+placement.pg.mode = schema
+CONF
+fi
 mkdir -p "$dir/state"
 cli() { "$builddir/tenancy/tenancy" -c "$dir/tenancyd.conf" "$@" > /dev/null; }
 cli init
@@ -126,6 +155,8 @@ done
 cat <<MSG
 
   tenancy demo: tenancyd (demo app) behind nginx on 127.0.0.1:$port
+  Storage: $storage (each tenant's own; "data" in each answer is read from it)${pg_dir:+
+  PostgreSQL: a throwaway cluster in $pg_dir (psql -h $pg_dir -U postgres tenancy_demo)}
 
   Three tenants, each at its own name (browsers and curl send *.localhost to loopback):
     curl http://acme.localhost:$port/
