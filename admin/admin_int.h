@@ -21,6 +21,7 @@
 
 #include "admin/admin.h"
 #include "core/buf.h"
+#include "core/sha256.h"
 #include "storage/db.h"
 #include "storage/target.h"
 #include "tenancy/registry.h"
@@ -101,9 +102,7 @@ int auth_logout(adm_req *a);
 /* Random bytes as base64url text (43 characters for 32 bytes) into out (>= 2n). */
 int auth_random_token(char *out, size_t outlen, size_t nbytes);
 
-/* ---- sha256.c ------------------------------------------------------------------------------ */
-void sha256(const void *data, size_t n, uint8_t out[32]);
-void sha256_hex(const void *data, size_t n, char out[65]);
+/* ---- SHA-256: core/sha256.h (session ids are stored by their hash) ------------------------- */
 
 /* ---- the pages ----------------------------------------------------------------------------- */
 int page_fleet(adm_req *a);

@@ -73,6 +73,7 @@ typedef struct pg_db {
                                 transaction start until one of them commits */
     bool session_in_txn;     /* the open transaction carries them */
     bool desync;             /* the protocol state is unknown: the next reset reconnects */
+    bool doomed;             /* the server sent FATAL (its backend is ending): not alive */
 } pg_db;
 
 typedef struct pg_rows {
@@ -211,8 +212,12 @@ static int64_t tag_changes(PGresult *res)
 
 static void notice_receiver(void *arg, const PGresult *res)
 {
-    (void)arg;
+    pg_db *d = arg;
     const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+    /* An error that arrives while the connection is idle reaches libpq as a notice: a
+     * FATAL one (pg_terminate_backend, a shutdown) means the backend is ending. */
+    if (sev != NULL && (strcmp(sev, "FATAL") == 0 || strcmp(sev, "PANIC") == 0))
+        d->doomed = true;
     const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
     bool warn = sev != NULL && strcmp(sev, "WARNING") == 0;
     host->log(warn ? TN_LOG_WARN : TN_LOG_DEBUG, "postgres %s: %s", sev != NULL ? sev : "NOTICE",
@@ -293,7 +298,7 @@ static int pg_open(const char *target, const db_options *opt, tn_db **out, char 
         snprintf(err, errlen, "postgres: cannot connect: %s", line);
         goto fail;
     }
-    PQsetNoticeReceiver(d->conn, notice_receiver, NULL);
+    PQsetNoticeReceiver(d->conn, notice_receiver, d);
     if (session_setup(d) != TN_OK) {
         snprintf(err, errlen, "postgres: session setup failed: %s", d->base.err);
         goto fail;
@@ -681,7 +686,7 @@ static bool pg_is_clean(const tn_db *db)
 {
     const pg_db *d = CPDB(db);
     return PQstatus(d->conn) == CONNECTION_OK && PQtransactionStatus(d->conn) == PQTRANS_IDLE &&
-           !d->begin_pending && !d->desync;
+           !d->begin_pending && !d->desync && !d->doomed;
 }
 
 /* Whether an idle connection still has a backend, without a round trip: a backend that was
@@ -696,13 +701,19 @@ static bool pg_alive(tn_db *db)
     struct pollfd p = {.fd = PQsocket(d->conn), .events = POLLIN};
     if (p.fd < 0)
         return false;
-    if (poll(&p, 1, 0) <= 0)
-        return true;
-    if (p.revents & (POLLERR | POLLHUP | POLLNVAL))
-        return false;
-    if (!PQconsumeInput(d->conn))
-        return false;
-    return PQstatus(d->conn) == CONNECTION_OK;
+    /* Read what is there; PQisBusy parses it (an idle-time error goes to notice_receiver,
+     * which marks the connection doomed). The FATAL message and the end of the stream can
+     * arrive in two reads: read again while the socket stays readable. */
+    for (int i = 0; i < 4 && !d->doomed; i++) {
+        if (poll(&p, 1, 0) <= 0)
+            return true;
+        if (p.revents & (POLLERR | POLLNVAL))
+            return false;
+        if (!PQconsumeInput(d->conn) || PQstatus(d->conn) != CONNECTION_OK)
+            return false;
+        (void)PQisBusy(d->conn);
+    }
+    return !d->doomed;
 }
 
 /* Roll back when the connection is healthy; reconnect (PQreset, then the session settings
@@ -713,7 +724,7 @@ static int pg_reset(tn_db *db)
     d->begin_pending = false;
     d->session_in_txn = false;   /* rolled back below, or a new backend */
     PGTransactionStatusType ts = PQtransactionStatus(d->conn);
-    if (!d->desync && PQstatus(d->conn) == CONNECTION_OK && ts == PQTRANS_IDLE)
+    if (!d->desync && !d->doomed && PQstatus(d->conn) == CONNECTION_OK && ts == PQTRANS_IDLE)
         return TN_OK;
     if (!d->desync && PQstatus(d->conn) == CONNECTION_OK &&
         (ts == PQTRANS_INTRANS || ts == PQTRANS_INERROR)) {
@@ -724,6 +735,7 @@ static int pg_reset(tn_db *db)
             return TN_OK;
     }
     PQreset(d->conn);
+    d->doomed = false;
     if (PQstatus(d->conn) != CONNECTION_OK)
         return conn_error(d, TN_IO, "reset: cannot reconnect");
     int rc = session_setup(d);

@@ -1,0 +1,71 @@
+/* core/sha256: the FIPS 180-4 test vectors, one-shot and fed in pieces of every size. */
+#include "core/first.h"
+#include "core/sha256.h"
+#include "tests/unit/check_common.h"
+
+#include <string.h>
+
+static const struct {
+    const char *msg;
+    const char *hex;
+} vec[] = {
+    {"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+    {"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+    {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",   /* 56 bytes: two blocks */
+     "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+    {"abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqr"
+     "lmnopqrsmnopqrstnopqrstu",
+     "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"},
+};
+
+START_TEST(test_sha256_vectors)
+{
+    char h[65];
+    for (size_t i = 0; i < TN_ARRAY_LEN(vec); i++) {
+        sha256_hex(vec[i].msg, strlen(vec[i].msg), h);
+        ck_assert_str_eq(h, vec[i].hex);
+    }
+    /* a million 'a's, fed 1,000 at a time */
+    char a[1000];
+    memset(a, 'a', sizeof(a));
+    tn_sha256 s;
+    tn_sha256_init(&s);
+    for (int i = 0; i < 1000; i++)
+        tn_sha256_update(&s, a, sizeof(a));
+    tn_sha256_final_hex(&s, h);
+    ck_assert_str_eq(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+END_TEST
+
+/* Every split of a 200-byte message into two updates gives the one-shot digest (covers
+ * padding that spills into a second block, and the whole-block fast path). */
+START_TEST(test_sha256_pieces)
+{
+    unsigned char m[200];
+    for (size_t i = 0; i < sizeof(m); i++)
+        m[i] = (unsigned char)(i * 37 + 11);
+    for (size_t len = 0; len <= sizeof(m); len += 7) {
+        char want[65], got[65];
+        sha256_hex(m, len, want);
+        for (size_t cut = 0; cut <= len; cut++) {
+            tn_sha256 s;
+            tn_sha256_init(&s);
+            tn_sha256_update(&s, m, cut);
+            tn_sha256_update(&s, m + cut, len - cut);
+            tn_sha256_final_hex(&s, got);
+            ck_assert_str_eq(got, want);
+        }
+    }
+}
+END_TEST
+
+Suite *sha256_suite(void);
+Suite *sha256_suite(void)
+{
+    Suite *s = suite_create("sha256");
+    TCase *tc = tcase_create("sha256");
+    tcase_add_test(tc, test_sha256_vectors);
+    tcase_add_test(tc, test_sha256_pieces);
+    suite_add_tcase(s, tc);
+    return s;
+}
