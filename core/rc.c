@@ -4,6 +4,20 @@
 #include "core/first.h"
 #include "core/rc.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
+int tn_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+    if (err != NULL && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
 const char *tn_rc_str(int rc)
 {
     switch (rc) {

@@ -3,11 +3,19 @@
  *
  * The codes are defined once, in the public app header (include/tenancy.h), because apps
  * receive and return them too; every module includes this file rather than the app header
- * so that the dependency reads as "core vocabulary". Owns nothing else.
+ * so that the dependency reads as "core vocabulary". Owns nothing else but the one helper
+ * that carries a code and its message out of a function together.
  */
 #ifndef TN_CORE_RC_H
 #define TN_CORE_RC_H
 
+#include <stddef.h>
+
 #include "tenancy.h"
+
+/* Write a message into a caller's error buffer (when err is non-NULL and errlen > 0) and
+ * return rc: `return tn_errf(err, errlen, TN_IO, "cannot open %s", path);`. */
+int tn_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 #endif

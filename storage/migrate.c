@@ -52,19 +52,6 @@ struct migration_set {
     int n;
 };
 
-static int failf(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int failf(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
 /* ---- reading files ------------------------------------------------------------------------ */
 
 int migrate_read_file(const char *path, char **out, char *err, size_t errlen)
@@ -72,36 +59,36 @@ int migrate_read_file(const char *path, char **out, char *err, size_t errlen)
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return failf(err, errlen, TN_IO, "%s: %s", path, strerror(errno));
+        return tn_errf(err, errlen, TN_IO, "%s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return failf(err, errlen, TN_IO, "%s: not a regular file", path);
+        return tn_errf(err, errlen, TN_IO, "%s: not a regular file", path);
     }
     if ((uint64_t)st.st_size > MIGRATE_FILE_MAX) {
         close(fd);
-        return failf(err, errlen, TN_TOOBIG, "%s: %lld bytes, more than %u", path,
-                     (long long)st.st_size, MIGRATE_FILE_MAX);
+        return tn_errf(err, errlen, TN_TOOBIG, "%s: %lld bytes, more than %u", path,
+                       (long long)st.st_size, MIGRATE_FILE_MAX);
     }
     size_t cap = (size_t)st.st_size + 1, len = 0;
     char *b = malloc(cap);
     if (b == NULL) {
         close(fd);
-        return failf(err, errlen, TN_NOMEM, "%s: out of memory", path);
+        return tn_errf(err, errlen, TN_NOMEM, "%s: out of memory", path);
     }
     for (;;) {   /* the file may grow while we read it: never past the limit */
         if (len + 1 == cap) {
             if (cap > MIGRATE_FILE_MAX) {
                 free(b);
                 close(fd);
-                return failf(err, errlen, TN_TOOBIG, "%s: more than %u bytes", path,
-                             MIGRATE_FILE_MAX);
+                return tn_errf(err, errlen, TN_TOOBIG, "%s: more than %u bytes", path,
+                               MIGRATE_FILE_MAX);
             }
             char *nb = realloc(b, cap * 2);
             if (nb == NULL) {
                 free(b);
                 close(fd);
-                return failf(err, errlen, TN_NOMEM, "%s: out of memory", path);
+                return tn_errf(err, errlen, TN_NOMEM, "%s: out of memory", path);
             }
             b = nb;
             cap *= 2;
@@ -113,7 +100,7 @@ int migrate_read_file(const char *path, char **out, char *err, size_t errlen)
             int e = errno;
             free(b);
             close(fd);
-            return failf(err, errlen, TN_IO, "%s: %s", path, strerror(e));
+            return tn_errf(err, errlen, TN_IO, "%s: %s", path, strerror(e));
         }
         if (r == 0)
             break;
@@ -123,7 +110,7 @@ int migrate_read_file(const char *path, char **out, char *err, size_t errlen)
     b[len] = '\0';
     if (strlen(b) != len) {
         free(b);
-        return failf(err, errlen, TN_INVALID, "%s: holds a NUL byte (not SQL text)", path);
+        return tn_errf(err, errlen, TN_INVALID, "%s: holds a NUL byte (not SQL text)", path);
     }
     *out = b;
     return TN_OK;
@@ -194,7 +181,7 @@ int migrate_load(const char *dir, migration_set **out, char *err, size_t errlen)
     *out = NULL;
     migration_set *s = calloc(1, sizeof(*s));
     if (s == NULL)
-        return failf(err, errlen, TN_NOMEM, "out of memory");
+        return tn_errf(err, errlen, TN_NOMEM, "out of memory");
     if (dir == NULL || dir[0] == '\0') {
         *out = s;
         return TN_OK;
@@ -202,7 +189,7 @@ int migrate_load(const char *dir, migration_set **out, char *err, size_t errlen)
     DIR *d = opendir(dir);
     if (d == NULL) {
         free(s);
-        return failf(err, errlen, TN_IO, "migrations folder %s: %s", dir, strerror(errno));
+        return tn_errf(err, errlen, TN_IO, "migrations folder %s: %s", dir, strerror(errno));
     }
     int rc = TN_OK, cap = 0;
     struct dirent *e;
@@ -214,16 +201,16 @@ int migrate_load(const char *dir, migration_set **out, char *err, size_t errlen)
         size_t vlen, nlen;
         const char *nm;
         if (!parse_name(f, &vlen, &nm, &nlen)) {
-            rc = failf(err, errlen, TN_INVALID,
-                       "%s/%s: expected VERSION_NAME.sql (VERSION: 1 to %d digits; NAME: "
-                       "letters, digits, '_' and '-')", dir, f, MIGRATE_VERSION_MAX - 1);
+            rc = tn_errf(err, errlen, TN_INVALID,
+                         "%s/%s: expected VERSION_NAME.sql (VERSION: 1 to %d digits; NAME: "
+                         "letters, digits, '_' and '-')", dir, f, MIGRATE_VERSION_MAX - 1);
             break;
         }
         if (s->n == cap) {
             int nc = cap ? cap * 2 : 32;
             struct migration *nm2 = realloc(s->m, (size_t)nc * sizeof(*nm2));
             if (nm2 == NULL) {
-                rc = failf(err, errlen, TN_NOMEM, "out of memory");
+                rc = tn_errf(err, errlen, TN_NOMEM, "out of memory");
                 break;
             }
             s->m = nm2;
@@ -233,7 +220,7 @@ int migrate_load(const char *dir, migration_set **out, char *err, size_t errlen)
         memset(m, 0, sizeof(*m));
         m->storage = malloc(fl + 1 + vlen + 1 + nlen + 1);
         if (m->storage == NULL) {
-            rc = failf(err, errlen, TN_NOMEM, "out of memory");
+            rc = tn_errf(err, errlen, TN_NOMEM, "out of memory");
             break;
         }
         s->n++;
@@ -250,7 +237,7 @@ int migrate_load(const char *dir, migration_set **out, char *err, size_t errlen)
         m->info.name = p;
         char path[4096];
         if (snprintf(path, sizeof(path), "%s/%s", dir, f) >= (int)sizeof(path)) {
-            rc = failf(err, errlen, TN_INVALID, "%s/%s: path too long", dir, f);
+            rc = tn_errf(err, errlen, TN_INVALID, "%s/%s: path too long", dir, f);
             break;
         }
         rc = migrate_read_file(path, &m->sql, err, errlen);
@@ -261,26 +248,26 @@ int migrate_load(const char *dir, migration_set **out, char *err, size_t errlen)
         m->info.checksum = m->checksum;
     }
     if (rc == TN_OK && errno != 0)
-        rc = failf(err, errlen, TN_IO, "migrations folder %s: %s", dir, strerror(errno));
+        rc = tn_errf(err, errlen, TN_IO, "migrations folder %s: %s", dir, strerror(errno));
     closedir(d);
     if (rc == TN_OK && s->n > 0) {
         qsort(s->m, (size_t)s->n, sizeof(*s->m), by_file);
         for (int i = 0; i < s->n && rc == TN_OK; i++) {
             for (int j = i + 1; j < s->n; j++)
                 if (version_cmp(s->m[i].info.version, s->m[j].info.version) == 0) {
-                    rc = failf(err, errlen, TN_INVALID,
-                               "%s/%s and %s have the same version %s", dir,
-                               s->m[i].info.file, s->m[j].info.file, s->m[i].info.version);
+                    rc = tn_errf(err, errlen, TN_INVALID,
+                                 "%s/%s and %s have the same version %s", dir,
+                                 s->m[i].info.file, s->m[j].info.file, s->m[i].info.version);
                     break;
                 }
             /* Name order is the order of application: a version that sorts by name before
              * a smaller one ("10_b.sql" before "9_a.sql") would be applied out of order. */
             if (rc == TN_OK && i > 0 &&
                 version_cmp(s->m[i - 1].info.version, s->m[i].info.version) > 0)
-                rc = failf(err, errlen, TN_INVALID,
-                           "%s/%s sorts before %s but has a higher version: give every "
-                           "version the same number of digits", dir, s->m[i - 1].info.file,
-                           s->m[i].info.file);
+                rc = tn_errf(err, errlen, TN_INVALID,
+                             "%s/%s sorts before %s but has a higher version: give every "
+                             "version the same number of digits", dir, s->m[i - 1].info.file,
+                             s->m[i].info.file);
         }
     }
     if (rc != TN_OK) {
@@ -755,16 +742,16 @@ static int clone_sqlite(const storage_target *from, const storage_target *to, ch
 {
     struct stat st;
     if (stat(to->name, &st) == 0)
-        return failf(err, errlen, TN_EXISTS, "%s exists already", to->name);
+        return tn_errf(err, errlen, TN_EXISTS, "%s exists already", to->name);
     if (stat(from->name, &st) < 0)
-        return failf(err, errlen, TN_NOTFOUND, "the template's file %s: %s", from->name,
-                     strerror(errno));
+        return tn_errf(err, errlen, TN_NOTFOUND, "the template's file %s: %s", from->name,
+                       strerror(errno));
     sqlite3 *h = NULL;
     int rc = TN_OK;
     int s = sqlite3_open_v2(from->name, &h, SQLITE_OPEN_READWRITE, NULL);
     if (s != SQLITE_OK) {
-        rc = failf(err, errlen, TN_IO, "cannot open the template %s: %s", from->name,
-                   h ? sqlite3_errmsg(h) : sqlite3_errstr(s));
+        rc = tn_errf(err, errlen, TN_IO, "cannot open the template %s: %s", from->name,
+                     h ? sqlite3_errmsg(h) : sqlite3_errstr(s));
         sqlite3_close(h);
         return rc;
     }
@@ -779,12 +766,12 @@ static int clone_sqlite(const storage_target *from, const storage_target *to, ch
             s = SQLITE_OK;
     }
     if (s != SQLITE_OK)
-        rc = failf(err, errlen, s == SQLITE_BUSY ? TN_BUSY : TN_IO,
-                   "VACUUM INTO from the template %s: %s", from->name, sqlite3_errmsg(h));
+        rc = tn_errf(err, errlen, s == SQLITE_BUSY ? TN_BUSY : TN_IO,
+                     "VACUUM INTO from the template %s: %s", from->name, sqlite3_errmsg(h));
     sqlite3_finalize(stmt);
     sqlite3_close(h);
     if (rc == TN_OK && sync_path(to->name) < 0)
-        rc = failf(err, errlen, TN_IO, "cannot sync %s: %s", to->name, strerror(errno));
+        rc = tn_errf(err, errlen, TN_IO, "cannot sync %s: %s", to->name, strerror(errno));
     if (rc != TN_OK) {   /* we checked it did not exist: whatever is there is ours */
         unlink(to->name);
         char j[4200];
@@ -801,32 +788,32 @@ static int clone_database(const storage_target *from, const storage_target *to, 
     char qf[80], qt[80];
     if (db_quote_ident(from->name, qf, sizeof(qf)) != TN_OK ||
         db_quote_ident(to->name, qt, sizeof(qt)) != TN_OK)
-        return failf(err, errlen, TN_INVALID, "'%s' or '%s' is not a valid database name",
-                     from->name, to->name);
+        return tn_errf(err, errlen, TN_INVALID, "'%s' or '%s' is not a valid database name",
+                       from->name, to->name);
     if (from->server == NULL || to->server == NULL || strcmp(from->server, to->server) != 0)
-        return failf(err, errlen, TN_INVALID,
-                     "the template and the new tenant must be on the same server");
+        return tn_errf(err, errlen, TN_INVALID,
+                       "the template and the new tenant must be on the same server");
     tn_db *db = NULL;
     char e[512];
     int rc = db_open(to->server, NULL, &db, e, sizeof(e));
     if (rc != TN_OK)
-        return failf(err, errlen, rc, "cannot reach the server: %s", e);
+        return tn_errf(err, errlen, rc, "cannot reach the server: %s", e);
     /* A point lookup by name (pg_database's unique index), for a clear TN_EXISTS. */
     char one[8];
     const char *p[] = {to->name};
     rc = db_query_value(db, one, sizeof(one), "SELECT 1 FROM pg_database WHERE datname = $1", 1,
                         p);
     if (rc == TN_OK) {
-        rc = failf(err, errlen, TN_EXISTS, "database %s exists already", to->name);
+        rc = tn_errf(err, errlen, TN_EXISTS, "database %s exists already", to->name);
     } else if (rc != TN_NOTFOUND) {
-        failf(err, errlen, rc, "cannot read pg_database: %s", tn_db_error(db));
+        tn_errf(err, errlen, rc, "cannot read pg_database: %s", tn_db_error(db));
     } else {
         char sql[256];
         snprintf(sql, sizeof(sql), "CREATE DATABASE %s TEMPLATE %s", qt, qf);
         rc = tn_db_exec(db, sql, 0, NULL);
         if (rc != TN_OK)
-            failf(err, errlen, rc, "CREATE DATABASE %s TEMPLATE %s: %s", to->name, from->name,
-                  tn_db_error(db));
+            tn_errf(err, errlen, rc, "CREATE DATABASE %s TEMPLATE %s: %s", to->name, from->name,
+                    tn_db_error(db));
     }
     db_close(db);
     return rc;
@@ -836,10 +823,10 @@ int migrate_clone(const storage_target *from, const storage_target *to, char *er
                   size_t errlen)
 {
     if (from == NULL || to == NULL || from->name == NULL || to->name == NULL)
-        return failf(err, errlen, TN_INVALID, "migrate_clone: no template or no target");
+        return tn_errf(err, errlen, TN_INVALID, "migrate_clone: no template or no target");
     if (from->kind != to->kind)
-        return failf(err, errlen, TN_INVALID,
-                     "the template and the new tenant are not in the same kind of storage");
+        return tn_errf(err, errlen, TN_INVALID,
+                       "the template and the new tenant are not in the same kind of storage");
     switch (to->kind) {
     case TARGET_SQLITE:
         return clone_sqlite(from, to, err, errlen);
@@ -847,7 +834,7 @@ int migrate_clone(const storage_target *from, const storage_target *to, char *er
         return clone_database(from, to, err, errlen);
     case TARGET_PG_SCHEMA:
     default:
-        return failf(err, errlen, TN_DECLINED,
-                     "PostgreSQL cannot clone a schema: the migrations are replayed instead");
+        return tn_errf(err, errlen, TN_DECLINED,
+                       "PostgreSQL cannot clone a schema: the migrations are replayed instead");
     }
 }

@@ -29,6 +29,7 @@
  * not clean, or allocate on the hit path (entries are found without building a key).
  */
 #include "core/first.h"
+#include "core/rc.h"
 #include "storage/target.h"
 #include "storage/db_int.h"
 
@@ -80,19 +81,6 @@ struct storage_pool {
     int nbusy, busy_cap;
     pool_stats st;
 };
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 /* ---- creation ---------------------------------------------------------------------------------- */
 
@@ -274,10 +262,10 @@ static int make_room(storage_pool *p, int cls, int max, long fds, char *err, siz
            (evict_one(p, CLASS_SQLITE) || evict_one(p, CLASS_DATABASE)))
         ;
     if (fds_held(p) + fds > p->fd_budget)
-        return fail(err, errlen, TN_BUSY,
-                    "pool: no file descriptors left (RLIMIT_NOFILE less %d) for another "
-                    "connection",
-                    FD_HEADROOM);
+        return tn_errf(err, errlen, TN_BUSY,
+                       "pool: no file descriptors left (RLIMIT_NOFILE less %d) for another "
+                       "connection",
+                       FD_HEADROOM);
     return TN_OK;
 }
 
@@ -339,7 +327,7 @@ static int lend(storage_pool *p, pool_entry *e, tn_db **out, char *err, size_t e
         int cap = p->busy_cap ? p->busy_cap * 2 : 4;
         pool_entry **b = realloc(p->busy, (size_t)cap * sizeof(*b));
         if (b == NULL)
-            return fail(err, errlen, TN_NOMEM, "pool: out of memory");
+            return tn_errf(err, errlen, TN_NOMEM, "pool: out of memory");
         p->busy = b;
         p->busy_cap = cap;
     }
@@ -377,16 +365,16 @@ static int open_sqlite(storage_pool *p, const storage_target *t, pool_entry *e, 
     size_t n = strlen(t->name) + 32;
     char *uri = malloc(n);
     if (uri == NULL)
-        return fail(err, errlen, TN_NOMEM, "pool: out of memory");
+        return tn_errf(err, errlen, TN_NOMEM, "pool: out of memory");
     snprintf(uri, n, "sqlite:%s?mode=rw", t->name);   /* never creates a tenant's file */
     db_options o = {.busy_timeout_ms = t->busy_timeout_ms, .sync_normal = t->sync_normal};
     int rc = db_open(uri, &o, &e->db, err, errlen);
     free(uri);
     struct stat st;
     if (rc == TN_IO && stat(t->name, &st) != 0)
-        rc = fail(err, errlen, TN_NOTFOUND, "%s does not exist", t->name);
+        rc = tn_errf(err, errlen, TN_NOTFOUND, "%s does not exist", t->name);
     if (rc == TN_OK && stat(t->name, &st) != 0)
-        rc = fail(err, errlen, TN_NOTFOUND, "%s does not exist", t->name);
+        rc = tn_errf(err, errlen, TN_NOTFOUND, "%s does not exist", t->name);
     if (rc == TN_OK) {
         e->dev = st.st_dev;
         e->ino = st.st_ino;
@@ -411,7 +399,7 @@ static int open_pg(storage_pool *p, const storage_target *t, pool_entry *e, char
             rc = db_open(uri, &o, &e->db, err, errlen);
         /* a tenant's database keeps its tables in its public schema (see target.c) */
         if (rc == TN_OK && (rc = db_set_schema_scope(e->db, "public")) != TN_OK)
-            fail(err, errlen, rc, "%s", tn_db_error(e->db));
+            tn_errf(err, errlen, rc, "%s", tn_db_error(e->db));
     }
     if (rc == TN_OK) {
         p->st.pg_connects++;
@@ -449,7 +437,7 @@ int pool_acquire(storage_pool *p, const storage_target *t, tn_db **out, char *er
     if (out != NULL)
         *out = NULL;
     if (p == NULL || t == NULL || out == NULL || t->name == NULL || t->name[0] == '\0')
-        return fail(err, errlen, TN_INVALID, "pool_acquire: no pool, target or name");
+        return tn_errf(err, errlen, TN_INVALID, "pool_acquire: no pool, target or name");
     int cls;
     const char *server = NULL, *name = NULL;
     int timeout = t->statement_timeout_ms > 0 ? t->statement_timeout_ms : 0;
@@ -469,22 +457,22 @@ int pool_acquire(storage_pool *p, const storage_target *t, tn_db **out, char *er
         name = t->name;
         break;
     default:
-        return fail(err, errlen, TN_INVALID, "pool_acquire: unknown target kind");
+        return tn_errf(err, errlen, TN_INVALID, "pool_acquire: unknown target kind");
     }
     if (cls != CLASS_SQLITE) {
         char q[72];
         const char *b = db_uri_backend(server);
         if (b == NULL || strcmp(b, "postgres") != 0)
-            return fail(err, errlen, TN_INVALID, "pool_acquire: not a PostgreSQL server URI");
+            return tn_errf(err, errlen, TN_INVALID, "pool_acquire: not a PostgreSQL server URI");
         if (db_quote_ident(t->name, q, sizeof(q)) != TN_OK)
-            return fail(err, errlen, TN_INVALID, "pool_acquire: '%s' is not a valid name",
-                        t->name);
+            return tn_errf(err, errlen, TN_INVALID, "pool_acquire: '%s' is not a valid name",
+                           t->name);
     }
     p->st.acquires++;
     uint32_t h = key_hash(cls, server, name, timeout);
     pool_entry *e = find(p, cls, server, name, timeout, h);
     if (e != NULL && e->in_use)
-        return fail(err, errlen, TN_BUSY, "pool_acquire: that connection is already lent out "
+        return tn_errf(err, errlen, TN_BUSY, "pool_acquire: that connection is already lent out "
                                           "(release it first)");
     if (e != NULL && cls == CLASS_SQLITE && !sqlite_options_match(e, t)) {
         drop(p, e);   /* reopened below with the target's options */
@@ -506,7 +494,7 @@ int pool_acquire(storage_pool *p, const storage_target *t, tn_db **out, char *er
             return rc;
         e = new_entry(cls, h, server, name, timeout);
         if (e == NULL)
-            return fail(err, errlen, TN_NOMEM, "pool: out of memory");
+            return tn_errf(err, errlen, TN_NOMEM, "pool: out of memory");
         rc = cls == CLASS_SQLITE ? open_sqlite(p, t, e, err, errlen)
                                  : open_pg(p, t, e, err, errlen);
         if (rc != TN_OK) {
@@ -523,7 +511,7 @@ int pool_acquire(storage_pool *p, const storage_target *t, tn_db **out, char *er
     if (cls == CLASS_SCHEMA) {
         rc = db_set_schema_scope(e->db, t->name);
         if (rc != TN_OK)
-            return fail(err, errlen, rc, "%s", tn_db_error(e->db));
+            return tn_errf(err, errlen, rc, "%s", tn_db_error(e->db));
         seen_add(e, t->name);
     }
     return lend(p, e, out, err, errlen);

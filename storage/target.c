@@ -22,6 +22,7 @@
  * connection (every function opens what it needs and closes it).
  */
 #include "core/first.h"
+#include "core/rc.h"
 #include "storage/target.h"
 #include "storage/db_int.h"
 
@@ -52,19 +53,6 @@ int target_kind_parse(const char *s)
     return -1;
 }
 
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
 static void clear(char *err, size_t errlen)
 {
     if (err != NULL && errlen > 0)
@@ -75,25 +63,25 @@ static void clear(char *err, size_t errlen)
 static int check_target(const storage_target *t, char *err, size_t errlen)
 {
     if (t == NULL || target_kind_name(t->kind) == NULL)
-        return fail(err, errlen, TN_INVALID, "no target or an unknown kind");
+        return tn_errf(err, errlen, TN_INVALID, "no target or an unknown kind");
     if (t->name == NULL || t->name[0] == '\0')
-        return fail(err, errlen, TN_INVALID, "the %s target has no name",
-                    target_kind_name(t->kind));
+        return tn_errf(err, errlen, TN_INVALID, "the %s target has no name",
+                       target_kind_name(t->kind));
     if (t->kind == TARGET_SQLITE) {
         /* the driver reads "?mode=" after the path: a '?' in a tenant's path would be
          * taken for options */
         if (strchr(t->name, '?') != NULL)
-            return fail(err, errlen, TN_INVALID, "a SQLite path may not contain '?'");
+            return tn_errf(err, errlen, TN_INVALID, "a SQLite path may not contain '?'");
         return TN_OK;
     }
     char q[72];
     if (db_quote_ident(t->name, q, sizeof(q)) != TN_OK)
-        return fail(err, errlen, TN_INVALID, "'%s' is not a valid %s name", t->name,
-                    target_kind_name(t->kind));
+        return tn_errf(err, errlen, TN_INVALID, "'%s' is not a valid %s name", t->name,
+                       target_kind_name(t->kind));
     const char *b = db_uri_backend(t->server);
     if (b == NULL || strcmp(b, "postgres") != 0)
-        return fail(err, errlen, TN_INVALID, "a %s target needs a PostgreSQL server URI",
-                    target_kind_name(t->kind));
+        return tn_errf(err, errlen, TN_INVALID, "a %s target needs a PostgreSQL server URI",
+                       target_kind_name(t->kind));
     return TN_OK;
 }
 
@@ -119,7 +107,7 @@ static int run(tn_db *db, const char *sql, int nparams, const char *const *param
 {
     int rc = tn_db_exec(db, sql, nparams, params);
     if (rc != TN_OK)
-        fail(err, errlen, rc, "%s", tn_db_error(db));
+        tn_errf(err, errlen, rc, "%s", tn_db_error(db));
     return rc;
 }
 
@@ -137,7 +125,7 @@ static int pg_exists(tn_db *db, const storage_target *t, bool *exists, char *err
     if (rc == TN_NOTFOUND)
         return TN_OK;
     if (rc != TN_OK)
-        fail(err, errlen, rc, "%s", tn_db_error(db));
+        tn_errf(err, errlen, rc, "%s", tn_db_error(db));
     return rc;
 }
 
@@ -149,7 +137,7 @@ static int make_parents(const char *path, char *err, size_t errlen)
     size_t n = strlen(path);
     char *dir = malloc(n + 1);
     if (dir == NULL)
-        return fail(err, errlen, TN_NOMEM, "out of memory");
+        return tn_errf(err, errlen, TN_NOMEM, "out of memory");
     memcpy(dir, path, n + 1);
     char *slash = strrchr(dir, '/');
     int rc = TN_OK;
@@ -161,8 +149,8 @@ static int make_parents(const char *path, char *err, size_t errlen)
                 continue;
             *p = '\0';
             if (mkdir(dir, 0750) != 0 && errno != EEXIST)
-                rc = fail(err, errlen, TN_IO, "cannot create the folder %s: %s", dir,
-                          strerror(errno));
+                rc = tn_errf(err, errlen, TN_IO, "cannot create the folder %s: %s", dir,
+                             strerror(errno));
             if (end)
                 break;
             *p = '/';
@@ -177,7 +165,7 @@ static int sqlite_uri(const storage_target *t, const char *mode, char *out, size
 {
     int n = snprintf(out, outlen, "sqlite:%s?mode=%s", t->name, mode);
     if (n < 0 || (size_t)n >= outlen)
-        return fail(err, errlen, TN_TOOBIG, "the path is too long");
+        return tn_errf(err, errlen, TN_TOOBIG, "the path is too long");
     return TN_OK;
 }
 
@@ -194,8 +182,8 @@ static int sqlite_create(const storage_target *t, char *err, size_t errlen)
     int fd = open(t->name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
     if (fd < 0) {
         if (errno == EEXIST)
-            return fail(err, errlen, TN_EXISTS, "%s already exists", t->name);
-        return fail(err, errlen, TN_IO, "cannot create %s: %s", t->name, strerror(errno));
+            return tn_errf(err, errlen, TN_EXISTS, "%s already exists", t->name);
+        return tn_errf(err, errlen, TN_IO, "cannot create %s: %s", t->name, strerror(errno));
     }
     close(fd);
     db_options o = target_options(t);
@@ -217,7 +205,7 @@ static int sqlite_exists(const storage_target *t, bool *exists, char *err, size_
     }
     if (errno == ENOENT || errno == ENOTDIR)
         return TN_OK;
-    return fail(err, errlen, TN_IO, "cannot stat %s: %s", t->name, strerror(errno));
+    return tn_errf(err, errlen, TN_IO, "cannot stat %s: %s", t->name, strerror(errno));
 }
 
 static int sqlite_drop(const storage_target *t, char *err, size_t errlen)
@@ -225,19 +213,19 @@ static int sqlite_drop(const storage_target *t, char *err, size_t errlen)
     size_t n = strlen(t->name);
     char *side = malloc(n + 16);
     if (side == NULL)
-        return fail(err, errlen, TN_NOMEM, "out of memory");
+        return tn_errf(err, errlen, TN_NOMEM, "out of memory");
     int rc = TN_OK;
     if (unlink(t->name) != 0) {
-        rc = errno == ENOENT ? fail(err, errlen, TN_NOTFOUND, "%s does not exist", t->name)
-                             : fail(err, errlen, TN_IO, "cannot remove %s: %s", t->name,
-                                    strerror(errno));
+        rc = errno == ENOENT ? tn_errf(err, errlen, TN_NOTFOUND, "%s does not exist", t->name)
+                             : tn_errf(err, errlen, TN_IO, "cannot remove %s: %s", t->name,
+                                       strerror(errno));
     }
     /* The side files go too (a crash can leave them without the main file). */
     static const char *const suffixes[] = {"-wal", "-shm", "-journal"};
     for (size_t i = 0; i < TN_ARRAY_LEN(suffixes); i++) {
         snprintf(side, n + 16, "%s%s", t->name, suffixes[i]);
         if (unlink(side) != 0 && errno != ENOENT && rc == TN_OK)
-            rc = fail(err, errlen, TN_IO, "cannot remove %s: %s", side, strerror(errno));
+            rc = tn_errf(err, errlen, TN_IO, "cannot remove %s: %s", side, strerror(errno));
     }
     free(side);
     return rc;
@@ -269,8 +257,8 @@ int target_create(const storage_target *t, char *err, size_t errlen)
         bool exists = false;
         char ignored[8];
         if (pg_exists(db, t, &exists, ignored, sizeof(ignored)) == TN_OK && exists)
-            rc = fail(err, errlen, TN_EXISTS, "the %s %s already exists",
-                      target_kind_name(t->kind), t->name);
+            rc = tn_errf(err, errlen, TN_EXISTS, "the %s %s already exists",
+                         target_kind_name(t->kind), t->name);
     }
     db_close(db);
     return rc;
@@ -280,7 +268,7 @@ int target_exists(const storage_target *t, bool *exists, char *err, size_t errle
 {
     clear(err, errlen);
     if (exists == NULL)
-        return fail(err, errlen, TN_INVALID, "no place for the answer");
+        return tn_errf(err, errlen, TN_INVALID, "no place for the answer");
     *exists = false;
     int rc = check_target(t, err, errlen);
     if (rc != TN_OK)
@@ -318,15 +306,15 @@ int target_drop(const storage_target *t, char *err, size_t errlen)
     bool exists = false;
     rc = pg_exists(db, t, &exists, err, errlen);
     if (rc == TN_OK && !exists)
-        rc = fail(err, errlen, TN_NOTFOUND, "the %s %s does not exist",
-                  target_kind_name(t->kind), t->name);
+        rc = tn_errf(err, errlen, TN_NOTFOUND, "the %s %s does not exist",
+                     target_kind_name(t->kind), t->name);
     if (rc == TN_OK && t->kind == TARGET_PG_DATABASE) {
         char cur[80];
         if (db_query_value(db, cur, sizeof(cur), "SELECT pg_catalog.current_database()", 0,
                            NULL) == TN_OK &&
             strcmp(cur, t->name) == 0)
-            rc = fail(err, errlen, TN_INVALID,
-                      "the database %s is the server URI's own: not dropped", t->name);
+            rc = tn_errf(err, errlen, TN_INVALID,
+                         "the database %s is the server URI's own: not dropped", t->name);
     }
     if (rc == TN_OK)
         rc = run(db, sql, 0, NULL, err, errlen);
@@ -338,7 +326,7 @@ int target_open(const storage_target *t, tn_db **out, char *err, size_t errlen)
 {
     clear(err, errlen);
     if (out == NULL)
-        return fail(err, errlen, TN_INVALID, "no place for the connection");
+        return tn_errf(err, errlen, TN_INVALID, "no place for the connection");
     *out = NULL;
     int rc = check_target(t, err, errlen);
     if (rc != TN_OK)
@@ -351,7 +339,7 @@ int target_open(const storage_target *t, tn_db **out, char *err, size_t errlen)
         bool exists = false;
         rc = sqlite_exists(t, &exists, err, errlen);
         if (rc == TN_OK && !exists)
-            rc = fail(err, errlen, TN_NOTFOUND, "%s does not exist", t->name);
+            rc = tn_errf(err, errlen, TN_NOTFOUND, "%s does not exist", t->name);
         if (rc == TN_OK)
             rc = sqlite_uri(t, "rw", uri, sizeof(uri), err, errlen);
         if (rc == TN_OK)
@@ -366,7 +354,7 @@ int target_open(const storage_target *t, tn_db **out, char *err, size_t errlen)
             bool exists = false;
             rc = pg_exists(db, t, &exists, err, errlen);
             if (rc == TN_OK && !exists)
-                rc = fail(err, errlen, TN_NOTFOUND, "the schema %s does not exist", t->name);
+                rc = tn_errf(err, errlen, TN_NOTFOUND, "the schema %s does not exist", t->name);
         }
     } else {
         rc = db_uri_with_dbname(t->server, t->name, uri, sizeof(uri), err, errlen);
@@ -378,14 +366,14 @@ int target_open(const storage_target *t, tn_db **out, char *err, size_t errlen)
             char ignored[DB_ERRLEN];
             if (open_server(t, &server, ignored, sizeof(ignored)) == TN_OK &&
                 pg_exists(server, t, &exists, ignored, sizeof(ignored)) == TN_OK && !exists)
-                rc = fail(err, errlen, TN_NOTFOUND, "the database %s does not exist", t->name);
+                rc = tn_errf(err, errlen, TN_NOTFOUND, "the database %s does not exist", t->name);
             db_close(server);
         }
     }
     if (rc == TN_OK) {
         rc = db_set_schema_scope(db, t->kind == TARGET_PG_SCHEMA ? t->name : "public");
         if (rc != TN_OK)
-            fail(err, errlen, rc, "%s", tn_db_error(db));
+            tn_errf(err, errlen, rc, "%s", tn_db_error(db));
     }
     if (rc != TN_OK) {
         db_close(db);
