@@ -1,0 +1,232 @@
+/*
+ * sqlite_raw.c — the raw sqlite3 floor of bench/run sqlite, and its row counter.
+ *
+ *   sqlite_raw run DIR PREFIX TENANTS PROCS SECONDS full|normal MAX_OPEN SEED
+ *   sqlite_raw count DIR PREFIX TENANTS
+ *
+ * run: PROCS forked processes, each for SECONDS, pick a random tenant file DIR/PREFIXn.db
+ * (n in 1..TENANTS) and insert 20 rows into its items table in one transaction (BEGIN
+ * IMMEDIATE, one prepared INSERT reset per row, COMMIT) — what bench/benchapp.c does per
+ * POST /insert, minus HTTP, FastCGI and the tenancy chain. Each process keeps up to
+ * MAX_OPEN handles open (WAL, busy_timeout 5 s, synchronous as asked, the statement
+ * prepared once per handle), closing the oldest first, as tenancyd's per-worker pool does.
+ * Prints one JSON line: transactions, rows, errors, seconds, rows_per_s.
+ *
+ * count: the total of items rows over the TENANTS files, and how many files could not be
+ * read; one JSON line.
+ *
+ * Exit status 0, or 1 when anything failed.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ROWS_PER_TX 20
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint64_t rng;
+static uint64_t rnd(void)   /* xorshift64* */
+{
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return rng * 0x2545F4914F6CDD1Dull;
+}
+
+typedef struct handle {
+    sqlite3 *db;
+    sqlite3_stmt *ins;
+    long opened_at;              /* order of opening, for closing the oldest */
+} handle;
+
+static handle *H;                /* indexed by tenant number */
+static long open_count, open_seq;
+
+static void close_handle(handle *h)
+{
+    sqlite3_finalize(h->ins);
+    sqlite3_close(h->db);
+    h->db = NULL;
+    h->ins = NULL;
+    open_count--;
+}
+
+static handle *get_handle(const char *dir, const char *prefix, long n, long tenants, long max_open,
+                          const char *sync)
+{
+    handle *h = &H[n];
+    if (h->db != NULL)
+        return h;
+    if (open_count >= max_open) {   /* close the oldest open handle */
+        long oldest = -1;
+        for (long i = 1; i <= tenants; i++)
+            if (H[i].db != NULL && (oldest < 0 || H[i].opened_at < H[oldest].opened_at))
+                oldest = i;
+        if (oldest > 0)
+            close_handle(&H[oldest]);
+    }
+    char path[4096], pragma[128];
+    snprintf(path, sizeof(path), "%s/%s%ld.db", dir, prefix, n);
+    if (sqlite3_open_v2(path, &h->db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+        fprintf(stderr, "sqlite_raw: %s: %s\n", path, sqlite3_errmsg(h->db));
+        sqlite3_close(h->db);
+        h->db = NULL;
+        return NULL;
+    }
+    sqlite3_busy_timeout(h->db, 5000);
+    snprintf(pragma, sizeof(pragma), "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s;", sync);
+    if (sqlite3_exec(h->db, pragma, NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(h->db, "INSERT INTO items (name, n) VALUES (?1, ?2)", -1, &h->ins,
+                           NULL) != SQLITE_OK) {
+        fprintf(stderr, "sqlite_raw: %s: %s\n", path, sqlite3_errmsg(h->db));
+        sqlite3_finalize(h->ins);
+        sqlite3_close(h->db);
+        h->db = NULL;
+        h->ins = NULL;
+        return NULL;
+    }
+    h->opened_at = open_seq++;
+    open_count++;
+    return h;
+}
+
+static int one_tx(handle *h, long k)
+{
+    if (sqlite3_exec(h->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        return -1;
+    char name[64];
+    for (int i = 0; i < ROWS_PER_TX; i++) {
+        snprintf(name, sizeof(name), "raw %ld %d", k, i);
+        sqlite3_bind_text(h->ins, 1, name, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int(h->ins, 2, i);
+        int rc = sqlite3_step(h->ins);
+        sqlite3_reset(h->ins);
+        if (rc != SQLITE_DONE) {
+            sqlite3_exec(h->db, "ROLLBACK", NULL, NULL, NULL);
+            return -1;
+        }
+    }
+    if (sqlite3_exec(h->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        sqlite3_exec(h->db, "ROLLBACK", NULL, NULL, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+static int run(int argc, char **argv)
+{
+    if (argc != 10)
+        return 2;
+    const char *dir = argv[2], *prefix = argv[3], *sync = argv[7];
+    long tenants = atol(argv[4]), procs = atol(argv[5]), max_open = atol(argv[8]);
+    double secs = atof(argv[6]);
+    uint64_t seed = strtoull(argv[9], NULL, 10);
+    if (tenants < 1 || procs < 1 || secs <= 0 || max_open < 1 ||
+        (strcmp(sync, "full") != 0 && strcmp(sync, "normal") != 0))
+        return 2;
+    int fds[2];
+    if (pipe(fds) != 0)
+        return 1;
+    double t0 = now_s();
+    for (long p = 0; p < procs; p++) {
+        pid_t pid = fork();
+        if (pid < 0)
+            return 1;
+        if (pid == 0) {
+            close(fds[0]);
+            rng = (seed + 1) * 0x9E3779B97F4A7C15ull + (uint64_t)p * 7919 + 1;
+            H = calloc((size_t)tenants + 1, sizeof(*H));
+            long tx = 0, err = 0;
+            double end = now_s() + secs;
+            while (now_s() < end) {
+                long n = 1 + (long)(rnd() % (uint64_t)tenants);
+                handle *h = get_handle(dir, prefix, n, tenants, max_open, sync);
+                if (h == NULL || one_tx(h, tx) != 0)
+                    err++;
+                else
+                    tx++;
+                if (err > 1000)
+                    break;
+            }
+            for (long i = 1; i <= tenants; i++)
+                if (H[i].db != NULL)
+                    close_handle(&H[i]);
+            char line[128];
+            int l = snprintf(line, sizeof(line), "%ld %ld\n", tx, err);
+            if (write(fds[1], line, (size_t)l) != l)
+                _exit(1);
+            _exit(0);
+        }
+    }
+    close(fds[1]);
+    long tx = 0, err = 0, a, b;
+    FILE *f = fdopen(fds[0], "r");
+    while (f != NULL && fscanf(f, "%ld %ld", &a, &b) == 2) {
+        tx += a;
+        err += b;
+    }
+    int status, bad = 0;
+    while (wait(&status) > 0)
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            bad++;
+    double el = now_s() - t0;
+    printf("{\"transactions\":%ld,\"rows\":%ld,\"errors\":%ld,\"failed_processes\":%d,"
+           "\"seconds\":%.3f,\"rows_per_s\":%.1f,\"procs\":%ld,\"max_open\":%ld,\"synchronous\":\"%s\"}\n",
+           tx, tx * ROWS_PER_TX, err, bad, el, (double)tx * ROWS_PER_TX / el, procs, max_open, sync);
+    return err == 0 && bad == 0 ? 0 : 1;
+}
+
+static int count(int argc, char **argv)
+{
+    if (argc != 5)
+        return 2;
+    const char *dir = argv[2], *prefix = argv[3];
+    long tenants = atol(argv[4]), unreadable = 0;
+    int64_t total = 0;
+    for (long n = 1; n <= tenants; n++) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s%ld.db", dir, prefix, n);
+        sqlite3 *db = NULL;
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+            sqlite3_busy_timeout(db, 5000) == SQLITE_OK &&
+            sqlite3_prepare_v2(db, "SELECT count(*) FROM items", -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW)
+            total += sqlite3_column_int64(st, 0);
+        else
+            unreadable++;
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+    }
+    printf("{\"tenants\":%ld,\"rows\":%" PRId64 ",\"unreadable\":%ld}\n", tenants, total, unreadable);
+    return unreadable == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    int rc = 2;
+    if (argc > 1 && strcmp(argv[1], "run") == 0)
+        rc = run(argc, argv);
+    else if (argc > 1 && strcmp(argv[1], "count") == 0)
+        rc = count(argc, argv);
+    if (rc == 2)
+        fprintf(stderr, "usage: sqlite_raw run DIR PREFIX TENANTS PROCS SECONDS full|normal "
+                        "MAX_OPEN SEED\n       sqlite_raw count DIR PREFIX TENANTS\n");
+    return rc;
+}
