@@ -9,7 +9,9 @@
  * connection denies ATTACH, DETACH, load_extension and every PRAGMA that sets a value. PostgreSQL: the statement runs alone
  * (PQexecParams refuses several) inside BEGIN READ ONLY with a transaction-local
  * statement_timeout, as a role that cannot act outside the database (store.c), and the
- * transaction is rolled back afterwards whatever it did. The timeout is admin.query_timeout;
+ * transaction is rolled back afterwards whatever it did; a statement that was given a
+ * transaction id (it wrote something despite READ ONLY) is refused and its rows dropped. The
+ * timeout is admin.query_timeout;
  * at most admin.row_cap rows are read. Every query is written to the audit log.
  *
  * Must not: run the operator's SQL on a writable connection, or on another tenant's storage.
@@ -196,11 +198,35 @@ static void run_sqlite(adm_req *a, adm_store *s, const char *sql, result *res)
     sqlite3_finalize(st);
 }
 
+/* A query's rows through a cursor, at most cap + 1 of them: the server stops there, and a
+ * result of millions of rows never reaches the worker whole (PQexecParams would read it all
+ * before the cap could apply). Only a query can be a cursor; any other statement (SHOW,
+ * EXPLAIN, or a write the transaction then refuses) runs as it is, after the savepoint has
+ * undone the failed DECLARE. */
+static int query_capped(adm_req *a, adm_store *s, const char *sql, int cap, tn_rows **rows)
+{
+    char *declare = arena_sprintf(a->r->arena, "DECLARE tn_admin_c NO SCROLL CURSOR FOR %s",
+                                  sql);
+    char fetch[64];
+    snprintf(fetch, sizeof(fetch), "FETCH FORWARD %d FROM tn_admin_c", cap + 1);
+    if (declare == NULL)
+        return TN_NOMEM;
+    int rc = tn_db_exec(s->db, "SAVEPOINT tn_admin_q", 0, NULL);
+    if (rc != TN_OK)
+        return rc;
+    if (tn_db_exec(s->db, declare, 0, NULL) == TN_OK)
+        return tn_db_query(s->db, rows, fetch, 0, NULL);
+    rc = tn_db_exec(s->db, "ROLLBACK TO SAVEPOINT tn_admin_q", 0, NULL);
+    if (rc != TN_OK)
+        return rc;
+    return tn_db_query(s->db, rows, sql, 0, NULL);
+}
+
 static void run_pg(adm_req *a, adm_store *s, const char *sql, result *res)
 {
     tn_rows *rows = NULL;
     int cap = adm.env.cfg->row_cap;
-    int rc = tn_db_query(s->db, &rows, sql, 0, NULL);
+    int rc = query_capped(a, s, sql, cap, &rows);
     if (rc != TN_OK) {
         res->rc = rc;
         snprintf(res->err, sizeof(res->err), "%s",
@@ -232,6 +258,24 @@ static void run_pg(adm_req *a, adm_store *s, const char *sql, result *res)
         snprintf(res->err, sizeof(res->err), "%s", tn_db_error(s->db));
     }
     tn_rows_free(rows);
+    if (res->rc != TN_OK)
+        return;
+    /* A few functions still write in a READ ONLY transaction (lo_create() does on some
+     * servers). Whatever wrote was given a transaction id: such a statement is refused and
+     * its result not shown (the transaction is rolled back in any case). */
+    char xid[8] = "";
+    rc = db_query_value(s->db, xid, sizeof(xid),
+                        "SELECT (pg_catalog.txid_current_if_assigned() IS NOT NULL)::text", 0,
+                        NULL);
+    if (rc != TN_OK || strcmp(xid, "false") != 0) {
+        res->rc = TN_DENIED;
+        res->nrows = 0;
+        res->truncated = false;
+        snprintf(res->err, sizeof(res->err), "%s",
+                 rc != TN_OK ? "refused: cannot tell whether the statement wrote"
+                             : "refused: the statement wrote to the database (rolled back: the "
+                               "console is read-only)");
+    }
 }
 
 static void run(adm_req *a, const tenant_rec *t, const char *sql, result *res)

@@ -513,7 +513,7 @@ static int show_domains(void *ctx, const tenant_rec *t, const registry_domain *d
 
 static void put_count(adm_store *s, adm_req *a, buf *o, const char *table)
 {
-    char *q = store_quote(a->r->arena, table);
+    char *q = store_relation(s, a->r->arena, table);
     if (q == NULL) {
         buf_puts(o, "<span class=\"muted\" title=\"a name the panel cannot quote\">?</span>");
         return;

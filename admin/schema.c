@@ -7,8 +7,9 @@
  * before anything else runs; PostgreSQL catalog reads are filtered by the tenant's
  * namespace OID (never a catalog-wide scan: the O(N^2) trap at 10,000 schemas); SQLite's
  * come from pragma_table_info/index_list/foreign_key_list of that one file. Table and column
- * names enter SQL only through db_quote_ident (store_quote); a name it refuses is shown but
- * cannot be browsed, sorted or filtered.
+ * names enter SQL only through db_quote_ident (store_quote), and a table always qualified by
+ * the tenant's schema (store_relation: unqualified, a table named like a pg_catalog view
+ * would be that view); a name it refuses is shown but cannot be browsed, sorted or filtered.
  *
  * Paging is by key (WHERE pk > last) when the table has a single-column primary key and the
  * rows are sorted by it, by OFFSET otherwise. Every read runs in store_ro_begin's read-only
@@ -415,7 +416,7 @@ static void rows_view(adm_req *a, adm_store *s, const char *slug, const char *ta
     const char *params[MAX_COLS + 1];
     int np = 0;
     buf sql = BUF_INIT;
-    char *qt = store_quote(ar, table);
+    char *qt = store_relation(s, ar, table);
     if (qt == NULL) {
         buf_puts(o, "<p class=\"error\">This table's name cannot be quoted safely: it can be "
                     "listed, not browsed.</p>");
@@ -686,7 +687,7 @@ int page_row(adm_req *a, const char *slug, const char *table)
         return send_message(a, 500, "Error", ti ? err : "out of memory");
     }
     arena *ar = a->r->arena;
-    char *qt = store_quote(ar, table);
+    char *qt = store_relation(&s, ar, table);
     const char *key = adm_arg(a, "key");
     const char *off = adm_arg(a, "offset");
     char *sql = NULL;

@@ -33,6 +33,18 @@ char *store_quote(arena *ar, const char *ident)
     return arena_strdup(ar, q);
 }
 
+/* Always qualified: PostgreSQL searches pg_catalog before the search path unless it is named
+ * in it, so a tenant's table called pg_tables or pg_stat_activity would, unqualified, be the
+ * catalog's view of every schema and session. */
+char *store_relation(adm_store *s, arena *ar, const char *table)
+{
+    char *qt = store_quote(ar, table);
+    char *qs = store_quote(ar, s->sqlite ? "main" : s->schema);
+    if (qt == NULL || qs == NULL)
+        return NULL;
+    return arena_sprintf(ar, "%s.%s", qs, qt);
+}
+
 /* The placement's server with the console's user put in (a conninfo takes the last value of
  * a key; a URI takes it as a query parameter). */
 static const char *with_user(arena *ar, const char *server, const char *user)
@@ -143,8 +155,9 @@ int store_open(adm_req *a, const tenant_rec *t, bool console, adm_store *s, char
         tt.server = with_user(a->r->arena, tt.server, adm.env.cfg->pg_console_user);
     s->console = console;
     keep_key(&tt, console, s->key, sizeof(s->key));
-    if (s->target.kind == TARGET_PG_SCHEMA)
-        snprintf(s->schema, sizeof(s->schema), "%s", s->target.name);
+    /* The schema target_tables lists: the tenant's own, or public in its own database. */
+    snprintf(s->schema, sizeof(s->schema), "%s",
+             s->target.kind == TARGET_PG_SCHEMA ? s->target.name : "public");
     const char *p[] = {s->schema};
     s->db = keep_take(s->key, &s->uses);
     for (int attempt = 0;; attempt++) {
@@ -158,9 +171,7 @@ int store_open(adm_req *a, const tenant_rec *t, bool console, adm_store *s, char
                 db_set_schema_scope(s->db, NULL);
         }
         rc = db_query_value(s->db, s->nsp_oid, sizeof(s->nsp_oid),
-                            s->schema[0] ? "SELECT oid::text FROM pg_namespace WHERE nspname = $1"
-                                         : "SELECT oid::text FROM pg_namespace WHERE nspname = "
-                                           "current_schema() AND $1 = ''",
+                            "SELECT oid::text FROM pg_catalog.pg_namespace WHERE nspname = $1",
                             1, p);
         if (rc != TN_IO || attempt > 0 || s->uses == 0)
             break;

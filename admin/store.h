@@ -14,7 +14,7 @@ typedef struct adm_store {
     tn_db *db;
     storage_target target;
     bool sqlite;
-    char schema[128];             /* schema mode: the tenant's schema */
+    char schema[128];             /* PostgreSQL: the tenant's schema (public in its own database) */
     char nsp_oid[24];             /* PostgreSQL: the namespace's OID, as text */
     int64_t deadline_ms;          /* SQLite: the running statement's deadline */
     bool console;
@@ -44,5 +44,8 @@ bool store_has_table(adm_store *s, arena *ar, const char *name);
 
 /* db_quote_ident into an arena string; NULL when the name cannot be quoted. */
 char *store_quote(arena *ar, const char *ident);
+/* One of the tenant's tables as a qualified, quoted name ("schema"."table", main."table" in
+ * SQLite) for the panel's own SQL; NULL when a name cannot be quoted. */
+char *store_relation(adm_store *s, arena *ar, const char *table);
 
 #endif

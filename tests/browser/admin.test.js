@@ -8,7 +8,7 @@
 //   CHROMIUM        the browser (default /usr/bin/chromium)
 // Steps: log in, search the fleet, open a tenant, open a table, page through rows, run a
 // query (and see a write refused), suspend and resume a tenant, the host charts, a tenant
-// full of XSS payloads. Any page error, CSP violation or dialog fails the run.
+// full of XSS payloads (pages, row view, live search, console). Any page error, CSP violation or dialog fails the run.
 "use strict";
 const { chromium } = require("playwright-core");
 const fs = require("fs");
@@ -188,6 +188,27 @@ async function main() {
     check((await page.textContent("#rows")).includes("<img src=x"), "a hostile cell value shows as text");
     await shot(page, "13-xss");
     await page.goto(ADMIN + "/t/xss/table?name=things&view=structure");
+    check((await page.locator("#main img").count()) === 0, "a hostile column name makes no element");
+    await page.goto(ADMIN + "/t/xss/row?name=things&key=1");
+    check((await page.textContent("#record")).includes("<img src=x"), "the row view shows a hostile value as text");
+    check((await page.locator("#record img").count()) === 0, "and makes no element of it");
+    // the live search puts the server's (escaped) rows into the page
+    await page.goto(ADMIN + "/");
+    await page.locator("#fleet-search").type("xs");
+    await page.waitForFunction(() => {
+      const rows = document.querySelectorAll("#fleet-rows tr");
+      return rows.length === 1 && rows[0].getAttribute("data-href") === "/t/xss";
+    });
+    check((await page.textContent("#fleet-rows")).includes('<img src=x onerror=alert("name")>'), "search as you type shows a hostile name as text");
+    check((await page.locator("#fleet-rows img").count()) === 0, "and makes no element of it");
+    // a console result and its column names
+    await page.goto(ADMIN + "/t/xss/sql");
+    await page.fill("#sql", "SELECT *, '<script>alert(2)</script>' AS \"<img src=x onerror=alert(3)>\" FROM things");
+    await Promise.all([page.waitForNavigation(), page.press("#sql", "Control+Enter")]);
+    await page.waitForSelector("#result");
+    check((await page.textContent("#result")).includes("<script>alert(2)</script>"), "a console result shows a hostile value as text");
+    check((await page.locator("#result img, #result script").count()) === 0, "and makes no element of it");
+    await shot(page, "14-xss-console");
     await page.waitForTimeout(300);
     check(!problems.some((p) => p.startsWith("a dialog")), "no payload ran (no dialog opened)");
 

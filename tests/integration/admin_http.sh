@@ -6,13 +6,19 @@
 #     on every worker, logout ends the session on the server;
 #   - CSRF: a POST without the token, with a wrong one, or from another origin is 403 and
 #     changes nothing;
-#   - the SQL console: 30+ write attempts (DML, DDL, WITH ... DELETE, ATTACH, PRAGMA
-#     writable_schema, COPY ... TO PROGRAM, set_config, pg_terminate_backend, several
-#     statements, ...) each refused on BOTH backends, with the data, the schema and the
-#     file system unchanged afterwards; reads, the row cap, the timeout, CSV and JSON;
+#   - login: `next` never leads off the panel (control characters, //, \, absolute URLs);
+#   - the explorer reads only the tenant's own schema, qualified: a tenant's table named
+#     pg_tables is its own, not the catalog's view of every schema;
+#   - the SQL console: 55+ write attempts (DML, DDL, WITH ... DELETE, ATTACH, VACUUM INTO,
+#     PRAGMA writable_schema, COPY ... TO PROGRAM, set_config, pg_terminate_backend,
+#     lo_create, dblink, CALL, several statements, ...) each refused on BOTH backends, with
+#     the data, the schema, sequences, roles and the file system unchanged afterwards;
+#     reads, the row cap (cut by the database: a 50-million-row query returns at once), the
+#     timeout, CSV and JSON;
 #   - XSS payloads in a tenant name, table names, column names and cell values come out
 #     escaped;
-#   - actions: suspend and resume seen by the tenant's own host at once, each audited;
+#   - actions: suspend and resume seen by the tenant's own host at once; create, migrate and
+#     move (the tenancy command), delete with the slug typed and a restore; each audited;
 #   - the panel is never a tenant: admin.localhost is the panel even with a tenant `admin`,
 #     and a tenant's host never serves the panel;
 #   - login throttling per client address, holding across workers (run last: it locks
@@ -31,7 +37,7 @@ tn_conf "app = $DEMO_SO" "pm.max_children = 3" \
     "placement.pgs.dsn = $TENANCY_TEST_PG" "placement.pgs.mode = schema" \
     "admin.host = admin.localhost" "admin.cli = $(cd "$top_builddir" && pwd)/tenancy/tenancy" \
     "admin.pg_console_user = tenancy_console" "admin.row_cap = 100" \
-    "admin.query_timeout = 1s"
+    "admin.query_timeout = 1s" "storage.migrations = $top_srcdir/apps/demo/migrations"
 tn_cli init > /dev/null || fatal "tenancy init failed"
 printf '%s\n' "$PASSWORD" | tn_cli admin passwd --stdin > /dev/null || fatal "admin passwd failed"
 grep -q '^admin:\$y\$' "$T/state/admin.passwd" || fail "the password file holds a yescrypt hash"
@@ -59,6 +65,9 @@ CREATE TABLE t_pgt.notes (id serial PRIMARY KEY, item_id int REFERENCES t_pgt.it
 INSERT INTO t_pgt.items (name, price) SELECT 'item ' || x, x * 1.5 FROM generate_series(1, 120) x;
 CREATE TABLE t_other.secrets (v text);
 INSERT INTO t_other.secrets VALUES ('other tenant secret');
+-- a tenant's table named like a catalog view: unqualified, it would be pg_catalog's
+CREATE TABLE t_pgt.pg_tables (schemaname text, tablename text);
+INSERT INTO t_pgt.pg_tables VALUES ('mine', 'only row');
 SQL
 sqlite3 "$T/state/tenants/xss.db" "CREATE TABLE \"<script>alert('table')</script>\" (v TEXT);
   CREATE TABLE things (id INTEGER PRIMARY KEY, \"\"\"><img src=x onerror=alert('col')>\" TEXT, v TEXT);
@@ -122,6 +131,16 @@ assert_contains "$cookie" "SameSite=Strict" "session cookie SameSite=Strict"
 sid=$(echo "$cookie" | sed 's/^[^=]*=//; s/;.*//')
 sqlite3 "$T/state/control.db" "SELECT count(*) FROM admin_sessions WHERE id_hash = '$sid'" | grep -qx 0 &&
     log "ok: the registry holds no session id (only its hash)" || fail "a session id is stored as is"
+MAINJAR=$JAR JAR=$T/jar.next
+for evil in $'/\t/evil.example' $'/\n/evil.example' '//evil.example' '/\evil.example' 'http://evil.example'; do
+    rm -f "$JAR"
+    req GET /login > /dev/null
+    nonce=$(grep -o 'name="nonce" value="[^"]*"' "$T/body" | sed 's/.*value="//; s/"$//')
+    req POST /login --data-urlencode "nonce=$nonce" --data-urlencode "user=admin" \
+        --data-urlencode "password=$PASSWORD" --data-urlencode "next=$evil" > /dev/null
+    assert_eq "$(header Location)" "/" "a login never sends the browser off the panel (next=$(printf %q "$evil"))"
+done
+JAR=$MAINJAR
 bad=0
 for i in $(seq 1 12); do [ "$(req GET /)" = 200 ] || bad=$((bad + 1)); done
 assert_eq "$bad" 0 "the session holds on every worker (12 requests, 3 workers)"
@@ -148,6 +167,16 @@ req GET /t/pgt > /dev/null
 assert_contains "$(body)" '>items</a></td><td class="num">120<' "pgt: items with 120 rows"
 case $(body) in *secrets*) fail "pgt's page shows another schema's table" ;; *) log "ok: only pgt's own tables" ;; esac
 assert_eq "$(req GET '/t/pgt/table?name=secrets')" 404 "another schema's table is not pgt's"
+# A tenant's table called pg_tables is that table, not the catalog's view of every schema.
+assert_eq "$(req GET '/t/pgt/table?name=pg_tables')" 200 "pgt: its own table pg_tables"
+assert_contains "$(body)" '>only row<' "pgt: pg_tables shows the tenant's row"
+case $(body) in *secrets* | *t_other* | *pg_catalog*) fail "pgt: pg_tables showed the catalog (another schema's table)" ;;
+    *) log "ok: pgt: pg_tables is read from pgt's schema, not pg_catalog" ;; esac
+assert_eq "$(req GET '/t/pgt/row?name=pg_tables&offset=0')" 200 "pgt: a row of pg_tables"
+case $(body) in *secrets* | *t_other* | *pg_catalog*) fail "pgt: the row view read the catalog" ;;
+    *) assert_contains "$(body)" 'only row' "pgt: the row view reads the tenant's pg_tables" ;; esac
+req GET /t/pgt > /dev/null
+assert_contains "$(body)" '>pg_tables</a></td><td class="num">1<' "pgt: pg_tables counted in pgt's schema (1 row)"
 req GET '/t/pgt/table?name=items&view=structure' > /dev/null
 assert_contains "$(body)" 'nextval(' "pg: a column default"
 assert_contains "$(body)" 'CREATE INDEX items_name' "pg: an index"
@@ -187,6 +216,11 @@ for t in lite pgt; do
     assert_eq "$code" 200 "$t: a big read"
     assert_contains "$(body)" 'stopped at admin.row_cap' "$t: the row cap"
     [ "$(grep -o '<tr>' "$T/body" | wc -l)" = 101 ] && log "ok: $t: 100 rows shown" || fail "$t: row cap: $(grep -o '<tr>' "$T/body" | wc -l) rows"
+    # 50 million rows: the database stops at the cap (a cursor in PostgreSQL), well within
+    # admin.query_timeout (1 s here), instead of producing them all first.
+    code=$(sql $t 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 50000000) SELECT x FROM c')
+    assert_eq "$code" 200 "$t: a huge result is cut at the row cap by the database"
+    assert_contains "$(body)" 'stopped at admin.row_cap' "$t: said so"
     assert_eq "$(sql $t 'SELECT id, name FROM items WHERE id <= 3 ORDER BY id' csv)" 200 "$t: CSV export"
     assert_contains "$(header Content-Disposition)" "attachment" "$t: CSV as an attachment"
     assert_eq "$(body | tr -d '\r')" "$(printf 'id,name\n1,item 1\n2,item 2\n3,item 3')" "$t: CSV content"
@@ -249,13 +283,33 @@ WRITES=(
     "SELECT 1; DROP TABLE items"
     "BEGIN; DELETE FROM items; COMMIT"
     "COMMIT; DELETE FROM items"
+    "BEGIN EXCLUSIVE"
+    "VACUUM INTO '$T/vacuumed.db'"
+    "CALL no_such_procedure()"
+    "SELECT dblink_exec('dbname=postgres', 'DELETE FROM t_pgt.items')"
+    "CREATE EXTENSION dblink"
+    "SELECT setval('items_id_seq', 1000)"
+    "SELECT lo_create(0)"
+    "COMMENT ON TABLE items IS 'pwned'"
+    "CREATE ROLE evil"
+    "ALTER SYSTEM SET work_mem = '1MB'"
+    "SELECT pg_reload_conf()"
+    "PRAGMA query_only = 0"
+    "PRAGMA foreign_keys = OFF"
+    "PRAGMA optimize"
+    "SELECT load_extension('$T/evil.so')"
+    "DETACH DATABASE main"
 )
+# PostgreSQL runs these in a READ ONLY transaction (ANALYZE skips tables the console role does
+# not own; a notification is sent only at commit): they are let through, and the rollback
+# leaves nothing behind. SQLite refuses them. Counted apart; the fingerprints cover them too.
+INERT=("ANALYZE" "ANALYZE items" "NOTIFY evil" "SELECT pg_notify('evil', 'x')")
 # A superuser session for pg_terminate_backend to aim at.
 psql -q -c "SELECT pg_sleep(120)" > /dev/null 2>&1 &
 SLEEPER=$!
 sleep 0.3
 fingerprint_lite() { sqlite3 "$LITE_DB" "SELECT count(*), sum(price), group_concat(name) FROM items; SELECT group_concat(name || ':' || sql) FROM sqlite_master; PRAGMA user_version; PRAGMA journal_mode;" | md5sum; }
-fingerprint_pg() { psql -At -c "SELECT count(*), sum(price), string_agg(name, ',' ORDER BY id) FROM t_pgt.items; SELECT string_agg(c.relname || ':' || c.relkind::text, ',' ORDER BY c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname IN ('t_pgt', 'public'); SELECT has_table_privilege('public', 't_pgt.items', 'SELECT');" | md5sum; }
+fingerprint_pg() { psql -At -c "SELECT count(*), sum(price), string_agg(name, ',' ORDER BY id) FROM t_pgt.items; SELECT string_agg(c.relname || ':' || c.relkind::text, ',' ORDER BY c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname IN ('t_pgt', 'public'); SELECT has_table_privilege('public', 't_pgt.items', 'SELECT'); SELECT last_value, is_called FROM t_pgt.items_id_seq; SELECT count(*) FROM pg_largeobject_metadata; SELECT string_agg(rolname, ',' ORDER BY rolname) FROM pg_roles; SELECT string_agg(extname, ',' ORDER BY extname) FROM pg_extension; SELECT obj_description('t_pgt.items'::regclass, 'pg_class'); SELECT string_agg(schemaname || tablename, ',') FROM t_pgt.pg_tables;" | md5sum; }
 before_lite=$(fingerprint_lite)
 before_pg=$(fingerprint_pg)
 refused=0
@@ -272,6 +326,12 @@ for t in lite pgt; do
         fi
     done
 done
+for w in "${INERT[@]}"; do
+    code=$(sql lite "$w")
+    [ "$code" != 200 ] && grep -q 'id="result-error"' "$T/body" && log "ok: lite refused ($code): $w" ||
+        fail "lite: NOT refused (status $code): $w"
+    sql pgt "$w" > /dev/null
+done
 kill "$SLEEPER" 2>/dev/null
 SLEEPER=
 assert_eq "$refused" "$total" "write attempts refused (${#WRITES[@]} statements x 2 backends)"
@@ -280,6 +340,7 @@ assert_eq "$(fingerprint_pg)" "$before_pg" "pgt: data, schema and grants unchang
 [ ! -e "$MARK" ] && log "ok: no program ran" || fail "COPY ... TO PROGRAM ran a program"
 [ ! -e "$T/evil.db" ] && log "ok: nothing was attached" || fail "ATTACH created a file"
 [ ! -e "$T/copied.csv" ] && log "ok: no server file written" || fail "COPY TO a file worked"
+[ ! -e "$T/vacuumed.db" ] && log "ok: VACUUM INTO wrote no file" || fail "VACUUM INTO wrote a copy"
 
 # The console refuses to run as a role that could act outside the database.
 psql -q -c "ALTER ROLE tenancy_console SUPERUSER" > /dev/null
@@ -336,7 +397,39 @@ code=$(req POST /t/other/action --data "action=domain-add&confirm=yes&domain=sho
 assert_eq "$code" 303 "add a domain"
 code=$(req POST /t/lite/action --data "action=domain-remove&confirm=yes&domain=shop.other.example&csrf=$TOKEN")
 assert_eq "$code" 409 "a tenant cannot remove another's domain"
+
+# The actions that run the tenancy command (admin.cli, no shell): create, migrate, move; and
+# delete with its grace period, then a restore.
+code=$(req POST /new --data "slug=made&name=Made+here&confirm=yes&csrf=$TOKEN")
+assert_eq "$code" 303 "create a tenant from the panel"
+assert_eq "$(header Location)" "/t/made" "and go to its page"
+assert_eq "$(http / made.localhost > /dev/null; last_status)" 200 "the new tenant is served"
+code=$(req POST /new --data "slug=made2&name=x&csrf=$TOKEN")
+assert_eq "$code" 400 "create needs its confirmation"
+assert_eq "$(sqlite3 "$T/state/control.db" "SELECT count(*) FROM tenants WHERE slug = 'made2'")" 0 "nothing created unconfirmed"
+code=$(req POST /t/made/action --data "action=migrate&confirm=yes&csrf=$TOKEN")
+assert_eq "$code" 200 "migrate one tenant (runs tenancy migrate; output: $(tr '\n' ' ' < "$T/body" | grep -o '<pre class="output">[^<]*' | head -c 600))"
+assert_contains "$(body)" 'The command finished.' "migrate finished"
+assert_eq "$(sqlite3 "$T/state/control.db" "SELECT migration_version FROM tenants WHERE slug = 'made'")" 0002 "made is at the last migration"
+code=$(req POST /t/made/action --data "action=move&confirm=yes&to=pgs&csrf=$TOKEN")
+assert_eq "$code" 200 "move a tenant to the PostgreSQL placement (runs tenancy move)"
+assert_eq "$(sqlite3 "$T/state/control.db" "SELECT placement FROM tenants WHERE slug = 'made'")" pgs "the registry says it moved"
+code=$(req POST /t/made/action --data "action=move&confirm=yes&to=nowhere&csrf=$TOKEN")
+assert_eq "$code" 409 "a move to an unknown placement is refused"
+code=$(req POST /t/made/action --data "action=delete&confirm=yes&confirm_slug=made&csrf=$TOKEN")
+assert_eq "$code" 303 "delete with the slug typed"
+assert_eq "$(http / made.localhost > /dev/null; last_status)" 404 "a deleted tenant is not served"
+assert_eq "$(sqlite3 "$T/state/control.db" "SELECT state FROM tenants WHERE slug = 'made'")" deleting "kept for the grace period"
+code=$(req POST /t/made/action --data "action=resume&confirm=yes&csrf=$TOKEN")
+assert_eq "$code" 303 "restore within the grace period"
+assert_eq "$(http / made.localhost > /dev/null; last_status)" 200 "served again after the restore"
 audit=$T/state/admin-audit.log
+for act in create migrate move delete; do
+    line=$(grep "\"action\":\"$act\"" "$audit" | grep '"tenant":"made"' | grep '"result":"ok"' | head -1)
+    assert_contains "$line" '"user":"admin"' "$act audited with who"
+    assert_contains "$line" '"time":"20' "$act audited with when"
+done
+assert_contains "$(grep '"detail":"restored"' "$audit" | tail -1)" '"tenant":"made"' "the restore audited"
 assert_contains "$(grep '"action":"suspend"' "$audit")" '"user":"admin"' "the audit log says who suspended"
 assert_contains "$(grep '"action":"suspend"' "$audit")" '"tenant":"lite"' "and which tenant"
 assert_contains "$(grep '"action":"resume"' "$audit")" '"result":"ok"' "resume audited"
