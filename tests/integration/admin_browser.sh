@@ -8,8 +8,12 @@
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 BROWSER_DIR=$top_srcdir/tests/browser
 need curl nginx sqlite3 node "$CHROMIUM" "$TENANCY_CLI"
-[ -d "$BROWSER_DIR/node_modules/playwright-core" ] ||
+# playwright-core from tests/browser/node_modules, or from TENANCY_BROWSER_MODULES (make
+# distcheck sets it: the tree it unpacks has no node_modules).
+MODULES=${TENANCY_BROWSER_MODULES:-$BROWSER_DIR/node_modules}
+[ -d "$MODULES/playwright-core" ] ||
     hard_error "playwright-core is not installed: run ./autogen.sh --deps (npm ci in tests/browser)"
+export NODE_PATH=$MODULES
 ARTIFACTS=$(cd "$top_builddir" && pwd)/tests/browser/artifacts
 rm -rf "$ARTIFACTS"
 mkdir -p "$ARTIFACTS"
