@@ -233,7 +233,14 @@ static int sqlite_drop(const storage_target *t, char *err, size_t errlen)
 
 /* ---- the public functions ------------------------------------------------------------------- */
 
-int target_create(const storage_target *t, char *err, size_t errlen)
+/* Whether a kept connection may stand in for the server's (schema mode only: CREATE
+ * DATABASE may not run in the transaction a scope wraps around an autocommit statement). */
+static bool use_kept(const storage_target *t, tn_db *kept)
+{
+    return kept != NULL && t->kind == TARGET_PG_SCHEMA && db_is_clean(kept);
+}
+
+int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t errlen)
 {
     clear(err, errlen);
     int rc = check_target(t, err, errlen);
@@ -246,12 +253,15 @@ int target_create(const storage_target *t, char *err, size_t errlen)
     db_quote_ident(t->name, q, sizeof(q));
     snprintf(sql, sizeof(sql), "%s %s",
              t->kind == TARGET_PG_SCHEMA ? "CREATE SCHEMA" : "CREATE DATABASE", q);
-    tn_db *db = NULL;
-    rc = open_server(t, &db, err, errlen);
-    if (rc != TN_OK)
-        return rc;
-    /* Both are autocommit statements on an unscoped connection: CREATE DATABASE may not run
-     * in a transaction. A failure because it is already there is TN_EXISTS. */
+    tn_db *db = use_kept(t, kept) ? kept : NULL;
+    if (db == NULL) {
+        rc = open_server(t, &db, err, errlen);
+        if (rc != TN_OK)
+            return rc;
+    }
+    /* Both are autocommit statements: CREATE DATABASE may not run in a transaction (it is
+     * only ever sent on an unscoped connection of its own). A failure because it is already
+     * there is TN_EXISTS. */
     rc = run(db, sql, 0, NULL, err, errlen);
     if (rc != TN_OK) {
         bool exists = false;
@@ -260,8 +270,14 @@ int target_create(const storage_target *t, char *err, size_t errlen)
             rc = tn_errf(err, errlen, TN_EXISTS, "the %s %s already exists",
                          target_kind_name(t->kind), t->name);
     }
-    db_close(db);
+    if (db != kept)
+        db_close(db);
     return rc;
+}
+
+int target_create(const storage_target *t, char *err, size_t errlen)
+{
+    return target_create_on(NULL, t, err, errlen);
 }
 
 int target_exists(const storage_target *t, bool *exists, char *err, size_t errlen)
@@ -285,6 +301,11 @@ int target_exists(const storage_target *t, bool *exists, char *err, size_t errle
 
 int target_drop(const storage_target *t, char *err, size_t errlen)
 {
+    return target_drop_on(NULL, t, err, errlen);
+}
+
+int target_drop_on(tn_db *kept, const storage_target *t, char *err, size_t errlen)
+{
     clear(err, errlen);
     int rc = check_target(t, err, errlen);
     if (rc != TN_OK)
@@ -299,10 +320,12 @@ int target_drop(const storage_target *t, char *err, size_t errlen)
     snprintf(sql, sizeof(sql), t->kind == TARGET_PG_SCHEMA ? "DROP SCHEMA %s CASCADE"
                                                            : "DROP DATABASE %s WITH (FORCE)",
              q);
-    tn_db *db = NULL;
-    rc = open_server(t, &db, err, errlen);
-    if (rc != TN_OK)
-        return rc;
+    tn_db *db = use_kept(t, kept) ? kept : NULL;
+    if (db == NULL) {
+        rc = open_server(t, &db, err, errlen);
+        if (rc != TN_OK)
+            return rc;
+    }
     bool exists = false;
     rc = pg_exists(db, t, &exists, err, errlen);
     if (rc == TN_OK && !exists)
@@ -318,7 +341,8 @@ int target_drop(const storage_target *t, char *err, size_t errlen)
     }
     if (rc == TN_OK)
         rc = run(db, sql, 0, NULL, err, errlen);
-    db_close(db);
+    if (db != kept)
+        db_close(db);
     return rc;
 }
 

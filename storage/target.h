@@ -66,6 +66,14 @@ int target_exists(const storage_target *t, bool *exists, char *err, size_t errle
 /* Remove it and everything in it. TN_OK, TN_NOTFOUND, or a storage error. */
 int target_drop(const storage_target *t, char *err, size_t errlen);
 
+/* The same two on a connection the caller keeps for many targets (the bulk create of the
+ * CLI: one connection per worker for every schema it makes, not one per schema): in schema
+ * mode `kept` (a clean connection to t's server, from target_open of any schema there,
+ * scoped or not; its scope is left as it was) sends the statement; otherwise, or when kept
+ * is NULL or not clean, a connection of their own is opened for the call, as above. */
+int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t errlen);
+int target_drop_on(tn_db *kept, const storage_target *t, char *err, size_t errlen);
+
 /* A connection scoped to the target, for the caller alone (the CLI, migrations, a move):
  * a SQLite file opened, a PostgreSQL connection with the schema scope set, or a connection
  * to the tenant's database (scoped to its "public" schema, where a database-mode tenant's
@@ -96,6 +104,8 @@ typedef struct pool_limits {
 typedef struct pool_stats {
     uint64_t acquires, sqlite_opens, sqlite_hits, pg_connects, pg_recycles, resets, evictions;
     uint64_t stale;             /* kept entries found gone on acquire and opened afresh */
+    uint64_t pg_down;           /* PostgreSQL connects that failed (the target backs off) */
+    uint64_t pg_refused;        /* acquires refused at once while their target backs off */
     int sqlite_open, pg_open;
 } pool_stats;
 
@@ -105,7 +115,9 @@ void pool_destroy(storage_pool *p);
 /* The connection for one request of target t, valid until pool_release. A connection in
  * use is never evicted. TN_OK, TN_BUSY (that target's connection is already lent out, or
  * no file descriptor is left), TN_NOTFOUND (a SQLite file that does not exist), or a
- * storage error (err says why). */
+ * storage error (err says why). A PostgreSQL target whose connect failed is refused at once
+ * (TN_IO, its last error quoted) until its retry time: 250 ms after the first failure,
+ * doubling up to 4 s; a successful connect forgets it (see pool.c). */
 int pool_acquire(storage_pool *p, const storage_target *t, tn_db **out, char *err,
                  size_t errlen);
 

@@ -42,6 +42,8 @@ static const cli_optdef create_opts[] = {{"--name", CLI_VALUE, "NAME"},
                                          {"--placement", CLI_VALUE, "NAME"},
                                          {"--from-template", CLI_FLAG, NULL},
                                          {"--no-seed", CLI_FLAG, NULL},
+                                         {"--from-file", CLI_VALUE, "FILE"},
+                                         {"-j", CLI_VALUE, "N"},
                                          {NULL, 0, NULL}};
 static const cli_optdef list_opts[] = {{"--state", CLI_VALUE, "STATE"},
                                        {"--search", CLI_VALUE, "TEXT"},
@@ -81,9 +83,10 @@ static const cli_cmd commands[] = {
     {"init", "", 0, 0, NULL,
      "create state_dir, the registry's tables and the generation file (idempotent)", cmd_init,
      CLI_NO_REGISTRY},
-    {"tenant create", "SLUG", 1, 1, create_opts,
+    {"tenant create", "SLUG", 0, 1, create_opts,
      "create a tenant with its domains and settings, then its storage: migrations and seed "
-     "(or a clone of storage.template); all or nothing", cli_tenant_create, 0},
+     "(or a clone of storage.template); all or nothing; --from-file: one tenant a line, "
+     "-j N at once", cli_tenant_create, 0},
     {"tenant list", "", 0, 0, list_opts, "list tenants in slug order, a page at a time",
      cli_tenant_list, 0},
     {"tenant show", "SLUG", 1, 1, NULL, "every field of a tenant, its domains and settings",
@@ -140,7 +143,7 @@ static const cli_cmd commands[] = {
 
 /* ---- errors ----------------------------------------------------------------------------------- */
 
-static const char *rc_code(int rc)
+const char *cli_rc_code(int rc)
 {
     switch (rc) {
     case TN_EXISTS: return "exists";
@@ -161,7 +164,7 @@ int cli_fail(cli *c, int rc, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(c->err, sizeof(c->err), fmt, ap);
     va_end(ap);
-    c->code = rc_code(rc);
+    c->code = cli_rc_code(rc);
     return CLI_EXIT_FAIL;
 }
 

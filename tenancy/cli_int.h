@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -90,6 +91,9 @@ struct cli {
  * CLI_EXIT_FAIL. Nothing may be printed to stdout after it. */
 int cli_fail(cli *c, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* The JSON code of a tn_rc: "exists", "notfound", "invalid", ..., "error". */
+const char *cli_rc_code(int rc);
+
 /* A usage error for the current command; returns CLI_EXIT_USAGE. */
 int cli_usage(cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -148,6 +152,58 @@ int cli_import(cli *c, const cli_args *a);
 int cli_tenant_restore(cli *c, const cli_args *a);
 int cli_purge(cli *c, const cli_args *a);
 int cli_check(cli *c, const cli_args *a);
+
+/* ---- the parallel runner (cli_jobs.c): tenancy migrate, tenancy tenant create --from-file ---- */
+
+#define CLI_JOBS_MAX 64            /* workers at most (-j) */
+#define CLI_JOBS_RESULT_MAX 4096   /* a result is written whole in one write (PIPE_BUF) */
+
+/* What a task is. Tasks are the indexes 0..ntasks-1; a worker is a forked child that keeps
+ * what it sets up in worker_begin (its own registry and storage connections) for all its
+ * tasks. A result is result_size bytes (<= CLI_JOBS_RESULT_MAX) and starts with the task's
+ * int32_t index, set by the runner. */
+typedef struct cli_jobs_ops {
+    size_t result_size;
+    void (*worker_begin)(void *ctx);                       /* in the worker; may be NULL */
+    bool (*work)(void *ctx, int idx, void *result);        /* in the worker: the result is
+                                                              zeroed but for its index; false
+                                                              ends the worker once it is sent */
+    void (*worker_end)(void *ctx);                         /* in the worker; may be NULL */
+    bool (*take)(void *ctx, const void *result);           /* in the parent: true = failed */
+    void (*lost)(void *ctx, int idx, const char *why);     /* in the parent: its worker died
+                                                              with it in hand (a failure) */
+    int hard_signal;   /* what a second SIGINT/SIGTERM sends the workers */
+} cli_jobs_ops;
+
+typedef struct cli_jobs {
+    const cli_jobs_ops *ops;
+    void *ctx;
+    int ntasks, nworkers;
+    pid_t pid[CLI_JOBS_MAX];
+    int task_fd[CLI_JOBS_MAX];
+    int busy[CLI_JOBS_MAX];      /* the task in hand, -1 when idle */
+    bool alive[CLI_JOBS_MAX];
+    int result_fd;
+    int next;                    /* the next task to hand out; those from here were not */
+    int limit;                   /* hand out tasks below this index only (a canary) */
+    int done, failed;
+    const char *stopped;         /* why the run stopped early, NULL when it did not */
+    bool bar;                    /* the progress bar (stderr is a terminal) */
+    int64_t t0, last_bar;
+    bool started;
+    struct sigaction old_int, old_term;
+} cli_jobs;
+
+/* Install the stop handlers (SIGINT, SIGTERM) and fork min(nworkers, ntasks) workers. The
+ * caller's registry connection must be closed first (a worker opens its own). TN_OK, or
+ * TN_IO with err set (cli_jobs_finish still ends the ones started). */
+int cli_jobs_start(cli_jobs *j, const cli_jobs_ops *ops, void *ctx, int ntasks, int nworkers,
+                   char *err, size_t errlen);
+/* Hand out tasks [j->next, limit) until all came back or the run stopped (a signal, stop on
+ * error, no worker left); the progress bar meanwhile. May be called again (after a canary). */
+void cli_jobs_run(cli_jobs *j, int limit, bool stop_on_error);
+/* End the workers (each after the task in hand), clear the bar, restore the handlers. */
+void cli_jobs_finish(cli_jobs *j);
 
 /* cli_migrate.c, for the create path too: a path option of tenancyd.conf (storage.migrations,
  * storage.seed), a relative one taken from the configuration file's folder; and the

@@ -6,7 +6,8 @@
  *   tenancy migrate status            (or: tenancy migrate --status)
  *
  * Shape: the parent builds the list of tenants from the registry (one paged query per 1,000
- * tenants, no per-tenant lookups), closes its registry connection, then forks N workers.
+ * tenants, no per-tenant lookups), closes its registry connection, then forks N workers
+ * (the runner of cli_jobs.c, shared with `tenancy tenant create --from-file`).
  * Each worker opens its own registry connection and its own storage connections (a libpq
  * socket or a SQLite handle must never be shared across fork), takes one tenant at a time
  * from its task pipe (an index into the list it inherited), migrates it (storage/migrate.h:
@@ -42,18 +43,11 @@
 #include "storage/target.h"
 #include "tenancy/placement.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#define MAX_JOBS 64
 #define PAGE 1000
 
 /* ---- shared with cli_tenant.c -------------------------------------------------------------- */
@@ -203,40 +197,7 @@ typedef struct wire_result {
 } wire_result;
 
 /* One write() of at most PIPE_BUF bytes is atomic: results of several workers never mix. */
-_Static_assert(sizeof(wire_result) <= 4096, "a result must fit in PIPE_BUF");
-
-static int write_all(int fd, const void *p, size_t n)
-{
-    const char *s = p;
-    while (n > 0) {
-        ssize_t w = write(fd, s, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        s += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* 1: read all; 0: EOF before anything; -1: error or EOF in the middle. */
-static int read_all(int fd, void *p, size_t n)
-{
-    char *d = p;
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = read(fd, d + got, n - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -1;
-        if (r == 0)
-            return got == 0 ? 0 : -1;
-        got += (size_t)r;
-    }
-    return 1;
-}
+_Static_assert(sizeof(wire_result) <= CLI_JOBS_RESULT_MAX, "a result must fit in PIPE_BUF");
 
 /* ---- a worker ------------------------------------------------------------------------------------ */
 
@@ -361,108 +322,48 @@ static void migrate_one(worker_ctx *w, const job *j, wire_result *r)
     r->ms = clock_mono_ms() - t0;
 }
 
-static TN_NORETURN void worker_main(const tenancy_config *tc, const migration_set *set,
-                                    const job_list *l, int task_fd, int result_fd)
-{
-    worker_ctx w;
-    memset(&w, 0, sizeof(w));
-    w.tc = tc;
-    w.set = set;
-    char err[1024];
-    int open_rc = registry_open(tc->registry_uri, NULL, &w.reg, err, sizeof(err));
-    for (;;) {
-        int32_t idx;
-        if (read_all(task_fd, &idx, sizeof(idx)) != 1 || idx < 0 || idx >= l->n)
-            break;
-        wire_result r;
-        memset(&r, 0, sizeof(r));
-        r.idx = idx;
-        if (open_rc != TN_OK) {
-            r.status = JOB_FAILED;
-            snprintf(r.error, sizeof(r.error), "the worker cannot open the registry: %s", err);
-        } else {
-            migrate_one(&w, &l->v[idx], &r);
-        }
-        if (write_all(result_fd, &r, sizeof(r)) < 0)
-            break;
-    }
-    for (int i = 0; i < w.nconns; i++)
-        db_close(w.conns[i].db);
-    registry_close(w.reg);
-    _exit(0);
-}
-
-/* ---- the parent ---------------------------------------------------------------------------------- */
-
-static volatile sig_atomic_t stop_signals;
-static void on_stop(int sig)
-{
-    (void)sig;
-    stop_signals++;
-}
+/* ---- the run: tasks are indexes into the job list (cli_jobs.c runs them) ------------------------ */
 
 typedef struct run {
     cli *c;
     job_list *l;
-    int nworkers;
-    pid_t pid[MAX_JOBS];
-    int task_fd[MAX_JOBS];
-    int busy[MAX_JOBS];          /* the job index in hand, -1 when idle */
-    bool alive[MAX_JOBS];
-    int result_fd;
-    int next;                    /* the next job to hand out */
-    int limit;                   /* hand out jobs below this index only (the canary) */
-    int done, failed;
-    const char *stopped;         /* why the run stopped early, NULL when it did not */
-    bool bar;
-    int64_t t0, last_bar;
+    const migration_set *set;
+    worker_ctx w;                /* in a worker */
+    int open_rc;                 /* in a worker: its registry_open */
+    char open_err[1024];
+    cli_jobs j;
 } run;
 
-static void draw_bar(run *r, bool final)
+static void worker_begin(void *ctx)
 {
-    if (!r->bar)
-        return;
-    int64_t now = clock_mono_ms();
-    if (!final && now - r->last_bar < 100)
-        return;
-    r->last_bar = now;
-    int total = r->l->n;
-    double secs = (double)(now - r->t0) / 1000.0;
-    double rate = secs > 0 ? r->done / secs : 0;
-    int width = 30, fill = total > 0 ? (int)((long)r->done * width / total) : width;
-    char eta[32] = "--:--";
-    if (rate > 0 && r->done < total) {
-        long s = (long)((total - r->done) / rate + 0.5);
-        snprintf(eta, sizeof(eta), "%ld:%02ld", s / 60, s % 60);
-    } else if (r->done == total) {
-        snprintf(eta, sizeof(eta), "0:00");
-    }
-    fprintf(stderr, "\r[");
-    for (int i = 0; i < width; i++)
-        fputc(i < fill ? '#' : '.', stderr);
-    fprintf(stderr, "] %d/%d %3d%%  %.1f tenants/s  ETA %s", r->done, total,
-            total > 0 ? r->done * 100 / total : 100, rate, eta);
-    if (r->failed > 0)
-        fprintf(stderr, "  %d failed", r->failed);
-    fputs("\033[K", stderr);
-    if (final)
-        fputs("\r\033[K", stderr);   /* the table follows on a clean line */
-    fflush(stderr);
+    run *r = ctx;
+    memset(&r->w, 0, sizeof(r->w));
+    r->w.tc = &r->c->cfg->tenancy;
+    r->w.set = r->set;
+    r->open_rc = registry_open(r->w.tc->registry_uri, NULL, &r->w.reg, r->open_err,
+                               sizeof(r->open_err));
 }
 
-static bool hand_out(run *r, int w)
+static bool worker_task(void *ctx, int idx, void *result)
 {
-    if (r->stopped != NULL || r->next >= r->limit || !r->alive[w])
-        return false;
-    int32_t idx = r->next;
-    if (write_all(r->task_fd[w], &idx, sizeof(idx)) < 0) {
-        r->alive[w] = false;
-        return false;
+    run *r = ctx;
+    wire_result *res = result;
+    if (r->open_rc != TN_OK) {
+        res->status = JOB_FAILED;
+        snprintf(res->error, sizeof(res->error), "the worker cannot open the registry: %s",
+                 r->open_err);
+    } else {
+        migrate_one(&r->w, &r->l->v[idx], res);
     }
-    r->l->v[idx].status = JOB_RUNNING;
-    r->busy[w] = idx;
-    r->next++;
     return true;
+}
+
+static void worker_end(void *ctx)
+{
+    run *r = ctx;
+    for (int i = 0; i < r->w.nconns; i++)
+        db_close(r->w.conns[i].db);
+    registry_close(r->w.reg);
 }
 
 static void set_text(char **dst, const char *s)
@@ -471,10 +372,10 @@ static void set_text(char **dst, const char *s)
     *dst = s != NULL && s[0] != '\0' ? strdup(s) : NULL;
 }
 
-static void take_result(run *r, const wire_result *res)
+static bool take_result(void *ctx, const void *result)
 {
-    if (res->idx < 0 || res->idx >= r->l->n)
-        return;
+    run *r = ctx;
+    const wire_result *res = result;
     job *j = &r->l->v[res->idx];
     j->status = res->status;
     snprintf(j->from, sizeof(j->from), "%s", res->from);
@@ -484,179 +385,26 @@ static void take_result(run *r, const wire_result *res)
     j->nwarnings = res->nwarnings;
     set_text(&j->error, res->error);
     set_text(&j->warning, res->warning);
-    r->done++;
-    if (j->status == JOB_FAILED)
-        r->failed++;
-    for (int w = 0; w < r->nworkers; w++)
-        if (r->busy[w] == res->idx)
-            r->busy[w] = -1;
+    return j->status == JOB_FAILED;
 }
 
-/* A worker that exited: what it had in hand failed. */
-static void reap(run *r)
+static void lost_job(void *ctx, int idx, const char *why)
 {
-    int st;
-    pid_t pid;
-    while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
-        for (int w = 0; w < r->nworkers; w++) {
-            if (r->pid[w] != pid)
-                continue;
-            r->alive[w] = false;
-            r->pid[w] = 0;
-            if (r->busy[w] >= 0) {
-                job *j = &r->l->v[r->busy[w]];
-                char why[96];
-                if (WIFSIGNALED(st))
-                    snprintf(why, sizeof(why), "its worker was killed by signal %d",
-                             WTERMSIG(st));
-                else
-                    snprintf(why, sizeof(why), "its worker exited (status %d)",
-                             WEXITSTATUS(st));
-                j->status = JOB_FAILED;
-                set_text(&j->error, why);
-                r->done++;
-                r->failed++;
-                r->busy[w] = -1;
-            }
-        }
-    }
+    run *r = ctx;
+    r->l->v[idx].status = JOB_FAILED;
+    set_text(&r->l->v[idx].error, why);
 }
 
-static int busy_workers(const run *r)
-{
-    int n = 0;
-    for (int w = 0; w < r->nworkers; w++)
-        n += r->alive[w] && r->busy[w] >= 0;
-    return n;
-}
-
-static int alive_workers(const run *r)
-{
-    int n = 0;
-    for (int w = 0; w < r->nworkers; w++)
-        n += r->alive[w];
-    return n;
-}
-
-/* Run jobs [r->next, limit) until all came back or the run stopped. */
-static void run_phase(run *r, int limit, bool stop_on_error)
-{
-    r->limit = limit;
-    for (int w = 0; w < r->nworkers; w++)
-        if (r->busy[w] < 0)
-            hand_out(r, w);
-    while (busy_workers(r) > 0 || (r->stopped == NULL && r->next < r->limit &&
-                                   alive_workers(r) > 0)) {
-        if (stop_signals == 1 && r->stopped == NULL)
-            r->stopped = "interrupted";
-        if (stop_signals >= 2) {   /* the second signal: no waiting */
-            for (int w = 0; w < r->nworkers; w++)
-                if (r->alive[w] && r->pid[w] > 0)
-                    kill(r->pid[w], SIGKILL);
-        }
-        struct pollfd pfd = {.fd = r->result_fd, .events = POLLIN};
-        int pr = poll(&pfd, 1, 100);
-        if (pr > 0 && (pfd.revents & (POLLIN | POLLHUP))) {
-            wire_result res;
-            int got = read_all(r->result_fd, &res, sizeof(res));
-            if (got == 1) {
-                take_result(r, &res);
-                if (stop_on_error && r->failed > 0 && r->stopped == NULL)
-                    r->stopped = "stop on error";
-                for (int w = 0; w < r->nworkers; w++)
-                    if (r->busy[w] < 0)
-                        hand_out(r, w);
-            } else if (got == 0) {
-                reap(r);
-                if (alive_workers(r) == 0)
-                    break;
-            }
-        }
-        reap(r);
-        for (int w = 0; w < r->nworkers; w++)
-            if (r->busy[w] < 0)
-                hand_out(r, w);
-        draw_bar(r, false);
-    }
-}
-
-static int start_workers(run *r, const migration_set *set, char *err, size_t errlen)
-{
-    int res[2];
-    if (pipe2(res, O_CLOEXEC) < 0) {
-        snprintf(err, errlen, "pipe: %s", strerror(errno));
-        return TN_IO;
-    }
-    r->result_fd = res[0];
-    const tenancy_config *tc = &r->c->cfg->tenancy;
-    fflush(NULL);
-    /* Signals blocked across fork: a child must not run the parent's handler before it has
-     * set its own dispositions. */
-    sigset_t all, old;
-    sigfillset(&all);
-    sigprocmask(SIG_BLOCK, &all, &old);
-    pid_t parent = getpid();
-    int rc = TN_OK;
-    for (int w = 0; w < r->nworkers; w++) {
-        int task[2];
-        if (pipe2(task, O_CLOEXEC) < 0) {
-            snprintf(err, errlen, "pipe: %s", strerror(errno));
-            rc = TN_IO;
-            break;
-        }
-        pid_t pid = fork();
-        if (pid < 0) {
-            close(task[0]);
-            close(task[1]);
-            snprintf(err, errlen, "fork: %s", strerror(errno));
-            rc = TN_IO;
-            break;
-        }
-        if (pid == 0) {
-            signal(SIGINT, SIG_IGN);     /* the parent decides when to stop */
-            signal(SIGTERM, SIG_DFL);
-            signal(SIGHUP, SIG_DFL);
-            signal(SIGPIPE, SIG_DFL);
-            prctl(PR_SET_PDEATHSIG, SIGTERM);
-            sigprocmask(SIG_SETMASK, &old, NULL);
-            if (getppid() != parent)     /* the parent died before prctl */
-                _exit(1);
-            for (int k = 0; k < w; k++)  /* other workers' pipes */
-                close(r->task_fd[k]);
-            close(task[1]);
-            close(res[0]);
-            worker_main(tc, set, r->l, task[0], res[1]);
-        }
-        close(task[0]);
-        r->pid[w] = pid;
-        r->task_fd[w] = task[1];
-        r->busy[w] = -1;
-        r->alive[w] = true;
-    }
-    close(res[1]);   /* EOF once every worker is gone */
-    sigprocmask(SIG_SETMASK, &old, NULL);
-    return rc;
-}
-
-static void stop_workers(run *r)
-{
-    for (int w = 0; w < r->nworkers; w++)
-        if (r->task_fd[w] >= 0) {
-            close(r->task_fd[w]);   /* EOF: the worker exits after its tenant */
-            r->task_fd[w] = -1;
-        }
-    for (int w = 0; w < r->nworkers; w++)
-        if (r->pid[w] > 0) {
-            int st;
-            while (waitpid(r->pid[w], &st, 0) < 0 && errno == EINTR)
-                if (stop_signals >= 2)
-                    kill(r->pid[w], SIGKILL);
-            r->pid[w] = 0;
-        }
-    if (r->result_fd >= 0)
-        close(r->result_fd);
-    r->result_fd = -1;
-}
+/* A second signal kills the workers: the transaction of the file in hand rolls back. */
+static const cli_jobs_ops migrate_ops = {
+    .result_size = sizeof(wire_result),
+    .worker_begin = worker_begin,
+    .work = worker_task,
+    .worker_end = worker_end,
+    .take = take_result,
+    .lost = lost_job,
+    .hard_signal = SIGKILL,
+};
 
 /* ---- output ---------------------------------------------------------------------------------------- */
 
@@ -673,7 +421,7 @@ static void print_json(cli *c, const run *r, const migration_set *set, int jobs,
     int n[6];
     count_status(r->l, n);
     buf *b = &c->out;
-    bool ok = n[JOB_FAILED] == 0 && r->stopped == NULL;
+    bool ok = n[JOB_FAILED] == 0 && r->j.stopped == NULL;
     buf_puts(b, "{\"ok\":");
     buf_puts(b, ok ? "true" : "false");
     if (!ok) {
@@ -682,7 +430,7 @@ static void print_json(cli *c, const run *r, const migration_set *set, int jobs,
             snprintf(msg, sizeof(msg), "%d tenant%s failed", n[JOB_FAILED],
                      n[JOB_FAILED] == 1 ? "" : "s");
         else
-            snprintf(msg, sizeof(msg), "stopped (%s)", r->stopped);
+            snprintf(msg, sizeof(msg), "stopped (%s)", r->j.stopped);
         buf_puts(b, ",\"error\":");
         buf_json_str(b, msg);
         buf_puts(b, ",\"code\":\"error\"");
@@ -699,7 +447,7 @@ static void print_json(cli *c, const run *r, const migration_set *set, int jobs,
     else
         buf_puts(b, "null");
     buf_puts(b, ",\"stopped\":");
-    buf_json_str(b, r->stopped);
+    buf_json_str(b, r->j.stopped);
     buf_puts(b, ",\"total\":");
     buf_i64(b, r->l->n);
     static const int shown[] = {JOB_MIGRATED, JOB_CURRENT, JOB_FAILED, JOB_SKIPPED};
@@ -782,9 +530,9 @@ static void print_text(cli *c, const run *r, const migration_set *set, double se
                "(%.1f tenants/s)", r->l->n, r->l->n == 1 ? "" : "s",
             migrate_latest(set)[0] ? migrate_latest(set) : "(no migrations)", n[JOB_MIGRATED],
             n[JOB_CURRENT], n[JOB_FAILED], n[JOB_SKIPPED], secs,
-            secs > 0 ? r->done / secs : 0.0);
-    if (r->stopped != NULL)
-        fprintf(f, "; stopped: %s", r->stopped);
+            secs > 0 ? r->j.done / secs : 0.0);
+    if (r->j.stopped != NULL)
+        fprintf(f, "; stopped: %s", r->j.stopped);
     fputc('\n', f);
 }
 
@@ -920,7 +668,7 @@ int cli_migrate(cli *c, const cli_args *a)
     if (all == (a->npos > 0))
         return cli_usage(c, "give --all or the slugs of the tenants to migrate (not both)");
     int jobs = 1, canary = 0;
-    int rc = cli_opt_int(c, a, "-j", 1, MAX_JOBS, &jobs);
+    int rc = cli_opt_int(c, a, "-j", 1, CLI_JOBS_MAX, &jobs);
     if (rc == 0)
         rc = cli_opt_int(c, a, "--canary", 1, 1000000, &canary);
     if (rc != 0)
@@ -947,43 +695,26 @@ int cli_migrate(cli *c, const cli_args *a)
     memset(&r, 0, sizeof(r));
     r.c = c;
     r.l = &l;
-    r.nworkers = jobs < l.n ? jobs : (l.n > 0 ? l.n : 1);
-    r.result_fd = -1;
-    for (int w = 0; w < MAX_JOBS; w++)
-        r.task_fd[w] = -1;
-    r.bar = isatty(STDERR_FILENO) == 1;
+    r.set = set;
     /* The workers open their own connections: the parent's must not be inherited in use. */
     registry_close(c->reg);
     c->reg = NULL;
 
-    struct sigaction sa, old_int, old_term;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_stop;
-    sigemptyset(&sa.sa_mask);
-    stop_signals = 0;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    signal(SIGPIPE, SIG_IGN);   /* a worker that died: its task pipe's write fails instead */
-
     char err[512] = "";
-    r.t0 = clock_mono_ms();
-    rc = l.n > 0 ? start_workers(&r, set, err, sizeof(err)) : TN_OK;
+    rc = cli_jobs_start(&r.j, &migrate_ops, &r, l.n, jobs, err, sizeof(err));
     if (rc == TN_OK && l.n > 0) {
         if (canary > 0 && canary < l.n) {
-            run_phase(&r, canary, stop_on_error);
-            if (r.failed > 0 && r.stopped == NULL)
-                r.stopped = "a canary failed";
+            cli_jobs_run(&r.j, canary, stop_on_error);
+            if (r.j.failed > 0 && r.j.stopped == NULL)
+                r.j.stopped = "a canary failed";
         }
-        if (r.stopped == NULL)
-            run_phase(&r, l.n, stop_on_error);
-        if (r.stopped == NULL && r.next < l.n)
-            r.stopped = "no worker left";   /* every worker died */
+        if (r.j.stopped == NULL)
+            cli_jobs_run(&r.j, l.n, stop_on_error);
+        if (r.j.stopped == NULL && r.j.next < l.n)
+            r.j.stopped = "no worker left";   /* every worker died */
     }
-    stop_workers(&r);
-    draw_bar(&r, true);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-    double secs = (double)(clock_mono_ms() - r.t0) / 1000.0;
+    cli_jobs_finish(&r.j);
+    double secs = (double)(clock_mono_ms() - r.j.t0) / 1000.0;
     for (int i = 0; i < l.n; i++)
         if (l.v[i].status == JOB_PENDING || l.v[i].status == JOB_RUNNING)
             l.v[i].status = JOB_SKIPPED;
@@ -993,18 +724,18 @@ int cli_migrate(cli *c, const cli_args *a)
         status_code = cli_fail(c, rc, "cannot start the workers: %s", err);
     } else {
         if (c->json)
-            print_json(c, &r, set, r.nworkers, canary, secs);
+            print_json(c, &r, set, r.j.nworkers, canary, secs);
         else
             print_text(c, &r, set, secs);
         int n[6];
         count_status(&l, n);
-        if (n[JOB_FAILED] > 0 || r.stopped != NULL) {
+        if (n[JOB_FAILED] > 0 || r.j.stopped != NULL) {
             status_code = n[JOB_FAILED] > 0
                               ? cli_fail(c, TN_ERR, "%d of %d tenant%s failed%s%s",
                                          n[JOB_FAILED], l.n, l.n == 1 ? "" : "s",
-                                         r.stopped ? "; stopped: " : "",
-                                         r.stopped ? r.stopped : "")
-                              : cli_fail(c, TN_ERR, "stopped: %s", r.stopped);
+                                         r.j.stopped ? "; stopped: " : "",
+                                         r.j.stopped ? r.j.stopped : "")
+                              : cli_fail(c, TN_ERR, "stopped: %s", r.j.stopped);
             c->keep_out = true;   /* the JSON document is the table, with error and code */
         }
     }

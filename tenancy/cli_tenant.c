@@ -18,6 +18,12 @@
  * entry removed, and the message names the step. A storage that was already there is never
  * dropped: it is not ours.
  *
+ * `tenant create --from-file FILE -j N` runs the same steps (provision_tenant: one function
+ * for both) for each line of FILE on the parallel runner of cli_jobs.c: N forked workers,
+ * each keeping its registry connection and, in schema mode, one server connection for all
+ * its tenants (provision_keep), so a tenant costs no process start and no new backend. Each
+ * tenant stays its own unit: a failing one is undone alone and reported; the run goes on.
+ *
  * Must not: check what the registry checks (slugs, domains, limits: its message is the one
  * shown), or print to stdout before the change succeeded.
  */
@@ -30,6 +36,7 @@
 #include "tenancy/lookup.h"
 #include "tenancy/placement.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,11 +48,9 @@
 
 /* ---- provisioning (the create path) -------------------------------------------------------- */
 
-typedef struct provision {
-    /* the plan, made before anything is created */
+/* What every tenant of one command gets, made before anything is created. */
+typedef struct provision_plan {
     const placement *placement;
-    char storage[4096];          /* its storage name (placement_storage_name) */
-    storage_target target;
     migration_set *set;          /* storage.migrations (maybe empty) */
     char *seed_sql;              /* storage.seed, NULL when none or --no-seed */
     char seed_path[4096];
@@ -53,7 +58,13 @@ typedef struct provision {
     int final_state;             /* active, or provisioning with --state provisioning */
     tenant_rec *tpl;             /* storage.template's entry (--from-template) */
     storage_target tpl_target;
-    /* what happened */
+} provision_plan;
+
+/* One tenant: its storage, and what happened. */
+typedef struct provision {
+    const provision_plan *plan;
+    char storage[4096];          /* its storage name (placement_storage_name) */
+    storage_target target;
     int64_t id;
     bool cloned, replayed;       /* replayed: --from-template in schema mode */
     migrate_result mr;
@@ -61,16 +72,26 @@ typedef struct provision {
     int64_t ms;
 } provision;
 
-static void provision_free(provision *p)
+/* What a process keeps from one tenant to the next (create --from-file): in schema mode its
+ * one connection to the placement's server, re-scoped per tenant between transactions (the
+ * schema scope is per transaction: db.h), and replaced after placement.NAME.max_tenants
+ * schemas (a backend's catalog cache grows with every schema it touches). A single create
+ * keeps nothing. */
+typedef struct provision_keep {
+    tn_db *db;
+    int served, max;
+} provision_keep;
+
+static void plan_free(provision_plan *p)
 {
     migrate_free(p->set);
     free(p->seed_sql);
     free(p->tpl);
 }
 
-/* Everything that can be refused is refused here, before the registry or a storage is
- * touched: the placement, the storage name, the migration folder, the seed, the template. */
-static int provision_prepare(cli *c, const char *pname, const char *slug, provision *p)
+/* Everything that can be refused for all tenants alike is refused here, before the registry
+ * or a storage is touched: the placement, the migration folder, the seed, the template. */
+static int provision_prepare(cli *c, const char *pname, provision_plan *p)
 {
     const tenancy_config *tc = &c->cfg->tenancy;
     char err[1024];
@@ -80,11 +101,6 @@ static int provision_prepare(cli *c, const char *pname, const char *slug, provis
     if (p->placement == NULL)
         return cli_fail(c, TN_NOTFOUND, "no placement '%s' (sqlite, or one declared with "
                                          "placement.%s.dsn in tenancyd.conf)", pname, pname);
-    if (placement_storage_name(tc, p->placement, slug, p->storage, sizeof(p->storage)) != TN_OK)
-        return cli_fail(c, TN_TOOBIG, "the storage name of '%s' is too long", slug);
-    if (placement_target_of(tc, pname, p->storage, NULL, &p->target) != TN_OK)
-        return cli_fail(c, TN_INVALID, "placement '%s' cannot be used", pname);
-    p->target.statement_timeout_ms = 0;   /* a migration may take longer than a request */
     int rc = cli_migrations_load(c, &p->set);
     if (rc != 0)
         return rc;
@@ -118,7 +134,9 @@ static int provision_prepare(cli *c, const char *pname, const char *slug, provis
 }
 
 /* SIGINT, SIGTERM and SIGHUP only set a flag while a tenant is provisioned: the running step
- * ends, then everything is undone (a signal's default action would leave a tenant half made). */
+ * ends, then everything is undone (a signal's default action would leave a tenant half made).
+ * A signal ignored on entry stays ignored: a worker of create --from-file ignores SIGINT
+ * (its parent decides) and finishes the tenant in hand. */
 static volatile sig_atomic_t interrupted;
 static void on_signal(int sig) { interrupted = sig; }
 
@@ -131,8 +149,11 @@ static void hold_signals(struct sigaction *old)
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     interrupted = 0;
-    for (size_t i = 0; i < TN_ARRAY_LEN(held_signals); i++)
-        sigaction(held_signals[i], &sa, &old[i]);
+    for (size_t i = 0; i < TN_ARRAY_LEN(held_signals); i++) {
+        sigaction(held_signals[i], NULL, &old[i]);
+        if (old[i].sa_handler != SIG_IGN)
+            sigaction(held_signals[i], &sa, NULL);
+    }
 }
 
 /* Whether to take the next step: the previous ones succeeded and no signal came. The step is
@@ -176,23 +197,53 @@ static int give_storage(cli *c, const provision *p, char *err, size_t errlen)
     return rc == TN_OK ? cli_give(p->storage, uid, gid, true, err, errlen) : rc;
 }
 
-static int provision_run(cli *c, const registry_new *n, provision *p)
+/* The connection to the new storage: keep's (re-scoped) in schema mode when there is one,
+ * else a new one (kept in keep when keep is given). */
+static int storage_open(provision *p, provision_keep *keep, tn_db **db, char *err,
+                        size_t errlen)
 {
+    if (keep == NULL || p->target.kind != TARGET_PG_SCHEMA)
+        return target_open(&p->target, db, err, errlen);
+    if (keep->db != NULL && (keep->served >= keep->max || !db_is_clean(keep->db) ||
+                             db_set_schema_scope(keep->db, p->target.name) != TN_OK)) {
+        db_close(keep->db);
+        keep->db = NULL;
+    }
+    if (keep->db == NULL) {
+        int rc = target_open(&p->target, &keep->db, err, errlen);
+        if (rc != TN_OK) {
+            keep->db = NULL;
+            return rc;
+        }
+        keep->served = 0;
+    }
+    keep->served++;
+    *db = keep->db;
+    return TN_OK;
+}
+
+/* Steps 2-5 for a tenant whose registry entry exists (state provisioning). TN_OK, or the
+ * failing step's code with msg (the whole sentence: step, reason, what was undone). */
+static int provision_run(cli *c, const registry_new *n, provision *p, provision_keep *keep,
+                         char *msg, size_t msglen)
+{
+    const provision_plan *pl = p->plan;
     char err[1024] = "", why[1400] = "";
     const char *step = "create the storage";
     bool created = false;
     int rc = TN_OK;
     tn_db *db = NULL;
+    tn_db *kept = keep != NULL ? keep->db : NULL;
     struct sigaction old[TN_ARRAY_LEN(held_signals)];
     hold_signals(old);
     int64_t t0 = clock_mono_ms();
 
-    if (p->from_template && p->target.kind != TARGET_PG_SCHEMA) {
-        rc = migrate_clone(&p->tpl_target, &p->target, err, sizeof(err));
+    if (pl->from_template && p->target.kind != TARGET_PG_SCHEMA) {
+        rc = migrate_clone(&pl->tpl_target, &p->target, err, sizeof(err));
         p->cloned = rc == TN_OK;
     } else {
-        p->replayed = p->from_template;   /* schema mode: no clone in PostgreSQL */
-        rc = target_create(&p->target, err, sizeof(err));
+        p->replayed = pl->from_template;   /* schema mode: no clone in PostgreSQL */
+        rc = target_create_on(kept, &p->target, err, sizeof(err));
     }
     created = rc == TN_OK;   /* TN_EXISTS: someone else's storage, left alone */
     if (rc == TN_OK)
@@ -201,13 +252,13 @@ static int provision_run(cli *c, const registry_new *n, provision *p)
         snprintf(why, sizeof(why), "%s", err);
 
     if (next_step(&rc, &step, "open the storage", why, sizeof(why))) {
-        rc = target_open(&p->target, &db, err, sizeof(err));
+        rc = storage_open(p, keep, &db, err, sizeof(err));
         if (rc != TN_OK)
             snprintf(why, sizeof(why), "%s", err);
     }
-    if ((migrate_count(p->set) > 0 || p->cloned) &&
+    if ((migrate_count(pl->set) > 0 || p->cloned) &&
         next_step(&rc, &step, "apply the migrations", why, sizeof(why))) {
-        rc = migrate_apply(db, p->set, &p->mr);
+        rc = migrate_apply(db, pl->set, &p->mr);
         if (rc != TN_OK) {
             const migrate_error *e = &p->mr.error;
             if (e->statement > 0)
@@ -218,36 +269,44 @@ static int provision_run(cli *c, const registry_new *n, provision *p)
                          e->message);
         }
     }
-    if (p->seed_sql != NULL && next_step(&rc, &step, "run the seed", why, sizeof(why))) {
+    if (pl->seed_sql != NULL && next_step(&rc, &step, "run the seed", why, sizeof(why))) {
         char id[24];
         snprintf(id, sizeof(id), "%lld", (long long)p->id);
         const char *vals[] = {n->slug, n->name, id};
-        const char *label = strrchr(p->seed_path, '/');
+        const char *label = strrchr(pl->seed_path, '/');
         migrate_error e;
-        rc = migrate_seed(db, label ? label + 1 : p->seed_path, p->seed_sql, 3, vals, &e);
+        rc = migrate_seed(db, label ? label + 1 : pl->seed_path, pl->seed_sql, 3, vals, &e);
         p->seeded = rc == TN_OK;
         if (rc != TN_OK)
             snprintf(why, sizeof(why), "%s statement %d (line %d): %s", e.file, e.statement,
                      e.line, e.message);
     }
-    db_close(db);
+    if (keep != NULL && db != NULL && db == keep->db) {
+        if (!db_is_clean(db)) {   /* a broken connection is not reused */
+            db_close(db);
+            keep->db = NULL;
+        }
+    } else {
+        db_close(db);
+    }
     db = NULL;
     /* Once recorded the tenant is complete: a signal after that changes nothing. */
     if (next_step(&rc, &step, "record it in the registry", why, sizeof(why))) {
-        rc = registry_provisioned(c->reg, n->slug, p->mr.to, p->final_state, err, sizeof(err));
+        rc = registry_provisioned(c->reg, n->slug, p->mr.to, pl->final_state, err, sizeof(err));
         if (rc != TN_OK)
             snprintf(why, sizeof(why), "%s", err);
     }
     p->ms = clock_mono_ms() - t0;
     if (rc == TN_OK) {
         release_signals(old);
-        return 0;
+        return TN_OK;
     }
 
     /* Undo: the storage this command made, then the registry entry. */
     char undo[1200] = "";
     char e2[512];
-    if (created && target_drop(&p->target, e2, sizeof(e2)) != TN_OK)
+    if (created && target_drop_on(keep != NULL ? keep->db : NULL, &p->target, e2,
+                                  sizeof(e2)) != TN_OK)
         snprintf(undo, sizeof(undo), "; its storage %.500s could not be dropped (%s): drop it "
                                      "by hand", p->storage, e2);
     if (registry_purge(c->reg, n->slug, e2, sizeof(e2)) != TN_OK)
@@ -259,7 +318,35 @@ static int provision_run(cli *c, const registry_new *n, provision *p)
         snprintf(undo, sizeof(undo), created ? "; its storage was dropped and its registry "
                                                "entry removed"
                                              : "; its registry entry was removed");
-    return cli_fail(c, rc, "tenant '%s' not created: cannot %s: %s%s", n->slug, step, why, undo);
+    snprintf(msg, msglen, "tenant '%s' not created: cannot %s: %s%s", n->slug, step, why, undo);
+    return rc;
+}
+
+/* One tenant, start to end — the one function of both `tenant create SLUG` and each line of
+ * `tenant create --from-file`: its storage name (fixed from the start), the registry entry in
+ * state provisioning (the host answers 503 for it meanwhile), then provision_run. All or
+ * nothing. n->placement, n->storage and n->state are set here. TN_OK, or the code with msg. */
+static int provision_tenant(cli *c, registry_new *n, provision *p, provision_keep *keep,
+                            char *msg, size_t msglen)
+{
+    const provision_plan *pl = p->plan;
+    const tenancy_config *tc = &c->cfg->tenancy;
+    const char *pname = pl->placement->name;
+    if (placement_storage_name(tc, pl->placement, n->slug, p->storage, sizeof(p->storage)) !=
+        TN_OK) {
+        snprintf(msg, msglen, "the storage name of '%s' is too long", n->slug);
+        return TN_TOOBIG;
+    }
+    if (placement_target_of(tc, pname, p->storage, NULL, &p->target) != TN_OK) {
+        snprintf(msg, msglen, "placement '%s' cannot be used", pname);
+        return TN_INVALID;
+    }
+    p->target.statement_timeout_ms = 0;   /* a migration may take longer than a request */
+    n->state = TENANT_PROVISIONING;       /* until its storage is ready */
+    n->placement = pname;
+    n->storage = p->storage;
+    int rc = registry_create(c->reg, n, &p->id, msg, msglen);
+    return rc == TN_OK ? provision_run(c, n, p, keep, msg, msglen) : rc;
 }
 
 static int provisioned_cb(void *ctx, const tenant_rec *t, const registry_domain *d, int nd)
@@ -270,6 +357,7 @@ static int provisioned_cb(void *ctx, const tenant_rec *t, const registry_domain 
 
 static void provision_report(cli *c, const registry_new *n, int nd, const provision *p)
 {
+    const provision_plan *pl = p->plan;
     const migrate_result *m = &p->mr;
     for (int i = 0; i < m->nwarnings && i < MIGRATE_MAX_WARNINGS; i++)
         fprintf(stderr, "tenancy: warning: %s: %s\n", n->slug, m->warnings[i]);
@@ -283,7 +371,7 @@ static void provision_report(cli *c, const registry_new *n, int nd, const provis
             buf_puts(b, "null");
         buf_free(&t);
         buf_puts(b, ",\"storage\":{\"placement\":");
-        buf_json_str(b, p->placement->name);
+        buf_json_str(b, pl->placement->name);
         buf_puts(b, ",\"kind\":");
         buf_json_str(b, target_kind_name(p->target.kind));
         buf_puts(b, ",\"name\":");
@@ -295,7 +383,7 @@ static void provision_report(cli *c, const registry_new *n, int nd, const provis
         buf_puts(b, ",\"seeded\":");
         buf_puts(b, p->seeded ? "true" : "false");
         buf_puts(b, ",\"template\":");
-        buf_json_str(b, p->from_template ? p->tpl->slug : NULL);
+        buf_json_str(b, pl->from_template ? pl->tpl->slug : NULL);
         buf_puts(b, ",\"cloned\":");
         buf_puts(b, p->cloned ? "true" : "false");
         buf_puts(b, ",\"ms\":");
@@ -310,10 +398,10 @@ static void provision_report(cli *c, const registry_new *n, int nd, const provis
         return;
     }
     printf("created tenant '%s' (id %lld, %s, %d domain%s): %s %s", n->slug,
-           (long long)p->id, tenant_state_name(p->final_state), nd, nd == 1 ? "" : "s",
+           (long long)p->id, tenant_state_name(pl->final_state), nd, nd == 1 ? "" : "s",
            target_kind_name(p->target.kind), p->storage);
     if (p->cloned)
-        printf(", cloned from '%s'", p->tpl->slug);
+        printf(", cloned from '%s'", pl->tpl->slug);
     if (m->to[0] != '\0')
         printf(", migrations at %s (%d applied)", m->to, m->applied);
     if (p->seeded)
@@ -321,13 +409,56 @@ static void provision_report(cli *c, const registry_new *n, int nd, const provis
     printf(", in %lld ms\n", (long long)p->ms);
     if (p->replayed)
         printf("note: PostgreSQL cannot clone a schema: the migrations were replayed instead "
-               "of cloning '%s'\n", p->tpl->slug);
+               "of cloning '%s'\n", pl->tpl->slug);
 }
 
 /* ---- create ----------------------------------------------------------------------------------- */
 
+/* --setting KEY=VALUE...: a JSON object for registry_new.settings (a later KEY wins), into
+ * json. 0 or what cli_usage/cli_fail return. */
+static int settings_json(cli *c, const cli_args *a, buf *json)
+{
+    const char *sets[MAX_CREATE_SETTINGS + 1];
+    int ns = cli_opt_all(a, "--setting", sets, MAX_CREATE_SETTINGS + 1);
+    if (ns > MAX_CREATE_SETTINGS)
+        return cli_usage(c, "at most %d --setting options", MAX_CREATE_SETTINGS);
+    buf_putc(json, '{');
+    for (int i = 0; i < ns; i++) {
+        const char *eq = strchr(sets[i], '=');
+        if (eq == NULL || eq == sets[i])
+            return cli_usage(c, "--setting expects KEY=VALUE, not '%s'", sets[i]);
+        size_t vlen = strlen(eq + 1), klen = (size_t)(eq - sets[i]);
+        /* Checked here: the JSON writer would turn bad bytes into U+FFFD, silently. */
+        if (utf8_valid_prefix(sets[i], klen) != klen ||
+            utf8_valid_prefix(eq + 1, vlen) != vlen)
+            return cli_fail(c, TN_INVALID, "setting '%.*s' is not UTF-8 text", (int)klen,
+                            sets[i]);
+        if (i > 0)
+            buf_putc(json, ',');
+        buf_json_strn(json, sets[i], klen);
+        buf_putc(json, ':');
+        buf_json_str(json, eq + 1);
+    }
+    buf_putc(json, '}');
+    if (json->oom)
+        return cli_fail(c, TN_NOMEM, "out of memory");
+    return 0;
+}
+
+static int create_from_file(cli *c, const cli_args *a, const registry_new *tpl,
+                            provision_plan *plan);
+
 int cli_tenant_create(cli *c, const cli_args *a)
 {
+    const char *file = cli_opt(a, "--from-file");
+    if (a->npos == 0 && file == NULL)
+        return cli_usage(c, "'tenant create' needs SLUG, or --from-file FILE");
+    if (a->npos > 0 && file != NULL)
+        return cli_usage(c, "give the SLUG of one tenant or --from-file FILE, not both");
+    if (file != NULL && (cli_opt(a, "--name") != NULL || cli_opt(a, "--domain") != NULL))
+        return cli_usage(c, "with --from-file, the names and domains come from the file");
+    if (file == NULL && cli_opt(a, "-j") != NULL)
+        return cli_usage(c, "-j goes with --from-file");
     const char *slug = a->pos[0];
     const char *name = cli_opt(a, "--name");
     const char *domains[MAX_CREATE_DOMAINS + 1];
@@ -345,59 +476,480 @@ int cli_tenant_create(cli *c, const cli_args *a)
     int rc = cli_opt_int(c, a, "--max-workers", 0, 100000, &n.max_workers);
     if (rc != 0)
         return rc;
-
-    /* --setting KEY=VALUE...: a JSON object for registry_new.settings (a later KEY wins). */
-    const char *sets[MAX_CREATE_SETTINGS + 1];
-    int ns = cli_opt_all(a, "--setting", sets, MAX_CREATE_SETTINGS + 1);
-    if (ns > MAX_CREATE_SETTINGS)
-        return cli_usage(c, "at most %d --setting options", MAX_CREATE_SETTINGS);
     buf json = BUF_INIT;
-    buf_putc(&json, '{');
-    for (int i = 0; i < ns; i++) {
-        const char *eq = strchr(sets[i], '=');
-        if (eq == NULL || eq == sets[i]) {
-            buf_free(&json);
-            return cli_usage(c, "--setting expects KEY=VALUE, not '%s'", sets[i]);
-        }
-        size_t vlen = strlen(eq + 1), klen = (size_t)(eq - sets[i]);
-        /* Checked here: the JSON writer would turn bad bytes into U+FFFD, silently. */
-        if (utf8_valid_prefix(sets[i], klen) != klen ||
-            utf8_valid_prefix(eq + 1, vlen) != vlen) {
-            buf_free(&json);
-            return cli_fail(c, TN_INVALID, "setting '%.*s' is not UTF-8 text", (int)klen,
-                            sets[i]);
-        }
-        if (i > 0)
-            buf_putc(&json, ',');
-        buf_json_strn(&json, sets[i], klen);
-        buf_putc(&json, ':');
-        buf_json_str(&json, eq + 1);
-    }
-    buf_putc(&json, '}');
-    if (json.oom) {
+    rc = settings_json(c, a, &json);
+    if (rc != 0) {
         buf_free(&json);
-        return cli_fail(c, TN_NOMEM, "out of memory");
+        return rc;
     }
     n.settings = json.p;
 
-    provision p;
-    memset(&p, 0, sizeof(p));
-    p.final_state = n.state;
-    p.from_template = cli_opt(a, "--from-template") != NULL;
-    p.no_seed = cli_opt(a, "--no-seed") != NULL;
-    rc = provision_prepare(c, cli_opt(a, "--placement"), slug, &p);
-    if (rc == 0) {
-        n.state = TENANT_PROVISIONING;   /* until its storage is ready */
-        n.placement = p.placement->name;
-        n.storage = p.storage;
-        char err[1024];
-        int r = registry_create(c->reg, &n, &p.id, err, sizeof(err));
-        rc = r == TN_OK ? provision_run(c, &n, &p) : cli_fail(c, r, "%s", err);
+    provision_plan plan;
+    memset(&plan, 0, sizeof(plan));
+    plan.final_state = n.state;
+    plan.from_template = cli_opt(a, "--from-template") != NULL;
+    plan.no_seed = cli_opt(a, "--no-seed") != NULL;
+    rc = provision_prepare(c, cli_opt(a, "--placement"), &plan);
+    if (rc == 0 && file != NULL) {
+        rc = create_from_file(c, a, &n, &plan);
+    } else if (rc == 0) {
+        provision p;
+        memset(&p, 0, sizeof(p));
+        p.plan = &plan;
+        char msg[1024];
+        int r = provision_tenant(c, &n, &p, NULL, msg, sizeof(msg));
+        rc = r == TN_OK ? 0 : cli_fail(c, r, "%s", msg);
+        if (rc == 0)
+            provision_report(c, &n, nd, &p);
     }
     buf_free(&json);
-    if (rc == 0)
-        provision_report(c, &n, nd, &p);
-    provision_free(&p);
+    plan_free(&plan);
+    return rc;
+}
+
+/* ---- create --from-file ------------------------------------------------------------------------ */
+
+/* FILE: one tenant a line, tab-separated: SLUG [NAME [DOMAIN...]] (an empty NAME is the
+ * slug; the first domain is primary); blank lines and lines starting with '#' are skipped.
+ * Each tenant is created exactly as `tenant create SLUG` creates it (provision_tenant), on
+ * the runner of cli_jobs.c: -j N workers, each with its own registry connection and, in
+ * schema mode, one storage connection for all its tenants (provision_keep). A tenant that
+ * fails is undone alone and reported with its slug and reason; the others go on. */
+
+enum { BULK_PENDING, BULK_CREATED, BULK_FAILED, BULK_SKIPPED };
+static const char *const bulk_status[] = {"pending", "created", "failed", "skipped"};
+
+typedef struct bulk_line {
+    int lineno;
+    char *text;                  /* the line, cut at its tabs */
+    const char *slug, *name;
+    const char *domains[MAX_CREATE_DOMAINS];
+    int nd;
+    int status;
+    const char *code;            /* a failure's JSON code */
+    int64_t id, ms;
+    int applied, nwarnings;
+    bool seeded;
+    char version[MIGRATE_VERSION_MAX];
+    char *error, *warning;
+} bulk_line;
+
+typedef struct bulk {
+    cli *c;
+    const registry_new *tpl;     /* state, max_workers, settings for every tenant */
+    const provision_plan *plan;
+    bulk_line *v;
+    int n, cap;
+    int *task;                   /* task index -> line index (lines not refused on reading) */
+    int ntasks;
+    /* in a worker */
+    provision_keep keep;
+    int open_rc;
+    char open_err[1024];
+    cli_jobs j;
+} bulk;
+
+typedef struct bulk_result {
+    int32_t idx;
+    int32_t rc;                  /* TN_OK: created */
+    int32_t applied, nwarnings, seeded;
+    int64_t id, ms;
+    char version[MIGRATE_VERSION_MAX];
+    char error[1100];
+    char warning[256];
+} bulk_result;
+
+_Static_assert(sizeof(bulk_result) <= CLI_JOBS_RESULT_MAX, "a result must fit in PIPE_BUF");
+
+static void set_text(char **dst, const char *s)
+{
+    free(*dst);
+    *dst = s != NULL && s[0] != '\0' ? strdup(s) : NULL;
+}
+
+static void line_fail(bulk_line *l, const char *code, const char *msg)
+{
+    l->status = BULK_FAILED;
+    l->code = code;
+    set_text(&l->error, msg);
+}
+
+/* Read FILE ("-": stdin) into b->v. 0, or what cli_fail returns. */
+static int bulk_read(cli *c, const char *file, bulk *b)
+{
+    FILE *f = strcmp(file, "-") == 0 ? stdin : fopen(file, "r");
+    if (f == NULL)
+        return cli_fail(c, TN_IO, "--from-file %s: %s", file, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int lineno = 0, rc = 0;
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = '\0';
+        if (line[strspn(line, " \t")] == '\0' || line[0] == '#')
+            continue;
+        if (b->n == b->cap) {
+            int ncap = b->cap ? b->cap * 2 : 256;
+            bulk_line *nv = realloc(b->v, (size_t)ncap * sizeof(*nv));
+            if (nv == NULL) {
+                rc = cli_fail(c, TN_NOMEM, "out of memory");
+                break;
+            }
+            b->v = nv;
+            b->cap = ncap;
+        }
+        bulk_line *l = &b->v[b->n];
+        memset(l, 0, sizeof(*l));
+        l->lineno = lineno;
+        l->text = strdup(line);
+        if (l->text == NULL) {
+            rc = cli_fail(c, TN_NOMEM, "out of memory");
+            break;
+        }
+        b->n++;
+        char *save = l->text, *field;
+        int k = 0;
+        while ((field = strsep(&save, "\t")) != NULL) {
+            if (k == 0)
+                l->slug = field;
+            else if (k == 1)
+                l->name = field[0] != '\0' ? field : NULL;
+            else if (field[0] == '\0')
+                continue;
+            else if (l->nd < MAX_CREATE_DOMAINS)
+                l->domains[l->nd++] = field;
+            else
+                line_fail(l, "invalid", "more than 64 domains");
+            k++;
+        }
+        if (l->name == NULL)
+            l->name = l->slug;
+        if (l->slug[0] == '\0')
+            line_fail(l, "invalid", "no slug (the line starts with a tab)");
+    }
+    if (rc == 0 && ferror(f))
+        rc = cli_fail(c, TN_IO, "--from-file %s: %s", file, strerror(errno));
+    free(line);
+    if (f != stdin)
+        fclose(f);
+    return rc;
+}
+
+static const bulk_line *sort_base;
+static int by_slug(const void *x, const void *y)
+{
+    int i = *(const int *)x, k = *(const int *)y;
+    int d = strcmp(sort_base[i].slug, sort_base[k].slug);
+    return d != 0 ? d : i - k;
+}
+
+/* A slug given twice in the file: the later lines are refused (the registry refuses one that
+ * exists already, with its own message). Sorted, not compared pairwise: files are large. */
+static int bulk_refuse_duplicates(bulk *b)
+{
+    int *ord = malloc((size_t)(b->n > 0 ? b->n : 1) * sizeof(*ord));
+    if (ord == NULL)
+        return TN_NOMEM;
+    for (int i = 0; i < b->n; i++)
+        ord[i] = i;
+    sort_base = b->v;
+    qsort(ord, (size_t)b->n, sizeof(*ord), by_slug);
+    for (int i = 1; i < b->n; i++) {
+        const bulk_line *first = &b->v[ord[i - 1]];
+        bulk_line *l = &b->v[ord[i]];
+        if (strcmp(first->slug, l->slug) != 0 || l->slug[0] == '\0')
+            continue;
+        int at = first->lineno;
+        for (int k = i - 1; k > 0 && strcmp(b->v[ord[k - 1]].slug, l->slug) == 0; k--)
+            at = b->v[ord[k - 1]].lineno;
+        char msg[300];
+        snprintf(msg, sizeof(msg), "tenant '%.200s' is given twice: already on line %d",
+                 l->slug, at);
+        if (l->status == BULK_PENDING)
+            line_fail(l, "exists", msg);
+    }
+    free(ord);
+    return TN_OK;
+}
+
+static void bulk_worker_begin(void *ctx)
+{
+    bulk *b = ctx;
+    const tenancy_config *tc = &b->c->cfg->tenancy;
+    const placement *pl = b->plan->placement;
+    b->keep.max = pl->max_tenants > 0 ? pl->max_tenants : 200;
+    b->open_rc = registry_open(tc->registry_uri, tc->gen_path, &b->c->reg, b->open_err,
+                               sizeof(b->open_err));
+}
+
+static bool bulk_work(void *ctx, int idx, void *result)
+{
+    bulk *b = ctx;
+    bulk_result *r = result;
+    const bulk_line *l = &b->v[b->task[idx]];
+    if (b->open_rc != TN_OK) {
+        r->rc = b->open_rc;
+        snprintf(r->error, sizeof(r->error), "the worker cannot open the registry: %s",
+                 b->open_err);
+        return true;
+    }
+    registry_new n = *b->tpl;
+    n.slug = l->slug;
+    n.name = l->name;
+    n.domains = l->domains;
+    n.ndomains = l->nd;
+    provision p;
+    memset(&p, 0, sizeof(p));
+    p.plan = b->plan;
+    r->rc = provision_tenant(b->c, &n, &p, &b->keep, r->error, sizeof(r->error));
+    r->id = p.id;
+    r->ms = p.ms;
+    r->applied = p.mr.applied;
+    r->seeded = p.seeded;
+    r->nwarnings = p.mr.nwarnings;
+    snprintf(r->version, sizeof(r->version), "%s", p.mr.to);
+    if (p.mr.nwarnings > 0)
+        snprintf(r->warning, sizeof(r->warning), "%s", p.mr.warnings[0]);
+    if (r->rc == TN_OK)
+        r->error[0] = '\0';
+    return interrupted == 0;   /* SIGTERM undid the tenant in hand: this worker ends */
+}
+
+static void bulk_worker_end(void *ctx)
+{
+    bulk *b = ctx;
+    db_close(b->keep.db);
+    registry_close(b->c->reg);
+    b->c->reg = NULL;
+}
+
+static bool bulk_take(void *ctx, const void *result)
+{
+    bulk *b = ctx;
+    const bulk_result *r = result;
+    bulk_line *l = &b->v[b->task[r->idx]];
+    l->id = r->id;
+    l->ms = r->ms;
+    l->applied = r->applied;
+    l->seeded = r->seeded != 0;
+    l->nwarnings = r->nwarnings;
+    snprintf(l->version, sizeof(l->version), "%s", r->version);
+    set_text(&l->warning, r->warning);
+    if (r->rc == TN_OK) {
+        l->status = BULK_CREATED;
+        return false;
+    }
+    line_fail(l, cli_rc_code(r->rc), r->error);
+    return true;
+}
+
+static void bulk_lost(void *ctx, int idx, const char *why)
+{
+    bulk *b = ctx;
+    char msg[600];
+    bulk_line *l = &b->v[b->task[idx]];
+    snprintf(msg, sizeof(msg), "tenant '%.200s': %s; see 'tenancy tenant show %.200s'",
+             l->slug, why, l->slug);
+    line_fail(l, "error", msg);
+}
+
+/* A second signal sends SIGTERM: each worker undoes the tenant in hand (provision_run holds
+ * it until the running step ends), then ends. */
+static const cli_jobs_ops bulk_ops = {
+    .result_size = sizeof(bulk_result),
+    .worker_begin = bulk_worker_begin,
+    .work = bulk_work,
+    .worker_end = bulk_worker_end,
+    .take = bulk_take,
+    .lost = bulk_lost,
+    .hard_signal = SIGTERM,
+};
+
+static void bulk_json(cli *c, const bulk *b, const int *cnt, double secs)
+{
+    const tenancy_config *tc = &c->cfg->tenancy;
+    buf *o = &c->out;
+    bool ok = cnt[BULK_FAILED] == 0 && cnt[BULK_SKIPPED] == 0;
+    buf_puts(o, "{\"ok\":");
+    buf_puts(o, ok ? "true" : "false");
+    if (!ok) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "%d of %d tenant%s not created", b->n - cnt[BULK_CREATED],
+                 b->n, b->n == 1 ? "" : "s");
+        buf_puts(o, ",\"error\":");
+        buf_json_str(o, msg);
+        buf_puts(o, ",\"code\":\"error\"");
+    }
+    buf_puts(o, ",\"placement\":");
+    buf_json_str(o, b->plan->placement->name);
+    buf_puts(o, ",\"kind\":");
+    buf_json_str(o, target_kind_name(b->plan->placement->kind));
+    buf_puts(o, ",\"latest\":");
+    buf_json_str(o, migrate_latest(b->plan->set));
+    buf_puts(o, ",\"jobs\":");
+    buf_i64(o, b->j.nworkers);
+    buf_puts(o, ",\"stopped\":");
+    buf_json_str(o, b->j.stopped);
+    buf_puts(o, ",\"total\":");
+    buf_i64(o, b->n);
+    for (int s = BULK_CREATED; s <= BULK_SKIPPED; s++) {
+        buf_printf(o, ",\"%s\":", bulk_status[s]);
+        buf_i64(o, cnt[s]);
+    }
+    buf_printf(o, ",\"seconds\":%.3f,\"per_s\":%.1f,\"tenants\":[", secs,
+               secs > 0 ? cnt[BULK_CREATED] / secs : 0.0);
+    for (int i = 0; i < b->n; i++) {
+        const bulk_line *l = &b->v[i];
+        char storage[4096] = "";
+        if (l->status == BULK_CREATED)
+            placement_storage_name(tc, b->plan->placement, l->slug, storage, sizeof(storage));
+        buf_puts(o, i ? ",{\"line\":" : "{\"line\":");
+        buf_i64(o, l->lineno);
+        buf_puts(o, ",\"slug\":");
+        buf_json_str(o, l->slug);
+        buf_puts(o, ",\"status\":");
+        buf_json_str(o, bulk_status[l->status]);
+        buf_puts(o, ",\"id\":");
+        if (l->status == BULK_CREATED)
+            buf_i64(o, l->id);
+        else
+            buf_puts(o, "null");
+        buf_puts(o, ",\"storage\":");
+        buf_json_str(o, storage[0] ? storage : NULL);
+        buf_puts(o, ",\"migration_version\":");
+        buf_json_str(o, l->version);
+        buf_puts(o, ",\"applied\":");
+        buf_i64(o, l->applied);
+        buf_puts(o, ",\"seeded\":");
+        buf_puts(o, l->seeded ? "true" : "false");
+        buf_puts(o, ",\"ms\":");
+        buf_i64(o, l->ms);
+        buf_puts(o, ",\"error\":");
+        buf_json_str(o, l->error);
+        buf_puts(o, ",\"code\":");
+        buf_json_str(o, l->status == BULK_FAILED ? l->code : NULL);
+        buf_puts(o, ",\"warnings\":");
+        buf_i64(o, l->nwarnings);
+        buf_puts(o, ",\"warning\":");
+        buf_json_str(o, l->warning);
+        buf_putc(o, '}');
+    }
+    buf_puts(o, "]}");
+}
+
+/* On a terminal: the tenants that were not created, as a table (10,000 created ones are not
+ * worth a screen), then the summary. Otherwise one tab-separated line per tenant (slug,
+ * status, id, ms, error; no header) for scripts, and the summary on stderr. */
+static void bulk_text(cli *c, const bulk *b, const int *cnt, double secs)
+{
+    if (c->tty) {
+        int ws = 4;
+        for (int i = 0; i < b->n; i++)
+            if (b->v[i].status != BULK_CREATED && (int)strlen(b->v[i].slug) > ws)
+                ws = (int)strlen(b->v[i].slug);
+        if (cnt[BULK_CREATED] < b->n)
+            printf("%6s  %-*s  %-7s  %s\n", "LINE", ws, "SLUG", "STATUS", "ERROR");
+        for (int i = 0; i < b->n; i++) {
+            const bulk_line *l = &b->v[i];
+            if (l->status == BULK_CREATED)
+                continue;
+            printf("%6d  ", l->lineno);
+            cli_put_cell(stdout, l->slug, ws);
+            printf("  %-7s  ", bulk_status[l->status]);
+            cli_put_text(stdout, l->error ? l->error : "");
+            fputc('\n', stdout);
+        }
+    } else {
+        for (int i = 0; i < b->n; i++) {
+            const bulk_line *l = &b->v[i];
+            cli_put_text(stdout, l->slug);
+            printf("\t%s\t", bulk_status[l->status]);
+            if (l->status == BULK_CREATED)
+                printf("%lld", (long long)l->id);
+            printf("\t%lld\t", (long long)l->ms);
+            cli_put_text(stdout, l->error ? l->error : "");
+            fputc('\n', stdout);
+        }
+    }
+    for (int i = 0; i < b->n; i++)
+        if (b->v[i].warning != NULL)
+            fprintf(stderr, "tenancy: warning: %s: %s%s\n", b->v[i].slug, b->v[i].warning,
+                    b->v[i].nwarnings > 1 ? " (and more)" : "");
+    FILE *f = c->tty ? stdout : stderr;
+    fprintf(f, "%d tenant%s in %s: %d created, %d failed, %d skipped in %.1f s (%.1f tenants/s, "
+               "%d at once)", b->n, b->n == 1 ? "" : "s", b->plan->placement->name,
+            cnt[BULK_CREATED], cnt[BULK_FAILED], cnt[BULK_SKIPPED], secs,
+            secs > 0 ? cnt[BULK_CREATED] / secs : 0.0, b->j.nworkers);
+    if (b->j.stopped != NULL)
+        fprintf(f, "; stopped: %s", b->j.stopped);
+    fputc('\n', f);
+}
+
+static int create_from_file(cli *c, const cli_args *a, const registry_new *tpl,
+                            provision_plan *plan)
+{
+    int jobs = 1;
+    int rc = cli_opt_int(c, a, "-j", 1, CLI_JOBS_MAX, &jobs);
+    if (rc != 0)
+        return rc;
+    bulk b;
+    memset(&b, 0, sizeof(b));
+    b.c = c;
+    b.tpl = tpl;
+    b.plan = plan;
+    rc = bulk_read(c, cli_opt(a, "--from-file"), &b);
+    if (rc == 0 && bulk_refuse_duplicates(&b) != TN_OK)
+        rc = cli_fail(c, TN_NOMEM, "out of memory");
+    if (rc == 0 && (b.task = malloc((size_t)(b.n > 0 ? b.n : 1) * sizeof(int))) == NULL)
+        rc = cli_fail(c, TN_NOMEM, "out of memory");
+    if (rc == 0) {
+        for (int i = 0; i < b.n; i++)
+            if (b.v[i].status == BULK_PENDING)
+                b.task[b.ntasks++] = i;
+        /* The workers open their own connections: the parent's must not be inherited. */
+        registry_close(c->reg);
+        c->reg = NULL;
+        char err[512] = "";
+        int r = cli_jobs_start(&b.j, &bulk_ops, &b, b.ntasks, jobs, err, sizeof(err));
+        if (r == TN_OK) {
+            cli_jobs_run(&b.j, b.ntasks, false);
+            if (b.j.stopped == NULL && b.j.next < b.ntasks)
+                b.j.stopped = "no worker left";   /* every worker died */
+        }
+        cli_jobs_finish(&b.j);
+        double secs = (double)(clock_mono_ms() - b.j.t0) / 1000.0;
+        int cnt[4] = {0};
+        for (int i = 0; i < b.n; i++) {
+            if (b.v[i].status == BULK_PENDING)
+                b.v[i].status = BULK_SKIPPED;
+            cnt[b.v[i].status]++;
+        }
+        if (r != TN_OK) {
+            rc = cli_fail(c, r, "cannot start the workers: %s", err);
+        } else {
+            if (c->json)
+                bulk_json(c, &b, cnt, secs);
+            else
+                bulk_text(c, &b, cnt, secs);
+            if (cnt[BULK_CREATED] < b.n) {
+                rc = cli_fail(c, TN_ERR, "%d of %d tenant%s not created (%d failed, %d skipped)%s%s",
+                              b.n - cnt[BULK_CREATED], b.n, b.n == 1 ? "" : "s",
+                              cnt[BULK_FAILED], cnt[BULK_SKIPPED],
+                              b.j.stopped ? "; stopped: " : "",
+                              b.j.stopped ? b.j.stopped : "");
+                c->keep_out = true;   /* the JSON document is the table, with error and code */
+            }
+        }
+    }
+    for (int i = 0; i < b.n; i++) {
+        free(b.v[i].text);
+        free(b.v[i].error);
+        free(b.v[i].warning);
+    }
+    free(b.v);
+    free(b.task);
     return rc;
 }
 

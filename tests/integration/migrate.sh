@@ -9,7 +9,9 @@
 # migration that fails for one tenant only (its data violates a new unique index) rolls that
 # tenant back to its last file and records the error, while the others are migrated and the
 # exit status is 1; running again resumes; --canary stops everything when a canary fails;
-# --stop-on-error stops handing out tenants; -j 4 over 200 tenants; --json parses
+# --stop-on-error stops handing out tenants; -j 4 over 200 tenants; the bulk create
+# (--from-file -j 4: every good line created, migrated and seeded, a bad slug and duplicates
+# refused alone, exit 1); --json parses
 # (tests/helpers/json_check); migrate status counts versions; a template clone.
 #
 # Owns: these cases. Must not: change tenants' storage except to plant the data that makes
@@ -146,11 +148,66 @@ cases() {
     assert_eq "$RC" 1 "$b: an unknown placement"
     assert_contains "$ERR" "no placement 'nowhere'" "$b: names the placement"
 
-    # ---- many tenants, in parallel creates ----
+    # ---- many tenants: one bulk create (--from-file), 4 at a time ----
+    # A name and a domain on one line; a bad slug, a slug given twice and one that exists
+    # are refused alone, the rest is created, and the exit status is 1.
+    {
+        seq -f 't%03g' 1 "$N" | sed 's/^t002$/t002\tTenant Two\tt002.example/'
+        printf '\n# a comment\nBad_Slug\tbad\nt005\tagain\nacme\n'
+    } > "$T/bulk.tsv"
     local t0=$SECONDS
-    seq -f 't%03g' 1 "$N" | xargs -P 4 -I{} "$TENANCY" -c "$CONF" tenant create {} \
-        > /dev/null 2> "$T/creates.err" || fail "$b: creating $N tenants: $(head -3 "$T/creates.err")"
-    log "$b: $N tenants created in $((SECONDS - t0)) s (4 at a time)"
+    jrun tenant create --from-file "$T/bulk.tsv" -j 4
+    log "$b: bulk create of $N tenants in $((SECONDS - t0)) s (-j 4): $(jget .seconds) s"
+    assert_eq "$RC" 1 "$b: bulk create exits 1 when a line failed ($ERR)"
+    assert_eq "$(jget .created)" "$N" "$b: bulk create made every good line"
+    assert_eq "$(jget .failed)" 3 "$b: bulk create refused 3 lines"
+    assert_eq "$(jget .jobs)" 4 "$b: 4 workers"
+    assert_eq "$(jget ".tenants[$N].slug")" Bad_Slug "$b: the bad slug reported"
+    assert_eq "$(jget ".tenants[$N].line")" $((N + 3)) "$b: with its line"
+    assert_contains "$(jget ".tenants[$N].error")" "invalid slug" "$b: the bad slug's reason"
+    assert_eq "$(jget ".tenants[$((N + 1))].code")" exists "$b: the duplicate's code"
+    assert_contains "$(jget ".tenants[$((N + 1))].error")" "given twice: already on line 5" \
+        "$b: the duplicate in the file is named"
+    assert_eq "$(jget ".tenants[$((N + 2))].code")" exists "$b: an existing tenant refused"
+    assert_eq "$(jget ".tenants[$((N + 2))].status")" failed "$b: ... as failed"
+    assert_eq "$(jget '.tenants[6].status')" created "$b: t007 created"
+    assert_eq "$(jget '.tenants[6].migration_version')" 0002 "$b: t007 migrated"
+    assert_eq "$(jget '.tenants[6].seeded')" true "$b: t007 seeded"
+    assert_eq "$(st Bad_Slug)$(st bad_slug)" nono "$b: no storage for the bad slug"
+    run tenant show acme
+    assert_eq "$RC" 0 "$b: the existing tenant is untouched"
+    jrun tenant list --state active --limit 1000
+    assert_eq "$(jget .total)" $((N + 1)) "$b: all $N in the registry, active (and acme)"
+    jrun migrate status
+    assert_eq "$(jget '.versions[0].tenants')" $((N + 1)) "$b: every version recorded"
+    # the seed row of every tenant, in its own storage
+    local i s seeded=0
+    if [ "$b" = sqlite ]; then
+        for ((i = 1; i <= N; i++)); do
+            s=$(printf 't%03d' "$i")
+            [ "$(q "$s" "SELECT name FROM items WHERE id = 1")" = "seed of $s" ] && seeded=$((seeded + 1))
+        done
+    else
+        seeded=$(for ((i = 1; i <= N; i++)); do
+            printf "SELECT name = 'seed of t%03d' AS ok FROM t_t%03d.items WHERE id = 1 UNION ALL\n" "$i" "$i"
+        done | sed '$ s/ UNION ALL$//' | { printf 'SELECT count(*) FROM (\n'; cat; printf ') s WHERE ok;\n'; } |
+            psql -qAtX -v ON_ERROR_STOP=1)
+    fi
+    assert_eq "$seeded" "$N" "$b: every bulk-created tenant has its seed row"
+    run tenant show t002
+    assert_contains "$OUT" "Tenant Two" "$b: the name from the file"
+    assert_contains "$OUT" "t002.example (primary)" "$b: the domain from the file"
+    assert_eq "$(q t002 "SELECT count(*) FROM tags WHERE label = 'Tenant Two'")" 1 \
+        "$b: the seed got the name from the file"
+    # stdin, the text form (tab-separated, no header), and a file that is not there
+    printf 't001\n' | "$TENANCY" -c "$CONF" tenant create --from-file - > "$T/out" 2> "$T/err"
+    assert_eq "$?" 1 "$b: bulk create from stdin of an existing tenant fails"
+    assert_eq "$(cut -f1,2 "$T/out")" "$(printf 't001\tfailed')" "$b: its TSV line"
+    assert_contains "$(cat "$T/err")" "1 of 1 tenant not created" "$b: the summary on stderr"
+    run tenant create --from-file "$T/nosuch.tsv"
+    assert_eq "$RC" 1 "$b: a missing file"
+    run tenant create x --from-file "$T/bulk.tsv"
+    assert_eq "$RC" 2 "$b: SLUG and --from-file together are a usage error"
     run tenant create late --state provisioning
     assert_eq "$RC" 0 "$b: create --state provisioning"
     run tenant delete "t$(printf %03d "$N")"

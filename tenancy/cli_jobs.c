@@ -1,0 +1,371 @@
+/*
+ * cli_jobs.c — the parallel runner of the command line: N forked workers, each doing one
+ * task at a time, handed out by the parent, with a progress bar (count, rate, ETA) on a
+ * terminal. `tenancy migrate` (cli_migrate.c) and `tenancy tenant create --from-file`
+ * (cli_tenant.c) run on it; what a task is belongs to them (cli_jobs_ops in cli_int.h).
+ *
+ * Shape: the parent forks the workers, gives each a task pipe (a task is its index, 4
+ * bytes) and shares one result pipe among them. A worker sets up what it keeps for all its
+ * tasks (its own registry and storage connections: a libpq socket or a SQLite handle must
+ * never be shared across fork), then reads an index, does the task and writes one
+ * fixed-size result (at most PIPE_BUF bytes, so results of several workers never
+ * interleave). The parent hands out the next task as a result comes back, so a slow task
+ * never holds up the others, and one place decides whether to go on (a canary, stop on
+ * error, a signal).
+ *
+ * Signals: the first SIGINT/SIGTERM stops handing out tasks; workers finish (or, if their
+ * ops catch SIGTERM, undo) the task in hand. A second one sends ops->hard_signal to the
+ * workers. Workers ignore SIGINT (the terminal sends it to the whole group: the parent
+ * decides), and die with the parent (PR_SET_PDEATHSIG, SIGTERM). Signals are blocked
+ * across fork, so a child never runs the parent's handler.
+ *
+ * Must not: touch storage or the registry in the parent, or print anything but the
+ * progress bar to stderr while running.
+ */
+#include "core/first.h"
+#include "tenancy/cli_int.h"
+#include "core/clock.h"
+#include "core/rc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- the wire ------------------------------------------------------------------------------ */
+
+static int write_all(int fd, const void *p, size_t n)
+{
+    const char *s = p;
+    while (n > 0) {
+        ssize_t w = write(fd, s, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        s += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* 1: read all; 0: EOF before anything; -1: error or EOF in the middle. */
+static int read_all(int fd, void *p, size_t n)
+{
+    char *d = p;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, d + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            return got == 0 ? 0 : -1;
+        got += (size_t)r;
+    }
+    return 1;
+}
+
+/* A result, aligned for any struct the ops put in it. */
+typedef union wire {
+    int32_t idx;
+    long double align;
+    char bytes[CLI_JOBS_RESULT_MAX];
+} wire;
+
+/* ---- a worker ---------------------------------------------------------------------------------- */
+
+static TN_NORETURN void worker_main(const cli_jobs *j, int task_fd, int result_fd)
+{
+    const cli_jobs_ops *ops = j->ops;
+    if (ops->worker_begin != NULL)
+        ops->worker_begin(j->ctx);
+    static wire w;
+    for (;;) {
+        int32_t idx;
+        if (read_all(task_fd, &idx, sizeof(idx)) != 1 || idx < 0 || idx >= j->ntasks)
+            break;
+        memset(&w, 0, ops->result_size);
+        w.idx = idx;
+        bool more = ops->work(j->ctx, idx, &w);
+        if (write_all(result_fd, &w, ops->result_size) < 0 || !more)
+            break;
+    }
+    if (ops->worker_end != NULL)
+        ops->worker_end(j->ctx);
+    _exit(0);
+}
+
+/* ---- the parent -------------------------------------------------------------------------------- */
+
+static volatile sig_atomic_t stop_signals;
+static void on_stop(int sig)
+{
+    (void)sig;
+    stop_signals++;
+}
+
+static void draw_bar(cli_jobs *j, bool final)
+{
+    if (!j->bar)
+        return;
+    int64_t now = clock_mono_ms();
+    if (!final && now - j->last_bar < 100)
+        return;
+    j->last_bar = now;
+    int total = j->ntasks;
+    double secs = (double)(now - j->t0) / 1000.0;
+    double rate = secs > 0 ? j->done / secs : 0;
+    int width = 30, fill = total > 0 ? (int)((long)j->done * width / total) : width;
+    char eta[32] = "--:--";
+    if (rate > 0 && j->done < total) {
+        long s = (long)((total - j->done) / rate + 0.5);
+        snprintf(eta, sizeof(eta), "%ld:%02ld", s / 60, s % 60);
+    } else if (j->done == total) {
+        snprintf(eta, sizeof(eta), "0:00");
+    }
+    fprintf(stderr, "\r[");
+    for (int i = 0; i < width; i++)
+        fputc(i < fill ? '#' : '.', stderr);
+    fprintf(stderr, "] %d/%d %3d%%  %.1f tenants/s  ETA %s", j->done, total,
+            total > 0 ? j->done * 100 / total : 100, rate, eta);
+    if (j->failed > 0)
+        fprintf(stderr, "  %d failed", j->failed);
+    fputs("\033[K", stderr);
+    if (final)
+        fputs("\r\033[K", stderr);   /* the table follows on a clean line */
+    fflush(stderr);
+}
+
+static bool hand_out(cli_jobs *j, int w)
+{
+    if (j->stopped != NULL || j->next >= j->limit || !j->alive[w])
+        return false;
+    int32_t idx = j->next;
+    if (write_all(j->task_fd[w], &idx, sizeof(idx)) < 0) {
+        j->alive[w] = false;
+        return false;
+    }
+    j->busy[w] = idx;
+    j->next++;
+    return true;
+}
+
+static void take(cli_jobs *j, const wire *res)
+{
+    if (res->idx < 0 || res->idx >= j->ntasks)
+        return;
+    j->done++;
+    if (j->ops->take(j->ctx, res))
+        j->failed++;
+    for (int w = 0; w < j->nworkers; w++)
+        if (j->busy[w] == res->idx)
+            j->busy[w] = -1;
+}
+
+/* A worker that exited: what it had in hand is lost. */
+static void reap(cli_jobs *j)
+{
+    int st;
+    pid_t pid;
+    while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+        for (int w = 0; w < j->nworkers; w++) {
+            if (j->pid[w] != pid)
+                continue;
+            j->alive[w] = false;
+            j->pid[w] = 0;
+            if (j->busy[w] >= 0) {
+                char why[96];
+                if (WIFSIGNALED(st))
+                    snprintf(why, sizeof(why), "its worker was killed by signal %d",
+                             WTERMSIG(st));
+                else
+                    snprintf(why, sizeof(why), "its worker exited (status %d)",
+                             WEXITSTATUS(st));
+                j->ops->lost(j->ctx, j->busy[w], why);
+                j->done++;
+                j->failed++;
+                j->busy[w] = -1;
+            }
+        }
+    }
+}
+
+static int busy_workers(const cli_jobs *j)
+{
+    int n = 0;
+    for (int w = 0; w < j->nworkers; w++)
+        n += j->alive[w] && j->busy[w] >= 0;
+    return n;
+}
+
+static int alive_workers(const cli_jobs *j)
+{
+    int n = 0;
+    for (int w = 0; w < j->nworkers; w++)
+        n += j->alive[w];
+    return n;
+}
+
+static void hand_out_all(cli_jobs *j)
+{
+    for (int w = 0; w < j->nworkers; w++)
+        if (j->busy[w] < 0)
+            hand_out(j, w);
+}
+
+void cli_jobs_run(cli_jobs *j, int limit, bool stop_on_error)
+{
+    j->limit = limit < j->ntasks ? limit : j->ntasks;
+    hand_out_all(j);
+    while (busy_workers(j) > 0 ||
+           (j->stopped == NULL && j->next < j->limit && alive_workers(j) > 0)) {
+        if (stop_signals == 1 && j->stopped == NULL)
+            j->stopped = "interrupted";
+        if (stop_signals >= 2) {   /* the second signal: no waiting */
+            for (int w = 0; w < j->nworkers; w++)
+                if (j->alive[w] && j->pid[w] > 0)
+                    kill(j->pid[w], j->ops->hard_signal);
+        }
+        struct pollfd pfd = {.fd = j->result_fd, .events = POLLIN};
+        int pr = poll(&pfd, 1, 100);
+        if (pr > 0 && (pfd.revents & (POLLIN | POLLHUP))) {
+            static wire res;
+            int got = read_all(j->result_fd, &res, j->ops->result_size);
+            if (got == 1) {
+                take(j, &res);
+                if (stop_on_error && j->failed > 0 && j->stopped == NULL)
+                    j->stopped = "stop on error";
+            } else if (got == 0) {
+                reap(j);
+                if (alive_workers(j) == 0)
+                    break;
+            }
+        }
+        reap(j);
+        hand_out_all(j);
+        draw_bar(j, false);
+    }
+}
+
+int cli_jobs_start(cli_jobs *j, const cli_jobs_ops *ops, void *ctx, int ntasks, int nworkers,
+                   char *err, size_t errlen)
+{
+    memset(j, 0, sizeof(*j));
+    j->ops = ops;
+    j->ctx = ctx;
+    j->ntasks = ntasks;
+    j->nworkers = nworkers < ntasks ? nworkers : (ntasks > 0 ? ntasks : 1);
+    if (j->nworkers > CLI_JOBS_MAX)
+        j->nworkers = CLI_JOBS_MAX;
+    j->result_fd = -1;
+    for (int w = 0; w < CLI_JOBS_MAX; w++) {
+        j->task_fd[w] = -1;
+        j->busy[w] = -1;
+    }
+    j->bar = isatty(STDERR_FILENO) == 1;
+    j->t0 = clock_mono_ms();
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    stop_signals = 0;
+    sigaction(SIGINT, &sa, &j->old_int);
+    sigaction(SIGTERM, &sa, &j->old_term);
+    signal(SIGPIPE, SIG_IGN);   /* a worker that died: its task pipe's write fails instead */
+    j->started = true;
+    if (ntasks == 0)
+        return TN_OK;
+
+    if (ops->result_size < sizeof(int32_t) || ops->result_size > sizeof(wire)) {
+        snprintf(err, errlen, "a task's result does not fit the pipe");
+        return TN_INVALID;
+    }
+    int res[2];
+    if (pipe2(res, O_CLOEXEC) < 0) {
+        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        return TN_IO;
+    }
+    j->result_fd = res[0];
+    fflush(NULL);
+    /* Signals blocked across fork: a child must not run the parent's handler before it has
+     * set its own dispositions. */
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old);
+    pid_t parent = getpid();
+    int rc = TN_OK;
+    for (int w = 0; w < j->nworkers; w++) {
+        int task[2];
+        if (pipe2(task, O_CLOEXEC) < 0) {
+            snprintf(err, errlen, "pipe: %s", strerror(errno));
+            rc = TN_IO;
+            break;
+        }
+        pid_t pid = fork();
+        if (pid < 0) {
+            close(task[0]);
+            close(task[1]);
+            snprintf(err, errlen, "fork: %s", strerror(errno));
+            rc = TN_IO;
+            break;
+        }
+        if (pid == 0) {
+            signal(SIGINT, SIG_IGN);     /* the parent decides when to stop */
+            signal(SIGTERM, SIG_DFL);
+            signal(SIGHUP, SIG_DFL);
+            signal(SIGPIPE, SIG_DFL);
+            prctl(PR_SET_PDEATHSIG, SIGTERM);
+            sigprocmask(SIG_SETMASK, &old, NULL);
+            if (getppid() != parent)     /* the parent died before prctl */
+                _exit(1);
+            for (int k = 0; k < w; k++)  /* other workers' pipes */
+                close(j->task_fd[k]);
+            close(task[1]);
+            close(res[0]);
+            worker_main(j, task[0], res[1]);
+        }
+        close(task[0]);
+        j->pid[w] = pid;
+        j->task_fd[w] = task[1];
+        j->busy[w] = -1;
+        j->alive[w] = true;
+    }
+    close(res[1]);   /* EOF once every worker is gone */
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+void cli_jobs_finish(cli_jobs *j)
+{
+    for (int w = 0; w < j->nworkers; w++)
+        if (j->task_fd[w] >= 0) {
+            close(j->task_fd[w]);   /* EOF: the worker exits after its task */
+            j->task_fd[w] = -1;
+        }
+    for (int w = 0; w < j->nworkers; w++)
+        if (j->pid[w] > 0) {
+            int st;
+            while (waitpid(j->pid[w], &st, 0) < 0 && errno == EINTR)
+                if (stop_signals >= 2)
+                    kill(j->pid[w], j->ops->hard_signal);
+            j->pid[w] = 0;
+        }
+    if (j->result_fd >= 0)
+        close(j->result_fd);
+    j->result_fd = -1;
+    draw_bar(j, true);
+    if (j->started) {
+        sigaction(SIGINT, &j->old_int, NULL);
+        sigaction(SIGTERM, &j->old_term, NULL);
+        j->started = false;
+    }
+}
