@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -71,6 +72,7 @@ typedef struct master {
     child kids[SB_SLOTS];
     int sigfd;
     int wake[2];           /* workers write a byte when their app is ready (read end polled) */
+    int handoff[2];        /* workers pass idle kept connections to each other (worker.c) */
     enum mstate state;
     bool fast_stop;
     int64_t stop_deadline;
@@ -179,7 +181,8 @@ static int spawn(master *m, tn_config *cfg, const tn_listener *lis)
 
     worker_args a = {.cfg = cfg, .sb = m->sb, .lim = m->lim, .lis = lis, .slot = slot, .index = index,
                      .generation = gen, .master_pid = getpid(),
-                     .close_fds = {m->sigfd, m->wake[0], -1, -1}, .wake_fd = m->wake[1]};
+                     .close_fds = {m->sigfd, m->wake[0], -1, -1}, .wake_fd = m->wake[1],
+                     .handoff = {m->handoff[0], m->handoff[1]}};
     /* The other listeners are not this worker's to accept on. */
     const tn_listener *others[] = {&m->lis, &m->pending_lis, &m->old_lis};
     int k = 2;
@@ -302,11 +305,18 @@ static void note_crash(master *m, int64_t now)
     m->next_spawn_ms = now + delay;
 }
 
+/* Once pm.crash_window has passed without a crash, the brake is released and the backoff
+ * starts again from its shortest delay: crashes far apart are not "in a row". (Resetting only
+ * when a worker exits cleanly let sporadic crashes add up over hours, until every respawn
+ * waited pm.respawn_backoff_max with the pool a worker short.) */
 static void update_brake(master *m, int64_t now)
 {
-    if (__atomic_load_n(&m->sb->pool.brake, __ATOMIC_RELAXED) && crashes_in_window(m, now) == 0) {
+    bool brake = __atomic_load_n(&m->sb->pool.brake, __ATOMIC_RELAXED);
+    if ((!brake && m->consecutive_crashes == 0) || crashes_in_window(m, now) != 0)
+        return;
+    m->consecutive_crashes = 0;
+    if (brake) {
         __atomic_store_n(&m->sb->pool.brake, 0, __ATOMIC_RELAXED);
-        m->consecutive_crashes = 0;
         log_info("respawn brake released: no crash within pm.crash_window");
     }
 }
@@ -751,6 +761,9 @@ int master_run(tn_config *cfg, const char *config_path)
     m->sigfd = signals_init_master();
     if (pipe2(m->wake, O_NONBLOCK | O_CLOEXEC) < 0)
         m->wake[0] = m->wake[1] = -1;
+    /* Without it, workers close idle kept connections instead of passing them on. */
+    if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, m->handoff) < 0)
+        m->handoff[0] = m->handoff[1] = -1;
     if (m->sb == NULL || m->lim == NULL || m->sigfd < 0 || m->wake[0] < 0) {
         log_error("cannot set up the scoreboard or signals: %m");
         listen_close(&m->lis, true);

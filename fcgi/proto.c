@@ -141,6 +141,13 @@ fp_verdict fcgi_precheck(const unsigned char *p, size_t n, size_t max_params, bo
             off += rlen;
             continue;
         }
+        /* libfcgi parses a GET_VALUES it meets in the middle of a request itself, trusting
+         * the lengths it declares (CVE-2025-23016) and copying names into a 64-byte stack
+         * buffer: refused here. No web server sends one there. */
+        if (rid == 0 && type == FCGI_T_GET_VALUES) {
+            res->why = "a GET_VALUES record inside a request";
+            return res->verdict = FP_MALFORMED;
+        }
         if (type == FCGI_T_PARAMS && rid == id) {
             if (clen == 0)
                 return res->verdict = FP_READY;   /* end of params: every length checked */

@@ -5,10 +5,19 @@
  * serving: fresh ones that have not sent a byte yet and FastCGI connections the web server
  * asked to keep (FCGI_KEEP_CONN). All sit in one epoll set with the listen socket; when one
  * becomes readable the worker serves exactly one request from it and goes back to epoll.
- * Deadlines close silent and idle connections; when the table is full the least recently
- * used kept connection is released; and when other workers are idle, starting a request
- * releases this worker's other idle kept connections so no request waits behind a busy
- * worker (nginx retries a request whose cached connection was closed).
+ * Deadlines close silent connections, and kept ones idle past keepalive_timeout.
+ *
+ * A kept connection is never closed under the web server. FastCGI has no way to say "do not
+ * send on this connection any more", so closing one the web server holds in its cache races
+ * with a request it may be writing right now: the request is lost (nginx retries a GET on
+ * another connection, never a POST: the client gets 502). So the worker closes a kept
+ * connection only when the web server closed it first, or after keepalive_timeout, which the
+ * documentation asks to set above the web server's own idle timeout. To free itself — when
+ * other workers are idle while it starts a request, or when it leaves (recycle, scale-down,
+ * reload) — it passes its idle kept connections to the other workers over a datagram socket
+ * they all share (SCM_RIGHTS): the connection stays open throughout, and a request written
+ * meanwhile waits in its socket buffer for the worker that takes it. When its table is full
+ * the worker stops accepting (and taking passed connections) until one closes.
  *
  * One request. First a peek at the stream (proto.c) answers GET_VALUES, refuses unknown
  * roles and impossible parameter lengths; then libfcgi reads the params from the
@@ -24,7 +33,9 @@
  * kills a worker that overstays. No timer system call is made per request.
  *
  * Signals. SIGTERM/SIGQUIT/SIGINT are blocked except while waiting in epoll_pwait, so a
- * stop request is seen between requests and never interrupts one.
+ * stop request is seen between requests and never interrupts one. SIGUSR2 is the
+ * parent-death signal: the master is gone, so the worker stops too, and a request in
+ * progress gets half a second more (on_master_gone).
  *
  * Must not: touch the master's state, write to another worker's slot, or log without the
  * request context set.
@@ -58,12 +69,14 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <unistd.h>
 
-#define MAX_CONNS 64
+#define MAX_CONNS 1024      /* connections one worker holds at most (fewer if RLIMIT_NOFILE) */
 #define PEEK_SLACK 16384   /* record headers and padding around max_params */
 #define LISTEN_TAG UINT64_MAX
+#define HANDOFF_TAG (UINT64_MAX - 1)
 
 struct conn {
     int fd;
@@ -86,6 +99,7 @@ typedef struct worker {
     struct conn conns[MAX_CONNS];
     int nconns;
     int max_conns;
+    bool intake_paused;    /* table full: listen and handoff sockets out of the epoll set */
     FCGX_Request fx;
     arena *req_arena;
     buf headers, out, line;
@@ -133,6 +147,38 @@ static void on_alarm(int signo)
     _exit(WORKER_EXIT_TIMEOUT);
 }
 
+/* The master died (PR_SET_PDEATHSIG). Nobody is left to enforce request_timeout, and the
+ * worker must not outlive its master by more than a moment: a stuck orphan would hold its
+ * storage (a SQLite write lock, say) against the next master's workers. Between requests it
+ * stops at once: the SIGTERM sent here stays pending until epoll_pwait unblocks it, so it
+ * cannot be lost in the gap before the wait. In a request, the request gets
+ * MASTER_GONE_GRACE_MS more, then SIGALRM takes the timeout path above (a 504 when nothing
+ * was sent yet, then exit). handle_conn arms the same timer when master_gone was set just
+ * before its request armed the alarm. */
+#define MASTER_GONE_GRACE_MS 500
+static volatile sig_atomic_t master_gone;
+
+static void arm_master_gone_timer(void)
+{
+    struct itimerval it;
+    memset(&it, 0, sizeof(it));
+    it.it_value.tv_sec = MASTER_GONE_GRACE_MS / 1000;
+    it.it_value.tv_usec = (MASTER_GONE_GRACE_MS % 1000) * 1000;
+    setitimer(ITIMER_REAL, &it, NULL);   /* a system call: async-signal-safe in practice */
+}
+
+static void on_master_gone(int signo)
+{
+    (void)signo;
+    int saved = errno;
+    master_gone = 1;
+    stop_requested = 1;
+    kill(getpid(), SIGTERM);
+    if (alarm_armed)
+        arm_master_gone_timer();
+    errno = saved;
+}
+
 static void install_handlers(worker *w)
 {
     struct sigaction sa;
@@ -150,6 +196,7 @@ static void install_handlers(worker *w)
     sigaction(SIGPIPE, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);   /* logs are reopened through the scoreboard */
+    sa.sa_handler = on_master_gone;   /* the parent-death signal (worker_main) */
     sigaction(SIGUSR2, &sa, NULL);
 
     sigset_t block;
@@ -214,11 +261,37 @@ static void conn_drop(worker *w, struct conn *c)
     close(fd);
 }
 
-/* Release a kept connection nobody is using, to make room or to free this worker. */
-static void conn_release(worker *w, struct conn *c)
+/* Pass a connection this worker holds but is not serving to whichever worker reads the
+ * handoff socket next (see the banner). False when it could not be sent (no handoff socket,
+ * or its queue is full): the connection then stays here, untouched. */
+static bool conn_hand_off(worker *w, struct conn *c)
 {
+    int sock = w->args->handoff[0];
+    if (sock < 0)
+        return false;
+    char tag = 'k';
+    struct iovec iov = {.iov_base = &tag, .iov_len = 1};
+    union {
+        struct cmsghdr h;
+        char b[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof(ctl));
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+                        .msg_controllen = sizeof(ctl.b)};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &c->fd, sizeof(int));
+    if (sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
+        return false;
+    /* The copy in flight keeps the socket open, and with it our epoll registration (epoll
+     * forgets a socket only when its last reference goes): remove it before closing ours. */
+    if (c->registered)
+        epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
     sb_inc(&w->sb->pool.keepalive_released);
     conn_drop(w, c);
+    return true;
 }
 
 /* Start waiting for input on c: edge-triggered, so a connection holding half a request
@@ -242,16 +315,10 @@ static bool conn_register(worker *w, struct conn *c)
 static struct conn *conn_add(worker *w, int fd, int64_t now)
 {
     if (w->nconns >= w->max_conns) {
-        /* Full: release the least recently used connection not being served. */
-        struct conn *lru = NULL;
-        for (int i = 0; i < w->nconns; i++)
-            if (!w->conns[i].serving && (lru == NULL || w->conns[i].last_ms < lru->last_ms))
-                lru = &w->conns[i];
-        if (lru == NULL) {
-            close(fd);
-            return NULL;
-        }
-        conn_release(w, lru);
+        /* Cannot happen: a full table takes nothing in (set_intake). Never make room by
+         * closing a held connection: the web server may be writing a request on it. */
+        close(fd);
+        return NULL;
     }
     struct conn *c = &w->conns[w->nconns++];
     memset(c, 0, sizeof(*c));
@@ -272,20 +339,87 @@ static bool has_pending_input(int fd)
 #define KEPT_STALE_MS 1000
 
 /* When other workers are idle, a busy worker should not hold kept connections that the
- * web server may pick after a pause: a request sent on one would wait for this worker.
- * Connections in active use (idle less than KEPT_STALE_MS) are kept — releasing those on
- * every request would make the web server reconnect all the time — and so are those with
- * input pending, which already carry a request. */
-static void release_idle_kept(worker *w, int64_t now)
+ * web server may pick after a pause: a request sent on one would wait for this worker. It
+ * passes them to the others. Connections in active use (idle less than KEPT_STALE_MS) stay
+ * (passing them on every request would only move them around), and so do those with a
+ * request waiting: it is served here next, in turn (moving it would put it at the back of
+ * another worker's queue, and under load some requests would go round and round). */
+static void hand_off_idle_kept(worker *w, int64_t now)
 {
-    if (w->nconns == 0 || __atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED) <= 0)
+    if (w->nconns == 0 || w->args->handoff[0] < 0 ||
+        __atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED) <= 0)
         return;
     for (int i = w->nconns - 1; i >= 0; i--) {
         struct conn *c = &w->conns[i];
-        if (c->kept && !c->ready && !c->serving && now - c->last_ms >= KEPT_STALE_MS &&
-            !has_pending_input(c->fd))
-            conn_release(w, c);
+        if (!c->kept || c->ready || c->serving || c->req_start_ms ||
+            now - c->last_ms < KEPT_STALE_MS)
+            continue;
+        if (!conn_hand_off(w, c))
+            return;   /* the queue is full: keep the rest */
     }
+}
+
+/* Take the connections other workers passed on, while the table has room. A request may
+ * already be waiting on one: each is looked at at once. */
+static void take_handoffs(worker *w, int64_t now)
+{
+    int sock = w->args->handoff[1];
+    while (sock >= 0 && w->nconns < w->max_conns) {
+        char tag;
+        struct iovec iov = {.iov_base = &tag, .iov_len = 1};
+        union {
+            struct cmsghdr h;
+            char b[CMSG_SPACE(sizeof(int))];
+        } ctl;
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+                            .msg_controllen = sizeof(ctl.b)};
+        if (recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) < 0)
+            return;   /* none left (or another worker took it) */
+        int fd = -1;
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm != NULL; cm = CMSG_NXTHDR(&mh, cm))
+            if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+                cm->cmsg_len == CMSG_LEN(sizeof(int)))
+                memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+        if (fd < 0)
+            continue;
+        struct conn *c = conn_add(w, fd, now);
+        if (c == NULL)
+            continue;
+        c->kept = true;
+        c->ready = true;
+        c->deadline_ms = now + w->cfg->keepalive_timeout_ms;
+    }
+}
+
+/* Take new connections (the listen socket, and connections passed by other workers) only
+ * while the table has room; a full worker leaves them to the others instead of spinning on
+ * a readable socket it cannot drain. */
+static void set_intake(worker *w)
+{
+    bool want = w->nconns < w->max_conns;
+    if (want == !w->intake_paused)
+        return;
+    int fds[2] = {w->args->lis->fd, w->args->handoff[1]};
+    uint64_t tags[2] = {LISTEN_TAG, HANDOFF_TAG};
+    for (int i = 0; i < 2; i++) {
+        if (fds[i] < 0)
+            continue;
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.u64 = tags[i]};
+        epoll_ctl(w->ep, want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fds[i], want ? &ev : NULL);
+    }
+    w->intake_paused = !want;
+    if (!want)
+        log_warn("holding %d FastCGI connections, the most one worker may: taking no new one "
+                 "until one closes (lower the web server's keepalive, or raise "
+                 "pm.max_children)", w->nconns);
+}
+
+/* Another worker that is idle or serving (this one being SB_EXITING): one that will read
+ * the handoff socket. */
+static bool others_running(worker *w)
+{
+    return __atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED) +
+               __atomic_load_n(&w->sb->pool.active_workers, __ATOMIC_RELAXED) > 0;
 }
 
 /* ---- logs --------------------------------------------------------------------------------- */
@@ -625,6 +759,8 @@ static bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
         prepare_timeout_reply(req_id, fd);
         alarm_may_answer = 1;
         alarm_armed = 1;
+        if (master_gone)   /* it died before alarm_armed was set: on_master_gone did not arm */
+            arm_master_gone_timer();
     }
     sb_reading_begin(w->sb, w->slot, t0);
 
@@ -655,7 +791,7 @@ static bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
     log_set_context(ctx);
 
     sb_set_state(w->sb, w->slot, SB_RUNNING);
-    release_idle_kept(w, clock_mono_ms());
+    hand_off_idle_kept(w, clock_mono_ms());
     int status = run_request(w, &r);
     alarm_may_answer = 0;   /* from here on the response belongs to libfcgi */
     sb_set_state(w->sb, w->slot, SB_FINISHING);
@@ -681,8 +817,9 @@ static bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
     if (fx->ipcFd < 0)
         return false;   /* libfcgi closed it after a stream error */
     fx->ipcFd = -1;
-    if (keep && cfg->keepalive_timeout_ms > 0 && !stop_requested &&
-        !(w->max_requests && w->served >= w->max_requests))
+    /* Kept even when this worker is about to leave: the web server has it back in its cache
+     * and may be writing the next request already. A leaving worker passes it on. */
+    if (keep && cfg->keepalive_timeout_ms > 0)
         return true;
     close_fd(w, fd);
     return false;
@@ -817,6 +954,25 @@ static bool accept_new(worker *w, int64_t now)
     return c != NULL;
 }
 
+/* As many connections as MAX_CONNS, or as the open-files limit leaves room for (raised to
+ * its hard limit when needed): an accept that fails for want of descriptors would leave
+ * the listen socket readable and the worker spinning. */
+static int max_conns(void)
+{
+    const rlim_t reserve = 64;   /* logs, the app's files and database connections */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return 64;
+    if (rl.rlim_cur < MAX_CONNS + reserve && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max < MAX_CONNS + reserve ? rl.rlim_max : MAX_CONNS + reserve;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= MAX_CONNS + reserve)
+        return MAX_CONNS;
+    return rl.rlim_cur > reserve + 8 ? (int)(rl.rlim_cur - reserve) : 8;
+}
+
 /* Turns in a row that may skip epoll_pwait (see worker_loop). */
 #define FAST_ACCEPT_STREAK 16
 
@@ -839,6 +995,7 @@ static void worker_loop(worker *w)
             break;
         }
         check_log_reopen(w);
+        set_intake(w);
         int64_t now = clock_mono_ms();
         if (accepted && w->nconns == 0 && streak < FAST_ACCEPT_STREAK) {
             streak++;
@@ -878,31 +1035,46 @@ static void worker_loop(worker *w)
             break;
         }
         now = clock_mono_ms();
-        bool listen_ready = false;
+        bool listen_ready = false, handoff_ready = false;
         for (int i = 0; i < n; i++) {
             if (evs[i].data.u64 == LISTEN_TAG) {
                 listen_ready = true;
+                continue;
+            }
+            if (evs[i].data.u64 == HANDOFF_TAG) {
+                handoff_ready = true;
                 continue;
             }
             struct conn *c = conn_find(w, (int)evs[i].data.u64);
             if (c != NULL)
                 c->ready = true;
         }
-        /* Deadlines: silent, idle and incomplete connections go. */
+        /* Deadlines: silent, idle and incomplete connections go. An idle kept one is
+         * looked at first (its readiness may be in the next batch of events): a request
+         * that arrived at the last moment is served, not lost. */
         for (int i = w->nconns - 1; i >= 0; i--) {
             struct conn *c = &w->conns[i];
             if (c->deadline_ms > now || c->ready)
                 continue;
-            if (c->req_start_ms)
+            if (c->req_start_ms) {
                 log_info("closed a FastCGI connection whose request header did not arrive "
                          "within request_timeout");
-            conn_close(w, c);
+                conn_close(w, c);
+            } else if (has_pending_input(c->fd)) {
+                c->ready = true;
+            } else if (c->kept) {
+                conn_drop(w, c);
+            } else {
+                conn_close(w, c);
+            }
         }
         if (cfg->pm == PM_ONDEMAND && n == 0 && now - w->idle_since_ms >= cfg->idle_timeout_ms) {
             log_debug("idle for pm.idle_timeout: exiting");
             break;
         }
-        if (listen_ready)
+        if (handoff_ready)
+            take_handoffs(w, now);
+        if (listen_ready && w->nconns < w->max_conns)
             accepted = accept_new(w, now);
         /* Serve one ready connection per turn, the one waiting longest first, so that the
          * listen socket and the deadlines are looked at between requests. */
@@ -932,12 +1104,14 @@ void worker_main(const worker_args *a)
     for (size_t i = 0; i < TN_ARRAY_LEN(a->close_fds); i++)
         if (a->close_fds[i] >= 0)
             close(a->close_fds[i]);
-    /* Die with the master: SIGTERM lets the current request finish first. */
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != a->master_pid)
-        _exit(WORKER_EXIT_OK);
+    /* Die with the master (on_master_gone): at once between requests, within
+     * MASTER_GONE_GRACE_MS in one. The handler is installed before the death signal is
+     * asked for, and the parent checked after, so no death goes unseen. */
     log_set_pid();
     install_handlers(&w);
+    prctl(PR_SET_PDEATHSIG, SIGUSR2);
+    if (getppid() != a->master_pid)
+        _exit(WORKER_EXIT_OK);
     w.slot->pid = (int32_t)getpid();
 
     if (drop_privileges(w.cfg) != TN_OK)
@@ -1003,7 +1177,12 @@ void worker_main(const worker_args *a)
         log_error("epoll_ctl on the listen socket: %m");
         _exit(WORKER_EXIT_SETUP);
     }
-    w.max_conns = MAX_CONNS;
+    ev.data.u64 = HANDOFF_TAG;
+    if (a->handoff[1] >= 0 && epoll_ctl(w.ep, EPOLL_CTL_ADD, a->handoff[1], &ev) < 0) {
+        log_error("epoll_ctl on the handoff socket: %m");
+        _exit(WORKER_EXIT_SETUP);
+    }
+    w.max_conns = max_conns();
     w.peek_size = (size_t)w.cfg->max_params + PEEK_SLACK;
     w.peek = malloc(w.peek_size);
     if (w.peek == NULL) {
@@ -1022,7 +1201,9 @@ void worker_main(const worker_args *a)
     worker_loop(&w);
 
     /* Leaving: a request the web server already wrote on a kept connection is served
-     * first (closing under it would fail it); then every connection is closed. */
+     * first; idle kept connections are passed to the other workers while any is running
+     * (closing one under the web server would fail the request it may be writing); the
+     * rest is closed. */
     while (w.nconns > 0) {
         struct conn *c = &w.conns[w.nconns - 1];
         int fd = c->fd;
@@ -1036,6 +1217,9 @@ void worker_main(const worker_args *a)
             if ((c = conn_find(&w, fd)) == NULL)
                 continue;
         }
+        sb_set_state(w.sb, w.slot, SB_EXITING);   /* not counted among the others below */
+        if (c->kept && others_running(&w) && conn_hand_off(&w, c))
+            continue;
         conn_drop(&w, c);
     }
     sb_set_state(w.sb, w.slot, SB_EXITING);

@@ -37,6 +37,8 @@ typedef struct worker_args {
     pid_t master_pid;
     int close_fds[4];       /* master-only descriptors to close in the child (-1 = none) */
     int wake_fd;            /* write one byte here once the app is ready (wakes the master) */
+    int handoff[2];         /* kept connections passed between workers: send on [0], receive
+                             * on [1]; shared by all workers (-1: none) */
 } worker_args;
 
 /* Run a worker; never returns. */

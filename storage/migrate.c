@@ -245,13 +245,16 @@ int migrate_load(const char *dir, migration_set **out, char *err, size_t errlen)
             break;
         m->len = strlen(m->sql);
         sha256_hex(m->sql, m->len, m->checksum);
-        m->info.checksum = m->checksum;
     }
     if (rc == TN_OK && errno != 0)
         rc = tn_errf(err, errlen, TN_IO, "migrations folder %s: %s", dir, strerror(errno));
     closedir(d);
     if (rc == TN_OK && s->n > 0) {
         qsort(s->m, (size_t)s->n, sizeof(*s->m), by_file);
+        /* info.checksum points into the entry itself: set once the array has stopped
+         * moving (realloc while reading, then the sort). */
+        for (int i = 0; i < s->n; i++)
+            s->m[i].info.checksum = s->m[i].checksum;
         for (int i = 0; i < s->n && rc == TN_OK; i++) {
             for (int j = i + 1; j < s->n; j++)
                 if (version_cmp(s->m[i].info.version, s->m[j].info.version) == 0) {

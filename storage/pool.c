@@ -20,6 +20,12 @@
  *   database mode     an LRU of connections keyed by (server, database), bounded by
  *                     pg_db_max_open: a connection can only ever reach its own database.
  *
+ * A PostgreSQL target that cannot be reached is not tried again at once: after a failed
+ * connect, acquires of that target fail fast (TN_IO, the last error quoted) until a retry
+ * time that backs off from 250 ms, doubling, to 4 s, and a success forgets it. So a server
+ * that is down (or not up yet when the host starts) costs its tenants' requests a fast
+ * refusal and costs nobody else anything, and it is served again within 4 s of coming back.
+ *
  * Release is where a request's state is cut off: an open transaction is rolled back, a
  * connection that is not clean is reset (closed if that fails), the scope is dropped,
  * forgotten row sets are detached, and the error message is cleared (it may quote the
@@ -29,6 +35,7 @@
  * not clean, or allocate on the hit path (entries are found without building a key).
  */
 #include "core/first.h"
+#include "core/clock.h"
 #include "core/rc.h"
 #include "storage/target.h"
 #include "storage/db_int.h"
@@ -46,6 +53,9 @@
 #define DEFAULT_PG_DB_MAX_OPEN 8
 #define FD_HEADROOM 64
 #define FDS_PER_SQLITE 3
+#define DOWN_FIRST_MS 250    /* a target that failed to connect: first retry after */
+#define DOWN_MAX_MS 4000     /* ... doubling up to this */
+#define DOWN_MAX 32          /* targets remembered as down (then the oldest is forgotten) */
 
 enum { CLASS_SQLITE, CLASS_SCHEMA, CLASS_DATABASE, CLASSES };
 
@@ -70,8 +80,19 @@ struct pool_entry {
     size_t nseen, seen_cap;
 };
 
+/* A PostgreSQL target (server, and database in database mode) whose connect failed. */
+typedef struct pool_down {
+    uint32_t hash;
+    char *server, *name;
+    int64_t retry_ms;           /* no connect before */
+    int delay_ms;               /* the current backoff */
+    char err[200];              /* the last connect error, quoted while refusing */
+} pool_down;
+
 struct storage_pool {
     pool_limits lim;
+    pool_down down[DOWN_MAX];
+    int ndown;
     long fd_budget;             /* descriptors the pool may hold; LONG_MAX: no limit */
     pool_entry **buckets;
     size_t nbuckets, nentries;
@@ -319,6 +340,52 @@ static void seen_add(pool_entry *e, const char *schema)
     e->nseen++;
 }
 
+/* ---- PostgreSQL targets that are down: back off ------------------------------------------------ */
+
+static pool_down *down_find(storage_pool *p, uint32_t h, const char *server, const char *name)
+{
+    for (int i = 0; i < p->ndown; i++)
+        if (p->down[i].hash == h && str_eq(p->down[i].server, server) &&
+            str_eq(p->down[i].name, name))
+            return &p->down[i];
+    return NULL;
+}
+
+static void down_forget(storage_pool *p, pool_down *d)
+{
+    free(d->server);
+    free(d->name);
+    *d = p->down[--p->ndown];
+}
+
+/* A connect to the target failed: refuse it until the next retry time, backing off. */
+static void down_note(storage_pool *p, uint32_t h, const char *server, const char *name,
+                      const char *err)
+{
+    pool_down *d = down_find(p, h, server, name);
+    if (d == NULL) {
+        if (p->ndown == DOWN_MAX)
+            down_forget(p, &p->down[0]);
+        d = &p->down[p->ndown];
+        memset(d, 0, sizeof(*d));
+        d->hash = h;
+        d->server = server != NULL ? strdup(server) : NULL;
+        d->name = name != NULL ? strdup(name) : NULL;
+        if ((server != NULL && d->server == NULL) || (name != NULL && d->name == NULL)) {
+            free(d->server);
+            free(d->name);
+            return;   /* not remembered: retried at once next time, still correct */
+        }
+        p->ndown++;
+    }
+    d->delay_ms = d->delay_ms == 0 ? DOWN_FIRST_MS
+                  : d->delay_ms * 2 > DOWN_MAX_MS ? DOWN_MAX_MS
+                                                  : d->delay_ms * 2;
+    d->retry_ms = clock_mono_ms() + d->delay_ms;
+    snprintf(d->err, sizeof(d->err), "%s", err != NULL ? err : "");
+    p->st.pg_down++;
+}
+
 /* ---- acquire and release ----------------------------------------------------------------------- */
 
 static int lend(storage_pool *p, pool_entry *e, tn_db **out, char *err, size_t errlen)
@@ -484,6 +551,16 @@ int pool_acquire(storage_pool *p, const storage_target *t, tn_db **out, char *er
         e = NULL;
     }
     int rc;
+    pool_down *down = NULL;
+    if (e == NULL && cls != CLASS_SQLITE && p->ndown > 0 &&
+        (down = down_find(p, h, server, name)) != NULL) {
+        int64_t left = down->retry_ms - clock_mono_ms();
+        if (left > 0) {
+            p->st.pg_refused++;
+            return tn_errf(err, errlen, TN_IO, "%s (not tried again for %lld ms)", down->err,
+                           (long long)left);
+        }
+    }
     if (e == NULL) {
         rc = make_room(p, cls,
                        cls == CLASS_SQLITE     ? p->lim.sqlite_max_open
@@ -497,6 +574,10 @@ int pool_acquire(storage_pool *p, const storage_target *t, tn_db **out, char *er
             return tn_errf(err, errlen, TN_NOMEM, "pool: out of memory");
         rc = cls == CLASS_SQLITE ? open_sqlite(p, t, e, err, errlen)
                                  : open_pg(p, t, e, err, errlen);
+        if (cls != CLASS_SQLITE && rc == TN_IO)
+            down_note(p, h, server, name, err);
+        else if (down != NULL)
+            down_forget(p, down);
         if (rc != TN_OK) {
             db_close(e->db);
             free(e->server);
@@ -576,6 +657,8 @@ void pool_destroy(storage_pool *p)
 {
     if (p == NULL)
         return;
+    while (p->ndown > 0)
+        down_forget(p, &p->down[0]);
     for (int c = 0; c < CLASSES; c++)
         while (p->head[c] != NULL)
             drop(p, p->head[c]);

@@ -1,11 +1,12 @@
 #!/bin/bash
 # valgrind.sh — the Check unit programs under valgrind, in one process each (CK_FORK=no), so
-# that a leak, an invalid read or a use of uninitialised memory fails the run: `make
-# check-valgrind`. Not part of `make check` (it takes minutes).
+# that a leak, an invalid read or a use of uninitialised memory fails the run. A test of
+# `make check` (about 30 s), and `make check-valgrind`.
 #
 #   tests/valgrind.sh PROGRAM...      e.g. tests/unit/check_core (paths in the build tree), or
-#                                     just check_core; make check-valgrind passes UNIT_TESTS
-#                                     and the two PostgreSQL-backed programs
+#                                     just check_core; without one, $VALGRIND_UNIT_LIST (the
+#                                     Makefile's: UNIT_TESTS and the two PostgreSQL-backed
+#                                     programs)
 #
 # Most unit programs need nothing. check_storage and check_tenancy need a PostgreSQL
 # cluster, as their run.sh wrappers do: one throwaway cluster (tests/pg.sh) is started for
@@ -18,14 +19,24 @@
 # would die of it) carry the Check tag "fork" and are left out with CK_EXCLUDE_TAGS. Each
 # program's valgrind output is in $top_builddir/tests/valgrind-<program>.log.
 #
-# Exit: 0 clean, 1 valgrind found something (or a test failed), 99 valgrind or the
-# cluster is missing (never a skip).
+# In a tree built with --enable-asan (TENANCY_ASAN=1) the programs are instrumented, and
+# valgrind cannot run those: there the sanitizers do this job, and this test says so (77).
+#
+# Exit: 0 clean, 1 valgrind found something (or a test failed), 77 an --enable-asan tree,
+# 99 valgrind or the cluster is missing (never a skip).
 set -u
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
 : "${top_builddir:=.}"
+if [ "${TENANCY_ASAN:-0}" = 1 ]; then
+    echo "valgrind.sh: this tree is built with --enable-asan, which valgrind cannot run;" \
+        "the sanitizers check these programs here"
+    exit 77
+fi
 command -v valgrind > /dev/null || { echo "valgrind.sh: ERROR: valgrind is missing (Debian: valgrind)" >&2; exit 99; }
 progs=("$@")
-[ "${#progs[@]}" -gt 0 ] || { sed -n '3,7p' "$0"; exit 2; }
+# shellcheck disable=SC2206 # the Makefile's list is words
+[ "${#progs[@]}" -gt 0 ] || progs=(${VALGRIND_UNIT_LIST:-})
+[ "${#progs[@]}" -gt 0 ] || { sed -n '3,9p' "$0"; exit 2; }
 
 PG_DIR=
 cleanup() { [ -n "$PG_DIR" ] && bash "$top_srcdir/tests/pg.sh" stop "$PG_DIR"; }

@@ -98,8 +98,8 @@ static void check_ready(const unsigned char *p, size_t n, size_t max, const fp_r
     FZ_ASSERT(nv_lengths_ok(params, plen, max),
               "READY for params that declare a length over max_params (%zu)", max);
     free(params);
-    FZ_KNOWN("proto-mgmt", !mgmt,
-             "READY with an FCGI_GET_VALUES record inside the params: libfcgi parses it");
+    FZ_ASSERT(!mgmt,
+              "READY with an FCGI_GET_VALUES record inside the params: libfcgi parses it");
 }
 
 static void check_first_record(const unsigned char *p, size_t n, const fp_result *r,

@@ -69,10 +69,10 @@ if [ "$(uname -m)" = x86_64 ] && [ ! -f "$rt" ]; then
     env_error "clang's libFuzzer runtime is missing (Debian: libclang-rt-14-dev)"
 fi
 envf=$top_builddir/tests/fuzz/build.env
-if [ ! -f "$envf" ] || [ "$top_builddir/Makefile" -nt "$envf" ]; then
-    ${MAKE:-make} -s -C "$top_builddir" tests/fuzz/build.env > /dev/null ||
-        env_error "cannot make tests/fuzz/build.env (is $top_builddir configured?)"
-fi
+# Always asked of make (a no-op when up to date): a Makefile.am edited since the last build
+# must regenerate the Makefile, and with it the source list, before this build reads it.
+MAKEFLAGS= MFLAGS= ${MAKE:-make} -s -C "$top_builddir" tests/fuzz/build.env > /dev/null ||
+    env_error "cannot make tests/fuzz/build.env (is $top_builddir configured?)"
 section() { awk -v s="[$1]" '$0 == s { on = 1; next } /^\[/ { on = 0 } on' "$envf"; }
 # Each argument quoted for the shell that make runs, and '$' doubled for make itself.
 quote() {

@@ -11,6 +11,14 @@
  *   POST /write?batch=B&n=N  inserts N rows with ids from the body (one per line) in one
  *                          transaction; answers the ids it committed
  *   GET  /count?batch=B   rows of a batch
+ *   GET  /v               {"tenant":...,"data":...,"cache":"<what this tenant's app cache
+ *                          holds>"}: the stress suite's check of context, storage and
+ *                          tn_cache_* together (the cache entry is set on a miss)
+ * And a chain stage, "chaos", that misbehaves before the handler on /chaos/... (the stress
+ * suite, tests/stress/): each first begins a transaction and overwrites the marker, then
+ *   /chaos/fail           fails (the host answers 500)
+ *   /chaos/abort          abort()s the worker (nginx answers 502)
+ *   /chaos/sleep?ms=N     sleeps, so that request_timeout kills the worker (504)
  * Test-only; never installed. Migrations and seed: tests/fixtures/storeapp/.
  */
 #include <stdio.h>
@@ -52,11 +60,73 @@ static tn_db *dirty(tn_request *r)
     return db;
 }
 
+/* The marker, and what the app cache holds for this tenant (set to its slug on a miss). */
+static int verify(tn_request *r)
+{
+    const tn_tenant *t = tn_tenant_of(r);
+    if (t == NULL)
+        return tn_send_error(r, 404, "no tenant");
+    const void *cv = NULL;
+    size_t cl = 0;
+    if (tn_cache_get(r, "who", &cv, &cl) != TN_OK) {
+        const char *slug = tn_tenant_slug(t);
+        tn_cache_set(r, "who", slug, strlen(slug), 0);
+        cv = slug;
+        cl = strlen(slug);
+    }
+    tn_db *db = tn_db_of(r);
+    tn_rows *rows = NULL;
+    if (db == NULL || tn_db_query(db, &rows, "SELECT tenant FROM marker WHERE id = 1", 0, NULL) != TN_OK)
+        return fail_db(r, db);
+    const char *v = tn_rows_next(rows) == TN_OK ? tn_rows_get(rows, 0) : NULL;
+    tn_add_header(r, "Content-Type", "application/json");
+    int rc = tn_printf(r, "{\"tenant\":\"%s\",\"data\":\"%s\",\"cache\":\"%.*s\"}\n",
+                       tn_tenant_slug(t), v ? v : "", (int)cl, (const char *)cv);
+    tn_rows_free(rows);
+    return rc;
+}
+
+static void sleep_ms(long v)
+{
+    struct timespec ts = {v / 1000, (v % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* The "chaos" stage: misbehaves mid-transaction on /chaos/..., passes everything else. */
+static int chaos(tn_request *r, void *arg)
+{
+    (void)arg;
+    const char *path = tn_path(r);
+    if (strncmp(path, "/chaos/", 7) != 0)
+        return TN_OK;
+    dirty(r);
+    if (strcmp(path, "/chaos/fail") == 0)
+        return TN_ERR;
+    if (strcmp(path, "/chaos/abort") == 0)
+        abort();
+    if (strcmp(path, "/chaos/sleep") == 0) {
+        const char *ms = tn_query_arg(r, "ms");
+        sleep_ms(ms ? strtol(ms, NULL, 10) : 0);
+        tn_puts(r, "slept\n");
+        return TN_DONE;
+    }
+    return tn_send_error(r, 404, "no such chaos") == TN_OK ? TN_DONE : TN_ERR;
+}
+
+static int init(const tn_app_env *env)
+{
+    (void)env;
+    return tn_stage_add("chaos", chaos, NULL);
+}
+
 static int handle(tn_request *r)
 {
     const char *path = tn_path(r);
     if (strcmp(path, "/") == 0)
         return read_marker(r);
+    if (strcmp(path, "/v") == 0)
+        return verify(r);
     if (strcmp(path, "/fail") == 0) {
         tn_db *db = dirty(r);
         if (db != NULL && strcmp(tn_db_backend(db), "postgres") == 0) {
@@ -69,10 +139,7 @@ static int handle(tn_request *r)
     if (strcmp(path, "/sleep") == 0) {
         dirty(r);
         const char *ms = tn_query_arg(r, "ms");
-        long v = ms ? strtol(ms, NULL, 10) : 0;
-        struct timespec ts = {v / 1000, (v % 1000) * 1000000};
-        while (nanosleep(&ts, &ts) != 0)
-            ;
+        sleep_ms(ms ? strtol(ms, NULL, 10) : 0);
         return tn_puts(r, "slept\n");
     }
     if (strcmp(path, "/big") == 0) {
@@ -128,5 +195,6 @@ TN_APP_DEFINE = {
     .abi = TN_ABI_VERSION,
     .name = "storeapp",
     .version = "1",
+    .init = init,
     .handle = handle,
 };

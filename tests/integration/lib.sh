@@ -19,6 +19,15 @@ TEST_NAME=$(basename "$0" .sh)
 T=$(mktemp -d "${TMPDIR:-/tmp}/tenancy-$TEST_NAME.XXXXXX")
 PIDS=()
 FAILED=0
+# Sanitizer builds (--enable-asan, tests/sanitizers.sh): every instrumented process this test
+# starts (tenancyd and its workers, the tenancy command, helpers) writes its AddressSanitizer,
+# LeakSanitizer or UndefinedBehaviorSanitizer report into $T/san/, and cleanup fails the test
+# when one is there: a report from a worker or a daemon whose stderr nobody reads is still a
+# failure. Added after the caller's options (the last one wins); uninstrumented programs
+# (nginx, apache, postgres) ignore them.
+mkdir -p "$T/san"
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$T/san/asan"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$T/san/ubsan"
 
 log() { printf '%s %s\n' "$(date +%H:%M:%S.%N | cut -c1-12)" "$*"; }
 fail() { log "FAIL: $*"; FAILED=1; }
@@ -43,6 +52,13 @@ cleanup() {
         [ -n "$p" ] && kill -KILL "$p" 2>/dev/null
     done
     wait 2>/dev/null
+    local san
+    for san in "$T"/san/*; do
+        [ -f "$san" ] || continue
+        echo "---- sanitizer report $san"
+        head -n 60 "$san"
+        FAILED=1
+    done
     if [ "$rc" -ne 0 ] || [ "$FAILED" -ne 0 ]; then
         for f in "$T"/*.log; do
             [ -f "$f" ] || continue

@@ -63,9 +63,13 @@ static storage_target sq[32];
 /* n tenant files, each with items(marker) = "sN" */
 static void make_sqlite_tenants(int n)
 {
+    /* A fresh set of files per test: in one process (CK_FORK=no, tests/valgrind.sh) the pid
+     * alone would name the previous test's files. */
+    static int set;
+    set++;
     for (int i = 0; i < n; i++) {
-        snprintf(sq_path[i], sizeof(sq_path[i]), "%s/pool/%ld-s%d.db", st_dir, (long)getpid(),
-                 i);
+        snprintf(sq_path[i], sizeof(sq_path[i]), "%s/pool/%ld-%d-s%d.db", st_dir,
+                 (long)getpid(), set, i);
         sq[i] = (storage_target){.kind = TARGET_SQLITE, .name = sq_path[i]};
         char err[512];
         ck_assert_msg(target_create(&sq[i], err, sizeof(err)) == TN_OK, "%s", err);
@@ -618,6 +622,46 @@ START_TEST(test_pool_database_dropped)
 }
 END_TEST
 
+/* A target whose connect fails is refused at once until its retry time (250 ms, doubling),
+ * then tried again; once it connects it is served as usual. The target here is a database
+ * that does not exist yet, then does. */
+START_TEST(test_pool_pg_down_backoff)
+{
+    storage_target t = {.kind = TARGET_PG_DATABASE, .server = st_pg, .name = "tn_pool_late"};
+    char err[512];
+    target_drop(&t, err, sizeof(err));
+    pool = pool_create(NULL);
+    tn_db *d = NULL;
+    pool_stats s;
+    ck_assert_int_eq(pool_acquire(pool, &t, &d, err, sizeof(err)), TN_IO);
+    ck_assert_msg(strstr(err, "not tried again") == NULL, "%s", err);
+    ck_assert_int_eq(pool_acquire(pool, &t, &d, err, sizeof(err)), TN_IO);
+    ck_assert_msg(strstr(err, "not tried again") != NULL, "refused at once: %s", err);
+    stats(&s);
+    ck_assert_uint_eq(s.pg_down, 1);
+    ck_assert_uint_eq(s.pg_refused, 1);
+    ck_assert_uint_eq(s.pg_connects, 0);
+    usleep(300 * 1000);   /* past the first retry time: tried, fails, now 500 ms */
+    ck_assert_int_eq(pool_acquire(pool, &t, &d, err, sizeof(err)), TN_IO);
+    stats(&s);
+    ck_assert_uint_eq(s.pg_down, 2);
+    ck_assert_msg(target_create(&t, err, sizeof(err)) == TN_OK, "%s", err);
+    ck_assert_int_eq(pool_acquire(pool, &t, &d, err, sizeof(err)), TN_IO);   /* still backing off */
+    usleep(550 * 1000);
+    acquire(&t, &d);   /* tried again: up, and forgotten as down */
+    pool_release(pool, d);
+    acquire(&t, &d);
+    pool_release(pool, d);
+    stats(&s);
+    ck_assert_uint_eq(s.pg_connects, 1);
+    ck_assert_uint_eq(s.pg_down, 2);
+    ck_assert_uint_eq(s.pg_refused, 2);
+    pool_destroy(pool);
+    pool = NULL;
+    ck_assert_int_eq(target_drop(&t, err, sizeof(err)), TN_OK);
+}
+END_TEST
+
 /* ---- suites ---------------------------------------------------------------------------------- */
 
 Suite *pool_suite(void);
@@ -641,6 +685,7 @@ Suite *pool_suite(void)
     tcase_add_test(tc, test_pool_schema_random);
     tcase_add_test(tc, test_pool_database_lru);
     tcase_add_test(tc, test_pool_database_dropped);
+    tcase_add_test(tc, test_pool_pg_down_backoff);
     suite_add_tcase(s, tc);
     return s;
 }

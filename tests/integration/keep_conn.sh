@@ -1,0 +1,116 @@
+#!/bin/bash
+# keep_conn.sh — a request nginx sends on a kept FastCGI connection is never lost.
+#
+# nginx retries a GET whose cached upstream connection failed, but never a POST: if tenancyd
+# closes a kept connection at the moment nginx reuses it, the client gets 502. Each phase
+# drives POSTs (and GETs beside them) through a real nginx with `fastcgi_keep_conn on` and
+# upstream `keepalive`, in one of the situations where a worker used to close kept
+# connections, and requires no 5xx and no upstream error in nginx's log:
+#   many   more connections than a worker used to hold (it closed the least recently used,
+#          often one with a request waiting in it);
+#   recycle workers recycle every few requests (pm.max_requests), holding kept connections;
+#   bursts bursts after pauses while other workers are idle (a busy worker frees itself of
+#          its idle kept connections just as nginx takes them from its cache).
+# Then the guarantee that made the worker free itself still holds: a request on a kept
+# connection is served while the worker that held it is busy.
+. "$(dirname "$0")/lib.sh"
+need curl nginx "$HELPERS/hammer"
+HAMMER=$HELPERS/hammer
+BODY=$(head -c 1500 /dev/zero | tr '\0' 'p')
+
+# load NAME SECONDS CONNECTIONS PATH [METHOD]: hammer in the background; its pid in $!.
+load() {
+    local name=$1 secs=$2 conns=$3 path=$4 method=${5:-GET}
+    local body=()
+    [ "$method" = POST ] && body=(-b "$BODY")
+    "$HAMMER" -p "$NGINX_PORT" -d "$secs" -c "$conns" -u "$path" -m "$method" "${body[@]}" \
+        --timeout 10000 --json "$T/$name.json" 2>> "$T/$name.err" &
+}
+
+# check PHASE NAME...: every run of the phase answered 2xx, and nginx saw no upstream error.
+check() {
+    local phase=$1
+    shift
+    local bad=0 total=0 name
+    for name in "$@"; do
+        grep -q . "$T/$name.err" || { fail "$phase: hammer $name said nothing"; continue; }
+        # "status 200=N 502=M; ..." — any status other than 2xx, and any error, is a loss.
+        bad=$((bad + $(grep -o 'status [^;]*' "$T/$name.err" | tr ' ' '\n' | grep -v '^2..=' |
+            grep -o '=[0-9]*' | tr -d = | awk '{s+=$1} END {print s+0}')))
+        bad=$((bad + $(grep -o 'errors [^;]*' "$T/$name.err" | grep -o '=[0-9]*' | tr -d = |
+            awk '{s+=$1} END {print s+0}')))
+        total=$((total + $(grep -o 'status [^;]*' "$T/$name.err" | grep -o '=[0-9]*' | tr -d = |
+            awk '{s+=$1} END {print s+0}')))
+    done
+    local upstream
+    upstream=$(grep -c 'upstream' "$T/nginx-error.log")
+    log "$phase: $total responses, $bad lost, $upstream upstream errors in nginx's log"
+    assert_ge "$total" 200 "$phase: the load ran"
+    assert_eq "$bad" 0 "$phase: no request lost (no 502) on kept connections"
+    assert_eq "$upstream" 0 "$phase: nginx never found a kept connection closed under it"
+    : > "$T/nginx-error.log"
+}
+
+# ---- many: 1 worker, 150 connections at once (a worker used to hold 64) ---------------------
+tn_conf "pm.max_children = 1" "log_requests = off" "request_timeout = 20s"
+tn_start
+nginx_start
+assert_eq "$(http / a.example)" "hello from a.example" "served through nginx"
+load many-post 3 150 '/sleep?ms=1' POST
+p1=$!
+load many-get 3 8 / GET
+p2=$!
+wait "$p1" "$p2"
+check many many-post many-get
+kill -TERM "$TN_PID"
+wait_until 10 bash -c "! kill -0 $TN_PID" || fatal "tenancyd did not stop"
+: > "$T/nginx-error.log"
+
+# ---- recycle: workers leave every ~40 requests while nginx reuses their connections -------
+tn_conf "pm.max_children = 3" "log_requests = off" "pm.max_requests = 40" \
+    "pm.max_requests_jitter = 25"
+tn_start
+load recycle-post 3 24 '/sleep?ms=1' POST
+p1=$!
+load recycle-get 3 4 '/sleep?ms=5' GET
+p2=$!
+wait "$p1" "$p2"
+check recycle recycle-post recycle-get
+kill -TERM "$TN_PID"
+wait_until 10 bash -c "! kill -0 $TN_PID" || fatal "tenancyd did not stop"
+: > "$T/nginx-error.log"
+
+# ---- bursts: 6 workers; bursts 1.2 s apart, so that nginx's cached connections go stale ----
+tn_conf "pm.max_children = 6" "log_requests = off"
+tn_start
+for r in 1 2 3 4 5; do
+    load burst-post 0.6 48 '/sleep?ms=2' POST
+    p1=$!
+    load burst-get 0.6 4 '/sleep?ms=20' GET
+    p2=$!
+    wait "$p1" "$p2"
+    sleep 1.2
+done
+check bursts burst-post burst-get
+
+# ---- not pinned: a request on a kept connection held by a busy worker is still served -----
+# Both workers serve a request on each of several kept connections, then one worker is made
+# busy for 3 s; the next requests (some on connections the busy worker holds) must not wait
+# for it: the busy worker passes its idle kept connections to the other one.
+for i in 1 2 3 4 5 6 7 8; do http / "warm$i.example" > /dev/null & done
+wait
+sleep 1.1   # idle long enough to be passed on
+curl -s -m 10 -o /dev/null -H 'Host: busy.example' "http://127.0.0.1:$NGINX_PORT/sleep?ms=3000" &
+busy=$!
+sleep 0.3
+t0=$(date +%s%N)
+for i in 1 2 3 4 5 6; do
+    [ "$(http / "q$i.example")" = "hello from q$i.example" ] || fail "request $i during the busy one"
+done
+ms=$((($(date +%s%N) - t0) / 1000000))
+wait "$busy"
+log "6 requests beside a busy worker took ${ms} ms"
+if [ "$ms" -lt 1500 ]; then log "ok: no request waited for the busy worker"; else
+    fail "requests waited for the busy worker (${ms} ms)"; fi
+
+exit 0

@@ -1,0 +1,314 @@
+#!/bin/bash
+# wrong_tenant.sh — no request ever gets another tenant's answer, while things break.
+#
+#   wrong_tenant.sh [--quick | --seconds N]     (60 s; --quick or STRESS_QUICK=1: 15 s)
+#
+# One tenancyd (storeapp, 4 workers) behind a real nginx serves 1,000 tenants t1..t1000 on
+# SQLite files and 1,000 tenants p1..p1000 in schemas of a throwaway PostgreSQL cluster, at
+# once: the same workers switch between the two backends all the time. Two hammers (one per
+# backend) ask /v of random tenants for the whole run; every 2xx must read
+#   {"tenant":"tN","data":"tN","cache":"tN"}
+# for host tN.localhost: the slug from the request's context, the marker row read from the
+# tenant's own storage in that request, and the tenant's own app cache entry. Anything else
+# in a 2xx body is a WRONG answer. Meanwhile, on a schedule:
+#   - SIGHUP every second (a reload: a new generation of workers each time);
+#   - SIGKILL of a random worker every 1-2 s;
+#   - the storeapp "chaos" stage, a few times a second on random tenants, begins a transaction,
+#     overwrites the tenant's marker, then fails (500), abort()s its worker (502) or sleeps past
+#     request_timeout (504); and a client that goes away in the middle of /big (a transaction
+#     open while streaming);
+#   - PostgreSQL restarted once (pg_ctl restart -m fast), a third of the way in;
+#   - registry changes invalidating every worker's lookup cache, in a loop: t1000 and p1000
+#     suspended then resumed; the domain moved.example moved between t999 and p999.
+#
+# What counts as wrong, and when (tests/stress/README.md says the same):
+#   - a 2xx whose tenant, data or cache is not the tenant the host names: WRONG, always;
+#   - after `tenancy tenant suspend` has returned, a 200 for that tenant; after `resume` has
+#     returned, a 403; after a domain move has returned, an answer naming the old owner: STALE
+#     (the change was acknowledged, so every later request must see it). While a command runs,
+#     old and new are both right (and, for a domain, 404 between its remove and its add);
+#   - a status other than the expected one that is not a documented fault answer: BAD. The
+#     documented ones: 502 (nginx, when the worker holding the request or its kept connection
+#     was killed) anywhere, and 503 for PostgreSQL tenants while PostgreSQL restarts (from
+#     the stop to one second after pg_ctl says it is up again). SQLite tenants must never get
+#     a 503 — not even while PostgreSQL is down;
+#   - a transport error (connect, reset, timeout, parse) between hammer and nginx: BAD.
+# At the end, with the faults stopped: every tenant's marker in its storage is its own (no
+# fault committed its overwrite), and a last sweep of 4,000 requests is all 200 and right.
+# Output: a table and $STRESS_OUT/stress-wrong-tenant.json. Fails when wrong, stale or bad > 0.
+. "$(dirname "$0")/common.sh"
+stress_args 60 15 "$@"
+need curl nginx sqlite3 psql "$HELPERS/hammer" "$TENANCY_CLI" "$JSON_CHECK"
+[ -f "$STORE_SO" ] || hard_error "$STORE_SO is not built (make check builds it)"
+HAMMER=$HELPERS/hammer
+N=1000
+MAIN_N=990   # t991..t1000 and p991..p1000 are kept for the registry changes
+t_setup=$SECONDS
+
+pg_up
+mkdir -p "$T/state" "$T/h"
+tn_conf "app = $STORE_SO" "pm.max_children = 4" "request_timeout = 2s" \
+    "state_dir = $T/state" "tenant.resolvers = subdomain, host" \
+    "tenant.base_domains = localhost" "tenant.max_workers = 100%" \
+    "storage.migrations = $STORE_FIX/migrations" "storage.seed = $STORE_FIX/seed.sql" \
+    "placement.pgs.dsn = $TENANCY_TEST_PG" "placement.pgs.mode = schema" \
+    "pm.crash_limit = 100000"
+# (the kills here are on purpose: the crash-storm brake is tested by tests/integration/pm.sh)
+tn_cli init > /dev/null || fatal "tenancy init failed"
+provision t "$N" sqlite & P1=$!
+provision p "$N" pgs & P2=$!
+wait "$P1" || fatal "provisioning the SQLite tenants failed"
+wait "$P2" || fatal "provisioning the PostgreSQL tenants failed"
+tn_cli domain add t999 moved.example > /dev/null || fatal "domain add failed"
+tn_start
+nginx_start
+log "set up ${N} SQLite + ${N} PostgreSQL tenants in $((SECONDS - t_setup)) s; running ${SECS} s"
+
+now_ms() { date +%s%3N; }
+START_MS=$(now_ms)
+END_MS=$((START_MS + SECS * 1000))
+running() { [ "$(now_ms)" -lt "$END_MS" ]; }
+: > "$T/h/index"
+
+# hb NAME BACKEND EXPECT HAMMER-ARGS...: one hammer run, judged at the end by its JSON and
+# the time it ran (index: name backend expect start end).
+hb() {
+    local name=$1 backend=$2 expect=$3 t0
+    shift 3
+    t0=$(now_ms)
+    "$HAMMER" -p "$NGINX_PORT" --expect-status any --timeout 10000 --json "$T/h/$name.json" \
+        "$@" 2> "$T/h/$name.log"
+    echo "$name $backend $expect $t0 $(now_ms)" >> "$T/h/index"
+}
+
+# ---- the load: one hammer per backend, in 1-second slices (so a 503 can be placed in time) --
+load() {   # load BACKEND PREFIX
+    local k=0
+    while running; do
+        k=$((k + 1))
+        hb "$1-$k" "$1" 200 -c 3 -d 1 -H "$2%d.localhost" -N "$MAIN_N" -u /v \
+            -e "\"tenant\":\"$2%d\",\"data\":\"$2%d\",\"cache\":\"$2%d\""
+    done
+}
+load sqlite t & LOAD1=$!
+load pg p & LOAD2=$!
+
+# ---- faults ------------------------------------------------------------------------------
+reloads() {
+    local n=0
+    while running; do
+        sleep 1
+        kill -HUP "$TN_PID" 2>/dev/null && n=$((n + 1))
+    done
+    echo "$n" > "$T/reloads"
+}
+kills() {
+    local n=0 ws w
+    while running; do
+        sleep "1.$((RANDOM % 10))"
+        mapfile -t ws < <(pgrep -P "$TN_PID")
+        [ "${#ws[@]}" -gt 0 ] || continue
+        w=${ws[RANDOM % ${#ws[@]}]}
+        kill -KILL "$w" 2>/dev/null && n=$((n + 1))
+    done
+    echo "$n" > "$T/kills"
+}
+chaos() {   # one misbehaving request at a time: "kind status" lines in $T/chaos
+    local kind host code r
+    while running; do
+        r=$((RANDOM % 10))
+        if [ $((RANDOM % 2)) = 0 ]; then host=t$((RANDOM % MAIN_N + 1)).localhost; else host=p$((RANDOM % MAIN_N + 1)).localhost; fi
+        case $r in
+        0 | 1 | 2 | 3) kind=fail; path=/chaos/fail ;;
+        4 | 5) kind=abort; path=/chaos/abort ;;
+        6) kind=sleep; path='/chaos/sleep?ms=4000' ;;
+        *) kind=client_abort; path=/big ;;
+        esac
+        if [ "$kind" = client_abort ]; then
+            code=$(curl -s -o /dev/null -w '%{http_code}' -m 0.3 --limit-rate 20k -H "Host: $host" "http://127.0.0.1:$NGINX_PORT$path")
+            code=gone
+        else
+            code=$(curl -s -o /dev/null -w '%{http_code}' -m 10 -H "Host: $host" "http://127.0.0.1:$NGINX_PORT$path")
+        fi
+        echo "$kind $code" >> "$T/chaos"
+        sleep 0.2
+    done
+}
+pg_restart() {
+    sleep $((SECS / 3))
+    echo "$(now_ms)" > "$T/pg_window"
+    pg_ctl_as_owner restart -m fast -w -t 30 > "$T/pg_restart.log" 2>&1 || echo failed > "$T/pg_restart_failed"
+    echo "$(now_ms)" >> "$T/pg_window"
+}
+# The registry changes: a short hammer on the tenant before, and after each acknowledged change.
+changes() {
+    local n_susp=0 n_move=0 owner=t999 next s
+    while running; do
+        for s in t1000 p1000; do
+            local be=sqlite
+            [ "${s:0:1}" = p ] && be=pg
+            hb "chg-$s-before-$n_susp" "$be" 200 -c 4 -n 40 -H "$s.localhost" -u /v \
+                -e "\"tenant\":\"$s\",\"data\":\"$s\",\"cache\":\"$s\""
+            tn_cli tenant suspend "$s" > /dev/null || echo "suspend $s failed" >> "$T/change_errors"
+            hb "chg-$s-suspended-$n_susp" "$be" 403 -c 4 -n 40 -H "$s.localhost" -u /v \
+                -e "\"tenant\":\"$s\",\"data\":\"$s\",\"cache\":\"$s\""
+            tn_cli tenant resume "$s" > /dev/null || echo "resume $s failed" >> "$T/change_errors"
+            hb "chg-$s-resumed-$n_susp" "$be" 200 -c 4 -n 40 -H "$s.localhost" -u /v \
+                -e "\"tenant\":\"$s\",\"data\":\"$s\",\"cache\":\"$s\""
+        done
+        n_susp=$((n_susp + 1))
+        if [ "$owner" = t999 ]; then next=p999; else next=t999; fi
+        { tn_cli domain remove moved.example && tn_cli domain add "$next" moved.example; } > /dev/null ||
+            echo "moving moved.example to $next failed" >> "$T/change_errors"
+        owner=$next
+        n_move=$((n_move + 1))
+        local be=sqlite
+        [ "${owner:0:1}" = p ] && be=pg
+        hb "chg-moved-$n_move" "$be" 200 -c 4 -n 40 -H moved.example -u /v \
+            -e "\"tenant\":\"$owner\",\"data\":\"$owner\",\"cache\":\"$owner\""
+    done
+    echo "$((n_susp * 2)) $n_move" > "$T/changes"
+}
+# Requests on moved.example all along, also while it moves: each answer must be consistent
+# (tenant = data = cache, one of the two owners) or 404 (between remove and add) or a fault.
+watch_moved() {
+    local body code n=0 bad=0 c404=0
+    while running; do
+        body=$(curl -s -m 10 -w '\n%{http_code}' -H 'Host: moved.example' "http://127.0.0.1:$NGINX_PORT/v")
+        code=${body##*$'\n'}
+        body=${body%$'\n'*}
+        body=${body%$'\n'}
+        n=$((n + 1))
+        case $code in
+        200)
+            if ! [[ $body =~ ^\{\"tenant\":\"(t999|p999)\",\"data\":\"([a-z0-9]*)\",\"cache\":\"([a-z0-9]*)\"\}$ ]] ||
+                [ "${BASH_REMATCH[1]}" != "${BASH_REMATCH[2]}" ] || [ "${BASH_REMATCH[1]}" != "${BASH_REMATCH[3]}" ]; then
+                bad=$((bad + 1))
+                echo "moved.example: $body" >> "$T/watch_wrong"
+            fi ;;
+        404) c404=$((c404 + 1)) ;;
+        esac
+        echo "$code" >> "$T/watch_codes"
+    done
+    echo "$n $bad $c404" > "$T/watch"
+}
+PIDS+=("$LOAD1" "$LOAD2")
+reloads & F1=$!
+kills & F2=$!
+chaos & F3=$!
+pg_restart & F4=$!
+changes & F5=$!
+watch_moved & F6=$!
+PIDS+=("$F1" "$F2" "$F3" "$F4" "$F5" "$F6")
+wait $LOAD1 $LOAD2 $F1 $F2 $F3 $F4 $F5 $F6
+log "load and faults stopped after $((($(now_ms) - START_MS) / 1000)) s"
+
+# ---- after the run: storage intact, and a quiet sweep ---------------------------------------
+sleep 1   # the last reload's generation takes over
+# One line per tenant whose marker is not its own (or whose storage cannot be read).
+leaked_sqlite=$(sqlite3 -separator ' ' "$T/state/control.db" \
+    "SELECT slug, storage FROM tenants WHERE placement = 'sqlite'" | while read -r slug path; do
+    echo "ATTACH '$path' AS x; SELECT '$slug' FROM x.marker WHERE tenant <> '$slug'; DETACH x;"
+done | sqlite3 ":memory:" 2>&1 | wc -l)
+leaked_pg=$(for i in $(seq 1 "$N"); do
+    echo "SELECT 'p$i' FROM t_p$i.marker WHERE tenant <> 'p$i';"
+done | psql_q 2>&1 | wc -l)
+assert_eq "$leaked_sqlite" 0 "every SQLite tenant's marker is its own after the faults"
+assert_eq "$leaked_pg" 0 "every PostgreSQL tenant's marker is its own after the faults"
+hb sweep-sqlite sqlite 200 -c 4 -n 2000 -H 't%d.localhost' -N "$N" -u /v \
+    -e '"tenant":"t%d","data":"t%d","cache":"t%d"'
+hb sweep-pg pg 200 -c 4 -n 2000 -H 'p%d.localhost' -N "$N" -u /v \
+    -e '"tenant":"p%d","data":"p%d","cache":"p%d"'
+
+# ---- judge ----------------------------------------------------------------------------------
+read -r PGW0 PGW1 < <(tr '\n' ' ' < "$T/pg_window")
+PGW1=$((PGW1 + 1000))
+declare -A CODES=() BADC=()
+REQ=0 RESP=0 WRONG=0 STALE=0 BAD=0 TRANSPORT=0 OK2XX=0 TOL502=0 TOL503=0
+while read -r name backend expect t0 t1; do
+    f=$T/h/$name.json
+    [ -s "$f" ] || { fail "$name: hammer wrote no result ($(tail -1 "$T/h/$name.log"))"; continue; }
+    REQ=$((REQ + $(jget "$f" .requests)))
+    RESP=$((RESP + $(jget "$f" .responses)))
+    w=$(jget "$f" .wrong)
+    e=$(jerrors "$f")
+    TRANSPORT=$((TRANSPORT + e))
+    [ "$e" -gt 0 ] && log "$name: transport errors: $(jget "$f" .errors)"
+    in_pg_window=0
+    [ "$backend" = pg ] && [ "$t1" -ge "$PGW0" ] && [ "$t0" -le "$PGW1" ] && in_pg_window=1
+    while read -r code n; do
+        CODES[$code]=$(( ${CODES[$code]:-0} + n ))
+        if [ "$code" = "$expect" ]; then
+            [ "${code:0:1}" = 2 ] && OK2XX=$((OK2XX + n))
+        elif [ "$expect" = 403 ] && [ "$code" = 200 ]; then
+            STALE=$((STALE + n))
+            log "STALE: $name: $n answers 200 after the suspension was acknowledged"
+        elif [ "$code" = 502 ]; then
+            TOL502=$((TOL502 + n))
+        elif [ "$code" = 503 ] && [ "$in_pg_window" = 1 ]; then
+            TOL503=$((TOL503 + n))
+        else
+            BAD=$((BAD + n))
+            BADC[$code]=$(( ${BADC[$code]:-0} + n ))
+            log "BAD: $name ($backend, expected $expect): $n x $code"
+        fi
+    done < <(jcodes "$f")
+    if [ "$w" -gt 0 ]; then
+        # After a move the old owner's answer is stale; anywhere else a wrong body is WRONG.
+        if [[ $name == chg-moved-* ]]; then STALE=$((STALE + w)); else WRONG=$((WRONG + w)); fi
+        log "WRONG/STALE: $name: $w answers: $(grep -A2 -i wrong "$T/h/$name.log" | head -6)"
+    fi
+done < "$T/h/index"
+read -r W_N W_BAD W_404 < "$T/watch"
+WRONG=$((WRONG + W_BAD))
+REQ=$((REQ + W_N))
+read -r N_CHANGES N_MOVES < "$T/changes"
+declare -A CH=()
+while read -r kind code; do CH["$kind $code"]=$(( ${CH["$kind $code"]:-0} + 1 )); done < "$T/chaos"
+chaos_total=$(wc -l < "$T/chaos")
+chaos_bad=0
+for k in "${!CH[@]}"; do
+    case $k in
+    "fail 500" | "fail 502" | "abort 502" | "sleep 504" | "sleep 502" | "client_abort gone") ;;
+    *) chaos_bad=$((chaos_bad + CH[$k])); log "BAD chaos answer: $k x ${CH[$k]}" ;;
+    esac
+done
+BAD=$((BAD + chaos_bad))
+[ -f "$T/pg_restart_failed" ] && fail "pg_ctl restart failed: $(cat "$T/pg_restart.log")"
+[ -f "$T/change_errors" ] && fail "registry changes failed: $(cat "$T/change_errors")"
+
+codes_json=$(for c in "${!CODES[@]}"; do printf '"%s": %s\n' "$c" "${CODES[$c]}"; done | sort | paste -sd, -)
+bad_json=$(for c in "${!BADC[@]}"; do printf '"%s": %s\n' "$c" "${BADC[$c]}"; done | sort | paste -sd, -)
+chaos_json=$(for k in "${!CH[@]}"; do printf '"%s": %s\n' "${k// /:}" "${CH[$k]}"; done | sort | paste -sd, -)
+ok=true
+[ "$WRONG" -eq 0 ] && [ "$STALE" -eq 0 ] && [ "$BAD" -eq 0 ] && [ "$TRANSPORT" -eq 0 ] &&
+    [ "$FAILED" -eq 0 ] || ok=false
+cat > "$STRESS_OUT/stress-wrong-tenant.json" <<EOF
+{"suite": "wrong_tenant", "seconds": $SECS, "tenants": {"sqlite": $N, "postgres": $N},
+ "requests": $REQ, "responses": $RESP, "ok_2xx": $OK2XX, "wrong": $WRONG, "stale": $STALE,
+ "bad": $BAD, "transport_errors": $TRANSPORT,
+ "status": {$codes_json}, "bad_status": {$bad_json},
+ "tolerated": {"502_worker_killed": $TOL502, "503_pg_restart": $TOL503, "404_domain_gap": $W_404},
+ "faults": {"reloads": $(cat "$T/reloads"), "worker_kills": $(cat "$T/kills"),
+  "chaos": {$chaos_json}, "chaos_total": $chaos_total, "pg_restarts": 1,
+  "pg_restart_ms": $((PGW1 - 1000 - PGW0)), "suspend_resume": $N_CHANGES, "domain_moves": $N_MOVES},
+ "storage_markers_overwritten": $((leaked_sqlite + leaked_pg)), "ok": $ok}
+EOF
+"$JSON_CHECK" < "$STRESS_OUT/stress-wrong-tenant.json" || fail "the summary is not valid JSON"
+cp "$STRESS_OUT/stress-wrong-tenant.json" "$T/" 2>/dev/null
+printf '\n%-34s %s\n' "wrong-tenant stress, ${SECS} s" "(2 x $N tenants, nginx, 4 workers)"
+printf '  %-32s %s\n' "requests" "$REQ" "2xx as expected" "$OK2XX" \
+    "WRONG (another tenant's answer)" "$WRONG" "STALE (after an acknowledged change)" "$STALE" \
+    "BAD (undocumented status)" "$BAD" "transport errors" "$TRANSPORT" \
+    "502 (a killed worker)" "$TOL502" "503 (PostgreSQL restarting)" "$TOL503" \
+    "404 (domain between owners)" "$W_404" \
+    "reloads (SIGHUP)" "$(cat "$T/reloads")" "workers SIGKILLed" "$(cat "$T/kills")" \
+    "chaos requests" "$chaos_total ($chaos_json)" \
+    "PostgreSQL restart" "$((PGW1 - 1000 - PGW0)) ms" \
+    "suspend+resume / domain moves" "$N_CHANGES / $N_MOVES" \
+    "markers overwritten in storage" "$((leaked_sqlite + leaked_pg))"
+echo "STRESS-RESULT $(tr -d '\n' < "$STRESS_OUT/stress-wrong-tenant.json")"
+[ "$WRONG" -eq 0 ] || fail "$WRONG wrong-tenant answers"
+[ "$STALE" -eq 0 ] || fail "$STALE stale answers after an acknowledged change"
+[ "$BAD" -eq 0 ] || fail "$BAD answers with an undocumented status"
+[ "$TRANSPORT" -eq 0 ] || fail "$TRANSPORT transport errors"
