@@ -60,6 +60,8 @@ static const db_driver db_pg_driver;   /* defined at the end */
 
 #define SCOPE_MAX 66   /* a quoted identifier: 63 bytes, two quotes, NUL */
 
+#define PG_CONNECT_TIMEOUT_S "5"
+
 typedef struct pg_db {
     tn_db base;        /* first: tn_db * and pg_db * convert both ways */
     PGconn *conn;
@@ -291,7 +293,11 @@ static int pg_open(const char *target, const db_options *opt, tn_db **out, char 
         return TN_NOMEM;
     }
     d->base.opt = *opt;   /* session_setup reads it */
-    d->conn = PQconnectdb(target);
+    /* A server that accepts the connection and never answers must not hold a worker for
+     * good: a connect timeout unless the target names its own (it comes after, and wins). */
+    static const char *const keys[] = {"connect_timeout", "dbname", NULL};
+    const char *vals[] = {PG_CONNECT_TIMEOUT_S, target, NULL};
+    d->conn = PQconnectdbParams(keys, vals, 1);
     if (d->conn == NULL || PQstatus(d->conn) != CONNECTION_OK) {
         char line[DB_ERRLEN];
         first_line(line, sizeof(line), d->conn != NULL ? PQerrorMessage(d->conn) : NULL);
