@@ -68,8 +68,9 @@ const conf_opt tn_config_table[] = {
      "log requests running longer than this (0: off)"},
     {"queue_timeout", CONF_DURATION, OFF(queue_timeout_ms), "60s", 0, 86400000, NULL, 0,
      "answer 503 at once to a request that waited longer than this (needs REQUEST_START)"},
-    {"keepalive_timeout", CONF_DURATION, OFF(keepalive_timeout_ms), "10s", 0, 3600000, NULL, 0,
-     "close a kept FastCGI connection idle this long (0: do not keep connections)"},
+    {"keepalive_timeout", CONF_DURATION, OFF(keepalive_timeout_ms), "75s", 0, 3600000, NULL, 0,
+     "close a kept FastCGI connection idle this long, longer than the web server keeps one "
+     "(0: do not keep connections)"},
     {"linger_timeout", CONF_DURATION, OFF(linger_timeout_ms), "100ms", 0, 10000, NULL, 0,
      "longest wait for the peer to close after a response"},
     {"stop_timeout", CONF_DURATION, OFF(stop_timeout_ms), "10s", 100, 3600000, NULL, 0,

@@ -77,7 +77,7 @@ typedef struct sb_pool {
     uint64_t reload_failures;
     uint64_t rejected_deadline;    /* answered 503: waited past queue_timeout */
     uint64_t rejected_tenant_limit;
-    uint64_t keepalive_released;   /* kept connections closed to free the worker */
+    uint64_t keepalive_released;   /* idle kept connections passed to another worker */
     uint64_t malformed;            /* FastCGI streams refused before libfcgi saw them */
     uint64_t get_values;           /* FCGI_GET_VALUES answered */
     uint64_t max_children_reached;

@@ -335,24 +335,20 @@ static bool has_pending_input(int fd)
     return n != 0 && !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
 }
 
-/* A kept connection idle this long is one the web server is not cycling through now. */
-#define KEPT_STALE_MS 1000
-
-/* When other workers are idle, a busy worker should not hold kept connections that the
- * web server may pick after a pause: a request sent on one would wait for this worker. It
- * passes them to the others. Connections in active use (idle less than KEPT_STALE_MS) stay
- * (passing them on every request would only move them around), and so do those with a
- * request waiting: it is served here next, in turn (moving it would put it at the back of
- * another worker's queue, and under load some requests would go round and round). */
-static void hand_off_idle_kept(worker *w, int64_t now)
+/* When other workers are idle, a busy worker must not hold kept connections: the web server
+ * may pick any of them for its next request, which would then wait behind this one (a slow
+ * handler would hold up a client that another worker could serve at once). It passes every
+ * idle one to the others; under load no worker is idle and nothing moves. Those with a
+ * request waiting stay: it is served here next, in turn (moving it would put it at the back
+ * of another worker's queue, and under load some requests would go round and round). */
+static void hand_off_idle_kept(worker *w)
 {
     if (w->nconns == 0 || w->args->handoff[0] < 0 ||
         __atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED) <= 0)
         return;
     for (int i = w->nconns - 1; i >= 0; i--) {
         struct conn *c = &w->conns[i];
-        if (!c->kept || c->ready || c->serving || c->req_start_ms ||
-            now - c->last_ms < KEPT_STALE_MS)
+        if (!c->kept || c->ready || c->serving || c->req_start_ms)
             continue;
         if (!conn_hand_off(w, c))
             return;   /* the queue is full: keep the rest */
@@ -791,7 +787,7 @@ static bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
     log_set_context(ctx);
 
     sb_set_state(w->sb, w->slot, SB_RUNNING);
-    hand_off_idle_kept(w, clock_mono_ms());
+    hand_off_idle_kept(w);
     int status = run_request(w, &r);
     alarm_may_answer = 0;   /* from here on the response belongs to libfcgi */
     sb_set_state(w->sb, w->slot, SB_FINISHING);

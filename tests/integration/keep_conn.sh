@@ -94,11 +94,15 @@ done
 check bursts burst-post burst-get
 
 # ---- not pinned: a request on a kept connection held by a busy worker is still served -----
-# Both workers serve a request on each of several kept connections, then one worker is made
+# The workers serve requests on several kept connections, then one worker is made
 # busy for 3 s; the next requests (some on connections the busy worker holds) must not wait
-# for it: the busy worker passes its idle kept connections to the other one.
-for i in 1 2 3 4 5 6 7 8; do http / "warm$i.example" > /dev/null & done
-wait
+# for it: the busy worker passes its idle kept connections to the others.
+warm=()
+for i in 1 2 3 4 5 6 7 8; do
+    curl -s -m 10 -o /dev/null "http://127.0.0.1:$NGINX_PORT/sleep?ms=50" &
+    warm+=("$!")
+done
+wait "${warm[@]}"
 sleep 1.1   # idle long enough to be passed on
 curl -s -m 10 -o /dev/null -H 'Host: busy.example' "http://127.0.0.1:$NGINX_PORT/sleep?ms=3000" &
 busy=$!
