@@ -3,8 +3,8 @@
  * and config_load (fcgi/config.c), which adds the file read, placement.NAME.* keys and the
  * cross-option checks (tenancy/config.c, core/netaddr.c).
  *
- * The input is the file's bytes. They go through conf_parse_text_targets with the two
- * tables of tenancyd.conf, and through config_load from a memfd, as tenancyd -t reads them.
+ * The input is the file's bytes. They go through conf_parse_text_targets with the three
+ * tables of tenancyd.conf (host, tenancy, admin panel), and through config_load from a memfd, as tenancyd -t reads them.
  *
  * Invariants:
  *   - a parse error always names the file and a line within the text (1..lines), with a
@@ -17,6 +17,7 @@
 #include "core/first.h"
 #include "core/conf.h"
 #include "core/rc.h"
+#include "admin/config.h"
 #include "fcgi/config.h"
 #include "tenancy/config.h"
 
@@ -38,8 +39,10 @@ static int parse(const char *text, tn_config *c, arena *a, conf_error *err)
 {
     memset(c, 0, sizeof(*c));
     c->arena = a;
-    conf_target t[] = {{tn_config_table, c}, {tenancy_config_table, &c->tenancy}};
-    return conf_parse_text_targets(t, 2, "fuzz.conf", text, a, placement_key, err);
+    conf_target t[] = {{tn_config_table, c},
+                       {tenancy_config_table, &c->tenancy},
+                       {admin_config_table, &c->admin}};
+    return conf_parse_text_targets(t, 3, "fuzz.conf", text, a, placement_key, err);
 }
 
 static char *dump(const tn_config *c, size_t *len)
@@ -49,6 +52,7 @@ static char *dump(const tn_config *c, size_t *len)
     FZ_ASSERT(f != NULL, "open_memstream");
     conf_dump(tn_config_table, c, f);
     conf_dump(tenancy_config_table, &c->tenancy, f);
+    conf_dump(admin_config_table, &c->admin, f);
     fclose(f);
     return out;
 }

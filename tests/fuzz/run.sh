@@ -165,7 +165,7 @@ for t in "${targets[@]}"; do
         "$corpus" "$seeds" > "$log" 2>&1
     rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-    cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1)
+    cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1)
     if [ "$rc" -ne 0 ]; then
         failed=1
         grep -E 'ERROR: |invariant broken|\*\*\* |SUMMARY' "$log" | head -n 8

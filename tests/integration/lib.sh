@@ -18,6 +18,7 @@ export TENANCY_PGDRIVER=${TENANCY_PGDRIVER:-$(cd "$top_builddir" && pwd)/storage
 TEST_NAME=$(basename "$0" .sh)
 T=$(mktemp -d "${TMPDIR:-/tmp}/tenancy-$TEST_NAME.XXXXXX")
 PIDS=()
+PIDFILES=()
 FAILED=0
 # Sanitizer builds (--enable-asan, tests/sanitizers.sh): every instrumented process this test
 # starts (tenancyd and its workers, the tenancy command, helpers) writes its AddressSanitizer,
@@ -36,7 +37,12 @@ hard_error() { log "ERROR (environment): $*"; exit 99; }
 
 cleanup() {
     local rc=$?
-    local kids=""
+    local kids="" f
+    # servers that are not our children (started through runuser): by their pidfiles
+    for f in "${PIDFILES[@]:-}"; do
+        [ -n "$f" ] && [ -s "$f" ] && kids="$kids $(cat "$f" 2>/dev/null)"
+    done
+    for p in $kids; do kill -TERM "$p" 2>/dev/null; done
     for p in "${PIDS[@]:-}"; do
         [ -n "$p" ] || continue
         kids="$kids $(pgrep -P "$p" 2>/dev/null | tr '\n' ' ')"
@@ -55,9 +61,15 @@ cleanup() {
     local san
     for san in "$T"/san/*; do
         [ -f "$san" ] || continue
-        echo "---- sanitizer report $san"
+        # A report fails the test; a warning alone (a failed huge allocation that the
+        # program handles, with allocator_may_return_null) is shown, not counted.
+        if grep -q -E 'ERROR: [A-Za-z]+Sanitizer|runtime error:' "$san"; then
+            echo "---- sanitizer report $san"
+            FAILED=1
+        else
+            echo "---- sanitizer warning $san"
+        fi
         head -n 60 "$san"
-        FAILED=1
     done
     if [ "$rc" -ne 0 ] || [ "$FAILED" -ne 0 ]; then
         for f in "$T"/*.log; do

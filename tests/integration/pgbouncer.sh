@@ -51,8 +51,10 @@ pidfile = $B/pgbouncer.pid
 INI
 echo '"postgres" ""' > "$B/userlist.txt"
 [ "$(id -u)" -eq 0 ] && chown postgres "$B/pgbouncer.ini" "$B/userlist.txt"
+# runuser's child, a grandchild of this shell: the cleanup stops it by its pidfile
 as_owner "$PGBOUNCER" "$B/pgbouncer.ini" > "$T/pgbouncer-stdout.log" 2>&1 &
 PIDS+=($!)
+PIDFILES+=("$B/pgbouncer.pid")
 wait_until 10 test -S "$B/.s.PGSQL.$PORT" || fatal "pgbouncer did not start"
 VIA="postgres:host=$B port=$PORT dbname=tenancy_test user=postgres"
 log "pgbouncer $("$PGBOUNCER" --version | head -1 | awk '{print $NF}'): transaction mode, one server connection"
