@@ -121,6 +121,7 @@ http {
             fastcgi_param TENANT_HOST \$host;
             fastcgi_param HTTP_PROXY "";
             fastcgi_keep_conn on;
+            fastcgi_next_upstream off;
             fastcgi_pass tenancy;
         }
     }
