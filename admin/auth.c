@@ -345,20 +345,6 @@ static void clear_failures(tn_db *db, const char *k1, const char *k2)
 
 /* ---- login and logout ------------------------------------------------------------------------ */
 
-static bool user_name_ok(const char *u)
-{
-    size_t n = strlen(u);
-    if (n == 0 || n > 64)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = u[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '_' || c == '.' || c == '@'))
-            return false;
-    }
-    return true;
-}
-
 int auth_login_post(adm_req *a)
 {
     if (adm_registry(a) == NULL)
@@ -373,7 +359,7 @@ int auth_login_post(adm_req *a)
     }
     const char *user = adm_form(a, "user");
     const char *password = adm_form(a, "password");
-    if (user == NULL || password == NULL || !user_name_ok(user) || strlen(password) > 1024)
+    if (user == NULL || password == NULL || !admin_user_name_ok(user) || strlen(password) > 1024)
         return auth_login_page(a, 400, "Enter a user name and a password.");
 
     int64_t now = now_s();

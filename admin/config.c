@@ -90,3 +90,17 @@ int admin_config_finish(admin_config *c, const tenancy_config *tc, arena *a, cha
     }
     return TN_OK;
 }
+
+bool admin_user_name_ok(const char *u)
+{
+    size_t n = strlen(u);
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = u[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_' || c == '.' || c == '@'))
+            return false;
+    }
+    return true;
+}

@@ -46,4 +46,8 @@ extern const conf_opt admin_config_table[];
 int admin_config_finish(admin_config *c, const tenancy_config *tc, arena *a, char *err,
                         size_t errlen);
 
+/* A panel account name: 1 to 64 of letters, digits and - _ . @ (the login form and
+ * `tenancy admin passwd` accept the same names). */
+bool admin_user_name_ok(const char *u);
+
 #endif

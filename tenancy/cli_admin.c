@@ -36,20 +36,6 @@
 #define PW_MIN 8
 #define PW_MAX 1024
 
-static bool user_ok(const char *u)
-{
-    size_t n = strlen(u);
-    if (n == 0 || n > 64)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = u[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '_' || c == '.' || c == '@'))
-            return false;
-    }
-    return true;
-}
-
 /* One line from fd into out (without the newline). 0, or -1 at EOF before anything. */
 static int read_line(FILE *f, char *out, size_t n)
 {
@@ -162,7 +148,7 @@ static int write_file(cli *c, const char *path, const buf *b, char *err, size_t 
 int cli_admin_passwd(cli *c, const cli_args *a)
 {
     const char *user = a->npos > 0 ? a->pos[0] : "admin";
-    if (!user_ok(user))
+    if (!admin_user_name_ok(user))
         return cli_usage(c, "a user name is 1-64 of A-Z, a-z, 0-9, '.', '_', '-' and '@'");
     bool from_stdin = cli_opt(a, "--stdin") != NULL, gen = cli_opt(a, "--generate") != NULL;
     if (from_stdin && gen)
