@@ -263,3 +263,25 @@ void buf_csv(buf *b, const char *s)
     }
     buf_putc(b, '"');
 }
+
+size_t str_copy(char *dst, size_t n, const char *src)
+{
+    if (n == 0)
+        return 0;
+    size_t len = strnlen(src, n - 1);
+    memcpy(dst, src, len);
+    dst[len] = '\0';
+    return len;
+}
+
+size_t str_u64(char *dst, unsigned long long v)
+{
+    char tmp[24];
+    size_t i = sizeof(tmp);
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    memcpy(dst, tmp + i, sizeof(tmp) - i);
+    return sizeof(tmp) - i;
+}

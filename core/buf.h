@@ -50,4 +50,10 @@ void buf_csv(buf *b, const char *s);
 /* Length of the longest prefix of s[0..n) that is valid UTF-8. */
 size_t utf8_valid_prefix(const char *s, size_t n);
 
+/* Bounded string copy without printf (hot paths): at most n-1 bytes of src, always
+ * NUL-terminated when n > 0; returns the bytes written (without the NUL). */
+size_t str_copy(char *dst, size_t n, const char *src);
+/* v in decimal at dst (room for 20 digits needed), no NUL; returns the digits written. */
+size_t str_u64(char *dst, unsigned long long v);
+
 #endif

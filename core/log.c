@@ -4,6 +4,7 @@
  */
 #include "core/first.h"
 #include "core/log.h"
+#include "core/buf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -76,7 +77,7 @@ void log_set_context(const char *ctx)
     if (ctx == NULL)
         log_ctx[0] = '\0';
     else
-        snprintf(log_ctx, sizeof(log_ctx), "%s", ctx);
+        str_copy(log_ctx, sizeof(log_ctx), ctx);   /* per request: no printf */
 }
 
 const char *log_context(void) { return log_ctx; }

@@ -375,8 +375,11 @@ static int serve_theme(tn_request *r)
 static void enter_context(tn_request *r)
 {
     ch.current = r->tenant;
-    char ctx[160];
-    snprintf(ctx, sizeof(ctx), "req=%s tenant=%s", r->req_id, r->tenant->slug);
+    char ctx[160];   /* "req=<id> tenant=<slug>", without printf (every request) */
+    size_t k = str_copy(ctx, sizeof(ctx), "req=");
+    k += str_copy(ctx + k, sizeof(ctx) - k, r->req_id);
+    k += str_copy(ctx + k, sizeof(ctx) - k, " tenant=");
+    str_copy(ctx + k, sizeof(ctx) - k, r->tenant->slug);
     log_set_context(ctx);
     if (ch.env.note_tenant)
         ch.env.note_tenant(ch.env.hook_ctx, r->tenant->id, r->tenant->slug);

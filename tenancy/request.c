@@ -5,6 +5,7 @@
  */
 #include "core/first.h"
 #include "tenancy/request.h"
+#include "core/buf.h"
 #include "core/kv.h"
 #include "core/log.h"
 
@@ -97,7 +98,7 @@ void request_init(tn_request *r, const tn_transport *tp, void *tx, arena *a, buf
     r->max_body = max_body;
     r->start_ns = start_ns;
     r->status = 200;
-    snprintf(r->req_id, sizeof(r->req_id), "%s", req_id);
+    str_copy(r->req_id, sizeof(r->req_id), req_id);
 
     /* Copies: the access log line is written after the transport has freed its params. */
     const char *m = param(r, "REQUEST_METHOD");
@@ -282,18 +283,28 @@ static int put(tn_request *r, const char *p, size_t n)
 /* Hand the status line, headers and (when `final`) a Content-Length to libfcgi. */
 static int start_response(tn_request *r, bool final)
 {
+    /* built by hand: this runs for every request, and printf costs more than the rest */
     char head[128];
-    int n = snprintf(head, sizeof(head), "Status: %d %s\r\n", r->status, http_reason(r->status));
+    const char *reason = http_reason(r->status);
+    size_t n = str_copy(head, sizeof(head), "Status: ");
+    n += str_u64(head + n, (unsigned long long)(r->status > 0 ? r->status : 0));
+    head[n++] = ' ';
+    n += str_copy(head + n, sizeof(head) - n - 2, reason);
+    head[n++] = '\r';
+    head[n++] = '\n';
     r->started = true;
-    if (put(r, head, (size_t)n) != TN_OK)
+    if (put(r, head, n) != TN_OK)
         return TN_IO;
     if (r->headers->len && put(r, r->headers->p, r->headers->len) != TN_OK)
         return TN_IO;
     if (!r->has_content_type && put(r, "Content-Type: text/plain; charset=utf-8\r\n", 41) != TN_OK)
         return TN_IO;
     if (final) {
-        n = snprintf(head, sizeof(head), "Content-Length: %zu\r\n", r->out->len);
-        if (put(r, head, (size_t)n) != TN_OK)
+        n = str_copy(head, sizeof(head), "Content-Length: ");
+        n += str_u64(head + n, (unsigned long long)r->out->len);
+        head[n++] = '\r';
+        head[n++] = '\n';
+        if (put(r, head, n) != TN_OK)
             return TN_IO;
     }
     return put(r, "\r\n", 2);

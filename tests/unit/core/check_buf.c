@@ -64,10 +64,34 @@ START_TEST(test_utf8_prefix)
 END_TEST
 
 Suite *buf_suite(void);
+START_TEST(test_str_copy_u64)
+{
+    char d[8];
+    ck_assert_uint_eq(str_copy(d, sizeof(d), "abc"), 3);
+    ck_assert_str_eq(d, "abc");
+    ck_assert_uint_eq(str_copy(d, sizeof(d), "abcdefghij"), 7);   /* cut, still terminated */
+    ck_assert_str_eq(d, "abcdefg");
+    ck_assert_uint_eq(str_copy(d, 1, "abc"), 0);
+    ck_assert_str_eq(d, "");
+    ck_assert_uint_eq(str_copy(d, 0, "abc"), 0);
+    char n[32];
+    size_t k = str_u64(n, 0);
+    n[k] = '\0';
+    ck_assert_str_eq(n, "0");
+    k = str_u64(n, 18446744073709551615ULL);
+    n[k] = '\0';
+    ck_assert_str_eq(n, "18446744073709551615");
+    k = str_u64(n, 404);
+    n[k] = '\0';
+    ck_assert_str_eq(n, "404");
+}
+END_TEST
+
 Suite *buf_suite(void)
 {
     Suite *s = suite_create("buf");
     TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_str_copy_u64);
     tcase_add_test(tc, test_append_and_printf);
     tcase_add_test(tc, test_json_escaping);
     tcase_add_test(tc, test_html_and_csv);
