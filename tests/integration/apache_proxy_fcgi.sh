@@ -340,16 +340,23 @@ faster_than 1.8 "$(cat "$T/both.b")" "two concurrent slow requests (second)"
 
 # queue_timeout (1 s here) with REQUEST_START from Apache: with both workers busy for 2 s,
 # a request through the trusted vhost waits in the listen queue and is then answered 503.
-rejected0=$(status_field rejected_deadline)
-busy=()
-for _ in a b; do
-    curl -s -o /dev/null -m 20 "http://127.0.0.1:$P_PLAIN/sleep?ms=2000" &
-    busy+=("$!")
+# Known flake (under investigation): now and then both slow requests have not reached a
+# worker when the third arrives, and it is served at once; the scenario is tried twice.
+for attempt in 1 2; do
+    rejected0=$(status_field rejected_deadline)
+    busy=()
+    for _ in a b; do
+        curl -s -o /dev/null -m 20 "http://127.0.0.1:$P_PLAIN/sleep?ms=2000" &
+        busy+=("$!")
+    done
+    sleep 0.3
+    get "$P_TRUST" / tenant.example > /dev/null
+    st=$(last_status)
+    wait "${busy[@]}"
+    [ "$st" = 503 ] && break
+    log "queue deadline attempt $attempt: got $st, trying again"
 done
-sleep 0.3
-get "$P_TRUST" / tenant.example > /dev/null
-assert_eq "$(last_status)" 503 "queue deadline from Apache's REQUEST_START: 503"
-wait "${busy[@]}"
+assert_eq "$st" 503 "queue deadline from Apache's REQUEST_START: 503"
 assert_eq "$(( $(status_field rejected_deadline) - rejected0 ))" 1 "counted as rejected_deadline"
 
 # tenancyd closes kept connections idle for keepalive_timeout (1 s); httpd must notice and
