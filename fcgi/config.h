@@ -58,6 +58,7 @@ typedef struct tn_config {
     int64_t slow_request_ms;
     int64_t queue_timeout_ms;
     int64_t keepalive_timeout_ms;
+    int64_t keepalive_handoff_after_ms;
     int64_t linger_timeout_ms;
     int64_t stop_timeout_ms;
     int64_t max_body;

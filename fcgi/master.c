@@ -43,7 +43,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <linux/futex.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -84,6 +86,7 @@ typedef struct master {
     int64_t next_spawn_ms;     /* no spawn before (backoff, brake) */
     int spawn_batch;           /* dynamic: doubles each busy tick up to max_spawn_rate */
     int64_t last_spawn_tick;
+    int handoff_wait_ms;       /* watch_requests: look again this soon (-1: no need) */
     int ondemand_slot;         /* ondemand: waiting for this child to take the connection */
     uint64_t ondemand_accepted;
     int64_t ondemand_since;
@@ -430,10 +433,26 @@ static void reap(master *m)
 
 /* ---- timeouts and slow requests ---------------------------------------------------------- */
 
-static void watch_requests(master *m, int64_t now_ms)
+/* Wake a worker's handoff thread (see worker.c): its request has run keepalive_handoff_after,
+ * it holds other connections and another worker is idle to take them. Once per request. */
+static void ask_handoff(master *m, sb_slot *s)
+{
+    if (__atomic_load_n(&m->sb->pool.idle_workers, __ATOMIC_RELAXED) <= 0)
+        return;   /* nobody to take them now: asked again at the next tick */
+    __atomic_store_n(&s->handoff_seq, (uint32_t)s->req_seq, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &s->handoff_seq, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+/* Returns how soon the loop must look again for the handoff (-1: no need): while a worker
+ * holds kept connections, a request may start on it at any moment, so every
+ * keepalive_handoff_after at least (a request is then asked about between one and two
+ * times keepalive_handoff_after after it started). */
+static int watch_requests(master *m, int64_t now_ms)
 {
     int64_t now_ns = clock_mono_ns();
     const tn_config *cfg = m->cfg;
+    int64_t handoff_after = cfg->keepalive_timeout_ms > 0 ? cfg->keepalive_handoff_after_ms : 0;
+    int next = -1;
     for (int i = 0; i < SB_SLOTS; i++) {
         child *c = &m->kids[i];
         if (c->pid == 0)
@@ -443,13 +462,25 @@ static void watch_requests(master *m, int64_t now_ms)
             c->kill_at_ms = 0;
             continue;
         }
+        sb_slot *s = sb_slot_at(m->sb, i);
+        if (handoff_after > 0 && next < 0 &&
+            (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == SB_KEEPALIVE ||
+             (child_busy(m->sb, i) && __atomic_load_n(&s->held, __ATOMIC_RELAXED) > 0)))
+            next = (int)handoff_after;
         if (!child_busy(m->sb, i))
             continue;
-        sb_slot *s = sb_slot_at(m->sb, i);
         int64_t start = __atomic_load_n(&s->req_start_ns, __ATOMIC_ACQUIRE);
         if (start == 0)
             continue;
         int64_t ran_ms = (now_ns - start) / 1000000;
+        if (handoff_after > 0 && __atomic_load_n(&s->held, __ATOMIC_RELAXED) > 0 &&
+            __atomic_load_n(&s->handoff_seq, __ATOMIC_RELAXED) != (uint32_t)s->req_seq) {
+            if (ran_ms >= handoff_after)
+                ask_handoff(m, s);
+            int left = ran_ms >= handoff_after ? (int)handoff_after : (int)(handoff_after - ran_ms);
+            if (next < 0 || left < next)
+                next = left;
+        }
         if (cfg->slow_request_ms > 0 && ran_ms >= cfg->slow_request_ms &&
             s->slow_logged_seq != (uint32_t)s->req_seq) {
             s->slow_logged_seq = (uint32_t)s->req_seq;
@@ -474,6 +505,7 @@ static void watch_requests(master *m, int64_t now_ms)
             }
         }
     }
+    return next;
 }
 
 /* ---- the process manager ----------------------------------------------------------------- */
@@ -743,6 +775,7 @@ int master_run(tn_config *cfg, const char *config_path)
     static master mm;
     master *m = &mm;
     memset(m, 0, sizeof(*m));
+    m->handoff_wait_ms = -1;
     m->cfg = cfg;
     m->config_path = config_path;
     m->lis.fd = m->pending_lis.fd = m->old_lis.fd = -1;
@@ -798,6 +831,8 @@ int master_run(tn_config *cfg, const char *config_path)
          * so with request_timeout set they are late by at most one tick. */
         bool moving = m->state != M_RUNNING || m->consecutive_crashes;
         int timeout = moving ? 50 : (m->cfg->request_timeout_ms || m->cfg->slow_request_ms) ? 100 : 250;
+        if (m->handoff_wait_ms >= 0 && m->handoff_wait_ms < timeout)
+            timeout = m->handoff_wait_ms < 2 ? 2 : m->handoff_wait_ms;
         int n = poll(pfd, (nfds_t)nfds, timeout);
         if (n < 0 && errno != EINTR) {
             log_error("poll: %m");
@@ -814,7 +849,7 @@ int master_run(tn_config *cfg, const char *config_path)
         reap(m);
         now = clock_mono_ms();
         update_brake(m, now);
-        watch_requests(m, now);
+        m->handoff_wait_ms = watch_requests(m, now);
 
         if (m->state == M_STARTING) {
             int starting = 0;

@@ -70,6 +70,7 @@ void sb_slot_free(scoreboard *sb, sb_slot *s)
     s->ready = 0;
     s->req_start_ns = 0;
     s->tenant_id = 0;
+    s->held = 0;
 }
 
 static void write_begin(sb_slot *s)

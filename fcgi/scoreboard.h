@@ -55,6 +55,10 @@ typedef struct sb_slot {
     int32_t last_status;
     uint32_t slow_logged_seq; /* master-only: req_seq already reported slow */
     int64_t tenant_id;       /* tenant counted in the per-tenant table now (0: none) */
+    uint32_t held;           /* worker: connections it holds beside the current request */
+    uint32_t handoff_seq;    /* master: low bits of the req_seq whose worker it asked to pass
+                                its idle kept connections on (a futex word the worker's
+                                handoff thread waits on; see worker.c) */
     char method[8];
     char uri[200];
     char tenant[64];

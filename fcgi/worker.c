@@ -13,11 +13,23 @@
  * another connection, never a POST: the client gets 502). So the worker closes a kept
  * connection only when the web server closed it first, or after keepalive_timeout, which the
  * documentation asks to set above the web server's own idle timeout. To free itself — when
- * other workers are idle while it starts a request, or when it leaves (recycle, scale-down,
- * reload) — it passes its idle kept connections to the other workers over a datagram socket
- * they all share (SCM_RIGHTS): the connection stays open throughout, and a request written
- * meanwhile waits in its socket buffer for the worker that takes it. When its table is full
- * the worker stops accepting (and taking passed connections) until one closes.
+ * a request has run for keepalive_handoff_after while other workers are idle, or when it
+ * leaves (recycle, scale-down, reload) — it passes its idle kept connections to the other
+ * workers over a datagram socket they all share (SCM_RIGHTS): the connection stays open
+ * throughout, and a request written meanwhile waits in its socket buffer for the worker that
+ * takes it. When its table is full the worker stops accepting (and taking passed
+ * connections) until one closes.
+ *
+ * The handoff thread. While a request runs, the main thread is in app code and cannot look
+ * at its other connections, so passing them is the job of a second thread that sleeps on a
+ * futex word in the worker's scoreboard slot (handoff_seq). The master, which already
+ * watches every request's start, wakes it when the request has run keepalive_handoff_after
+ * and another worker is idle. The connection table is guarded by conns_mu, which the main
+ * thread holds at all times except while it serves a request (serve_one touches no other
+ * connection), so the thread acts only then, and only for the request it was woken for. A
+ * fast request pays two uncontended mutex operations and one store; passing at the start
+ * of every request instead cost about 7 us of CPU per request under load, moving
+ * connections back and forth between workers that were idle for microseconds.
  *
  * One request. First a peek at the stream (proto.c) answers GET_VALUES, refuses unknown
  * roles and impossible parameter lengths; then libfcgi reads the params from the
@@ -61,6 +73,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -69,7 +82,9 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <linux/futex.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -96,6 +111,7 @@ typedef struct worker {
     sb_slot *slot;
     tn_app_module mod;
     int ep;
+    pthread_mutex_t conns_mu;   /* the table: held by the main thread except in serve_one */
     struct conn conns[MAX_CONNS];
     int nconns;
     int max_conns;
@@ -335,24 +351,76 @@ static bool has_pending_input(int fd)
     return n != 0 && !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
 }
 
-/* When other workers are idle, a busy worker must not hold kept connections: the web server
- * may pick any of them for its next request, which would then wait behind this one (a slow
- * handler would hold up a client that another worker could serve at once). It passes every
- * idle one to the others; under load no worker is idle and nothing moves. Those with a
- * request waiting stay: it is served here next, in turn (moving it would put it at the back
- * of another worker's queue, and under load some requests would go round and round). */
+/* A slow request must not hold up the requests the web server sends on this worker's other
+ * kept connections: the web server may pick any of them next, and another worker could serve
+ * it at once. Pass every idle one on (a request already waiting in one included: the worker
+ * that takes it serves it at once). Called by the handoff thread, with conns_mu held. */
 static void hand_off_idle_kept(worker *w)
 {
-    if (w->nconns == 0 || w->args->handoff[0] < 0 ||
-        __atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED) <= 0)
+    if (w->nconns == 0 || w->args->handoff[0] < 0)
         return;
     for (int i = w->nconns - 1; i >= 0; i--) {
         struct conn *c = &w->conns[i];
-        if (!c->kept || c->ready || c->serving || c->req_start_ms)
+        if (!c->kept || c->serving || c->req_start_ms)
             continue;
         if (!conn_hand_off(w, c))
             return;   /* the queue is full: keep the rest */
     }
+}
+
+static long futex(uint32_t *word, int op, uint32_t val)
+{
+    return syscall(SYS_futex, word, op, val, NULL, NULL, 0);
+}
+
+/* The handoff thread (see the banner): waits for the master's word, then passes this
+ * worker's idle kept connections on if the request it was woken for is still running. */
+static void *handoff_thread(void *arg)
+{
+    worker *w = arg;
+    sb_slot *s = w->slot;
+    uint32_t seen = __atomic_load_n(&s->handoff_seq, __ATOMIC_ACQUIRE);
+    for (;;) {
+        uint32_t v = __atomic_load_n(&s->handoff_seq, __ATOMIC_ACQUIRE);
+        if (v == seen) {
+            futex(&s->handoff_seq, FUTEX_WAIT, v);   /* shared memory: not FUTEX_PRIVATE */
+            continue;
+        }
+        seen = v;
+        pthread_mutex_lock(&w->conns_mu);
+        if ((uint32_t)__atomic_load_n(&s->req_seq, __ATOMIC_ACQUIRE) == v &&
+            __atomic_load_n(&s->req_start_ns, __ATOMIC_ACQUIRE) != 0)
+            hand_off_idle_kept(w);
+        pthread_mutex_unlock(&w->conns_mu);
+    }
+    return NULL;
+}
+
+/* Start the handoff thread with every signal blocked: signals sent to the worker (stop,
+ * SIGALRM, the parent-death SIGUSR2) must reach the main thread. False when it could not be
+ * started: the worker then works as before, without passing connections while it serves. */
+static bool start_handoff_thread(worker *w)
+{
+    if (w->args->handoff[0] < 0 || w->cfg->keepalive_handoff_after_ms <= 0 ||
+        w->cfg->keepalive_timeout_ms <= 0)
+        return false;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&at, 64 * 1024);
+    pthread_t t;
+    int rc = pthread_create(&t, &at, handoff_thread, w);
+    pthread_attr_destroy(&at);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        log_warn("cannot start the handoff thread (%s): a slow request may hold up requests on "
+                 "this worker's kept connections", strerror(rc));
+        return false;
+    }
+    return true;
 }
 
 /* Take the connections other workers passed on, while the table has room. A request may
@@ -787,7 +855,6 @@ static bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
     log_set_context(ctx);
 
     sb_set_state(w->sb, w->slot, SB_RUNNING);
-    hand_off_idle_kept(w);
     int status = run_request(w, &r);
     alarm_may_answer = 0;   /* from here on the response belongs to libfcgi */
     sb_set_state(w->sb, w->slot, SB_FINISHING);
@@ -851,8 +918,12 @@ static void handle_conn(worker *w, struct conn *c, int64_t now)
         int fd = c->fd;
         int64_t t0 = c->req_start_ms ? c->req_start_ms * 1000000 : clock_mono_ns();
         c->serving = true;
+        /* The master wakes the handoff thread only for a worker that holds others. */
+        __atomic_store_n(&w->slot->held, (uint32_t)(w->nconns - 1), __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&w->conns_mu);
         bool keep = serve_one(w, fd, req_id, t0);
-        c = conn_find(w, fd);
+        pthread_mutex_lock(&w->conns_mu);
+        c = conn_find(w, fd);   /* the handoff thread may have moved entries meanwhile */
         if (c == NULL)
             return;   /* cannot happen: serving connections are never released */
         if (!keep) {
@@ -1022,8 +1093,16 @@ static void worker_loop(worker *w)
         }
         if (any_ready)
             timeout = 0;
-        sb_set_state(w->sb, w->slot, w->nconns ? SB_KEEPALIVE : SB_IDLE);
-        int n = epoll_pwait(w->ep, evs, (int)TN_ARRAY_LEN(evs), timeout, &w->wait_mask);
+        /* Idle is what the other workers read to decide whether to pass us their kept
+         * connections (hand_off_idle_kept): a worker is idle only when it is about to block.
+         * So it first looks without waiting, and under load it finds the next request there
+         * and never shows idle between two requests (it did, and every request start then
+         * passed kept connections back and forth for nothing). */
+        int n = epoll_pwait(w->ep, evs, (int)TN_ARRAY_LEN(evs), 0, &w->wait_mask);
+        if (n == 0 && timeout != 0) {
+            sb_set_state(w->sb, w->slot, w->nconns ? SB_KEEPALIVE : SB_IDLE);
+            n = epoll_pwait(w->ep, evs, (int)TN_ARRAY_LEN(evs), timeout, &w->wait_mask);
+        }
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -1194,6 +1273,9 @@ void worker_main(const worker_args *a)
         (void)!write(a->wake_fd, "r", 1);   /* the master need not wait for its next tick */
         close(a->wake_fd);
     }
+    pthread_mutex_init(&w.conns_mu, NULL);
+    pthread_mutex_lock(&w.conns_mu);   /* held by this thread except while serving */
+    start_handoff_thread(&w);
     worker_loop(&w);
 
     /* Leaving: a request the web server already wrote on a kept connection is served

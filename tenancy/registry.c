@@ -254,6 +254,40 @@ static void changed(registry *r)
 
 static int64_t now_s(void) { return (int64_t)time(NULL); }
 
+static tenant_rec *row_to_rec(tn_rows *rows);
+
+/* Read every row of a result into an array of heap objects that take makes (NULL: out of
+ * memory), and free the result. The caller frees each object and the array, also on error
+ * (the objects made before the error are there). */
+static int collect_rows(tn_rows *rows, void *(*take)(tn_rows *), void ***out, int *count)
+{
+    int cap = 64, n = 0;
+    void **v = malloc((size_t)cap * sizeof(*v));
+    int rc = v != NULL ? TN_OK : TN_NOMEM;
+    while (rc == TN_OK && (rc = tn_rows_next(rows)) == TN_OK) {
+        if (n == cap) {
+            void **nv = realloc(v, (size_t)cap * 2 * sizeof(*v));
+            if (nv == NULL) {
+                rc = TN_NOMEM;
+                break;
+            }
+            v = nv;
+            cap *= 2;
+        }
+        if ((v[n] = take(rows)) == NULL)
+            rc = TN_NOMEM;
+        else
+            n++;
+    }
+    tn_rows_free(rows);
+    *out = v;
+    *count = n;
+    return rc == TN_DONE ? TN_OK : rc;
+}
+
+static void *take_rec(tn_rows *rows) { return row_to_rec(rows); }
+static void *take_slug(tn_rows *rows) { return strdup(tn_rows_get(rows, 0)); }
+
 static tenant_rec *row_to_rec(tn_rows *rows)
 {
     const char *state = tn_rows_get(rows, 3);
@@ -912,33 +946,18 @@ int registry_list(registry *r, int state, const char *search, const char *after_
     int rc = tn_db_query(r->db, &rows, sql, 4, p);
     if (rc != TN_OK)
         return rc;
-    /* Collect first: the per-tenant domain queries need the connection. */
-    int cap = 64, n = 0;
-    tenant_rec **recs = malloc((size_t)cap * sizeof(*recs));
-    rc = recs != NULL ? TN_OK : TN_NOMEM;
-    while (rc == TN_OK && (rc = tn_rows_next(rows)) == TN_OK) {
-        if (n == cap) {
-            tenant_rec **nr = realloc(recs, (size_t)cap * 2 * sizeof(*recs));
-            if (nr == NULL) {
-                rc = TN_NOMEM;
-                break;
-            }
-            recs = nr;
-            cap *= 2;
-        }
-        recs[n] = row_to_rec(rows);
-        if (recs[n] != NULL)
-            n++;
-    }
-    tn_rows_free(rows);
-    if (rc == TN_DONE)
-        rc = TN_OK;   /* every row was read; anything else ends the list with that error */
+    /* Collected first: the per-tenant domain queries need the connection. A collecting
+     * error ends the list with that error after the rows already read. */
+    void **recs = NULL;
+    int n = 0;
+    rc = collect_rows(rows, take_rec, &recs, &n);
     for (int i = 0; i < n; i++) {
         if (rc == TN_OK) {
             registry_domain d[64];
             char store[8192];
-            int nd = domains_of(r, recs[i]->id, d, 64, store, sizeof(store));
-            rc = nd < 0 ? nd : fn(ctx, recs[i], d, nd);
+            const tenant_rec *t = recs[i];
+            int nd = domains_of(r, t->id, d, 64, store, sizeof(store));
+            rc = nd < 0 ? nd : fn(ctx, t, d, nd);
         }
         free(recs[i]);
     }
@@ -1363,27 +1382,9 @@ int registry_list_due(registry *r, int64_t deleted_before, const char *after_slu
         return rc;
     }
     /* Collected first: fn may change the registry through this connection. */
-    int cap = 64, n = 0;
-    char **slugs = malloc((size_t)cap * sizeof(*slugs));
-    rc = slugs != NULL ? TN_OK : TN_NOMEM;
-    while (rc == TN_OK && (rc = tn_rows_next(rows)) == TN_OK) {
-        if (n == cap) {
-            char **ns = realloc(slugs, (size_t)cap * 2 * sizeof(*ns));
-            if (ns == NULL) {
-                rc = TN_NOMEM;
-                break;
-            }
-            slugs = ns;
-            cap *= 2;
-        }
-        if ((slugs[n] = strdup(tn_rows_get(rows, 0))) == NULL)
-            rc = TN_NOMEM;
-        else
-            n++;
-    }
-    tn_rows_free(rows);
-    if (rc == TN_DONE)
-        rc = TN_OK;
+    void **slugs = NULL;
+    int n = 0;
+    rc = collect_rows(rows, take_slug, &slugs, &n);
     for (int i = 0; i < n; i++) {
         if (rc == TN_OK)
             rc = fn(ctx, slugs[i]);
