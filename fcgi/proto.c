@@ -155,7 +155,7 @@ fp_verdict fcgi_precheck(const unsigned char *p, size_t n, size_t max_params, bo
             if (avail > clen)
                 avail = clen;
             if (!nv_feed(&nv, h + HDR, avail, max_params, &res->why))
-                return res->verdict = FP_MALFORMED;
+                return res->verdict = FP_TOO_BIG;
         }
         /* Any other record (a second BEGIN, a management record, STDIN sent early) is
          * libfcgi's to answer; the params of our request must still all be checked. */
@@ -166,7 +166,7 @@ fp_verdict fcgi_precheck(const unsigned char *p, size_t n, size_t max_params, bo
     if (full) {
         res->why = begun ? "the parameters do not fit in max_params"
                          : "no BEGIN_REQUEST within the first bytes";
-        return res->verdict = FP_MALFORMED;
+        return res->verdict = begun ? FP_TOO_BIG : FP_MALFORMED;
     }
     return res->verdict = FP_NEED_MORE;
 }

@@ -32,18 +32,19 @@ typedef enum fp_verdict {
     FP_MGMT,        /* a management record (request id 0) to answer and consume */
     FP_BAD_ROLE,    /* BEGIN_REQUEST with a role we do not play: answer FCGI_UNKNOWN_ROLE */
     FP_SKIP,        /* a record of no active request (e.g. a late ABORT): consume, ignore */
-    FP_MALFORMED    /* refuse: close the connection */
+    FP_MALFORMED,   /* refuse: close the connection */
+    FP_TOO_BIG      /* the request's params are over max_params: answer 431, then close */
 } fp_verdict;
 
 typedef struct fp_result {
     fp_verdict verdict;
     size_t consume;          /* FP_MGMT/FP_BAD_ROLE/FP_SKIP: bytes to read off */
-    unsigned req_id;         /* FP_READY/FP_BAD_ROLE: the request id */
+    unsigned req_id;         /* FP_READY/FP_BAD_ROLE/FP_TOO_BIG: the request id */
     unsigned role;
     bool keep_conn;
     unsigned char mgmt_type; /* FP_MGMT */
     size_t mgmt_off, mgmt_len; /* FP_MGMT: the record's content within the input */
-    const char *why;         /* FP_MALFORMED: a short reason for the log */
+    const char *why;         /* FP_MALFORMED/FP_TOO_BIG: a short reason for the log */
 } fp_result;
 
 /* Inspect the first n bytes of a connection's pending input. Before a BEGIN_REQUEST,
@@ -52,7 +53,8 @@ typedef struct fp_result {
  * to the empty one that ends them; other records in between are passed over (libfcgi
  * answers a second BEGIN with CANT_MPX_CONN). `full` says that n is all the peek buffer
  * could hold: the caller sizes it above max_params plus record overhead, so a full buffer
- * without the end of the params means the params are over the limit (FP_MALFORMED). */
+ * without the end of the params means the params are over the limit (FP_TOO_BIG, as is a
+ * declared length or sum of lengths over max_params). */
 fp_verdict fcgi_precheck(const unsigned char *p, size_t n, size_t max_params, bool full,
                          fp_result *res);
 

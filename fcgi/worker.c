@@ -789,6 +789,21 @@ static int precheck(worker *w, int fd, unsigned *req_id)
         sb_inc(&w->sb->pool.malformed);
         log_warn("refused a malformed FastCGI stream: %s", res.why);
         return TN_ERR;
+    case FP_TOO_BIG: {
+        /* The web server gets an answer it can pass on (a bare close would be its 502); the
+         * rest of the request is never read, so the connection closes after it. */
+        static const char text[] = "Status: 431 Request Header Fields Too Large\r\n"
+                                   "Content-Type: text/plain\r\nContent-Length: 40\r\n\r\n"
+                                   "the request headers are over max_params\n";
+        unsigned char reply[256];
+        size_t len = fcgi_simple_response(reply, sizeof(reply), res.req_id, text, sizeof(text) - 1);
+        sb_inc(&w->sb->pool.malformed);
+        log_warn("refused a FastCGI request: %s (max_params %lld): answered 431", res.why,
+                 (long long)w->cfg->max_params);
+        if (len > 0)
+            (void)!write(fd, reply, len);
+        return TN_DONE;
+    }
     }
     return TN_ERR;
 }

@@ -162,11 +162,11 @@ static fp_verdict run(const unsigned char *p, size_t n, size_t max, bool full, f
     memset(r, 0xA5, sizeof(*r));
     fp_verdict v = fcgi_precheck(p, n, max, full, r);
     FZ_ASSERT(v == r->verdict, "the returned verdict and res->verdict differ");
-    FZ_ASSERT(v >= FP_NEED_MORE && v <= FP_MALFORMED, "verdict %d", v);
+    FZ_ASSERT(v >= FP_NEED_MORE && v <= FP_TOO_BIG, "verdict %d", v);
     if (full)
         FZ_ASSERT(v != FP_NEED_MORE, "NEED_MORE although the buffer is full");
-    if (v == FP_MALFORMED)
-        FZ_ASSERT(r->why != NULL && r->why[0] != '\0', "MALFORMED without a reason");
+    if (v == FP_MALFORMED || v == FP_TOO_BIG)
+        FZ_ASSERT(r->why != NULL && r->why[0] != '\0', "MALFORMED or TOO_BIG without a reason");
     if (v == FP_READY)
         check_ready(p, n, max, r);
     if (v == FP_MGMT || v == FP_SKIP || v == FP_BAD_ROLE)

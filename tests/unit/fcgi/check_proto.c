@@ -42,7 +42,7 @@ START_TEST(test_normal_request_ready)
     for (size_t k = 1; k < n - 8; k++)
         ck_assert_int_eq(fcgi_precheck(s, k, 1 << 20, false, &r), FP_NEED_MORE);
     /* A full peek buffer without the end of the params means they are over the limit. */
-    ck_assert_int_eq(fcgi_precheck(s, 20, 1 << 20, true, &r), FP_MALFORMED);
+    ck_assert_int_eq(fcgi_precheck(s, 20, 1 << 20, true, &r), FP_TOO_BIG);
 }
 END_TEST
 
@@ -54,7 +54,7 @@ START_TEST(test_huge_declared_lengths_refused)
     unsigned char nv[] = {0xFF, 0xFF, 0xFF, 0xF0, 0x80, 0x00, 0x00, 0x0E};
     n += rec(s + n, FCGI_T_PARAMS, 1, nv, sizeof(nv));
     fp_result r;
-    ck_assert_int_eq(fcgi_precheck(s, n, 1 << 20, false, &r), FP_MALFORMED);
+    ck_assert_int_eq(fcgi_precheck(s, n, 1 << 20, false, &r), FP_TOO_BIG);
     ck_assert_ptr_nonnull(r.why);
     /* Length bytes split across two PARAMS records are still seen. */
     n = begin(s, 1, 1, 0);
@@ -62,12 +62,14 @@ START_TEST(test_huge_declared_lengths_refused)
     unsigned char b[] = {0x00, 0x00, 0x01};
     n += rec(s + n, FCGI_T_PARAMS, 1, a, sizeof(a));
     n += rec(s + n, FCGI_T_PARAMS, 1, b, sizeof(b));
-    ck_assert_int_eq(fcgi_precheck(s, n, 1 << 20, false, &r), FP_MALFORMED);
+    ck_assert_int_eq(fcgi_precheck(s, n, 1 << 20, false, &r), FP_TOO_BIG);
     /* Many small params adding up over the limit. */
     n = begin(s, 1, 1, 0);
     unsigned char c[] = {0x80, 0x00, 0x01, 0x00, 0x80, 0x00, 0x01, 0x00};   /* 256 + 256 */
     n += rec(s + n, FCGI_T_PARAMS, 1, c, sizeof(c));
-    ck_assert_int_eq(fcgi_precheck(s, n, 400, false, &r), FP_MALFORMED);
+    ck_assert_int_eq(fcgi_precheck(s, n, 400, false, &r), FP_TOO_BIG);
+    ck_assert_uint_eq(r.req_id, 1);   /* the 431 goes to this request */
+    ck_assert_ptr_nonnull(r.why);
 }
 END_TEST
 
@@ -116,7 +118,7 @@ START_TEST(test_stale_records_skipped_and_foreign_records_passed_over)
     n += begin(s + n, 2, 1, 0);
     unsigned char nv[] = {0xFF, 0xFF, 0xFF, 0xF0, 0x80, 0x00, 0x00, 0x0E};
     n += rec(s + n, FCGI_T_PARAMS, 1, nv, sizeof(nv));
-    ck_assert_int_eq(fcgi_precheck(s, n, 1 << 20, false, &r), FP_MALFORMED);
+    ck_assert_int_eq(fcgi_precheck(s, n, 1 << 20, false, &r), FP_TOO_BIG);
 }
 END_TEST
 
