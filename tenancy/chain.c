@@ -160,6 +160,29 @@ static bool subdomain_slug(const char *host, char *out, size_t n)
 }
 
 /* The slug after the path prefix ("/t/acme/x" -> "acme", rest "/x"). */
+/* A path the web server may read differently from us: a "." or ".." segment, or an encoded
+ * dot, slash or backslash. nginx matches its locations (and their access rules) on the
+ * normalised path while the path resolver reads the raw one, so /t/globex/../acme/x passes
+ * nginx's rule for /t/acme/ and would name globex: such a path is refused, never resolved. */
+static bool path_ambiguous(const char *p)
+{
+    for (const char *s = p; *s != '\0' && *s != '?'; s++) {
+        if (*s == '\\')
+            return true;
+        if (*s == '%' && s[1] != '\0' && s[2] != '\0') {
+            char a = s[1], b = (char)(s[2] | 0x20);
+            if ((a == '2' && (b == 'e' || b == 'f')) || (a == '5' && b == 'c'))
+                return true;
+        }
+        if (*s == '/' && s[1] == '.') {
+            const char *t = s[2] == '.' ? s + 3 : s + 2;
+            if (*t == '/' || *t == '\0' || *t == '?')
+                return true;
+        }
+    }
+    return false;
+}
+
 static bool path_slug(tn_request *r, char *out, size_t n, const char **rest)
 {
     const char *pfx = ch.env.cfg->path_prefix;
@@ -238,6 +261,11 @@ static int identify(tn_request *r)
             break;
         }
         case RES_PATH:
+            if (strncmp(r->path, c->path_prefix, strlen(c->path_prefix)) == 0 &&
+                path_ambiguous(r->path))
+                return answer(r, 400, NULL,
+                              "ambiguous path: dot segments and encoded dots or slashes are "
+                              "not allowed after the tenant prefix");
             if (path_slug(r, slug, sizeof(slug), &rest))
                 key = slug;
             break;

@@ -175,29 +175,24 @@ raw "a header without a colon" 400 - \
 
 # ---- path traversal against the path-prefix resolver (Host other.localhost: no other resolver) ----
 O=(-H "Host: other.localhost")
-check "/t/../x" 404 - "${O[@]}" "$U/t/../x"
-check "/t/%2e%2e/acme/" 404 - "${O[@]}" "$U/t/%2e%2e/acme/"
-check "/t/./acme/" 404 - "${O[@]}" "$U/t/./acme/"
-check "/t/acme%2fglobex/ (an encoded slash)" 404 - "${O[@]}" "$U/t/acme%2fglobex/"
-check "/t/acme%2Fglobex/ (an encoded slash)" 404 - "${O[@]}" "$U/t/acme%2Fglobex/"
+# A dot segment or an encoded dot or slash after the prefix is refused (400): nginx and the
+# resolver would read it differently.
+check "/t/../x" "400|404" - "${O[@]}" "$U/t/../x"
+check "/t/%2e%2e/acme/" 400 - "${O[@]}" "$U/t/%2e%2e/acme/"
+check "/t/./acme/" 400 - "${O[@]}" "$U/t/./acme/"
+check "/t/acme%2fglobex/ (an encoded slash)" 400 - "${O[@]}" "$U/t/acme%2fglobex/"
+check "/t/acme%2Fglobex/ (an encoded slash)" 400 - "${O[@]}" "$U/t/acme%2Fglobex/"
+check "/t/acme%5cx (an encoded backslash)" 400 - "${O[@]}" "$U/t/acme%5cx"
 check "/t/ACME/ (not a slug)" 404 - "${O[@]}" "$U/t/ACME/"
 check "/t//acme/" 404 - "${O[@]}" "$U/t//acme/"
-check "/t/acme/../../etc/passwd: acme's own path" 200 acme "${O[@]}" "$U/t/acme/../../etc/passwd"
+check "/t/acme/../../etc/passwd" 400 - "${O[@]}" "$U/t/acme/../../etc/passwd"
+check "/t/acme/a.b/..c/.d (dots inside names are fine)" 200 acme "${O[@]}" "$U/t/acme/a.b/..c/.d"
 check "/t/globex/x: closed by the nginx rule" 403 - "${O[@]}" "$U/t/globex/x"
 # nginx decides on the normalised path (/t/acme/x) while the path resolver reads the raw
-# REQUEST_URI (slug globex): the nginx rule that closes globex is bypassed.
-code=$(curl -s --path-as-is -m 20 -o "$T/body" -w '%{http_code}' "${O[@]}" "$U/t/globex/../acme/x")
-if [ "$code" = 200 ] && grep -q '"tenant":"globex"' "$T/body"; then
-    known "path-raw-uri" "/t/globex/../acme/x passes nginx's rule for /t/acme/ and is served by globex"
-else
-    log "ok: /t/globex/../acme/x not served by globex ($code)"
-fi
-code=$(curl -s --path-as-is -m 20 -o "$T/body" -w '%{http_code}' "${O[@]}" "$U/t/globex/%2e%2e/acme/x")
-if [ "$code" = 200 ] && grep -q '"tenant":"globex"' "$T/body"; then
-    known "path-raw-uri" "/t/globex/%2e%2e/acme/x passes nginx's rule for /t/acme/ and is served by globex"
-else
-    log "ok: /t/globex/%2e%2e/acme/x not served by globex ($code)"
-fi
+# REQUEST_URI (slug globex): served, it would bypass the nginx rule that closes globex.
+check "/t/globex/../acme/x (passes nginx's rule for acme)" 400 - "${O[@]}" "$U/t/globex/../acme/x"
+check "/t/globex/%2e%2e/acme/x" 400 - "${O[@]}" "$U/t/globex/%2e%2e/acme/x"
+check "/t/globex/%2E%2E/acme/x" 400 - "${O[@]}" "$U/t/globex/%2E%2E/acme/x"
 
 # ---- absurd Host headers ------------------------------------------------------------------------
 long_host="$(pad 63 a).$(pad 63 b).$(pad 63 c).$(pad 63 d).localhost"
