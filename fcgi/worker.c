@@ -866,7 +866,8 @@ static bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
                  t0);
     sb_request_begin(w->slot, r.method, r.path, rid);
     char ctx[96];
-    snprintf(ctx, sizeof(ctx), "req=%s", rid);
+    memcpy(ctx, "req=", 4);
+    str_copy(ctx + 4, sizeof(ctx) - 4, rid);
     log_set_context(ctx);
 
     sb_set_state(w->sb, w->slot, SB_RUNNING);
