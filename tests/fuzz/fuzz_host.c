@@ -26,7 +26,9 @@
  *   request_normalise_host no upper-case ASCII, no port;
  *   the chain              the status and the tenant the handler sees are the ones a model of
  *                          the documented rules gives (resolvers subdomain, host, header, path
- *                          in that order; central domain first; invalid host 400; unknown 404;
+ *                          in that order; central domain first; invalid host 400; a path with
+ *                          dot segments or encoded dots, slashes or backslashes after the
+ *                          prefix 400; unknown 404;
  *                          each state's answer); the handler never runs for another tenant,
  *                          the theme served is the identified tenant's, and the path the
  *                          handler sees is the one after the prefix. A context left set would
@@ -43,6 +45,7 @@
 #include "fuzz_common.h"
 
 #include <ctype.h>
+#include <string.h>
 #include <unistd.h>
 
 /* ---- the registry the chain reads, and its model --------------------------------------- */
@@ -331,7 +334,24 @@ static void model(const char *host, const char *uri, const char *hdr, bool trust
         }
         t = by_slug(hdr, strlen(hdr));
     }
-    /* path */
+    /* path: refused (400) when a segment is "." or "..", or it holds a backslash or an
+     * encoded dot, slash or backslash (the web server would read it otherwise) */
+    if (t == NULL && strncmp(path, PREFIX, strlen(PREFIX)) == 0) {
+        bool ambiguous = strchr(path, '\\') != NULL;
+        for (const char *q = path; *q != '\0' && !ambiguous; q++)
+            if (q[0] == '%' && q[1] != '\0' && q[2] != '\0')
+                ambiguous = (q[1] == '2' && strchr("eEfF", q[2]) != NULL) ||
+                            (q[1] == '5' && strchr("cC", q[2]) != NULL);
+        char segs[4096];
+        snprintf(segs, sizeof(segs), "%s", path);
+        for (char *save = NULL, *g = strtok_r(segs, "/", &save); g != NULL && !ambiguous;
+             g = strtok_r(NULL, "/", &save))
+            ambiguous = strcmp(g, ".") == 0 || strcmp(g, "..") == 0;
+        if (ambiguous) {
+            e->status = 400;
+            return;
+        }
+    }
     if (t == NULL && strncmp(path, PREFIX, strlen(PREFIX)) == 0) {
         const char *s = path + strlen(PREFIX);
         size_t sl = strcspn(s, "/");
