@@ -1109,12 +1109,13 @@ static void worker_loop(worker *w)
         }
         if (any_ready)
             timeout = 0;
-        /* Idle is what the other workers read to decide whether to pass us their kept
-         * connections (hand_off_idle_kept): a worker is idle only when it is about to block.
-         * So it first looks without waiting, and under load it finds the next request there
-         * and never shows idle between two requests (it did, and every request start then
-         * passed kept connections back and forth for nothing). */
-        int n = epoll_pwait(w->ep, evs, (int)TN_ARRAY_LEN(evs), 0, &w->wait_mask);
+        /* Idle is what the master reads before it has a busy worker pass its kept
+         * connections on (hand_off_idle_kept): a worker is idle only when it is about to
+         * block. So one holding kept connections first looks without waiting, and under
+         * load it finds the next request there and never shows idle between two requests.
+         * One that holds none (connections not kept) skips that system call. */
+        int n = w->nconns > 0 ? epoll_pwait(w->ep, evs, (int)TN_ARRAY_LEN(evs), 0, &w->wait_mask)
+                              : 0;
         if (n == 0 && timeout != 0) {
             sb_set_state(w->sb, w->slot, w->nconns ? SB_KEEPALIVE : SB_IDLE);
             n = epoll_pwait(w->ep, evs, (int)TN_ARRAY_LEN(evs), timeout, &w->wait_mask);
