@@ -149,8 +149,23 @@ fp_verdict fcgi_precheck(const unsigned char *p, size_t n, size_t max_params, bo
             return res->verdict = FP_MALFORMED;
         }
         if (type == FCGI_T_PARAMS && rid == id) {
-            if (clen == 0)
-                return res->verdict = FP_READY;   /* end of params: every length checked */
+            if (clen == 0) {
+                /* End of params: every length checked. Is all of STDIN here as well (a GET:
+                 * its empty STDIN record came in the same write)? Then reading the request
+                 * cannot block. */
+                for (size_t o = off + rlen; o + HDR <= n;) {
+                    const unsigned char *q = p + o;
+                    size_t qlen = HDR + be16(q + 4) + q[6];
+                    if (q[0] != 1 || o + qlen > n)
+                        break;
+                    if (q[1] == FCGI_T_STDIN && be16(q + 2) == id && be16(q + 4) == 0) {
+                        res->stdin_done = true;
+                        break;
+                    }
+                    o += qlen;
+                }
+                return res->verdict = FP_READY;
+            }
             size_t avail = n - off - HDR;
             if (avail > clen)
                 avail = clen;

@@ -42,6 +42,7 @@ typedef struct fp_result {
     unsigned req_id;         /* FP_READY/FP_BAD_ROLE/FP_TOO_BIG: the request id */
     unsigned role;
     bool keep_conn;
+    bool stdin_done;         /* FP_READY: the request's whole STDIN is in the input too */
     unsigned char mgmt_type; /* FP_MGMT */
     size_t mgmt_off, mgmt_len; /* FP_MGMT: the record's content within the input */
     const char *why;         /* FP_MALFORMED/FP_TOO_BIG: a short reason for the log */

@@ -37,8 +37,9 @@
  * can never block in accept); then the request runs; then the response is flushed and the
  * connection kept or closed by us, never by libfcgi's 2-second lingering close.
  *
- * Timeouts. Reads have deadlines (SO_RCVTIMEO, set once per connection, and deadlines on
- * connections waiting for the rest of a request header) and cost only the connection. The
+ * Timeouts. Reads have deadlines (SO_RCVTIMEO, set once per connection before the first
+ * request whose bytes are not all there yet, and deadlines on connections waiting for the
+ * rest of a request header) and cost only the connection. The
  * whole request is bounded by request_timeout from the master, which watches each worker's
  * request start in the scoreboard and sends SIGALRM: the handler answers 504 when the app
  * wrote nothing yet and exits with WORKER_EXIT_TIMEOUT; the master logs the request and
@@ -99,6 +100,7 @@ struct conn {
     bool ready;           /* epoll said readable (edge-triggered) and we have not looked */
     bool registered;      /* in the epoll set (added only when it has to wait) */
     bool serving;         /* a request of it is being served: not to be released */
+    bool rcvtimeo;        /* SO_RCVTIMEO set (see arm_read_timeout) */
     int64_t deadline_ms;  /* close when idle (or incomplete) past this */
     int64_t req_start_ms; /* first byte of a request not yet complete (0: none) */
     int64_t last_ms;      /* for LRU release */
@@ -736,11 +738,24 @@ static void prepare_timeout_reply(unsigned req_id, int fd)
     alarm_fd = fd;
 }
 
+/* Every read libfcgi makes on this connection gives up after request_timeout. Set before a
+ * request is served unless all of it is already in the socket buffer (most GETs: then no
+ * read can block, and the system call is saved); once per connection. */
+static void arm_read_timeout(const worker *w, struct conn *c)
+{
+    if (c->rcvtimeo || w->cfg->request_timeout_ms <= 0)
+        return;
+    struct timeval tv = {(time_t)(w->cfg->request_timeout_ms / 1000),
+                         (suseconds_t)(w->cfg->request_timeout_ms % 1000) * 1000};
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    c->rcvtimeo = true;
+}
+
 /* Look at what a readable connection holds, without waiting. Returns TN_OK when a whole
- * request header is there (*req_id set), TN_AGAIN when a record was answered or skipped
+ * request header is there (*req_id set, *whole when its STDIN is there too), TN_AGAIN when a record was answered or skipped
  * (look again), TN_DECLINED when more bytes are needed, TN_DONE when the connection was
  * answered and must close, TN_ERR to close it. */
-static int precheck(worker *w, int fd, unsigned *req_id)
+static int precheck(worker *w, int fd, unsigned *req_id, bool *whole)
 {
     ssize_t n = recv(fd, w->peek, w->peek_size, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0)
@@ -752,6 +767,7 @@ static int precheck(worker *w, int fd, unsigned *req_id)
                           (size_t)n == w->peek_size, &res)) {
     case FP_READY:
         *req_id = res.req_id;
+        *whole = res.stdin_done;
         return TN_OK;
     case FP_NEED_MORE:
         return TN_DECLINED;
@@ -833,7 +849,8 @@ static bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
 
     (void)deadline;
     /* From here the master may stop this request at request_timeout (see on_alarm). Reads
-     * libfcgi makes are bounded by SO_RCVTIMEO, set once when the connection was accepted. */
+     * libfcgi makes either find their bytes there already or are bounded by SO_RCVTIMEO
+     * (arm_read_timeout). */
     if (cfg->request_timeout_ms > 0) {
         prepare_timeout_reply(req_id, fd);
         alarm_may_answer = 1;
@@ -911,7 +928,8 @@ static void handle_conn(worker *w, struct conn *c, int64_t now)
     c->ready = false;
     for (;;) {
         unsigned req_id = 0;
-        int rc = precheck(w, c->fd, &req_id);
+        bool whole = false;
+        int rc = precheck(w, c->fd, &req_id, &whole);
         if (rc == TN_AGAIN)
             continue;   /* answered or skipped a record: there may be more */
         if (rc == TN_DECLINED) {
@@ -933,6 +951,8 @@ static void handle_conn(worker *w, struct conn *c, int64_t now)
          * was there), marked so that nothing releases it meanwhile. */
         int fd = c->fd;
         int64_t t0 = c->req_start_ms ? c->req_start_ms * 1000000 : clock_mono_ns();
+        if (!whole)
+            arm_read_timeout(w, c);
         c->serving = true;
         /* The master wakes the handoff thread only for a worker that holds others. */
         __atomic_store_n(&w->slot->held, (uint32_t)(w->nconns - 1), __ATOMIC_RELAXED);
@@ -1023,12 +1043,6 @@ static bool accept_new(worker *w, int64_t now)
             close(fd);
             return false;
         }
-    }
-    /* Every read on this connection (libfcgi's included) gives up after request_timeout. */
-    if (w->cfg->request_timeout_ms > 0) {
-        struct timeval tv = {(time_t)(w->cfg->request_timeout_ms / 1000),
-                             (suseconds_t)(w->cfg->request_timeout_ms % 1000) * 1000};
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     }
     struct conn *c = conn_add(w, fd, now);
     /* nginx writes the request right after connecting: look at once, not a turn later. */

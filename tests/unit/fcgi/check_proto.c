@@ -38,6 +38,21 @@ START_TEST(test_normal_request_ready)
     ck_assert_int_eq(fcgi_precheck(s, n, 1 << 20, false, &r), FP_READY);
     ck_assert_uint_eq(r.req_id, 1);
     ck_assert(r.keep_conn);
+    ck_assert(!r.stdin_done);   /* no STDIN yet: libfcgi's reads may wait */
+    size_t params_end = n;
+    unsigned char body[] = {'x', 'y'};
+    n += rec(s + n, FCGI_T_STDIN, 1, body, sizeof(body));
+    ck_assert_int_eq(fcgi_precheck(s, n, 1 << 20, false, &r), FP_READY);
+    ck_assert(!r.stdin_done);   /* a body under way */
+    n += rec(s + n, FCGI_T_STDIN, 2, NULL, 0);
+    ck_assert_int_eq(fcgi_precheck(s, n, 1 << 20, false, &r), FP_READY);
+    ck_assert(!r.stdin_done);   /* another request id's end does not count */
+    size_t with_end = n + rec(s + n, FCGI_T_STDIN, 1, NULL, 0);
+    ck_assert_int_eq(fcgi_precheck(s, with_end, 1 << 20, false, &r), FP_READY);
+    ck_assert(r.stdin_done);    /* all of it here: no read can block */
+    ck_assert_int_eq(fcgi_precheck(s, with_end - 1, 1 << 20, false, &r), FP_READY);
+    ck_assert(!r.stdin_done);   /* the end record cut short */
+    n = params_end;
     /* Any prefix short of the end of params needs more bytes. */
     for (size_t k = 1; k < n - 8; k++)
         ck_assert_int_eq(fcgi_precheck(s, k, 1 << 20, false, &r), FP_NEED_MORE);
