@@ -443,6 +443,20 @@ static void ask_handoff(master *m, sb_slot *s)
     syscall(SYS_futex, &s->handoff_seq, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
+/* Connections waiting in the listen queue (looked at once per watch_requests, and only when
+ * a request has run keepalive_handoff_after while another worker is idle). */
+static bool listen_pending(master *m, bool *checked, bool *ready)
+{
+    if (!*checked) {
+        *checked = true;
+        struct pollfd p = {.fd = m->lis.fd, .events = POLLIN};
+        *ready = m->lis.fd >= 0 &&
+                 __atomic_load_n(&m->sb->pool.idle_workers, __ATOMIC_RELAXED) > 0 &&
+                 poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+    }
+    return *ready;
+}
+
 /* Returns how soon the loop must look again for the handoff (-1: no need): while a worker
  * holds kept connections, a request may start on it at any moment, so every
  * keepalive_handoff_after at least (a request is then asked about between one and two
@@ -453,6 +467,7 @@ static int watch_requests(master *m, int64_t now_ms)
     const tn_config *cfg = m->cfg;
     int64_t handoff_after = cfg->keepalive_timeout_ms > 0 ? cfg->keepalive_handoff_after_ms : 0;
     int next = -1;
+    bool lis_checked = false, lis_ready = false;
     for (int i = 0; i < SB_SLOTS; i++) {
         child *c = &m->kids[i];
         if (c->pid == 0)
@@ -465,7 +480,9 @@ static int watch_requests(master *m, int64_t now_ms)
         sb_slot *s = sb_slot_at(m->sb, i);
         if (handoff_after > 0 && next < 0 &&
             (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == SB_KEEPALIVE ||
-             (child_busy(m->sb, i) && __atomic_load_n(&s->held, __ATOMIC_RELAXED) > 0)))
+             (child_busy(m->sb, i) &&
+              (__atomic_load_n(&s->held, __ATOMIC_RELAXED) > 0 ||
+               __atomic_load_n(&m->sb->pool.idle_workers, __ATOMIC_RELAXED) > 0))))
             next = (int)handoff_after;
         if (!child_busy(m->sb, i))
             continue;
@@ -473,8 +490,12 @@ static int watch_requests(master *m, int64_t now_ms)
         if (start == 0)
             continue;
         int64_t ran_ms = (now_ns - start) / 1000000;
-        if (handoff_after > 0 && __atomic_load_n(&s->held, __ATOMIC_RELAXED) > 0 &&
-            __atomic_load_n(&s->handoff_seq, __ATOMIC_RELAXED) != (uint32_t)s->req_seq) {
+        /* It holds other connections, or new ones wait in the listen queue while a worker
+         * is idle (see hand_off_pending_accepts in worker.c). */
+        if (handoff_after > 0 &&
+            __atomic_load_n(&s->handoff_seq, __ATOMIC_RELAXED) != (uint32_t)s->req_seq &&
+            (__atomic_load_n(&s->held, __ATOMIC_RELAXED) > 0 ||
+             (ran_ms >= handoff_after && listen_pending(m, &lis_checked, &lis_ready)))) {
             if (ran_ms >= handoff_after)
                 ask_handoff(m, s);
             int left = ran_ms >= handoff_after ? (int)handoff_after : (int)(handoff_after - ran_ms);

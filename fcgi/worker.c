@@ -282,12 +282,11 @@ static void conn_drop(worker *w, struct conn *c)
 /* Pass a connection this worker holds but is not serving to whichever worker reads the
  * handoff socket next (see the banner). False when it could not be sent (no handoff socket,
  * or its queue is full): the connection then stays here, untouched. */
-static bool conn_hand_off(worker *w, struct conn *c)
+static bool send_fd(worker *w, int fd, char tag)
 {
     int sock = w->args->handoff[0];
     if (sock < 0)
         return false;
-    char tag = 'k';
     struct iovec iov = {.iov_base = &tag, .iov_len = 1};
     union {
         struct cmsghdr h;
@@ -300,8 +299,14 @@ static bool conn_hand_off(worker *w, struct conn *c)
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
     cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &c->fd, sizeof(int));
-    if (sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
+    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    return sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == 1;
+}
+
+static bool conn_hand_off(worker *w, struct conn *c)
+{
+    /* tag: kept, or new (its first request not served yet) */
+    if (!send_fd(w, c->fd, c->kept ? 'k' : 'n'))
         return false;
     /* The copy in flight keeps the socket open, and with it our epoll registration (epoll
      * forgets a socket only when its last reference goes): remove it before closing ours. */
@@ -354,19 +359,47 @@ static bool has_pending_input(int fd)
 }
 
 /* A slow request must not hold up the requests the web server sends on this worker's other
- * kept connections: the web server may pick any of them next, and another worker could serve
- * it at once. Pass every idle one on (a request already waiting in one included: the worker
- * that takes it serves it at once). Called by the handoff thread, with conns_mu held. */
+ * connections: on a kept one it may send its next request at any time, and a new one
+ * accepted beside the slow request may hold a request already. Another worker could serve
+ * them at once: pass every one not being served on (a request already waiting in one
+ * included: the worker that takes it serves it at once), except one whose request is only
+ * partly there (its timer is running here). Called by the handoff thread, conns_mu held. */
 static void hand_off_idle_kept(worker *w)
 {
     if (w->nconns == 0 || w->args->handoff[0] < 0)
         return;
     for (int i = w->nconns - 1; i >= 0; i--) {
         struct conn *c = &w->conns[i];
-        if (!c->kept || c->serving || c->req_start_ms)
+        if (c->serving || c->req_start_ms)
             continue;
         if (!conn_hand_off(w, c))
             return;   /* the queue is full: keep the rest */
+    }
+}
+
+/* Connections still in the listen queue while this worker is busy and others are idle: the
+ * listen socket is in every worker's epoll set with EPOLLEXCLUSIVE, so the wakeup for two
+ * connections that arrive together may reach this worker alone, which took one and is now
+ * in a slow request while the other waits for it. Accept them here and pass them on, as many
+ * as there are idle workers. Not where allowed_clients must be checked (that check logs, and
+ * this thread does not). A connection that cannot be passed stays here, served after the
+ * slow request. Called by the handoff thread, with conns_mu held. */
+static void hand_off_pending_accepts(worker *w, int64_t now)
+{
+    if (w->args->handoff[0] < 0 ||
+        (!w->args->lis->is_unix && !netaddr_list_any(w->cfg->allowed)))
+        return;
+    int idle = __atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED);
+    for (int k = 0; k < idle && w->nconns < w->max_conns; k++) {
+        int fd = accept4(w->args->lis->fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            return;   /* none waiting (the listen socket is non-blocking) */
+        sb_inc(&w->sb->pool.accepted);
+        struct conn *c = conn_add(w, fd, now);
+        if (c == NULL)
+            return;
+        c->ready = true;
+        conn_hand_off(w, c);
     }
 }
 
@@ -391,8 +424,10 @@ static void *handoff_thread(void *arg)
         seen = v;
         pthread_mutex_lock(&w->conns_mu);
         if ((uint32_t)__atomic_load_n(&s->req_seq, __ATOMIC_ACQUIRE) == v &&
-            __atomic_load_n(&s->req_start_ns, __ATOMIC_ACQUIRE) != 0)
+            __atomic_load_n(&s->req_start_ns, __ATOMIC_ACQUIRE) != 0) {
             hand_off_idle_kept(w);
+            hand_off_pending_accepts(w, clock_mono_ms());
+        }
         pthread_mutex_unlock(&w->conns_mu);
     }
     return NULL;
@@ -451,7 +486,7 @@ static void take_handoffs(worker *w, int64_t now)
         struct conn *c = conn_add(w, fd, now);
         if (c == NULL)
             continue;
-        c->kept = true;
+        c->kept = tag != 'n';
         c->ready = true;
         c->deadline_ms = now + w->cfg->keepalive_timeout_ms;
     }
@@ -642,14 +677,25 @@ static bool past_queue_deadline(worker *w, tn_request *r)
     if (w->cfg->queue_timeout_ms <= 0)
         return false;
     const char *s = tn_param(r, "REQUEST_START");
-    if (s == NULL || *s == '\0')
+    if (s == NULL || *s < '0' || *s > '9')
         return false;
-    char *end;
-    double t = strtod(s, &end);
-    if (end == s || t <= 0)
+    /* Seconds, then up to three digits of milliseconds, by hand: strtod costs more than the
+     * rest of this check, and it runs for every request. */
+    int64_t ms = 0;
+    int digits = 0;
+    for (; *s >= '0' && *s <= '9' && digits < 15; s++, digits++)
+        ms = ms * 10 + (*s - '0');
+    if (*s >= '0' && *s <= '9')
+        return false;   /* implausibly far in the future: not a time */
+    ms *= 1000;
+    if (*s == '.') {
+        int scale = 100;
+        for (s++; *s >= '0' && *s <= '9'; s++, scale /= 10)
+            ms += scale * (*s - '0');
+    }
+    if (ms <= 0)
         return false;
-    double now = (double)clock_wall_us() / 1e6;
-    return (now - t) * 1000.0 > (double)w->cfg->queue_timeout_ms;
+    return clock_wall_us() / 1000 - ms > w->cfg->queue_timeout_ms;
 }
 
 static void make_req_id(worker *w, char *out, size_t n, FCGX_Request *fx)
