@@ -1345,14 +1345,17 @@ void worker_main(const worker_args *a)
     w.log_gen = __atomic_load_n(&w.sb->pool.log_generation, __ATOMIC_RELAXED);
     open_access_log(&w);
 
+    pthread_mutex_init(&w.conns_mu, NULL);
+    pthread_mutex_lock(&w.conns_mu);   /* held by this thread except while serving */
+    start_handoff_thread(&w);
+    /* Idle before the master hears of it: a worker it still sees starting when it wakes
+     * delays "ready" by a whole tick (50 ms). */
+    sb_set_state(w.sb, w.slot, SB_IDLE);
     __atomic_store_n(&w.slot->ready, 1, __ATOMIC_RELEASE);
     if (a->wake_fd >= 0) {
         (void)!write(a->wake_fd, "r", 1);   /* the master need not wait for its next tick */
         close(a->wake_fd);
     }
-    pthread_mutex_init(&w.conns_mu, NULL);
-    pthread_mutex_lock(&w.conns_mu);   /* held by this thread except while serving */
-    start_handoff_thread(&w);
     worker_loop(&w);
 
     /* Leaving: a request the web server already wrote on a kept connection is served
