@@ -158,6 +158,13 @@ fp_verdict fcgi_precheck(const unsigned char *p, size_t n, size_t max_params, bo
                     size_t qlen = HDR + be16(q + 4) + q[6];
                     if (q[0] != 1 || o + qlen > n)
                         break;
+                    /* libfcgi parses a GET_VALUES it meets while reading STDIN itself (see
+                     * above): refused when it is already here. One that arrives later
+                     * still reaches libfcgi. */
+                    if (be16(q + 2) == 0 && q[1] == FCGI_T_GET_VALUES) {
+                        res->why = "a GET_VALUES record inside a request's body";
+                        return res->verdict = FP_MALFORMED;
+                    }
                     if (q[1] == FCGI_T_STDIN && be16(q + 2) == id && be16(q + 4) == 0) {
                         res->stdin_done = true;
                         break;

@@ -9,7 +9,8 @@
  * Invariants (each verdict is checked against the bytes, read here independently):
  *   - with `full` the verdict is never NEED_MORE; MALFORMED always says why;
  *   - more bytes never change a decided verdict: what a prefix decides (anything but
- *     NEED_MORE), the whole stream decides the same, with the same consume/id/role;
+ *     NEED_MORE), the whole stream decides the same, with the same consume/id/role —
+ *     except READY turning MALFORMED when the body that follows holds a GET_VALUES;
  *   - MGMT, SKIP and BAD_ROLE describe the first record exactly, whole within n;
  *   - READY means: the first record is a BEGIN_REQUEST (id != 0, length 8, role 1-3), and
  *     the records after it hold, before the empty PARAMS record of that id, PARAMS content
@@ -24,6 +25,8 @@
 #include "fcgi/proto.h"
 
 #include "fuzz_common.h"
+
+#include <string.h>
 
 #define HDR 8
 
@@ -192,7 +195,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t cut = n * (size_t)k / 8;
         unsigned char *q = (unsigned char *)fz_copy(p, cut, false);
         fp_verdict pv = run(q, cut, max, false, &part);
-        if (pv != FP_NEED_MORE) {
+        /* The one exception: a prefix that ends before a GET_VALUES in the request's body
+         * is READY, and the stream that holds it is refused (a look further, see proto.c). */
+        bool body_gv = pv == FP_READY && v == FP_MALFORMED && whole.why != NULL &&
+                       strcmp(whole.why, "a GET_VALUES record inside a request's body") == 0;
+        if (pv != FP_NEED_MORE && !body_gv) {
             FZ_ASSERT(pv == v, "a prefix of %zu bytes says %d, the stream of %zu says %d", cut,
                       pv, n, v);
             FZ_ASSERT(part.consume == whole.consume && part.req_id == whole.req_id &&

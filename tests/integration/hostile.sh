@@ -257,9 +257,11 @@ rec() {
         $((len >> 8)) $((len & 255)) "$3"
 }
 nv() { printf '\\x%02x\\x%02x%s%s' ${#1} ${#2} "$1" "$2"; }
-fcgi_send() {   # fcgi_send FORMAT: the bytes to the worker pool, the reply's size on stdout
+fcgi_send() {   # fcgi_send FORMAT [LATER]: the bytes to the worker pool (LATER 0.3 s after),
+                # the reply's size on stdout
     { exec 3<>"/dev/tcp/127.0.0.1/$FCGI_PORT" || exit 0
       printf "$1" >&3
+      if [ -n "${2:-}" ]; then sleep 0.3; printf "$2" >&3; fi
       timeout 5 cat <&3; } 2>/dev/null | wc -c
 }
 BEGIN=$(rec 1 1 '\x00\x01\x00\x00\x00\x00\x00\x00')
@@ -269,10 +271,10 @@ STDIN_END=$(rec 5 1 '')
 HUGE='\xff\xff\xff\xf0\x80\x00\x00\x0e'   # nameLen 0x7FFFFFF0 + valueLen 14 (CVE-2025-23016)
 GV_NAMES="$(nv FCGI_MAX_CONNS '')$(nv FCGI_MAX_CONNS '')$(nv FCGI_MAX_CONNS '')$(nv FCGI_MAX_CONNS '')$(nv FCGI_MAX_CONNS '')"
 
-fcgi_case() {   # fcgi_case WHAT FORMAT [KNOWN-ID]: a dead worker fails, or is that known bug
+fcgi_case() {   # fcgi_case WHAT FORMAT [KNOWN-ID [LATER]]: a dead worker fails, or is that known bug
     local what=$1 crashes why
     crashes=$(status_field crashes)
-    fcgi_send "$2" > /dev/null
+    fcgi_send "$2" "${4:-}" > /dev/null
     sleep 0.3
     if [ "$(status_field crashes)" = "$crashes" ] && [ "$(tn_workers | tr '\n' ' ')" = "$workers_before" ]; then
         log "ok: $what: no worker died"
@@ -290,11 +292,14 @@ fcgi_case "a GET_VALUES record with huge lengths inside the params" \
     "$BEGIN$PARAMS$(rec 9 0 "$HUGE")$END_PARAMS$STDIN_END"
 fcgi_case "a GET_VALUES record of five names inside the params" \
     "$BEGIN$(rec 9 0 "$GV_NAMES")$PARAMS$END_PARAMS$STDIN_END"
-# The params are checked before libfcgi reads them (fcgi_precheck refuses a GET_VALUES there);
-# STDIN is read by libfcgi itself, so a GET_VALUES inside it still reaches its parser.
-fcgi_case "a GET_VALUES record with huge lengths inside STDIN (kept connection)" \
-    "$(rec 1 1 '\x00\x01\x01\x00\x00\x00\x00\x00')$PARAMS$END_PARAMS$(rec 9 0 "$HUGE")$STDIN_END" \
-    proto-mgmt-stdin
+# The params are checked before libfcgi reads them (fcgi_precheck refuses a GET_VALUES there),
+# and so is the part of STDIN already there; STDIN that arrives later is read by libfcgi
+# itself, so a GET_VALUES in it still reaches its parser.
+fcgi_case "a GET_VALUES record with huge lengths inside STDIN, sent with the params" \
+    "$(rec 1 1 '\x00\x01\x01\x00\x00\x00\x00\x00')$PARAMS$END_PARAMS$(rec 9 0 "$HUGE")$STDIN_END"
+fcgi_case "a GET_VALUES record with huge lengths inside STDIN, sent 0.3 s after the params" \
+    "$(rec 1 1 '\x00\x01\x01\x00\x00\x00\x00\x00')$PARAMS$END_PARAMS" \
+    proto-mgmt-stdin "$(rec 9 0 "$HUGE")$STDIN_END"
 check "still serving afterwards" 200 acme "${A[@]}" "$U/"
 
 # ---- names that try SQL or path injection are refused at creation, with nothing created -------------

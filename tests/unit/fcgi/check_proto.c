@@ -52,6 +52,11 @@ START_TEST(test_normal_request_ready)
     ck_assert(r.stdin_done);    /* all of it here: no read can block */
     ck_assert_int_eq(fcgi_precheck(s, with_end - 1, 1 << 20, false, &r), FP_READY);
     ck_assert(!r.stdin_done);   /* the end record cut short */
+    /* A GET_VALUES inside the body, when it is already here, is refused before libfcgi. */
+    unsigned char gv[] = {0x0E, 0x00, 'F', 'C', 'G', 'I', '_', 'M', 'A', 'X', '_', 'C', 'O', 'N', 'N', 'S'};
+    size_t with_gv = n + rec(s + n, FCGI_T_GET_VALUES, 0, gv, sizeof(gv));
+    ck_assert_int_eq(fcgi_precheck(s, with_gv, 1 << 20, false, &r), FP_MALFORMED);
+    ck_assert_ptr_nonnull(r.why);
     n = params_end;
     /* Any prefix short of the end of params needs more bytes. */
     for (size_t k = 1; k < n - 8; k++)
