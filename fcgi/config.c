@@ -73,8 +73,8 @@ const conf_opt tn_config_table[] = {
      "(0: do not keep connections)"},
     {"keepalive_handoff_after", CONF_DURATION, OFF(keepalive_handoff_after_ms), "20ms", 0,
      3600000, NULL, 0,
-     "a request running this long makes its worker pass its idle kept connections to idle "
-     "workers (0: never)"},
+     "a request running this long makes its worker pass the other connections it holds to "
+     "idle workers (0: never)"},
     {"linger_timeout", CONF_DURATION, OFF(linger_timeout_ms), "100ms", 0, 10000, NULL, 0,
      "longest wait for the peer to close after a response"},
     {"stop_timeout", CONF_DURATION, OFF(stop_timeout_ms), "10s", 100, 3600000, NULL, 0,

@@ -37,13 +37,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <linux/futex.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -74,7 +74,7 @@ typedef struct master {
     child kids[SB_SLOTS];
     int sigfd;
     int wake[2];           /* workers write a byte when their app is ready (read end polled) */
-    int handoff[2];        /* workers pass idle kept connections to each other (worker.c) */
+    int handoff[2];        /* workers pass connections to each other (worker.c) */
     enum mstate state;
     bool fast_stop;
     int64_t stop_deadline;
@@ -434,27 +434,23 @@ static void reap(master *m)
 /* ---- timeouts and slow requests ---------------------------------------------------------- */
 
 /* Wake a worker's handoff thread (see worker.c): its request has run keepalive_handoff_after,
- * it holds other connections and another worker is idle to take them. Once per request. */
-static void ask_handoff(master *m, sb_slot *s)
+ * it holds other connections or some wait in the listen queue, and another worker is idle to
+ * take them. Once per request. */
+static void ask_handoff(sb_slot *s)
 {
-    if (__atomic_load_n(&m->sb->pool.idle_workers, __ATOMIC_RELAXED) <= 0)
-        return;   /* nobody to take them now: asked again at the next tick */
     __atomic_store_n(&s->handoff_seq, (uint32_t)s->req_seq, __ATOMIC_RELEASE);
     syscall(SYS_futex, &s->handoff_seq, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
-/* Connections waiting in the listen queue (looked at once per watch_requests, and only when
- * a request has run keepalive_handoff_after while another worker is idle). */
-static bool listen_pending(master *m, bool *checked, bool *ready)
+/* Connections waiting in the listen queue? *cache: -1 not looked yet (looked at once per
+ * watch_requests, and only when a request has run keepalive_handoff_after). */
+static bool listen_pending(master *m, int *cache)
 {
-    if (!*checked) {
-        *checked = true;
+    if (*cache < 0) {
         struct pollfd p = {.fd = m->lis.fd, .events = POLLIN};
-        *ready = m->lis.fd >= 0 &&
-                 __atomic_load_n(&m->sb->pool.idle_workers, __ATOMIC_RELAXED) > 0 &&
-                 poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+        *cache = m->lis.fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
     }
-    return *ready;
+    return *cache > 0;
 }
 
 /* Returns how soon the loop must look again for the handoff (-1: no need): while a worker
@@ -467,7 +463,10 @@ static int watch_requests(master *m, int64_t now_ms)
     const tn_config *cfg = m->cfg;
     int64_t handoff_after = cfg->keepalive_timeout_ms > 0 ? cfg->keepalive_handoff_after_ms : 0;
     int next = -1;
-    bool lis_checked = false, lis_ready = false;
+    int lis = -1;   /* listen_pending's answer, once looked */
+    /* Only an idle worker can take what a busy one passes: without one, nothing to ask. */
+    bool idle = handoff_after > 0 &&
+                __atomic_load_n(&m->sb->pool.idle_workers, __ATOMIC_RELAXED) > 0;
     for (int i = 0; i < SB_SLOTS; i++) {
         child *c = &m->kids[i];
         if (c->pid == 0)
@@ -480,9 +479,7 @@ static int watch_requests(master *m, int64_t now_ms)
         sb_slot *s = sb_slot_at(m->sb, i);
         if (handoff_after > 0 && next < 0 &&
             (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == SB_KEEPALIVE ||
-             (child_busy(m->sb, i) &&
-              (__atomic_load_n(&s->held, __ATOMIC_RELAXED) > 0 ||
-               __atomic_load_n(&m->sb->pool.idle_workers, __ATOMIC_RELAXED) > 0))))
+             (child_busy(m->sb, i) && (__atomic_load_n(&s->held, __ATOMIC_RELAXED) > 0 || idle))))
             next = (int)handoff_after;
         if (!child_busy(m->sb, i))
             continue;
@@ -495,9 +492,9 @@ static int watch_requests(master *m, int64_t now_ms)
         if (handoff_after > 0 &&
             __atomic_load_n(&s->handoff_seq, __ATOMIC_RELAXED) != (uint32_t)s->req_seq &&
             (__atomic_load_n(&s->held, __ATOMIC_RELAXED) > 0 ||
-             (ran_ms >= handoff_after && listen_pending(m, &lis_checked, &lis_ready)))) {
-            if (ran_ms >= handoff_after)
-                ask_handoff(m, s);
+             (ran_ms >= handoff_after && idle && listen_pending(m, &lis)))) {
+            if (ran_ms >= handoff_after && idle)
+                ask_handoff(s);
             int left = ran_ms >= handoff_after ? (int)handoff_after : (int)(handoff_after - ran_ms);
             if (next < 0 || left < next)
                 next = left;

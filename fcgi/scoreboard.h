@@ -57,7 +57,7 @@ typedef struct sb_slot {
     int64_t tenant_id;       /* tenant counted in the per-tenant table now (0: none) */
     uint32_t held;           /* worker: connections it holds beside the current request */
     uint32_t handoff_seq;    /* master: low bits of the req_seq whose worker it asked to pass
-                                its idle kept connections on (a futex word the worker's
+                                the connections it holds on (a futex word the worker's
                                 handoff thread waits on; see worker.c) */
     char method[8];
     char uri[200];
@@ -81,7 +81,7 @@ typedef struct sb_pool {
     uint64_t reload_failures;
     uint64_t rejected_deadline;    /* answered 503: waited past queue_timeout */
     uint64_t rejected_tenant_limit;
-    uint64_t keepalive_released;   /* idle kept connections passed to another worker */
+    uint64_t keepalive_released;   /* connections passed to another worker */
     uint64_t malformed;            /* FastCGI streams refused before libfcgi saw them */
     uint64_t get_values;           /* FCGI_GET_VALUES answered */
     uint64_t max_children_reached;

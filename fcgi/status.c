@@ -212,7 +212,7 @@ void status_metrics(buf *o, scoreboard *sb, const tn_listener *l)
         {"tenancy_worker_respawns_total", "Workers started to replace others", &p->respawns},
         {"tenancy_reloads_total", "Successful reloads", &p->reloads},
         {"tenancy_reload_failures_total", "Reloads refused or rolled back", &p->reload_failures},
-        {"tenancy_keepalive_released_total", "Idle kept connections passed to another worker",
+        {"tenancy_keepalive_released_total", "FastCGI connections passed to another worker",
          &p->keepalive_released},
         {"tenancy_malformed_streams_total", "FastCGI streams refused as malformed", &p->malformed},
         {"tenancy_max_children_reached_total", "Times a spawn was wanted at pm.max_children",

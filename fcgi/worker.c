@@ -14,8 +14,8 @@
  * connection only when the web server closed it first, or after keepalive_timeout, which the
  * documentation asks to set above the web server's own idle timeout. To free itself — when
  * a request has run for keepalive_handoff_after while other workers are idle, or when it
- * leaves (recycle, scale-down, reload) — it passes its idle kept connections to the other
- * workers over a datagram socket they all share (SCM_RIGHTS): the connection stays open
+ * leaves (recycle, scale-down, reload) — it passes the connections it is not serving to the
+ * other workers over a datagram socket they all share (SCM_RIGHTS): the connection stays open
  * throughout, and a request written meanwhile waits in its socket buffer for the worker that
  * takes it. When its table is full the worker stops accepting (and taking passed
  * connections) until one closes.
@@ -39,11 +39,11 @@
  *
  * Timeouts. Reads have deadlines (SO_RCVTIMEO, set once per connection before the first
  * request whose bytes are not all there yet, and deadlines on connections waiting for the
- * rest of a request header) and cost only the connection. The
- * whole request is bounded by request_timeout from the master, which watches each worker's
- * request start in the scoreboard and sends SIGALRM: the handler answers 504 when the app
- * wrote nothing yet and exits with WORKER_EXIT_TIMEOUT; the master logs the request and
- * kills a worker that overstays. No timer system call is made per request.
+ * rest of a request header) and cost only the connection. The whole request is bounded by
+ * request_timeout from the master, which watches each worker's request start in the
+ * scoreboard and sends SIGALRM: the handler answers 504 when the app wrote nothing yet and
+ * exits with WORKER_EXIT_TIMEOUT; the master logs the request and kills a worker that
+ * overstays. No timer system call is made per request.
  *
  * Signals. SIGTERM/SIGQUIT/SIGINT are blocked except while waiting in epoll_pwait, so a
  * stop request is seen between requests and never interrupts one. SIGUSR2 is the
@@ -73,6 +73,7 @@
 #include <fcgiapp.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
 #include <pwd.h>
@@ -83,7 +84,6 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <linux/futex.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -282,11 +282,12 @@ static void conn_drop(worker *w, struct conn *c)
 /* Pass a connection this worker holds but is not serving to whichever worker reads the
  * handoff socket next (see the banner). False when it could not be sent (no handoff socket,
  * or its queue is full): the connection then stays here, untouched. */
-static bool send_fd(worker *w, int fd, char tag)
+static bool conn_hand_off(worker *w, struct conn *c)
 {
     int sock = w->args->handoff[0];
     if (sock < 0)
         return false;
+    char tag = c->kept ? 'k' : 'n';   /* kept, or new (its first request not served yet) */
     struct iovec iov = {.iov_base = &tag, .iov_len = 1};
     union {
         struct cmsghdr h;
@@ -299,14 +300,8 @@ static bool send_fd(worker *w, int fd, char tag)
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
     cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-    return sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == 1;
-}
-
-static bool conn_hand_off(worker *w, struct conn *c)
-{
-    /* tag: kept, or new (its first request not served yet) */
-    if (!send_fd(w, c->fd, c->kept ? 'k' : 'n'))
+    memcpy(CMSG_DATA(cm), &c->fd, sizeof(int));
+    if (sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
         return false;
     /* The copy in flight keeps the socket open, and with it our epoll registration (epoll
      * forgets a socket only when its last reference goes): remove it before closing ours. */
@@ -364,7 +359,7 @@ static bool has_pending_input(int fd)
  * them at once: pass every one not being served on (a request already waiting in one
  * included: the worker that takes it serves it at once), except one whose request is only
  * partly there (its timer is running here). Called by the handoff thread, conns_mu held. */
-static void hand_off_idle_kept(worker *w)
+static void hand_off_held(worker *w)
 {
     if (w->nconns == 0 || w->args->handoff[0] < 0)
         return;
@@ -409,7 +404,7 @@ static long futex(uint32_t *word, int op, uint32_t val)
 }
 
 /* The handoff thread (see the banner): waits for the master's word, then passes this
- * worker's idle kept connections on if the request it was woken for is still running. */
+ * worker's other connections on if the request it was woken for is still running. */
 static void *handoff_thread(void *arg)
 {
     worker *w = arg;
@@ -425,7 +420,7 @@ static void *handoff_thread(void *arg)
         pthread_mutex_lock(&w->conns_mu);
         if ((uint32_t)__atomic_load_n(&s->req_seq, __ATOMIC_ACQUIRE) == v &&
             __atomic_load_n(&s->req_start_ns, __ATOMIC_ACQUIRE) != 0) {
-            hand_off_idle_kept(w);
+            hand_off_held(w);
             hand_off_pending_accepts(w, clock_mono_ms());
         }
         pthread_mutex_unlock(&w->conns_mu);
@@ -798,9 +793,9 @@ static void arm_read_timeout(const worker *w, struct conn *c)
 }
 
 /* Look at what a readable connection holds, without waiting. Returns TN_OK when a whole
- * request header is there (*req_id set, *whole when its STDIN is there too), TN_AGAIN when a record was answered or skipped
- * (look again), TN_DECLINED when more bytes are needed, TN_DONE when the connection was
- * answered and must close, TN_ERR to close it. */
+ * request header is there (*req_id set; *whole when its STDIN is there too), TN_AGAIN when a
+ * record was answered or skipped (look again), TN_DECLINED when more bytes are needed,
+ * TN_DONE when the connection was answered and must close, TN_ERR to close it. */
 static int precheck(worker *w, int fd, unsigned *req_id, bool *whole)
 {
     ssize_t n = recv(fd, w->peek, w->peek_size, MSG_PEEK | MSG_DONTWAIT);
@@ -1169,8 +1164,8 @@ static void worker_loop(worker *w)
         }
         if (any_ready)
             timeout = 0;
-        /* Idle is what the master reads before it has a busy worker pass its kept
-         * connections on (hand_off_idle_kept): a worker is idle only when it is about to
+        /* Idle is what the master reads before it has a busy worker pass its other
+         * connections on (hand_off_held): a worker is idle only when it is about to
          * block. So one holding kept connections first looks without waiting, and under
          * load it finds the next request there and never shows idle between two requests.
          * One that holds none (connections not kept) skips that system call. */

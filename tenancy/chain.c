@@ -183,21 +183,25 @@ static bool path_ambiguous(const char *p)
     return false;
 }
 
-static bool path_slug(tn_request *r, char *out, size_t n, const char **rest)
+/* The slug the path names after tenant.path_prefix: TN_OK (out and *rest set), TN_NOTFOUND
+ * (no prefix, or no valid slug after it), TN_INVALID (an ambiguous path, see above). */
+static int path_slug(tn_request *r, char *out, size_t n, const char **rest)
 {
     const char *pfx = ch.env.cfg->path_prefix;
     size_t pl = strlen(pfx);
     if (strncmp(r->path, pfx, pl) != 0)
-        return false;
+        return TN_NOTFOUND;
+    if (path_ambiguous(r->path))
+        return TN_INVALID;
     const char *s = r->path + pl;
     const char *end = strchr(s, '/');
     size_t sl = end ? (size_t)(end - s) : strlen(s);
     if (sl == 0 || sl >= n)
-        return false;
+        return TN_NOTFOUND;
     memcpy(out, s, sl);
     out[sl] = '\0';
     *rest = end ? end : "/";
-    return tenant_slug_valid(out);
+    return tenant_slug_valid(out) ? TN_OK : TN_NOTFOUND;
 }
 
 static int answer(tn_request *r, int status, const char *retry_after, const char *msg)
@@ -260,15 +264,16 @@ static int identify(tn_request *r)
             }
             break;
         }
-        case RES_PATH:
-            if (strncmp(r->path, c->path_prefix, strlen(c->path_prefix)) == 0 &&
-                path_ambiguous(r->path))
+        case RES_PATH: {
+            int prc = path_slug(r, slug, sizeof(slug), &rest);
+            if (prc == TN_INVALID)
                 return answer(r, 400, NULL,
                               "ambiguous path: dot segments and encoded dots or slashes are "
                               "not allowed after the tenant prefix");
-            if (path_slug(r, slug, sizeof(slug), &rest))
+            if (prc == TN_OK)
                 key = slug;
             break;
+        }
         }
         if (key == NULL)
             continue;

@@ -351,8 +351,6 @@ static void model(const char *host, const char *uri, const char *hdr, bool trust
             e->status = 400;
             return;
         }
-    }
-    if (t == NULL && strncmp(path, PREFIX, strlen(PREFIX)) == 0) {
         const char *s = path + strlen(PREFIX);
         size_t sl = strcspn(s, "/");
         if (ref_slug_valid(s, sl) && (t = by_slug(s, sl)) != NULL)
