@@ -31,6 +31,8 @@ typedef struct db_options {
     bool read_only;           /* open read-only (SQLite: mode=ro; PostgreSQL: read-only
                                  transactions by default) */
     int statement_timeout_ms; /* PostgreSQL: statement_timeout (0: server default) */
+    bool reset_always;        /* PostgreSQL: wipe the session at every change of schema scope,
+                                 not only after a statement that may have left state in it */
 } db_options;
 
 /* Open a connection. Returns TN_OK with *out set, TN_INVALID for a URI we do not understand,
@@ -63,10 +65,15 @@ int db_quote_ident(const char *ident, char *out, size_t outlen);
  * not in a failed transaction). NULL removes the scope. TN_OK, TN_INVALID (SQLite, or a bad identifier),
  * TN_BUSY (inside a transaction: change scope between transactions only).
  * When the scope changes (to another schema, or to none) on a connection that has run a
- * transaction under the old one, that next transaction start also carries, in the same
+ * transaction under the old one, and a statement since the last wipe may have left
+ * something in the session (any command but SELECT/SHOW/DML/transaction control, a text
+ * naming TEMP, SET_CONFIG, ADVISORY_LOCK, DBLINK, LISTEN, PREPARE or DECLARE, or the native
+ * handle handed out; see pg.c), that next transaction start also carries, in the same
  * round trip, DISCARD ALL and the session settings again: nothing a tenant left in the
  * session (a session SET, temporary tables, prepared statements, held cursors, LISTEN,
- * advisory locks, SET ROLE) reaches the next one. On a scoped connection COPY is refused
+ * advisory locks, SET ROLE) reaches the next one. After DML only (a serial's nextval), it
+ * carries DISCARD SEQUENCES, so lastval() cannot answer the previous tenant's value. With
+ * db_options.reset_always, DISCARD ALL at every change. On a scoped connection COPY is refused
  * (TN_INVALID), and statements that may not run in a transaction (VACUUM, CREATE DATABASE)
  * fail. Outside a scope the session search_path is empty. */
 int db_set_schema_scope(tn_db *db, const char *schema);

@@ -12,11 +12,12 @@
  *                     leaves after 64 for everything else.
  *   schema mode       ONE connection per server (and statement timeout) for all its
  *                     tenants, scoped per acquire (db_set_schema_scope: the scope rides with
- *                     each transaction's first statement, and a change of tenant wipes the
- *                     session in the same round trip). A backend caches the catalog of every
- *                     schema it touches (~20 KB each, never given back), so the connection is
- *                     closed on release once it has served pg_max_tenants distinct schemas;
- *                     the next acquire connects again.
+ *                     each transaction's first statement, and a change of tenant wipes what
+ *                     the previous one may have left in the session, in the same round
+ *                     trip). A backend caches the catalog of every schema it touches (~20 KB
+ *                     each, never given back), so the connection is closed on release once
+ *                     it has served the target's max_tenants distinct schemas (default
+ *                     pg_max_tenants); the next acquire connects again.
  *   database mode     an LRU of connections keyed by (server, database), bounded by
  *                     pg_db_max_open: a connection can only ever reach its own database.
  *
@@ -49,7 +50,7 @@
 #include <sys/stat.h>
 
 #define DEFAULT_SQLITE_MAX_OPEN 128
-#define DEFAULT_PG_MAX_TENANTS 200
+#define DEFAULT_PG_MAX_TENANTS 1000
 #define DEFAULT_PG_DB_MAX_OPEN 8
 #define FD_HEADROOM 64
 #define FDS_PER_SQLITE 3
@@ -76,6 +77,8 @@ struct pool_entry {
     bool in_use;
     /* schema mode: the distinct schemas this backend served (hashes, open addressing) */
     uint64_t session;           /* db->session the set belongs to */
+    int max_tenants;            /* closed on release once nseen reaches it (the target's
+                                   placement's, from its latest acquire) */
     uint64_t *seen;
     size_t nseen, seen_cap;
 };
@@ -589,11 +592,14 @@ int pool_acquire(storage_pool *p, const storage_target *t, tn_db **out, char *er
     } else if (cls == CLASS_SQLITE) {
         p->st.sqlite_hits++;
     }
+    if (cls != CLASS_SQLITE)
+        e->db->opt.reset_always = t->reset_always;   /* read at each change of scope */
     if (cls == CLASS_SCHEMA) {
         rc = db_set_schema_scope(e->db, t->name);
         if (rc != TN_OK)
             return tn_errf(err, errlen, rc, "%s", tn_db_error(e->db));
         seen_add(e, t->name);
+        e->max_tenants = t->max_tenants > 0 ? t->max_tenants : p->lim.pg_max_tenants;
     }
     return lend(p, e, out, err, errlen);
 }
@@ -630,7 +636,7 @@ void pool_release(storage_pool *p, tn_db *db)
     if (keep && !db_is_clean(db))
         keep = false;
     if (keep && e->cls == CLASS_SCHEMA && e->db->session == e->session &&
-        e->nseen >= (size_t)p->lim.pg_max_tenants) {
+        e->nseen >= (size_t)e->max_tenants) {
         keep = false;
         p->st.pg_recycles++;
     }

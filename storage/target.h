@@ -50,6 +50,9 @@ typedef struct storage_target {
                              the newest transactions may be lost on power failure) */
     int busy_timeout_ms;  /* SQLite (0: 5000) */
     int statement_timeout_ms; /* PostgreSQL (0: server default) */
+    int max_tenants;      /* schema mode: recycle a server connection after it has served
+                             this many distinct schemas (0: the pool's pg_max_tenants) */
+    bool reset_always;    /* PostgreSQL: db_options.reset_always */
 } storage_target;
 
 /* Names: "target_kind" <-> "sqlite" | "schema" | "database". */
@@ -99,7 +102,7 @@ typedef struct pool_limits {
                                    served this many distinct schemas (backend catalog memory
                                    grows ~20 KB per schema touched and never shrinks) */
     int pg_db_max_open;         /* database mode: connections kept open (LRU) */
-} pool_limits;                  /* 0 (or less) picks the default: 128, 200, 8 */
+} pool_limits;                  /* 0 (or less) picks the default: 128, 1000, 8 */
 
 typedef struct pool_stats {
     uint64_t acquires, sqlite_opens, sqlite_hits, pg_connects, pg_recycles, resets, evictions;

@@ -56,12 +56,8 @@ int chain_init(const chain_env *env)
     ch.lookup = lookup_create(c->lookup_cache ? c->lookup_cache_size : 0, c->lookup_cache_ttl_ms,
                               c->lookup_cache_negative_ttl_ms);
     ch.apps = appcache_create((size_t)c->app_cache_bytes, c->app_cache_entries);
-    int max_tenants = 200;
-    for (int i = 0; i < c->nplacements; i++)
-        if (c->placements[i].server != NULL && c->placements[i].max_tenants < max_tenants)
-            max_tenants = c->placements[i].max_tenants;
-    pool_limits pl = {.sqlite_max_open = c->sqlite_max_open, .pg_max_tenants = max_tenants,
-                      .pg_db_max_open = c->pg_db_max_open};
+    /* each placement's max_tenants comes with its targets (storage_target.max_tenants) */
+    pool_limits pl = {.sqlite_max_open = c->sqlite_max_open, .pg_db_max_open = c->pg_db_max_open};
     ch.pool = pool_create(&pl);
     if (ch.lookup == NULL || ch.apps == NULL || ch.pool == NULL)
         return TN_NOMEM;

@@ -100,7 +100,8 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
     const char *dot = strrchr(name, '.');
     if (dot == NULL || !placement_name_ok(name, (size_t)(dot - name))) {
         snprintf(err, errlen, "%s: expected placement.NAME.dsn|mode|max_tenants|"
-                              "statement_timeout with NAME of a-z, 0-9, _ and -", key);
+                              "statement_timeout|session_reset with NAME of a-z, 0-9, _ and -",
+                 key);
         return TN_INVALID;
     }
     size_t nl = (size_t)(dot - name);
@@ -122,7 +123,7 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
         memset(p, 0, sizeof(*p));
         p->name = arena_strndup(a, name, nl);
         p->kind = 1;   /* TARGET_PG_SCHEMA */
-        p->max_tenants = 200;
+        p->max_tenants = 1000;
     }
     if (strcmp(field, "dsn") == 0) {
         if (strncmp(value, "postgres:", 9) != 0 && strncmp(value, "postgresql://", 13) != 0) {
@@ -151,9 +152,18 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
             snprintf(err, errlen, "%s: expected a duration", key);
             return TN_INVALID;
         }
+    } else if (strcmp(field, "session_reset") == 0) {
+        if (strcmp(value, "auto") == 0) {
+            p->reset_always = false;
+        } else if (strcmp(value, "always") == 0) {
+            p->reset_always = true;
+        } else {
+            snprintf(err, errlen, "%s: expected auto or always, got '%s'", key, value);
+            return TN_INVALID;
+        }
     } else {
         snprintf(err, errlen, "%s: unknown placement setting '%s' (dsn, mode, max_tenants, "
-                              "statement_timeout)", key, field);
+                              "statement_timeout, session_reset)", key, field);
         return TN_INVALID;
     }
     return TN_OK;

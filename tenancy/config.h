@@ -22,6 +22,7 @@ typedef struct placement {
     const char *server;           /* PostgreSQL URI; NULL for sqlite */
     int max_tenants;              /* schema mode: recycle a connection after this many */
     int64_t statement_timeout_ms;
+    bool reset_always;            /* session_reset = always */
 } placement;
 
 #define MAX_PLACEMENTS 16

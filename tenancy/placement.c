@@ -25,6 +25,8 @@ int placement_target_of(const tenancy_config *c, const char *placement_name,
     out->sync_normal = sync_setting != NULL && strcmp(sync_setting, "normal") == 0;
     out->busy_timeout_ms = (int)c->busy_timeout_ms;
     out->statement_timeout_ms = (int)p->statement_timeout_ms;
+    out->max_tenants = p->max_tenants;
+    out->reset_always = p->reset_always;
     return TN_OK;
 }
 

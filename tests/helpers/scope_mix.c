@@ -17,7 +17,9 @@
  *                                          plain connection (what leaks behind PgBouncer)
  *   scope_mix bench URI N ROUNDS           µs per statement: plain (qualified) autocommit,
  *                                          scoped autocommit on one tenant, scoped with a
- *                                          change of tenant each time, begin+select+commit
+ *                                          change of tenant each time (and the same with
+ *                                          reset_always: a full session wipe each time),
+ *                                          begin+select+commit
  *
  * Unlike the other helpers it links the project's core/ and storage/ (it tests them), and
  * loads the PostgreSQL driver as tenancyd does ($TENANCY_PGDRIVER). One line on stdout says
@@ -276,9 +278,9 @@ static double now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-enum { PLAIN, SCOPED, SWITCHING, SCOPED_TXN, PLAIN_TXN, MODES };
-static const char *const mode_names[MODES] = {"plain", "scoped", "switching", "scoped_txn",
-                                              "plain_txn"};
+enum { PLAIN, SCOPED, SWITCHING, SWITCHING_WIPE, SCOPED_TXN, PLAIN_TXN, MODES };
+static const char *const mode_names[MODES] = {"plain", "scoped", "switching", "switching_wipe",
+                                              "scoped_txn", "plain_txn"};
 
 /* One timed operation of a mode; returns its µs, or -1. */
 static double bench_op(tn_db *db, int mode, int i, int n, const char *qualified)
@@ -293,7 +295,8 @@ static double bench_op(tn_db *db, int mode, int i, int n, const char *qualified)
     case SCOPED:  /* a scoped autocommit statement, the same tenant as the last one */
         rc = db_query_value(db, v, sizeof(v), "SELECT marker FROM items", 0, NULL);
         break;
-    case SWITCHING:   /* another tenant each time: the session wipe rides along */
+    case SWITCHING:        /* another tenant each time (a clean statement: no wipe) */
+    case SWITCHING_WIPE:   /* the same with reset_always: DISCARD ALL rides along */
         schema_of(i % n, name);
         db_set_schema_scope(db, name);
         rc = db_query_value(db, v, sizeof(v), "SELECT marker FROM items", 0, NULL);
@@ -322,10 +325,12 @@ static int cmp_double(const void *a, const void *b)
  * of mode, is not counted), so that a busy moment of the machine hits every mode alike. */
 static int bench(const char *uri, int n, int rounds)
 {
-    tn_db *db = NULL;
+    tn_db *db = NULL, *wiping = NULL;
     char err[512], sql[128], q[72];
-    if (db_open(uri, NULL, &db, err, sizeof(err)) != TN_OK) {
+    if (db_open(uri, NULL, &db, err, sizeof(err)) != TN_OK ||
+        db_open(uri, &(db_options){.reset_always = true}, &wiping, err, sizeof(err)) != TN_OK) {
         fprintf(stderr, "scope_mix: %s\n", err);
+        db_close(db);
         return 1;
     }
     db_quote_ident(PREFIX "0", q, sizeof(q));
@@ -336,12 +341,14 @@ static int bench(const char *uri, int n, int rounds)
         us[m] = calloc((size_t)blocks * 100, sizeof(double));
     for (int b = 0; b < blocks; b++) {
         for (int m = 0; m < MODES; m++) {
-            db_set_schema_scope(db, m == PLAIN || m == PLAIN_TXN ? NULL : PREFIX "0");
+            tn_db *on = m == SWITCHING_WIPE ? wiping : db;
+            db_set_schema_scope(on, m == PLAIN || m == PLAIN_TXN ? NULL : PREFIX "0");
             for (int i = 0; i < 100; i++) {
-                double t = bench_op(db, m, b * 100 + i, n, sql);
+                double t = bench_op(on, m, b * 100 + i, n, sql);
                 if (t < 0) {
-                    fprintf(stderr, "scope_mix: %s: %s\n", mode_names[m], tn_db_error(db));
+                    fprintf(stderr, "scope_mix: %s: %s\n", mode_names[m], tn_db_error(on));
                     db_close(db);
+                    db_close(wiping);
                     return 1;
                 }
                 if (i > 0)
@@ -361,6 +368,7 @@ static int bench(const char *uri, int n, int rounds)
     }
     printf("\n");
     db_close(db);
+    db_close(wiping);
     return 0;
 }
 

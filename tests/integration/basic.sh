@@ -66,6 +66,15 @@ out=$("$TENANCYD" -c "$T/bad.conf" -t 2>&1)
 rc=$?
 assert_eq "$rc" 1 "-t exit status on a bad file"
 assert_contains "$out" "bad.conf:4: pm.max_children: expected an integer" "-t names file and line"
+printf 'app = %s\nplacement.pg.dsn = postgres:dbname=x\nplacement.pg.session_reset = sometimes\n' \
+    "$HELLO_SO" > "$T/bad-reset.conf"
+out=$("$TENANCYD" -c "$T/bad-reset.conf" -t 2>&1)
+assert_contains "$out" "bad-reset.conf:3: placement.pg.session_reset: expected auto or always, got 'sometimes'" \
+    "-t names a bad placement setting"
+printf 'app = %s\nplacement.pg.dsn = postgres:dbname=x\nplacement.pg.session_reset = always\n' \
+    "$HELLO_SO" > "$T/reset.conf"
+"$TENANCYD" -c "$T/reset.conf" -t 2>/dev/null && log "ok: -t accepts session_reset = always" ||
+    fail "-t refused session_reset = always"
 printf 'app = /nonexistent/app.so\n' > "$T/noapp.conf"
 out=$("$TENANCYD" -c "$T/noapp.conf" -t 2>&1)
 assert_contains "$out" "cannot load" "-t checks the app module"

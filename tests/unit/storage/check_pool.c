@@ -446,6 +446,25 @@ START_TEST(test_pool_schema_recycle)
     stats(&s);
     ck_assert_uint_eq(s.pg_connects, 2);
     ck_assert_int_eq(s.pg_open, 1);
+
+    /* a target's own bound (its placement's max_tenants) wins over the pool's default, up
+     * and down */
+    storage_target t[4];
+    for (int i = 0; i < 4; i++) {
+        t[i] = sch[i];
+        t[i].max_tenants = 100;
+    }
+    for (int i = 0; i < 4; i++) {
+        acquire(&t[i], &d);
+        pool_release(pool, d);
+    }
+    stats(&s);
+    ck_assert_uint_eq(s.pg_recycles, 1);   /* 4 distinct schemas, over the default 3 */
+    t[1].max_tenants = 2;
+    acquire(&t[1], &d);
+    pool_release(pool, d);
+    stats(&s);
+    ck_assert_uint_eq(s.pg_recycles, 2);   /* the entry had served 4 >= 2 */
 }
 END_TEST
 

@@ -39,7 +39,11 @@ static void setup_schemas(void)
                                "CREATE TABLE public.items (marker TEXT PRIMARY KEY);"
                                "INSERT INTO tn_scope_a.items VALUES ('a');"
                                "INSERT INTO tn_scope_b.items VALUES ('b');"
-                               "INSERT INTO public.items VALUES ('public')"));
+                               "INSERT INTO public.items VALUES ('public');"
+                               "CREATE TABLE tn_scope_a.counted (id SERIAL PRIMARY KEY, x INT);"
+                               /* a session setting made where no statement text shows it */
+                               "CREATE FUNCTION tn_scope_a.sneak() RETURNS TEXT LANGUAGE sql "
+                               "AS $$SELECT pg_catalog.set_config('app.sneak', 'a', false)$$"));
     db_close(d);
 }
 
@@ -264,6 +268,86 @@ START_TEST(test_scope_session_wiped)
     scope(d, NULL);
     scope(d, "tn_scope_b");
     ST_OK(d, tn_db_exec(d, "SELECT * FROM pg_temp.scratch", 0, NULL));
+    db_close(d);
+}
+END_TEST
+
+/* Each kind of leftover alone: tenant a leaves it, tenant b must not find it. A clean
+ * statement leaves nothing to wipe, so the change of scope costs nothing: state made where no
+ * statement shows it (a function's session setting) then survives, unless the connection
+ * wipes at every change (reset_always). */
+typedef struct leftover_case {
+    const char *leave[3];   /* run under tn_scope_a (in one transaction when txn) */
+    bool txn, native;
+    const char *check;      /* run under tn_scope_b ... */
+    const char *want;       /* ... answers this; NULL: must fail */
+} leftover_case;
+
+static void run_leftover_case(tn_db *d, const leftover_case *c, int i)
+{
+    char v[64];
+    scope(d, "tn_scope_a");
+    expect_marker(d, "a");
+    if (c->txn)
+        ST_OK(d, tn_db_begin(d));
+    for (int k = 0; k < 3 && c->leave[k] != NULL; k++)
+        ST_OK(d, tn_db_exec(d, c->leave[k], 0, NULL));
+    if (c->txn)
+        ST_OK(d, tn_db_commit(d));
+    if (c->native)
+        ck_assert_ptr_nonnull(tn_db_native(d));
+    scope(d, "tn_scope_b");
+    if (c->want == NULL) {
+        ck_assert_msg(tn_db_exec(d, c->check, 0, NULL) != TN_OK, "case %d: %s answered", i,
+                      c->check);
+    } else {
+        ST_OK(d, db_query_value(d, v, sizeof(v), c->check, 0, NULL));
+        ck_assert_msg(strcmp(v, c->want) == 0, "case %d: %s: '%s', want '%s'", i, c->check, v,
+                      c->want);
+    }
+    expect_marker(d, "b");
+    ck_assert(db_is_clean(d));
+}
+
+START_TEST(test_scope_wipe_per_leftover)
+{
+    static const char SNEAKED[] = "SELECT coalesce(current_setting('app.sneak', true), '')";
+    static const leftover_case cases[] = {
+        {{"SET statement_timeout = '1234ms'"}, false, false, "SHOW statement_timeout", "7s"},
+        {{"SELECT set_config('app.t', 'a', false)"}, false, false,
+         "SELECT coalesce(current_setting('app.t', true), '')", ""},
+        {{"CREATE TEMP TABLE leak_t AS SELECT 'a'::text AS marker"}, false, false,
+         "SELECT count(*) FROM pg_catalog.pg_class "
+         "WHERE relnamespace = pg_catalog.pg_my_temp_schema()", "0"},
+        {{"PREPARE leak_p AS SELECT 1"}, false, false,
+         "SELECT count(*) FROM pg_catalog.pg_prepared_statements", "0"},
+        {{"SELECT pg_advisory_lock(4242)"}, false, false,
+         "SELECT count(*) FROM pg_catalog.pg_locks "
+         "WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid()", "0"},
+        {{"LISTEN leak_c"}, false, false,
+         "SELECT count(*) FROM pg_catalog.pg_listening_channels()", "0"},
+        {{"DECLARE leak_h CURSOR WITH HOLD FOR SELECT 'a'"}, true, false,
+         "SELECT count(*) FROM pg_catalog.pg_cursors WHERE name = 'leak_h'", "0"},
+        /* a serial's nextval: lastval() must not answer tenant a's value */
+        {{"INSERT INTO counted (x) VALUES (1)"}, false, false, "SELECT lastval()", NULL},
+        {{"INSERT INTO counted (x) VALUES (2)", "UPDATE counted SET x = 3"}, true, false,
+         "SELECT lastval()", NULL},
+        /* the native handle may have run anything */
+        {{"SELECT tn_scope_a.sneak()"}, false, true, SNEAKED, ""},
+        /* what no statement shows: not wiped (placement.NAME.session_reset = always is) */
+        {{"SELECT tn_scope_a.sneak()"}, false, false, SNEAKED, "a"},
+    };
+    db_options o = {.statement_timeout_ms = 7000};
+    tn_db *d = st_open(st_pg, &o);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        run_leftover_case(d, &cases[i], (int)i);
+    db_close(d);
+
+    /* reset_always: every change of scope wipes */
+    o.reset_always = true;
+    d = st_open(st_pg, &o);
+    leftover_case always = {{"SELECT tn_scope_a.sneak()"}, false, false, SNEAKED, ""};
+    run_leftover_case(d, &always, 0);
     db_close(d);
 }
 END_TEST
@@ -580,6 +664,7 @@ Suite *target_suite(void)
     tcase_add_test(tc, test_scope_transactions);
     tcase_add_test(tc, test_scope_autocommit_error);
     tcase_add_test(tc, test_scope_session_wiped);
+    tcase_add_test(tc, test_scope_wipe_per_leftover);
     tcase_add_test(tc, test_scope_timeout);
     tcase_add_test(tc, test_scope_broken_connection);
     tcase_add_test(tc, test_listen_notify);
