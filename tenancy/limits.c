@@ -33,11 +33,13 @@ static uint32_t slot_of(int64_t id)
     return (uint32_t)(h >> 40) & (LIMITS_SLOTS - 1);
 }
 
-/* The entry of id, claiming a free one when `claim`. NULL when absent (or table full). */
+/* The entry of id, claiming a free one when `claim`. NULL when absent (or no free slot
+ * within LIMITS_PROBE of its home: an entry is only ever placed there, so a lookup stops
+ * there too, and a full table costs a request LIMITS_PROBE loads, not a scan of it all). */
 static limits_entry *find(limits *l, int64_t id, bool claim)
 {
     uint32_t i = slot_of(id);
-    for (uint32_t n = 0; n < LIMITS_SLOTS; n++, i = (i + 1) & (LIMITS_SLOTS - 1)) {
+    for (uint32_t n = 0; n < LIMITS_PROBE; n++, i = (i + 1) & (LIMITS_SLOTS - 1)) {
         limits_entry *e = &l->e[i];
         int64_t cur = __atomic_load_n(&e->tenant_id, __ATOMIC_ACQUIRE);
         if (cur == id)

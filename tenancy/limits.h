@@ -4,8 +4,9 @@
  *
  * The master maps the table (anonymous shared memory) before forking; workers inherit it.
  * Entries are found by tenant id with open addressing and are never removed, so the table
- * holds the LIMITS_SLOTS tenants seen first; beyond that, tenants are not counted and their
- * cap is not enforced (logged once per worker). A worker that dies mid-request leaves its
+ * holds the LIMITS_SLOTS tenants seen first (fewer when a neighbourhood of LIMITS_PROBE slots
+ * fills up first); beyond that, tenants are not counted and their cap is not enforced
+ * (logged once per worker). A worker that dies mid-request leaves its
  * in-flight count behind; the master gives it back (limits_leave) from the dead worker's
  * scoreboard slot.
  */
@@ -16,6 +17,7 @@
 #include <stdint.h>
 
 #define LIMITS_SLOTS 16384
+#define LIMITS_PROBE 256   /* slots looked at from an id's home slot */
 
 typedef struct limits_entry {
     int64_t tenant_id;      /* 0: free */

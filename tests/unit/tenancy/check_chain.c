@@ -232,6 +232,37 @@ START_TEST(test_cap_and_theme)
 }
 END_TEST
 
+/* More tenants than slots: the first ones are counted, the rest declined (each after at most
+ * LIMITS_PROBE slots), and a counted one is still found and capped. */
+START_TEST(test_limits_table_full)
+{
+    limits *l = limits_create();
+    ck_assert_ptr_nonnull(l);
+    int counted = 0, declined = 0;
+    for (int64_t id = 1; id <= LIMITS_SLOTS + 2000; id++) {
+        int rc = limits_enter(l, id, "t", 0, 0);
+        ck_assert(rc == TN_OK || rc == TN_DECLINED);
+        if (rc == TN_OK) {
+            counted++;
+            limits_leave(l, id, 200);
+        } else {
+            declined++;
+            limits_leave(l, id, 200);   /* harmless for an uncounted tenant */
+        }
+    }
+    ck_assert_int_ge(counted, LIMITS_SLOTS * 9 / 10);
+    ck_assert_int_le(counted, LIMITS_SLOTS);
+    ck_assert_int_ge(declined, 2000);
+    limits_entry e;
+    ck_assert(limits_get(l, 1, &e));
+    ck_assert_int_eq(e.requests, 1);
+    ck_assert_int_eq(limits_enter(l, 1, "t", 1, 0), TN_OK);
+    ck_assert_int_eq(limits_enter(l, 1, "t", 1, 0), TN_BUSY);   /* its cap still holds */
+    ck_assert(!limits_get(l, LIMITS_SLOTS + 2000, &e) || e.requests == 1);
+    limits_destroy(l);
+}
+END_TEST
+
 static int during_run(tn_request *r, void *arg)
 {
     (void)arg;
@@ -276,6 +307,7 @@ Suite *chain_suite(void)
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_header_untrusted_source);
     tcase_add_test(tc, test_cap_and_theme);
+    tcase_add_test(tc, test_limits_table_full);
     tcase_add_test(tc, test_tn_run);
     suite_add_tcase(s, tc);
     /* Expects the process to abort: fork mode only (tagged, so that CK_FORK=no runs such as
