@@ -11,7 +11,8 @@
  *
  * Why the version table is read with a plain SELECT first: a tenant that is up to date then
  * costs that one query. Only when it fails is the table created (CREATE TABLE IF NOT EXISTS,
- * resolved in the target's own file or schema), never looked up in a catalog-wide view.
+ * resolved in the target's own file or schema, in the first file's transaction), never
+ * looked up in a catalog-wide view.
  *
  * Scripts are split with db.c's splitter (db_int.h), the one splitter of the project, so a
  * ';' inside a string, a comment, a dollar quote or a trigger body never ends a statement.
@@ -529,29 +530,16 @@ static void abandon(tn_db *db)
         tn_db_rollback(db);
 }
 
-/* Two migrators that both found no version table would race in CREATE TABLE IF NOT EXISTS
- * (PostgreSQL checks existence before it inserts into its catalog, so the loser fails on
- * pg_type's unique index). In PostgreSQL the table is created under the migrators' lock;
- * SQLite's write lock already serialises the two. */
-static int create_version_table(tn_db *db)
-{
-    if (!is_pg(db))
-        return tn_db_exec(db, create_table_sql, 0, NULL);
-    int rc = tn_db_begin(db);
-    if (rc == TN_OK)
-        rc = tn_db_exec(db, "SELECT pg_advisory_xact_lock(1952804210, "
-                            "hashtext(current_schema()))", 0, NULL);
-    if (rc == TN_OK)
-        rc = tn_db_exec(db, create_table_sql, 0, NULL);
-    if (rc == TN_OK)
-        return tn_db_commit(db);
-    abandon(db);
-    return rc;
-}
-
-/* Apply one file in one transaction. *skipped: another run applied it meanwhile. */
-static int apply_one(tn_db *db, const struct migration *m, bool pg, bool *skipped,
-                     migrate_error *e)
+/* Apply one file in one transaction. *skipped: another run applied it meanwhile. With
+ * create_table (the version table was missing), the table is created first in the same
+ * transaction, under the same lock: a new tenant's first migration costs one transaction,
+ * not two (if the file fails, the table goes with it and the next run creates it again).
+ * Two migrators that both found no version table would otherwise race in CREATE TABLE IF
+ * NOT EXISTS (PostgreSQL checks existence before it inserts into its catalog, so the loser
+ * fails on pg_type's unique index): the advisory lock, or SQLite's write lock, serialises
+ * them. */
+static int apply_one(tn_db *db, const struct migration *m, bool pg, bool create_table,
+                     bool *skipped, migrate_error *e)
 {
     *skipped = false;
     int rc = tn_db_begin(db);
@@ -566,6 +554,8 @@ static int apply_one(tn_db *db, const struct migration *m, bool pg, bool *skippe
     if (pg)
         rc = tn_db_exec(db, "SELECT pg_advisory_xact_lock(1952804210, "
                             "hashtext(current_schema()))", 0, NULL);
+    if (rc == TN_OK && create_table)
+        rc = tn_db_exec(db, create_table_sql, 0, NULL);
     char have[80];
     const char *pv[] = {m->info.version};
     if (rc == TN_OK) {
@@ -616,15 +606,9 @@ int migrate_apply(tn_db *db, const migration_set *s, migrate_result *res)
     int rc = read_applied(db, &a, &na, &missing, &res->error);
     if (rc != TN_OK)
         return rc;
-    if (missing) {
-        if (s->n == 0)
-            return TN_OK;   /* nothing to apply, nothing to create */
-        rc = create_version_table(db);
-        if (rc != TN_OK) {
-            set_error(&res->error, NULL, 0, 0, tn_db_error(db));
-            return rc;
-        }
-    }
+    if (missing && s->n == 0)
+        return TN_OK;   /* nothing to apply, nothing to create */
+    bool create_table = missing;   /* with the first file applied (apply_one) */
     snprintf(res->from, sizeof(res->from), "%s", highest(a, na));
     char top[MIGRATE_VERSION_MAX];
     snprintf(top, sizeof(top), "%s", res->from);
@@ -664,9 +648,10 @@ int migrate_apply(tn_db *db, const migration_set *s, migrate_result *res)
             warn(res, "%s is applied out of order (version %s is applied already)",
                  m->info.file, top);
         bool skipped = false;
-        rc = apply_one(db, m, pg, &skipped, &res->error);
+        rc = apply_one(db, m, pg, create_table, &skipped, &res->error);
         if (rc != TN_OK)
             break;
+        create_table = false;
         res->pending--;
         if (!skipped)
             res->applied++;
