@@ -295,6 +295,8 @@ static int statement_leftover(const char *sql, const PGresult *res)
 
 static void note_statement(pg_db *d, const char *sql, const PGresult *res)
 {
+    if (d->leftover == LEFT_SESSION)
+        return;   /* the most there is: nothing to judge until the next wipe */
     int left = statement_leftover(sql, res);
     if (left > d->leftover)
         d->leftover = left;

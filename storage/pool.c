@@ -50,7 +50,6 @@
 #include <sys/stat.h>
 
 #define DEFAULT_SQLITE_MAX_OPEN 128
-#define DEFAULT_PG_MAX_TENANTS 1000
 #define DEFAULT_PG_DB_MAX_OPEN 8
 #define FD_HEADROOM 64
 #define FDS_PER_SQLITE 3
@@ -118,7 +117,7 @@ storage_pool *pool_create(const pool_limits *l)
     if (p->lim.sqlite_max_open <= 0)
         p->lim.sqlite_max_open = DEFAULT_SQLITE_MAX_OPEN;
     if (p->lim.pg_max_tenants <= 0)
-        p->lim.pg_max_tenants = DEFAULT_PG_MAX_TENANTS;
+        p->lim.pg_max_tenants = POOL_PG_MAX_TENANTS;
     if (p->lim.pg_db_max_open <= 0)
         p->lim.pg_db_max_open = DEFAULT_PG_DB_MAX_OPEN;
     struct rlimit rl;

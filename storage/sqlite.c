@@ -506,9 +506,6 @@ static int run_setup(sqlite_db *d, const char *sql, const char *want, char *err,
     return TN_OK;
 }
 
-/* target: PATH[?mode=ro|rw|rwc]. ro: read-only; rw: must exist; rwc (default): created
- * when missing. ":memory:" is a private in-memory database (tests). */
-
 /* Waiting for a lock (busy_timeout_ms in all). SQLite's own handler sleeps 1, 2, 5, 10, 15,
  * 20, 25, 25, 25, 50, 50, 100 ms between tries, so a writer queued behind commits of half a
  * millisecond (one fsync) sleeps for many: 16 tenant creations at once on one registry
@@ -524,14 +521,14 @@ static int busy_wait(void *arg, int tries)
                         (now.tv_nsec - d->busy_since.tv_nsec) / 1000;
     if (waited_us >= (int64_t)d->busy_timeout_ms * 1000)
         return 0;   /* give up: SQLITE_BUSY */
-    int64_t us = tries < 6 ? 50 << tries : 2000;
-    if (us > 2000)
-        us = 2000;
-    struct timespec ts = {0, (long)us * 1000};
+    long us = tries < 6 ? 50L << tries : 2000;   /* 50, 100 ... 1600, then 2000 */
+    struct timespec ts = {0, us * 1000};
     nanosleep(&ts, NULL);
     return 1;
 }
 
+/* target: PATH[?mode=ro|rw|rwc]. ro: read-only; rw: must exist; rwc (default): created
+ * when missing. ":memory:" is a private in-memory database (tests). */
 static int sq_open(const char *target, const db_options *opt, tn_db **out, char *err,
                    size_t errlen)
 {

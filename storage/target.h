@@ -102,7 +102,10 @@ typedef struct pool_limits {
                                    served this many distinct schemas (backend catalog memory
                                    grows ~20 KB per schema touched and never shrinks) */
     int pg_db_max_open;         /* database mode: connections kept open (LRU) */
-} pool_limits;                  /* 0 (or less) picks the default: 128, 1000, 8 */
+} pool_limits;                  /* 0 (or less) picks the default: 128, POOL_PG_MAX_TENANTS, 8 */
+
+/* The default of pool_limits.pg_max_tenants, and so of placement.NAME.max_tenants. */
+#define POOL_PG_MAX_TENANTS 1000
 
 typedef struct pool_stats {
     uint64_t acquires, sqlite_opens, sqlite_hits, pg_connects, pg_recycles, resets, evictions;

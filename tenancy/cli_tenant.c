@@ -679,7 +679,7 @@ static void bulk_worker_begin(void *ctx)
     bulk *b = ctx;
     const tenancy_config *tc = &b->c->cfg->tenancy;
     const placement *pl = b->plan->placement;
-    b->keep.max = pl->max_tenants > 0 ? pl->max_tenants : 1000;
+    b->keep.max = pl->max_tenants > 0 ? pl->max_tenants : POOL_PG_MAX_TENANTS;
     b->open_rc = registry_open(tc->registry_uri, tc->gen_path, &b->c->reg, b->open_err,
                                sizeof(b->open_err));
 }

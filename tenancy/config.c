@@ -4,6 +4,7 @@
  */
 #include "core/first.h"
 #include "tenancy/config.h"
+#include "storage/target.h"
 #include "core/rc.h"
 #include "tenancy/tenant.h"
 
@@ -123,7 +124,7 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
         memset(p, 0, sizeof(*p));
         p->name = arena_strndup(a, name, nl);
         p->kind = 1;   /* TARGET_PG_SCHEMA */
-        p->max_tenants = 1000;
+        p->max_tenants = POOL_PG_MAX_TENANTS;
     }
     if (strcmp(field, "dsn") == 0) {
         if (strncmp(value, "postgres:", 9) != 0 && strncmp(value, "postgresql://", 13) != 0) {
