@@ -8,6 +8,7 @@
 #include "storage/db.h"
 #include "storage/db_int.h"
 #include "storage/target.h"
+#include "core/clock.h"
 #include "core/rc.h"
 
 #include <check.h>
@@ -643,7 +644,9 @@ END_TEST
 
 /* A target whose connect fails is refused at once until its retry time (250 ms, doubling),
  * then tried again; once it connects it is served as usual. The target here is a database
- * that does not exist yet, then does. */
+ * that does not exist yet, then does. A refusal is asserted only when the test itself ran
+ * well inside the window (a busy machine can stall a step past it, and CREATE DATABASE sits
+ * inside the 500 ms one); the counters are checked against what did happen either way. */
 START_TEST(test_pool_pg_down_backoff)
 {
     storage_target t = {.kind = TARGET_PG_DATABASE, .server = st_pg, .name = "tn_pool_late"};
@@ -652,29 +655,50 @@ START_TEST(test_pool_pg_down_backoff)
     pool = pool_create(NULL);
     tn_db *d = NULL;
     pool_stats s;
+    unsigned down = 0, refused = 0;
     ck_assert_int_eq(pool_acquire(pool, &t, &d, err, sizeof(err)), TN_IO);
+    down++;
+    int64_t failed_at = clock_mono_ms();   /* retry time: at least this + 250 */
     ck_assert_msg(strstr(err, "not tried again") == NULL, "%s", err);
     ck_assert_int_eq(pool_acquire(pool, &t, &d, err, sizeof(err)), TN_IO);
-    ck_assert_msg(strstr(err, "not tried again") != NULL, "refused at once: %s", err);
+    if (clock_mono_ms() - failed_at < 200) {
+        ck_assert_msg(strstr(err, "not tried again") != NULL, "refused at once: %s", err);
+        refused++;
+    } else {
+        if (strstr(err, "not tried again"))
+            refused++;
+        else
+            down++;
+    }
     stats(&s);
-    ck_assert_uint_eq(s.pg_down, 1);
-    ck_assert_uint_eq(s.pg_refused, 1);
+    ck_assert_uint_eq(s.pg_down, down);
+    ck_assert_uint_eq(s.pg_refused, refused);
     ck_assert_uint_eq(s.pg_connects, 0);
     usleep(300 * 1000);   /* past the first retry time: tried, fails, now 500 ms */
+    int64_t tried_at = clock_mono_ms();
     ck_assert_int_eq(pool_acquire(pool, &t, &d, err, sizeof(err)), TN_IO);
+    down++;
+    ck_assert_msg(strstr(err, "not tried again") == NULL, "tried again: %s", err);
     stats(&s);
-    ck_assert_uint_eq(s.pg_down, 2);
+    ck_assert_uint_eq(s.pg_down, down);
     ck_assert_msg(target_create(&t, err, sizeof(err)) == TN_OK, "%s", err);
-    ck_assert_int_eq(pool_acquire(pool, &t, &d, err, sizeof(err)), TN_IO);   /* still backing off */
+    unsigned connects = 0;
+    if (clock_mono_ms() - tried_at < 450) {
+        /* up now, but still backing off */
+        ck_assert_int_eq(pool_acquire(pool, &t, &d, err, sizeof(err)), TN_IO);
+        ck_assert_msg(strstr(err, "not tried again") != NULL, "still backing off: %s", err);
+        refused++;
+    }
     usleep(550 * 1000);
     acquire(&t, &d);   /* tried again: up, and forgotten as down */
+    connects++;
     pool_release(pool, d);
     acquire(&t, &d);
     pool_release(pool, d);
     stats(&s);
-    ck_assert_uint_eq(s.pg_connects, 1);
-    ck_assert_uint_eq(s.pg_down, 2);
-    ck_assert_uint_eq(s.pg_refused, 2);
+    ck_assert_uint_eq(s.pg_connects, connects);
+    ck_assert_uint_eq(s.pg_down, down);
+    ck_assert_uint_eq(s.pg_refused, refused);
     pool_destroy(pool);
     pool = NULL;
     ck_assert_int_eq(target_drop(&t, err, sizeof(err)), TN_OK);
