@@ -371,9 +371,11 @@ static int pg_open(const char *target, const db_options *opt, tn_db **out, char 
     }
     d->base.opt = *opt;   /* session_setup reads it */
     /* A server that accepts the connection and never answers must not hold a worker for
-     * good: a connect timeout unless the target names its own (it comes after, and wins). */
-    static const char *const keys[] = {"connect_timeout", "dbname", NULL};
-    const char *vals[] = {PG_CONNECT_TIMEOUT_S, target, NULL};
+     * good: a connect timeout unless the target names its own (it comes after, and wins).
+     * The program's name shows in pg_stat_activity unless the target sets application_name. */
+    static const char *const keys[] = {"connect_timeout", "fallback_application_name", "dbname",
+                                       NULL};
+    const char *vals[] = {PG_CONNECT_TIMEOUT_S, program_invocation_short_name, target, NULL};
     d->conn = PQconnectdbParams(keys, vals, 1);
     if (d->conn == NULL || PQstatus(d->conn) != CONNECTION_OK) {
         char line[DB_ERRLEN];

@@ -799,6 +799,9 @@ START_TEST(test_pg_broken_connection)
     ck_assert_str_eq(v, "4s");
     EXPECT(d, TN_OK, db_query_value(d, v, sizeof(v), "SHOW client_encoding", 0, NULL));
     ck_assert_str_eq(v, "UTF8");
+    /* the program names itself in pg_stat_activity (the target did not set a name) */
+    EXPECT(d, TN_OK, db_query_value(d, v, sizeof(v), "SHOW application_name", 0, NULL));
+    ck_assert_str_eq(v, "check_storage");
 
     /* broken inside a transaction: the commit says so, and reset recovers */
     EXPECT(d, TN_OK, tn_db_begin(d));
