@@ -279,6 +279,22 @@ static void conn_drop(worker *w, struct conn *c)
     close(fd);
 }
 
+/* What travels with a passed connection: whether it was kept (or is new, its first request
+ * not served yet), and when the first byte of a request still incomplete arrived (0: none),
+ * so that request_timeout keeps counting from there in the worker that takes it (the
+ * monotonic clock is the machine's). Nothing of the stream itself: precheck only peeks. */
+/* When a request whose first byte came at start_ms must be complete: request_timeout, or a
+ * minute without one. */
+static int64_t header_deadline(const worker *w, int64_t start_ms)
+{
+    return start_ms + (w->cfg->request_timeout_ms > 0 ? w->cfg->request_timeout_ms : 60000);
+}
+
+struct handoff_msg {
+    char tag;   /* 'k' kept, 'n' new */
+    int64_t req_start_ms;
+};
+
 /* Pass a connection this worker holds but is not serving to whichever worker reads the
  * handoff socket next (see the banner). False when it could not be sent (no handoff socket,
  * or its queue is full): the connection then stays here, untouched. */
@@ -287,8 +303,8 @@ static bool conn_hand_off(worker *w, struct conn *c)
     int sock = w->args->handoff[0];
     if (sock < 0)
         return false;
-    char tag = c->kept ? 'k' : 'n';   /* kept, or new (its first request not served yet) */
-    struct iovec iov = {.iov_base = &tag, .iov_len = 1};
+    struct handoff_msg msg = {.tag = c->kept ? 'k' : 'n', .req_start_ms = c->req_start_ms};
+    struct iovec iov = {.iov_base = &msg, .iov_len = sizeof(msg)};
     union {
         struct cmsghdr h;
         char b[CMSG_SPACE(sizeof(int))];
@@ -301,7 +317,7 @@ static bool conn_hand_off(worker *w, struct conn *c)
     cm->cmsg_type = SCM_RIGHTS;
     cm->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(cm), &c->fd, sizeof(int));
-    if (sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
+    if (sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(msg))
         return false;
     /* The copy in flight keeps the socket open, and with it our epoll registration (epoll
      * forgets a socket only when its last reference goes): remove it before closing ours. */
@@ -356,16 +372,17 @@ static bool has_pending_input(int fd)
 /* A slow request must not hold up the requests the web server sends on this worker's other
  * connections: on a kept one it may send its next request at any time, and a new one
  * accepted beside the slow request may hold a request already. Another worker could serve
- * them at once: pass every one not being served on (a request already waiting in one
- * included: the worker that takes it serves it at once), except one whose request is only
- * partly there (its timer is running here). Called by the handoff thread, conns_mu held. */
+ * them at once: pass every one not being served on — a request already waiting in one
+ * included (the worker that takes it serves it at once), and one only partly there (seen
+ * while the web server was still writing it: its first-byte time goes with it). Called by
+ * the handoff thread, conns_mu held. */
 static void hand_off_held(worker *w)
 {
     if (w->nconns == 0 || w->args->handoff[0] < 0)
         return;
     for (int i = w->nconns - 1; i >= 0; i--) {
         struct conn *c = &w->conns[i];
-        if (c->serving || c->req_start_ms)
+        if (c->serving)
             continue;
         if (!conn_hand_off(w, c))
             return;   /* the queue is full: keep the rest */
@@ -461,15 +478,16 @@ static void take_handoffs(worker *w, int64_t now)
 {
     int sock = w->args->handoff[1];
     while (sock >= 0 && w->nconns < w->max_conns) {
-        char tag;
-        struct iovec iov = {.iov_base = &tag, .iov_len = 1};
+        struct handoff_msg msg = {0};
+        struct iovec iov = {.iov_base = &msg, .iov_len = sizeof(msg)};
         union {
             struct cmsghdr h;
             char b[CMSG_SPACE(sizeof(int))];
         } ctl;
         struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
                             .msg_controllen = sizeof(ctl.b)};
-        if (recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) < 0)
+        ssize_t got = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (got < 0)
             return;   /* none left (or another worker took it) */
         int fd = -1;
         for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm != NULL; cm = CMSG_NXTHDR(&mh, cm))
@@ -481,9 +499,14 @@ static void take_handoffs(worker *w, int64_t now)
         struct conn *c = conn_add(w, fd, now);
         if (c == NULL)
             continue;
-        c->kept = tag != 'n';
+        c->kept = msg.tag != 'n';
         c->ready = true;
         c->deadline_ms = now + w->cfg->keepalive_timeout_ms;
+        if (got == (ssize_t)sizeof(msg) && msg.req_start_ms > 0) {
+            /* a request partly there: its bound runs from its first byte, as before */
+            c->req_start_ms = msg.req_start_ms;
+            c->deadline_ms = header_deadline(w, msg.req_start_ms);
+        }
     }
 }
 
@@ -978,8 +1001,7 @@ static void handle_conn(worker *w, struct conn *c, int64_t now)
              * bounded by request_timeout from its first byte. */
             if (c->req_start_ms == 0 && has_pending_input(c->fd)) {
                 c->req_start_ms = now;
-                int64_t t = w->cfg->request_timeout_ms > 0 ? w->cfg->request_timeout_ms : 60000;
-                c->deadline_ms = now + t;
+                c->deadline_ms = header_deadline(w, now);
             }
             conn_register(w, c);
             return;

@@ -960,6 +960,74 @@ out:
         conn_close(cs[i]);
 }
 
+/* partial-beside-slow (two workers, keepalive_timeout on): a connection whose request is only
+ * partly there when its worker starts a slow request on another connection is passed, with
+ * its first-byte time, to the worker that becomes idle, and the rest of its request is then
+ * served at once, not after the slow one. The slow request on c0 keeps one worker busy, so
+ * that c2 (half a request) and c1 (the slow request beside it) both land on the other; when
+ * c0's request ends, that worker is idle while c1's runs. */
+static void case_partial_beside_slow(void)
+{
+    conn *c0 = NULL, *c1 = NULL, *c2 = NULL;
+    obuf b0 = {0}, b1 = {0}, b2 = {0};
+    response r0 = RESPONSE_INIT, r1 = RESPONSE_INIT, r2 = RESPONSE_INIT;
+    int64_t until = now_ms() + opt.bound + 8000;
+    build_request(&b0, 1, true, "GET", "/sleep?ms=600", NULL);
+    build_request(&b1, 1, true, "GET", "/sleep?ms=1700", NULL);
+    build_request(&b2, 1, true, "GET", "/", NULL);
+    size_t half = b2.len / 2;
+    int rc;
+    if ((c0 = conn_open()) == NULL || send_ob(c0, &b0, until) != 0)
+        goto not_sent;
+    pause_ms(SLOT_PAUSE_MS);
+    if ((c2 = conn_open()) == NULL || send_all(c2, b2.p, half, until) != 0)
+        goto not_sent;
+    pause_ms(SLOT_PAUSE_MS);
+    if ((c1 = conn_open()) == NULL || send_ob(c1, &b1, until) != 0)
+        goto not_sent;
+    rc = read_response(c0, 1, until, &r0);
+    if (rc != RD_OK || !served(&r0)) {
+        fail("the first slow request was not served: %s", rc_text(rc));
+        goto out;
+    }
+    pause_ms(150);   /* the master sees the idle worker and asks the busy one to pass c2 */
+    int64_t t_rest = now_ms();
+    if (send_all(c2, b2.p + half, b2.len - half, until) != 0) {
+        fail("could not send the rest of the partial request");
+        goto out;
+    }
+    rc = read_response(c2, 1, until, &r2);
+    int64_t done2 = now_ms();
+    note("partial_ms=%lld", (long long)(done2 - t_rest));
+    if (rc != RD_OK || !served(&r2)) {
+        fail("the partial request was not served: %s", rc_text(rc));
+        goto out;
+    }
+    rc = read_response(c1, 1, until, &r1);
+    if (rc != RD_OK || !served(&r1)) {
+        fail("the slow request beside it was not served: %s", rc_text(rc));
+        goto out;
+    }
+    /* c1's response was read after c2's: it was there already if c2 waited for it */
+    if (done2 - t_rest > opt.bound)
+        fail("the rest of a partial request waited %lld ms (bound %lld): it was left behind "
+             "the slow request on its worker", (long long)(done2 - t_rest),
+             (long long)opt.bound);
+    goto out;
+not_sent:
+    fail("could not open the three connections and send their requests");
+out:
+    ob_free(&b0);
+    ob_free(&b1);
+    ob_free(&b2);
+    ob_free(&r0.out);
+    ob_free(&r1.out);
+    ob_free(&r2.out);
+    conn_close(c0);
+    conn_close(c1);
+    conn_close(c2);
+}
+
 /* linger: requests without FCGI_KEEP_CONN whose clients do not close after END_REQUEST. The
  * host must close its side promptly (-c, default -b) and serve a second client meanwhile. */
 static void case_linger(void)
@@ -1401,6 +1469,8 @@ static const struct {
     {"request", case_request, "a plain responder request (-u, -H, -s, -B)"},
     {"get-values", case_get_values, "FCGI_GET_VALUES answered promptly; held: no pinning"},
     {"keep-conn-pin", case_keep_conn_pin, "idle FCGI_KEEP_CONN connections do not pin workers"},
+    {"partial-beside-slow", case_partial_beside_slow,
+     "half a request on a worker that starts a slow one: passed on"},
     {"linger", case_linger, "a client that does not close after END_REQUEST"},
     {"silent-connect", case_silent_connect, "connections that send nothing"},
     {"unknown-role", case_unknown_role, "role 7 gets END_REQUEST{FCGI_UNKNOWN_ROLE}"},

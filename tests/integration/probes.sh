@@ -8,9 +8,11 @@
 # (same pids, crash counter unchanged), a concurrent well-behaved client was answered within
 # BOUND_MS while the case ran, and the status counters moved as the case says. Holding cases
 # hold pm.max_children connections, so that every worker can be the one pinned (the research
-# probed libfcgi with one worker and one held connection). Three cases go beyond the table:
-# huge-late and huge-interleaved (the huge lengths where a pre-check might not look) and
-# unread-body (the spec's rule behind abort-after-stdin, hit by any app that ignores a body).
+# probed libfcgi with one worker and one held connection). Four cases go beyond the table:
+# huge-late and huge-interleaved (the huge lengths where a pre-check might not look),
+# unread-body (the spec's rule behind abort-after-stdin, hit by any app that ignores a body)
+# and partial-beside-slow (half a request on a worker that starts a slow one is passed to the
+# idle worker, not left behind the slow one: seen with Apache's kept connections).
 . "$(dirname "$0")/lib.sh"
 PROBE=$HELPERS/fcgi_probe
 need "$PROBE" cgi-fcgi timeout
@@ -179,6 +181,7 @@ KEPT_CLOSE_MS=$((KEEPALIVE_MS + 1000))         # an idle kept connection is clos
 run_case request           ""                               "requests>=1"
 run_case get-values        "-n $N -c $HOLD_CLOSE_MS"        "get_values=$N"
 run_case keep-conn-pin     "-n $N -c $KEPT_CLOSE_MS"        "requests>=$((2 * N + 1))"
+run_case partial-beside-slow "-b 500"                       "requests>=3 keepalive_released>=1"
 run_case linger            "-n $N -c $((LINGER_MS + 900))"  "requests>=$((N + 1))"
 run_case silent-connect    "-n $N -c $HOLD_CLOSE_MS"        "accepted>=$((N + 1))"
 run_case unknown-role      ""                               "" "role 7"
