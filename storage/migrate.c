@@ -663,6 +663,85 @@ int migrate_apply(tn_db *db, const migration_set *s, migrate_result *res)
     return rc;
 }
 
+/* ---- a new storage: everything in one transaction --------------------------------------------- */
+
+/* The version table of a storage that must not have one yet: without IF NOT EXISTS, so a
+ * table somebody else made fails the call instead of being written over. */
+static const char *const create_new_table_sql =
+    "CREATE TABLE tenancy_migrations (version TEXT PRIMARY KEY, name TEXT NOT NULL, "
+    "checksum TEXT NOT NULL, applied_at BIGINT NOT NULL)";
+
+int migrate_provision(tn_db *db, const migration_set *s, const char *seed_label,
+                      const char *seed_sql, int nparams, const char *const *params,
+                      migrate_result *res)
+{
+    memset(res, 0, sizeof(*res));
+    if (db == NULL || s == NULL || nparams < 0 || nparams > 64 ||
+        (nparams > 0 && params == NULL)) {
+        set_error(&res->error, NULL, 0, 0, "bad arguments");
+        return TN_INVALID;
+    }
+    res->pending = s->n;
+    if (s->n == 0 && seed_sql == NULL)
+        return TN_OK;
+    int rc = tn_db_begin(db);
+    if (rc != TN_OK) {
+        set_error(&res->error, NULL, 0, 0, tn_db_error(db));
+        return rc;
+    }
+    /* the migrators' lock (apply_one): a `migrate` run that finds the storage meanwhile
+     * waits for this transaction, then sees its versions */
+    if (is_pg(db))
+        rc = tn_db_exec(db, "SELECT pg_advisory_xact_lock(1952804210, "
+                            "hashtext(current_schema()))", 0, NULL);
+    if (rc == TN_OK && s->n > 0)
+        rc = tn_db_exec(db, create_new_table_sql, 0, NULL);
+    if (rc != TN_OK) {
+        set_error(&res->error, NULL, 0, 0, tn_db_error(db));
+        abandon(db);
+        return rc;
+    }
+    char now[24];
+    snprintf(now, sizeof(now), "%lld", (long long)time(NULL));
+    for (int j = 0; j < s->n; j++) {
+        const struct migration *m = &s->m[j];
+        rc = run_statements(db, m->info.file, m->sql, -1, NULL, &res->error);
+        if (rc == TN_OK) {
+            const char *p[] = {m->info.version, m->info.name, m->checksum, now};
+            rc = tn_db_exec(db, "INSERT INTO tenancy_migrations (version, name, checksum, "
+                                "applied_at) VALUES ($1, $2, $3, $4)", 4, p);
+            if (rc != TN_OK)
+                set_error(&res->error, m->info.file, 0, 0, tn_db_error(db));
+        }
+        if (rc != TN_OK) {
+            abandon(db);
+            res->to[0] = '\0';
+            return rc;
+        }
+        if (res->to[0] == '\0' || version_cmp(m->info.version, res->to) > 0)
+            snprintf(res->to, sizeof(res->to), "%s", m->info.version);
+    }
+    if (seed_sql != NULL) {
+        rc = run_statements(db, seed_label, seed_sql, nparams, params, &res->error);
+        if (rc != TN_OK) {
+            res->seed_failed = true;
+            abandon(db);
+            res->to[0] = '\0';
+            return rc;
+        }
+    }
+    rc = tn_db_commit(db);
+    if (rc != TN_OK) {
+        set_error(&res->error, NULL, 0, 0, tn_db_error(db));
+        abandon(db);
+        res->to[0] = '\0';
+        return rc;
+    }
+    res->applied = s->n;
+    res->pending = 0;
+    return TN_OK;
+}
+
 /* ---- seeds ------------------------------------------------------------------------------------- */
 
 int migrate_seed(tn_db *db, const char *label, const char *sql, int nparams,

@@ -10,7 +10,9 @@
  *   1. the registry entry, in state provisioning (the host answers 503 for it meanwhile),
  *      with its placement and storage name (placement_storage_name) fixed from the start;
  *   2. the storage: target_create, or a clone of storage.template's (--from-template);
- *   3. the migrations (storage.migrations), then 4. the seed (storage.seed);
+ *   3. the migrations (storage.migrations), then 4. the seed (storage.seed): in ONE
+ *      transaction for a storage made in step 2 (migrate_provision), each file in its own and
+ *      the seed in one more for a clone;
  *   5. the version recorded and the state set, in one registry transaction.
  *
  * All or nothing: when a step fails (or SIGINT/SIGTERM/SIGHUP arrives: the signal is held
@@ -256,7 +258,30 @@ static int provision_run(cli *c, const registry_new *n, provision *p, provision_
         if (rc != TN_OK)
             snprintf(why, sizeof(why), "%s", err);
     }
-    if ((migrate_count(pl->set) > 0 || p->cloned) &&
+    /* A storage this command made is empty: its migrations and seed go in one transaction
+     * (migrate_provision). A clone, or a storage that was there, takes the usual steps. */
+    bool fresh = created && !p->cloned && migrate_count(pl->set) > 0;
+    if (fresh && next_step(&rc, &step, "apply the migrations", why, sizeof(why))) {
+        char id[24];
+        snprintf(id, sizeof(id), "%lld", (long long)p->id);
+        const char *vals[] = {n->slug, n->name, id};
+        const char *label = pl->seed_sql != NULL ? strrchr(pl->seed_path, '/') : NULL;
+        rc = migrate_provision(db, pl->set, label ? label + 1 : pl->seed_path, pl->seed_sql, 3,
+                               vals, &p->mr);
+        p->seeded = rc == TN_OK && pl->seed_sql != NULL;
+        if (rc != TN_OK) {
+            const migrate_error *e = &p->mr.error;
+            if (p->mr.seed_failed)
+                step = "run the seed";
+            if (e->statement > 0)
+                snprintf(why, sizeof(why), "%s statement %d (line %d): %s", e->file,
+                         e->statement, e->line, e->message);
+            else
+                snprintf(why, sizeof(why), "%s%s%s", e->file, e->file[0] ? ": " : "",
+                         e->message);
+        }
+    }
+    if (!fresh && (migrate_count(pl->set) > 0 || p->cloned) &&
         next_step(&rc, &step, "apply the migrations", why, sizeof(why))) {
         rc = migrate_apply(db, pl->set, &p->mr);
         if (rc != TN_OK) {
@@ -269,7 +294,8 @@ static int provision_run(cli *c, const registry_new *n, provision *p, provision_
                          e->message);
         }
     }
-    if (pl->seed_sql != NULL && next_step(&rc, &step, "run the seed", why, sizeof(why))) {
+    if (!fresh && pl->seed_sql != NULL &&
+        next_step(&rc, &step, "run the seed", why, sizeof(why))) {
         char id[24];
         snprintf(id, sizeof(id), "%lld", (long long)p->id);
         const char *vals[] = {n->slug, n->name, id};

@@ -196,6 +196,93 @@ START_TEST(test_apply_and_resume)
 }
 END_TEST
 
+/* A new storage in one transaction: every file with its version row, then the seed; after
+ * it, migrate_apply has nothing to do. */
+START_TEST(test_provision_all_in_one)
+{
+    put("0001_items.sql", m1);
+    put("0002_tags.sql", m2);
+    migration_set *s = load();
+    const char *vals[] = {"acme", "Acme Inc"};
+    migrate_result r;
+    int rc = migrate_provision(db, s, "seed.sql",
+                               "INSERT INTO items (id, name) VALUES (1, $2);\n"
+                               "INSERT INTO tags (id, label) VALUES (2, $1);\n", 2, vals, &r);
+    ck_assert_msg(rc == TN_OK, "migrate_provision: %s: %s statement %d: %s", tn_rc_str(rc),
+                  r.error.file, r.error.statement, r.error.message);
+    ck_assert(db_is_clean(db));
+    ck_assert_str_eq(r.to, "0002");
+    ck_assert_int_eq(r.applied, 2);
+    ck_assert_int_eq(r.pending, 0);
+    ck_assert(!r.seed_failed);
+    ck_assert_int_eq(count(db, "SELECT count(*) FROM tenancy_migrations"), 2);
+    ck_assert_int_eq(count(db, "SELECT count(*) FROM items WHERE name = 'Acme Inc'"), 1);
+    ck_assert_int_eq(count(db, "SELECT count(*) FROM tags WHERE label = 'acme'"), 1);
+    char v[80];
+    const char *p[] = {"0001"};
+    OK(db_query_value(db, v, sizeof(v),
+                      "SELECT checksum FROM tenancy_migrations WHERE version = $1", 1, p));
+    ck_assert_str_eq(v, migrate_at(s, 0)->checksum);
+    apply_ok(s, &r);
+    ck_assert_str_eq(r.from, "0002");
+    ck_assert_int_eq(r.applied, 0);
+    /* not on a storage that has a version table already: refused, nothing changed */
+    rc = migrate_provision(db, s, "seed.sql", "INSERT INTO tags (id) VALUES (3);", 0, NULL, &r);
+    ck_assert_int_ne(rc, TN_OK);
+    ck_assert(db_is_clean(db));
+    ck_assert_int_eq(count(db, "SELECT count(*) FROM tags"), 2);
+    migrate_free(s);
+}
+END_TEST
+
+/* All or nothing: a failing seed takes the migrations with it, and says it was the seed; a
+ * failing file takes the files before it. */
+START_TEST(test_provision_rolls_back_everything)
+{
+    put("0001_items.sql", m1);
+    put("0002_tags.sql", m2);
+    migration_set *s = load();
+    migrate_result r;
+    int rc = migrate_provision(db, s, "seed.sql",
+                               "INSERT INTO tags (id, label) VALUES (5, 'x');\n"
+                               "INSERT INTO items (id, name) VALUES (1, NULL);\n", 0, NULL, &r);
+    ck_assert_int_eq(rc, TN_INVALID);
+    ck_assert(db_is_clean(db));
+    ck_assert(r.seed_failed);
+    ck_assert_str_eq(r.error.file, "seed.sql");
+    ck_assert_int_eq(r.error.statement, 2);
+    ck_assert_str_eq(r.to, "");
+    ck_assert_int_eq(r.applied, 0);
+    ck_assert(!has_table(db, "tenancy_migrations"));
+    ck_assert(!has_table(db, "items"));
+    ck_assert(!has_table(db, "tags"));
+    migrate_free(s);
+
+    put("0003_bad.sql", "CREATE TABLE extra (id INTEGER);\nINSERT INTO nowhere VALUES (1);\n");
+    s = load();
+    rc = migrate_provision(db, s, "seed.sql", "INSERT INTO tags (id) VALUES (1);", 0, NULL, &r);
+    ck_assert_int_ne(rc, TN_OK);
+    ck_assert(db_is_clean(db));
+    ck_assert(!r.seed_failed);
+    ck_assert_str_eq(r.error.file, "0003_bad.sql");
+    ck_assert_int_eq(r.error.statement, 2);
+    ck_assert_str_eq(r.to, "");
+    ck_assert(!has_table(db, "tenancy_migrations"));
+    ck_assert(!has_table(db, "items"));
+    ck_assert(!has_table(db, "extra"));
+    /* and the storage takes them afterwards as if nothing had happened */
+    char path[700];
+    snprintf(path, sizeof(path), "%s/0003_bad.sql", dir);
+    ck_assert_int_eq(unlink(path), 0);
+    migrate_free(s);
+    s = load();
+    rc = migrate_provision(db, s, NULL, NULL, 0, NULL, &r);
+    ck_assert_int_eq(rc, TN_OK);
+    ck_assert_int_eq(count(db, "SELECT count(*) FROM tenancy_migrations"), 2);
+    migrate_free(s);
+}
+END_TEST
+
 START_TEST(test_failure_rolls_back_that_file_only)
 {
     put("0001_items.sql", m1);
@@ -723,6 +810,8 @@ Suite *migrate_suite(bool pg)
     tcase_add_checked_fixture(tc, pg ? setup_pg : setup_sqlite, teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_apply_and_resume);
+    tcase_add_test(tc, test_provision_all_in_one);
+    tcase_add_test(tc, test_provision_rolls_back_everything);
     tcase_add_test(tc, test_failure_rolls_back_that_file_only);
     tcase_add_test(tc, test_warnings);
     tcase_add_test(tc, test_transaction_control_refused);
