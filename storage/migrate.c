@@ -671,9 +671,9 @@ static const char *const create_new_table_sql =
     "CREATE TABLE tenancy_migrations (version TEXT PRIMARY KEY, name TEXT NOT NULL, "
     "checksum TEXT NOT NULL, applied_at BIGINT NOT NULL)";
 
-int migrate_provision(tn_db *db, const migration_set *s, const char *seed_label,
-                      const char *seed_sql, int nparams, const char *const *params,
-                      migrate_result *res)
+int migrate_provision(tn_db *db, const char *prelude, const migration_set *s,
+                      const char *seed_label, const char *seed_sql, int nparams,
+                      const char *const *params, migrate_result *res)
 {
     memset(res, 0, sizeof(*res));
     if (db == NULL || s == NULL || nparams < 0 || nparams > 64 ||
@@ -682,12 +682,21 @@ int migrate_provision(tn_db *db, const migration_set *s, const char *seed_label,
         return TN_INVALID;
     }
     res->pending = s->n;
-    if (s->n == 0 && seed_sql == NULL)
+    if (s->n == 0 && seed_sql == NULL && prelude == NULL)
         return TN_OK;
     int rc = tn_db_begin(db);
     if (rc != TN_OK) {
         set_error(&res->error, NULL, 0, 0, tn_db_error(db));
         return rc;
+    }
+    if (prelude != NULL) {
+        rc = tn_db_exec(db, prelude, 0, NULL);
+        if (rc != TN_OK) {
+            res->prelude_failed = true;
+            set_error(&res->error, NULL, 0, 0, tn_db_error(db));
+            abandon(db);
+            return rc;
+        }
     }
     /* the migrators' lock (apply_one): a `migrate` run that finds the storage meanwhile
      * waits for this transaction, then sees its versions */

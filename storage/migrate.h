@@ -76,6 +76,7 @@ typedef struct migrate_result {
     int pending;                     /* files of the set still not applied */
     migrate_error error;             /* when the call failed */
     bool seed_failed;                /* migrate_provision: the failure was in the seed */
+    bool prelude_failed;             /* migrate_provision: ... in its prelude */
     /* Not errors: an applied file whose checksum differs from the file now (edited after it
      * was applied), a version applied that the folder does not have, a file applied out of
      * order. nwarnings counts them all; the first MIGRATE_MAX_WARNINGS are kept. */
@@ -109,16 +110,18 @@ int migrate_read_file(const char *path, char **out, char *err, size_t errlen);
 int migrate_seed(tn_db *db, const char *label, const char *sql, int nparams,
                  const char *const *params, migrate_error *e);
 
-/* A storage the caller has just created, that no migration has touched: the version table,
+/* A storage the caller has just created, that no migration has touched (or creates in the
+ * same transaction: `prelude`, a statement run first, e.g. target_schema_create_sql's; NULL
+ * for none; when it fails, res->prelude_failed is set): the version table,
  * every file of the set with its version row, and then the seed (as migrate_seed: nparams,
  * params; seed_sql NULL for none), all in ONE transaction — on PostgreSQL under the same
  * advisory lock as migrate_apply. A new tenant costs one commit instead of one per file plus
  * one for the seed. All or nothing: on failure nothing of it is left (res->to is ""), and
  * res->error names the file or the seed's label and the statement; a version table that is
  * already there fails the call. db must be outside a transaction. */
-int migrate_provision(tn_db *db, const migration_set *s, const char *seed_label,
-                      const char *seed_sql, int nparams, const char *const *params,
-                      migrate_result *res);
+int migrate_provision(tn_db *db, const char *prelude, const migration_set *s,
+                      const char *seed_label, const char *seed_sql, int nparams,
+                      const char *const *params, migrate_result *res);
 
 /* Create `to` as a copy of `from` (the template of a new tenant), both of the same kind:
  * SQLite: VACUUM INTO the new file (a consistent snapshot, even while the template is

@@ -275,6 +275,19 @@ int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t err
     return rc;
 }
 
+int target_schema_create_sql(const storage_target *t, char *sql, size_t len)
+{
+    char err[8];
+    if (check_target(t, err, sizeof(err)) != TN_OK)
+        return TN_INVALID;
+    if (t->kind != TARGET_PG_SCHEMA)
+        return TN_DECLINED;
+    char q[72];
+    db_quote_ident(t->name, q, sizeof(q));
+    int n = snprintf(sql, len, "CREATE SCHEMA %s", q);
+    return n > 0 && (size_t)n < len ? TN_OK : TN_INVALID;
+}
+
 int target_create(const storage_target *t, char *err, size_t errlen)
 {
     return target_create_on(NULL, t, err, errlen);

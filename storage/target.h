@@ -66,6 +66,12 @@ int target_create(const storage_target *t, char *err, size_t errlen);
 /* Whether it exists. TN_OK with *exists set, or a storage error. */
 int target_exists(const storage_target *t, bool *exists, char *err, size_t errlen);
 
+/* The statement that creates t when it is a schema ("CREATE SCHEMA" and the quoted name), for
+ * a caller that runs it inside a transaction of its own (tenant create: the schema, its
+ * migrations and its seed in one commit). TN_OK; TN_DECLINED for the other kinds (a database
+ * cannot be created in a transaction); TN_INVALID for a name target_create would refuse. */
+int target_schema_create_sql(const storage_target *t, char *sql, size_t len);
+
 /* Remove it and everything in it. TN_OK, TN_NOTFOUND, or a storage error. */
 int target_drop(const storage_target *t, char *err, size_t errlen);
 

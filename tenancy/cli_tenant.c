@@ -199,14 +199,22 @@ static int give_storage(cli *c, const provision *p, char *err, size_t errlen)
     return rc == TN_OK ? cli_give(p->storage, uid, gid, true, err, errlen) : rc;
 }
 
+/* Can keep's connection serve the next tenant (schema mode)? */
+static bool keep_reusable(const provision_keep *keep)
+{
+    return keep != NULL && keep->db != NULL && keep->served < keep->max &&
+           db_is_clean(keep->db);
+}
+
 /* The connection to the new storage: keep's (re-scoped) in schema mode when there is one,
- * else a new one (kept in keep when keep is given). */
+ * else a new one (kept in keep when keep is given; target_open checks that the storage is
+ * there, so a schema made inside the provisioning transaction needs keep_reusable). */
 static int storage_open(provision *p, provision_keep *keep, tn_db **db, char *err,
                         size_t errlen)
 {
     if (keep == NULL || p->target.kind != TARGET_PG_SCHEMA)
         return target_open(&p->target, db, err, errlen);
-    if (keep->db != NULL && (keep->served >= keep->max || !db_is_clean(keep->db) ||
+    if (keep->db != NULL && (!keep_reusable(keep) ||
                              db_set_schema_scope(keep->db, p->target.name) != TN_OK)) {
         db_close(keep->db);
         keep->db = NULL;
@@ -240,14 +248,24 @@ static int provision_run(cli *c, const registry_new *n, provision *p, provision_
     hold_signals(old);
     int64_t t0 = clock_mono_ms();
 
+    /* Schema mode on the kept connection: CREATE SCHEMA goes into the transaction of the
+     * migrations and the seed (migrate_provision's prelude), one commit in all. Not for a
+     * worker's first tenant, nor when its connection is renewed: a new connection is opened
+     * by target_open, which wants the schema there. */
+    char create_sql[128];
+    bool inline_schema = keep_reusable(keep) && p->target.kind == TARGET_PG_SCHEMA &&
+                         migrate_count(pl->set) > 0 &&
+                         target_schema_create_sql(&p->target, create_sql,
+                                                  sizeof(create_sql)) == TN_OK;
     if (pl->from_template && p->target.kind != TARGET_PG_SCHEMA) {
         rc = migrate_clone(&pl->tpl_target, &p->target, err, sizeof(err));
         p->cloned = rc == TN_OK;
     } else {
         p->replayed = pl->from_template;   /* schema mode: no clone in PostgreSQL */
-        rc = target_create_on(kept, &p->target, err, sizeof(err));
+        if (!inline_schema)
+            rc = target_create_on(kept, &p->target, err, sizeof(err));
     }
-    created = rc == TN_OK;   /* TN_EXISTS: someone else's storage, left alone */
+    created = rc == TN_OK && !inline_schema;   /* TN_EXISTS: someone else's, left alone */
     if (rc == TN_OK)
         rc = give_storage(c, p, err, sizeof(err));
     if (rc != TN_OK)
@@ -260,25 +278,37 @@ static int provision_run(cli *c, const registry_new *n, provision *p, provision_
     }
     /* A storage this command made is empty: its migrations and seed go in one transaction
      * (migrate_provision). A clone, or a storage that was there, takes the usual steps. */
-    bool fresh = created && !p->cloned && migrate_count(pl->set) > 0;
+    bool fresh = (created || inline_schema) && !p->cloned && migrate_count(pl->set) > 0;
     if (fresh && next_step(&rc, &step, "apply the migrations", why, sizeof(why))) {
         char id[24];
         snprintf(id, sizeof(id), "%lld", (long long)p->id);
         const char *vals[] = {n->slug, n->name, id};
         const char *label = pl->seed_sql != NULL ? strrchr(pl->seed_path, '/') : NULL;
-        rc = migrate_provision(db, pl->set, label ? label + 1 : pl->seed_path, pl->seed_sql, 3,
-                               vals, &p->mr);
+        rc = migrate_provision(db, inline_schema ? create_sql : NULL, pl->set,
+                               label ? label + 1 : pl->seed_path, pl->seed_sql, 3, vals, &p->mr);
         p->seeded = rc == TN_OK && pl->seed_sql != NULL;
         if (rc != TN_OK) {
             const migrate_error *e = &p->mr.error;
             if (p->mr.seed_failed)
                 step = "run the seed";
-            if (e->statement > 0)
+            if (p->mr.prelude_failed) {
+                /* ours was rolled back: a schema there now is someone else's */
+                bool exists = false;
+                step = "create the storage";
+                if (target_exists(&p->target, &exists, err, sizeof(err)) == TN_OK && exists) {
+                    rc = TN_EXISTS;
+                    snprintf(why, sizeof(why), "the %s %s already exists",
+                             target_kind_name(p->target.kind), p->target.name);
+                } else {
+                    snprintf(why, sizeof(why), "%s", e->message);
+                }
+            } else if (e->statement > 0) {
                 snprintf(why, sizeof(why), "%s statement %d (line %d): %s", e->file,
                          e->statement, e->line, e->message);
-            else
+            } else {
                 snprintf(why, sizeof(why), "%s%s%s", e->file, e->file[0] ? ": " : "",
                          e->message);
+            }
         }
     }
     if (!fresh && (migrate_count(pl->set) > 0 || p->cloned) &&

@@ -149,18 +149,20 @@ cases() {
     assert_contains "$ERR" "no placement 'nowhere'" "$b: names the placement"
 
     # ---- many tenants: one bulk create (--from-file), 4 at a time ----
-    # A name and a domain on one line; a bad slug, a slug given twice and one that exists
-    # are refused alone, the rest is created, and the exit status is 1.
+    # A name and a domain on one line; a bad slug, a slug given twice, one that exists and
+    # one whose storage is someone else's (squat, above: in schema mode its CREATE SCHEMA
+    # runs inside the tenant's one transaction) are refused alone, the rest is created, and
+    # the exit status is 1.
     {
         seq -f 't%03g' 1 "$N" | sed 's/^t002$/t002\tTenant Two\tt002.example/'
-        printf '\n# a comment\nBad_Slug\tbad\nt005\tagain\nacme\n'
+        printf '\n# a comment\nBad_Slug\tbad\nt005\tagain\nacme\nsquat\n'
     } > "$T/bulk.tsv"
     local t0=$SECONDS
     jrun tenant create --from-file "$T/bulk.tsv" -j 4
     log "$b: bulk create of $N tenants in $((SECONDS - t0)) s (-j 4): $(jget .seconds) s"
     assert_eq "$RC" 1 "$b: bulk create exits 1 when a line failed ($ERR)"
     assert_eq "$(jget .created)" "$N" "$b: bulk create made every good line"
-    assert_eq "$(jget .failed)" 3 "$b: bulk create refused 3 lines"
+    assert_eq "$(jget .failed)" 4 "$b: bulk create refused 4 lines"
     assert_eq "$(jget .jobs)" 4 "$b: 4 workers"
     assert_eq "$(jget ".tenants[$N].slug")" Bad_Slug "$b: the bad slug reported"
     assert_eq "$(jget ".tenants[$N].line")" $((N + 3)) "$b: with its line"
@@ -170,6 +172,9 @@ cases() {
         "$b: the duplicate in the file is named"
     assert_eq "$(jget ".tenants[$((N + 2))].code")" exists "$b: an existing tenant refused"
     assert_eq "$(jget ".tenants[$((N + 2))].status")" failed "$b: ... as failed"
+    assert_eq "$(jget ".tenants[$((N + 3))].code")" exists "$b: someone else's storage refused"
+    assert_contains "$(jget ".tenants[$((N + 3))].error")" "already exists" "$b: ... and named"
+    assert_eq "$(st squat)" yes "$b: ... and left alone by the bulk create"
     assert_eq "$(jget '.tenants[6].status')" created "$b: t007 created"
     assert_eq "$(jget '.tenants[6].migration_version')" 0002 "$b: t007 migrated"
     assert_eq "$(jget '.tenants[6].seeded')" true "$b: t007 seeded"

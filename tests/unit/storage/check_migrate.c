@@ -205,7 +205,7 @@ START_TEST(test_provision_all_in_one)
     migration_set *s = load();
     const char *vals[] = {"acme", "Acme Inc"};
     migrate_result r;
-    int rc = migrate_provision(db, s, "seed.sql",
+    int rc = migrate_provision(db, NULL, s, "seed.sql",
                                "INSERT INTO items (id, name) VALUES (1, $2);\n"
                                "INSERT INTO tags (id, label) VALUES (2, $1);\n", 2, vals, &r);
     ck_assert_msg(rc == TN_OK, "migrate_provision: %s: %s statement %d: %s", tn_rc_str(rc),
@@ -227,7 +227,7 @@ START_TEST(test_provision_all_in_one)
     ck_assert_str_eq(r.from, "0002");
     ck_assert_int_eq(r.applied, 0);
     /* not on a storage that has a version table already: refused, nothing changed */
-    rc = migrate_provision(db, s, "seed.sql", "INSERT INTO tags (id) VALUES (3);", 0, NULL, &r);
+    rc = migrate_provision(db, NULL, s, "seed.sql", "INSERT INTO tags (id) VALUES (3);", 0, NULL, &r);
     ck_assert_int_ne(rc, TN_OK);
     ck_assert(db_is_clean(db));
     ck_assert_int_eq(count(db, "SELECT count(*) FROM tags"), 2);
@@ -243,7 +243,7 @@ START_TEST(test_provision_rolls_back_everything)
     put("0002_tags.sql", m2);
     migration_set *s = load();
     migrate_result r;
-    int rc = migrate_provision(db, s, "seed.sql",
+    int rc = migrate_provision(db, NULL, s, "seed.sql",
                                "INSERT INTO tags (id, label) VALUES (5, 'x');\n"
                                "INSERT INTO items (id, name) VALUES (1, NULL);\n", 0, NULL, &r);
     ck_assert_int_eq(rc, TN_INVALID);
@@ -260,7 +260,7 @@ START_TEST(test_provision_rolls_back_everything)
 
     put("0003_bad.sql", "CREATE TABLE extra (id INTEGER);\nINSERT INTO nowhere VALUES (1);\n");
     s = load();
-    rc = migrate_provision(db, s, "seed.sql", "INSERT INTO tags (id) VALUES (1);", 0, NULL, &r);
+    rc = migrate_provision(db, NULL, s, "seed.sql", "INSERT INTO tags (id) VALUES (1);", 0, NULL, &r);
     ck_assert_int_ne(rc, TN_OK);
     ck_assert(db_is_clean(db));
     ck_assert(!r.seed_failed);
@@ -276,7 +276,7 @@ START_TEST(test_provision_rolls_back_everything)
     ck_assert_int_eq(unlink(path), 0);
     migrate_free(s);
     s = load();
-    rc = migrate_provision(db, s, NULL, NULL, 0, NULL, &r);
+    rc = migrate_provision(db, NULL, s, NULL, NULL, 0, NULL, &r);
     ck_assert_int_eq(rc, TN_OK);
     ck_assert_int_eq(count(db, "SELECT count(*) FROM tenancy_migrations"), 2);
     migrate_free(s);
