@@ -49,6 +49,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Each scoreboard slot is a worker slot of the per-tenant limits (limits_enter). */
+_Static_assert(SB_SLOTS <= LIMITS_WORKERS, "the limits table needs a slot per worker");
+
 enum mstate { M_STARTING, M_RUNNING, M_RELOADING, M_STOPPING };
 
 typedef struct child {
@@ -402,7 +405,7 @@ static void reap(master *m)
         }
         /* A worker that died mid-request leaves its tenant's in-flight count behind. */
         if (snap.tenant_id != 0)
-            limits_leave(m->lim, snap.tenant_id, 0);
+            limits_leave(m->lim, slot, snap.tenant_id, 0);
         bool startup_failure = !was_ready;
         bool was_retiring = c->retiring;
         memset(c, 0, sizeof(*c));

@@ -1300,7 +1300,8 @@ void worker_main(const worker_args *a)
     w.fx.listen_sock = -1;   /* libfcgi must never accept: the worker does */
 
     chain_env env = {.cfg = &w.cfg->tenancy, .max_children = w.cfg->max_children,
-                     .lim = a->lim, .note_tenant = note_tenant, .hook_ctx = w.slot};
+                     .lim = a->lim, .worker = a->slot, .note_tenant = note_tenant,
+                     .hook_ctx = w.slot};
     if (chain_init(&env) != TN_OK) {
         log_error("cannot set up the tenancy chain: out of memory");
         _exit(WORKER_EXIT_SETUP);

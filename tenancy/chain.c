@@ -433,7 +433,8 @@ int chain_run(tn_request *r, int (*handler)(tn_request *))
                 return rc;
             r->stage = "limit";
             int cap = tenancy_max_workers(ch.env.cfg, r->tenant->max_workers, ch.env.max_children);
-            rc = limits_enter(ch.env.lim, r->tenant->id, r->tenant->slug, cap, clock_mono_ms());
+            rc = limits_enter(ch.env.lim, ch.env.worker, r->tenant->id, r->tenant->slug, cap,
+                              clock_mono_ms());
             if (rc == TN_BUSY) {
                 r->tenant_counted = false;
                 log_warn("tenant %s is at its cap of %d workers: answered 503", r->tenant->slug,
@@ -444,7 +445,7 @@ int chain_run(tn_request *r, int (*handler)(tn_request *))
                 ch.table_full_logged = true;
                 log_warn("the per-tenant counter table is full: new tenants are not counted");
             }
-            r->tenant_counted = rc == TN_OK;
+            r->tenant_counted = true;   /* admitted: limits_leave follows (TN_DECLINED too) */
             enter_context(r);
             if (strcmp(r->path, "/_theme.css") == 0)
                 return serve_theme(r);
@@ -479,7 +480,7 @@ void chain_finish(tn_request *r, int status)
 {
     release_storage(r);
     if (r->tenant != NULL && r->tenant_counted)
-        limits_leave(ch.env.lim, r->tenant->id, status);
+        limits_leave(ch.env.lim, ch.env.worker, r->tenant->id, status);
     if (r->tenant != NULL && ch.env.note_tenant)
         ch.env.note_tenant(ch.env.hook_ctx, 0, NULL);
     r->tenant_counted = false;

@@ -29,6 +29,7 @@ typedef struct chain_env {
     const tenancy_config *cfg;
     int max_children;                 /* for tenant.max_workers given as a percentage */
     limits *lim;                      /* shared counters (may be NULL) */
+    int worker;                       /* this worker's slot in them (limits_enter) */
     /* The host's scoreboard hook: which tenant this worker now serves (id 0: none). */
     void (*note_tenant)(void *ctx, int64_t id, const char *slug);
     void *hook_ctx;

@@ -12,6 +12,8 @@
 #include <sys/mman.h>
 
 struct limits {
+    int64_t serving[LIMITS_WORKERS];   /* the tenant each worker slot is serving (0: none) */
+    int32_t high;                      /* 1 + the highest worker slot ever used */
     limits_entry e[LIMITS_SLOTS];
 };
 
@@ -58,11 +60,33 @@ static limits_entry *find(limits *l, int64_t id, bool claim)
     return NULL;
 }
 
-int limits_enter(limits *l, int64_t id, const char *slug, int cap, int64_t now_ms)
+/* Workers serving tenant id now, this one included (it published first: see limits.h). */
+static int serving_count(limits *l, int64_t id)
 {
-    if (l == NULL || id == 0)
+    int high = __atomic_load_n(&l->high, __ATOMIC_SEQ_CST), n = 0;
+    for (int i = 0; i < high; i++)
+        if (__atomic_load_n(&l->serving[i], __ATOMIC_SEQ_CST) == id)
+            n++;
+    return n;
+}
+
+int limits_enter(limits *l, int worker, int64_t id, const char *slug, int cap,
+                 int64_t now_ms)
+{
+    if (l == NULL || id == 0 || worker < 0 || worker >= LIMITS_WORKERS)
         return TN_DECLINED;
+    __atomic_store_n(&l->serving[worker], id, __ATOMIC_SEQ_CST);
+    int32_t high = __atomic_load_n(&l->high, __ATOMIC_RELAXED);
+    while (high < worker + 1 && !__atomic_compare_exchange_n(&l->high, &high, worker + 1, true,
+                                                              __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+        ;
     limits_entry *e = find(l, id, true);
+    if (cap > 0 && serving_count(l, id) > cap) {
+        __atomic_store_n(&l->serving[worker], 0, __ATOMIC_SEQ_CST);
+        if (e != NULL)
+            __atomic_add_fetch(&e->rejected, 1, __ATOMIC_RELAXED);
+        return TN_BUSY;
+    }
     if (e == NULL)
         return TN_DECLINED;
     if (e->slug[0] == '\0' && slug != NULL) {
@@ -70,11 +94,6 @@ int limits_enter(limits *l, int64_t id, const char *slug, int cap, int64_t now_m
         memcpy(e->slug, slug, n);   /* written once; readers tolerate a torn first write */
     }
     int32_t now = __atomic_add_fetch(&e->inflight, 1, __ATOMIC_ACQ_REL);
-    if (cap > 0 && now > cap) {
-        __atomic_sub_fetch(&e->inflight, 1, __ATOMIC_ACQ_REL);
-        __atomic_add_fetch(&e->rejected, 1, __ATOMIC_RELAXED);
-        return TN_BUSY;
-    }
     int32_t max = __atomic_load_n(&e->max_seen, __ATOMIC_RELAXED);
     while (now > max && !__atomic_compare_exchange_n(&e->max_seen, &max, now, true,
                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
@@ -83,20 +102,26 @@ int limits_enter(limits *l, int64_t id, const char *slug, int cap, int64_t now_m
     return TN_OK;
 }
 
-void limits_leave(limits *l, int64_t id, int status)
+void limits_leave(limits *l, int worker, int64_t id, int status)
 {
     if (l == NULL || id == 0)
         return;
+    /* The counters first, the worker's mark last: a request admitted in between would
+     * otherwise show one more in flight than the cap lets run. */
     limits_entry *e = find(l, id, false);
-    if (e == NULL)
-        return;
-    if (__atomic_sub_fetch(&e->inflight, 1, __ATOMIC_ACQ_REL) < 0)
-        __atomic_store_n(&e->inflight, 0, __ATOMIC_RELAXED);   /* never below zero */
-    if (status > 0) {
-        __atomic_add_fetch(&e->requests, 1, __ATOMIC_RELAXED);
-        if (status >= 500)
-            __atomic_add_fetch(&e->errors, 1, __ATOMIC_RELAXED);
+    if (e != NULL) {
+        if (__atomic_sub_fetch(&e->inflight, 1, __ATOMIC_ACQ_REL) < 0)
+            __atomic_store_n(&e->inflight, 0, __ATOMIC_RELAXED);   /* never below zero */
+        if (status > 0) {
+            __atomic_add_fetch(&e->requests, 1, __ATOMIC_RELAXED);
+            if (status >= 500)
+                __atomic_add_fetch(&e->errors, 1, __ATOMIC_RELAXED);
+        }
     }
+    int64_t was = id;   /* only this tenant's mark: the slot may have a new worker by now */
+    if (worker >= 0 && worker < LIMITS_WORKERS)
+        __atomic_compare_exchange_n(&l->serving[worker], &was, 0, false, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_RELAXED);
 }
 
 bool limits_get(const limits *l, int64_t id, limits_entry *out)

@@ -3,12 +3,16 @@
  * `tenant.max_workers` cap), requests, 5xx answers and refusals.
  *
  * The master maps the table (anonymous shared memory) before forking; workers inherit it.
- * Entries are found by tenant id with open addressing and are never removed, so the table
- * holds the LIMITS_SLOTS tenants seen first (fewer when a neighbourhood of LIMITS_PROBE slots
- * fills up first); beyond that, tenants are not counted and their cap is not enforced
- * (logged once per worker). A worker that dies mid-request leaves its
- * in-flight count behind; the master gives it back (limits_leave) from the dead worker's
- * scoreboard slot.
+ * Two parts. The cap is enforced from a per-worker array: each worker publishes the tenant
+ * it is about to serve in its own slot, then counts the slots serving that tenant, and
+ * withdraws when they are more than the cap. Two workers entering at once both count both,
+ * so the cap is never exceeded (at worst both refuse); it holds for every tenant, however
+ * many the host has. The counters (requests, 5xx, refusals, in flight, for the status page)
+ * are in a table found by tenant id with open addressing, whose entries are never removed:
+ * it holds the LIMITS_SLOTS tenants seen first (fewer when a neighbourhood of LIMITS_PROBE
+ * slots fills up first); beyond that, tenants are not counted (logged once per worker), but
+ * still capped. A worker that dies mid-request leaves its slot and its in-flight count
+ * behind; the master gives them back (limits_leave) from the dead worker's scoreboard slot.
  */
 #ifndef TN_TENANCY_LIMITS_H
 #define TN_TENANCY_LIMITS_H
@@ -18,6 +22,7 @@
 
 #define LIMITS_SLOTS 16384
 #define LIMITS_PROBE 256   /* slots looked at from an id's home slot */
+#define LIMITS_WORKERS 1024   /* worker slots: the scoreboard's (fcgi/ checks it fits) */
 
 typedef struct limits_entry {
     int64_t tenant_id;      /* 0: free */
@@ -35,13 +40,16 @@ typedef struct limits limits;
 limits *limits_create(void);
 void limits_destroy(limits *l);
 
-/* Count a request of tenant id in. TN_OK, or TN_BUSY when `cap` (> 0) requests of it are
- * already running (counted as rejected). TN_DECLINED when the table is full (not counted,
- * not limited). */
-int limits_enter(limits *l, int64_t id, const char *slug, int cap, int64_t now_ms);
+/* Worker `worker` (its scoreboard slot, < LIMITS_WORKERS) starts a request of tenant id.
+ * TN_OK: admitted and counted; TN_DECLINED: admitted, not counted (the table is full, or
+ * no table); TN_BUSY: `cap` (> 0) requests of it already run (counted as rejected when the
+ * tenant is in the table). After TN_OK or TN_DECLINED, limits_leave must follow. */
+int limits_enter(limits *l, int worker, int64_t id, const char *slug, int cap,
+                 int64_t now_ms);
 
-/* The request ended with `status` (status 0: the worker died, nothing more to count). */
-void limits_leave(limits *l, int64_t id, int status);
+/* The request of worker `worker` ended with `status` (status 0: the worker died, nothing more
+ * to count). */
+void limits_leave(limits *l, int worker, int64_t id, int status);
 
 /* Copy the `n` entries with the most requests into out (for the status page). */
 int limits_top(const limits *l, limits_entry *out, int n);

@@ -61,7 +61,7 @@ struct tn_request {
     /* The tenant context: set by the chain for this request only (see tenancy/chain.h). */
     const struct tenant_rec *tenant;   /* NULL: a central request */
     bool central;                      /* matched a central domain */
-    bool tenant_counted;               /* counted in the shared per-tenant table */
+    bool tenant_counted;               /* admitted by limits_enter: limits_leave is owed */
     const char *stage;                 /* the chain stage running, for error lines */
     tn_db *db;                         /* the tenant's storage, when the chain gave one */
 };
