@@ -232,6 +232,16 @@ static int storage_open(provision *p, provision_keep *keep, tn_db **db, char *er
     return TN_OK;
 }
 
+/* A migration or seed failure as the create message gives it: file, statement, line. */
+static void migrate_why(const migrate_error *e, char *why, size_t len)
+{
+    if (e->statement > 0)
+        snprintf(why, len, "%s statement %d (line %d): %s", e->file, e->statement, e->line,
+                 e->message);
+    else
+        snprintf(why, len, "%s%s%s", e->file, e->file[0] ? ": " : "", e->message);
+}
+
 /* Steps 2-5 for a tenant whose registry entry exists (state provisioning). TN_OK, or the
  * failing step's code with msg (the whole sentence: step, reason, what was undone). */
 static int provision_run(cli *c, const registry_new *n, provision *p, provision_keep *keep,
@@ -302,27 +312,16 @@ static int provision_run(cli *c, const registry_new *n, provision *p, provision_
                 } else {
                     snprintf(why, sizeof(why), "%s", e->message);
                 }
-            } else if (e->statement > 0) {
-                snprintf(why, sizeof(why), "%s statement %d (line %d): %s", e->file,
-                         e->statement, e->line, e->message);
             } else {
-                snprintf(why, sizeof(why), "%s%s%s", e->file, e->file[0] ? ": " : "",
-                         e->message);
+                migrate_why(e, why, sizeof(why));
             }
         }
     }
     if (!fresh && (migrate_count(pl->set) > 0 || p->cloned) &&
         next_step(&rc, &step, "apply the migrations", why, sizeof(why))) {
         rc = migrate_apply(db, pl->set, &p->mr);
-        if (rc != TN_OK) {
-            const migrate_error *e = &p->mr.error;
-            if (e->statement > 0)
-                snprintf(why, sizeof(why), "%s statement %d (line %d): %s", e->file,
-                         e->statement, e->line, e->message);
-            else
-                snprintf(why, sizeof(why), "%s%s%s", e->file, e->file[0] ? ": " : "",
-                         e->message);
-        }
+        if (rc != TN_OK)
+            migrate_why(&p->mr.error, why, sizeof(why));
     }
     if (!fresh && pl->seed_sql != NULL &&
         next_step(&rc, &step, "run the seed", why, sizeof(why))) {
