@@ -279,10 +279,6 @@ static void conn_drop(worker *w, struct conn *c)
     close(fd);
 }
 
-/* What travels with a passed connection: whether it was kept (or is new, its first request
- * not served yet), and when the first byte of a request still incomplete arrived (0: none),
- * so that request_timeout keeps counting from there in the worker that takes it (the
- * monotonic clock is the machine's). Nothing of the stream itself: precheck only peeks. */
 /* When a request whose first byte came at start_ms must be complete: request_timeout, or a
  * minute without one. */
 static int64_t header_deadline(const worker *w, int64_t start_ms)
@@ -290,6 +286,10 @@ static int64_t header_deadline(const worker *w, int64_t start_ms)
     return start_ms + (w->cfg->request_timeout_ms > 0 ? w->cfg->request_timeout_ms : 60000);
 }
 
+/* What travels with a passed connection: whether it was kept (or is new, its first request
+ * not served yet), and when the first byte of a request still incomplete arrived (0: none),
+ * so that request_timeout keeps counting from there in the worker that takes it (the
+ * monotonic clock is the machine's). Nothing of the stream itself: precheck only peeks. */
 struct handoff_msg {
     char tag;   /* 'k' kept, 'n' new */
     int64_t req_start_ms;

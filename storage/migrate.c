@@ -296,13 +296,39 @@ const char *migrate_latest(const migration_set *s)
 
 /* ---- the version table ------------------------------------------------------------------------ */
 
+#define VERSION_TABLE_COLUMNS \
+    "(version TEXT PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, " \
+    "applied_at BIGINT NOT NULL)"
 static const char *const create_table_sql =
-    "CREATE TABLE IF NOT EXISTS tenancy_migrations (version TEXT PRIMARY KEY, name TEXT NOT "
-    "NULL, checksum TEXT NOT NULL, applied_at BIGINT NOT NULL)";
+    "CREATE TABLE IF NOT EXISTS tenancy_migrations " VERSION_TABLE_COLUMNS;
+/* For a storage that must not have one yet (migrate_provision): without IF NOT EXISTS, so
+ * a table somebody else made fails the call instead of being written over. */
+static const char *const create_new_table_sql =
+    "CREATE TABLE tenancy_migrations " VERSION_TABLE_COLUMNS;
 
 static bool is_pg(const tn_db *db)
 {
     return strcmp(tn_db_backend(db), "postgres") == 0;
+}
+
+/* PostgreSQL: one migrator per schema at a time (advisory locks are per database, and
+ * current_schema() is the tenant's own in schema mode), until the transaction ends. The
+ * two-key form keeps clear of the one-key locks an app may take. SQLite: BEGIN IMMEDIATE
+ * already holds the file's write lock. */
+static int lock_migrators(tn_db *db)
+{
+    if (!is_pg(db))
+        return TN_OK;
+    return tn_db_exec(db, "SELECT pg_advisory_xact_lock(1952804210, hashtext(current_schema()))",
+                      0, NULL);
+}
+
+/* The row that says file m is applied (`now`: seconds since the epoch, as text). */
+static int record_version(tn_db *db, const struct migration *m, const char *now)
+{
+    const char *p[] = {m->info.version, m->info.name, m->checksum, now};
+    return tn_db_exec(db, "INSERT INTO tenancy_migrations (version, name, checksum, applied_at) "
+                          "VALUES ($1, $2, $3, $4)", 4, p);
 }
 
 static void set_error(migrate_error *e, const char *file, int statement, int line,
@@ -538,8 +564,8 @@ static void abandon(tn_db *db)
  * NOT EXISTS (PostgreSQL checks existence before it inserts into its catalog, so the loser
  * fails on pg_type's unique index): the advisory lock, or SQLite's write lock, serialises
  * them. */
-static int apply_one(tn_db *db, const struct migration *m, bool pg, bool create_table,
-                     bool *skipped, migrate_error *e)
+static int apply_one(tn_db *db, const struct migration *m, bool create_table, bool *skipped,
+                     migrate_error *e)
 {
     *skipped = false;
     int rc = tn_db_begin(db);
@@ -547,13 +573,7 @@ static int apply_one(tn_db *db, const struct migration *m, bool pg, bool create_
         set_error(e, m->info.file, 0, 0, tn_db_error(db));
         return rc;
     }
-    /* PostgreSQL: one migrator per schema at a time (advisory locks are per database, and
-     * current_schema() is the tenant's own in schema mode). The two-key form keeps clear of
-     * the one-key locks an app may take. SQLite: BEGIN IMMEDIATE already holds the file's
-     * write lock. */
-    if (pg)
-        rc = tn_db_exec(db, "SELECT pg_advisory_xact_lock(1952804210, "
-                            "hashtext(current_schema()))", 0, NULL);
+    rc = lock_migrators(db);
     if (rc == TN_OK && create_table)
         rc = tn_db_exec(db, create_table_sql, 0, NULL);
     char have[80];
@@ -581,9 +601,7 @@ static int apply_one(tn_db *db, const struct migration *m, bool pg, bool create_
     }
     char now[24];
     snprintf(now, sizeof(now), "%lld", (long long)time(NULL));
-    const char *p[] = {m->info.version, m->info.name, m->checksum, now};
-    rc = tn_db_exec(db, "INSERT INTO tenancy_migrations (version, name, checksum, applied_at) "
-                        "VALUES ($1, $2, $3, $4)", 4, p);
+    rc = record_version(db, m, now);
     if (rc == TN_OK)
         rc = tn_db_commit(db);
     if (rc != TN_OK) {
@@ -639,7 +657,6 @@ int migrate_apply(tn_db *db, const migration_set *s, migrate_result *res)
         if (!done[j])
             res->pending++;
 
-    bool pg = is_pg(db);
     for (int j = 0; j < s->n && rc == TN_OK; j++) {
         if (done[j])
             continue;
@@ -648,7 +665,7 @@ int migrate_apply(tn_db *db, const migration_set *s, migrate_result *res)
             warn(res, "%s is applied out of order (version %s is applied already)",
                  m->info.file, top);
         bool skipped = false;
-        rc = apply_one(db, m, pg, create_table, &skipped, &res->error);
+        rc = apply_one(db, m, create_table, &skipped, &res->error);
         if (rc != TN_OK)
             break;
         create_table = false;
@@ -665,12 +682,6 @@ int migrate_apply(tn_db *db, const migration_set *s, migrate_result *res)
 
 /* ---- a new storage: everything in one transaction --------------------------------------------- */
 
-/* The version table of a storage that must not have one yet: without IF NOT EXISTS, so a
- * table somebody else made fails the call instead of being written over. */
-static const char *const create_new_table_sql =
-    "CREATE TABLE tenancy_migrations (version TEXT PRIMARY KEY, name TEXT NOT NULL, "
-    "checksum TEXT NOT NULL, applied_at BIGINT NOT NULL)";
-
 int migrate_provision(tn_db *db, const char *prelude, const migration_set *s,
                       const char *seed_label, const char *seed_sql, int nparams,
                       const char *const *params, migrate_result *res)
@@ -684,6 +695,8 @@ int migrate_provision(tn_db *db, const char *prelude, const migration_set *s,
     res->pending = s->n;
     if (s->n == 0 && seed_sql == NULL && prelude == NULL)
         return TN_OK;
+    char now[24];
+    snprintf(now, sizeof(now), "%lld", (long long)time(NULL));
     int rc = tn_db_begin(db);
     if (rc != TN_OK) {
         set_error(&res->error, NULL, 0, 0, tn_db_error(db));
@@ -691,41 +704,27 @@ int migrate_provision(tn_db *db, const char *prelude, const migration_set *s,
     }
     if (prelude != NULL) {
         rc = tn_db_exec(db, prelude, 0, NULL);
-        if (rc != TN_OK) {
-            res->prelude_failed = true;
-            set_error(&res->error, NULL, 0, 0, tn_db_error(db));
-            abandon(db);
-            return rc;
-        }
+        res->prelude_failed = rc != TN_OK;
     }
     /* the migrators' lock (apply_one): a `migrate` run that finds the storage meanwhile
      * waits for this transaction, then sees its versions */
-    if (is_pg(db))
-        rc = tn_db_exec(db, "SELECT pg_advisory_xact_lock(1952804210, "
-                            "hashtext(current_schema()))", 0, NULL);
+    if (rc == TN_OK)
+        rc = lock_migrators(db);
     if (rc == TN_OK && s->n > 0)
         rc = tn_db_exec(db, create_new_table_sql, 0, NULL);
     if (rc != TN_OK) {
         set_error(&res->error, NULL, 0, 0, tn_db_error(db));
-        abandon(db);
-        return rc;
+        goto fail;
     }
-    char now[24];
-    snprintf(now, sizeof(now), "%lld", (long long)time(NULL));
     for (int j = 0; j < s->n; j++) {
         const struct migration *m = &s->m[j];
         rc = run_statements(db, m->info.file, m->sql, -1, NULL, &res->error);
-        if (rc == TN_OK) {
-            const char *p[] = {m->info.version, m->info.name, m->checksum, now};
-            rc = tn_db_exec(db, "INSERT INTO tenancy_migrations (version, name, checksum, "
-                                "applied_at) VALUES ($1, $2, $3, $4)", 4, p);
-            if (rc != TN_OK)
-                set_error(&res->error, m->info.file, 0, 0, tn_db_error(db));
-        }
+        if (rc != TN_OK)
+            goto fail;
+        rc = record_version(db, m, now);
         if (rc != TN_OK) {
-            abandon(db);
-            res->to[0] = '\0';
-            return rc;
+            set_error(&res->error, m->info.file, 0, 0, tn_db_error(db));
+            goto fail;
         }
         if (res->to[0] == '\0' || version_cmp(m->info.version, res->to) > 0)
             snprintf(res->to, sizeof(res->to), "%s", m->info.version);
@@ -734,21 +733,21 @@ int migrate_provision(tn_db *db, const char *prelude, const migration_set *s,
         rc = run_statements(db, seed_label, seed_sql, nparams, params, &res->error);
         if (rc != TN_OK) {
             res->seed_failed = true;
-            abandon(db);
-            res->to[0] = '\0';
-            return rc;
+            goto fail;
         }
     }
     rc = tn_db_commit(db);
     if (rc != TN_OK) {
         set_error(&res->error, NULL, 0, 0, tn_db_error(db));
-        abandon(db);
-        res->to[0] = '\0';
-        return rc;
+        goto fail;
     }
     res->applied = s->n;
     res->pending = 0;
     return TN_OK;
+fail:
+    abandon(db);   /* nothing of it is left */
+    res->to[0] = '\0';
+    return rc;
 }
 
 /* ---- seeds ------------------------------------------------------------------------------------- */

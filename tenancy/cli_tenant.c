@@ -258,6 +258,13 @@ static int provision_run(cli *c, const registry_new *n, provision *p, provision_
     hold_signals(old);
     int64_t t0 = clock_mono_ms();
 
+    /* The seed's parameters ($1 slug, $2 name, $3 id) and its name in messages. */
+    char id[24];
+    snprintf(id, sizeof(id), "%lld", (long long)p->id);
+    const char *vals[] = {n->slug, n->name, id};
+    const char *seed_label = strrchr(pl->seed_path, '/');
+    seed_label = seed_label != NULL ? seed_label + 1 : pl->seed_path;
+
     /* Schema mode on the kept connection: CREATE SCHEMA goes into the transaction of the
      * migrations and the seed (migrate_provision's prelude), one commit in all. Not for a
      * worker's first tenant, nor when its connection is renewed: a new connection is opened
@@ -290,12 +297,8 @@ static int provision_run(cli *c, const registry_new *n, provision *p, provision_
      * (migrate_provision). A clone, or a storage that was there, takes the usual steps. */
     bool fresh = (created || inline_schema) && !p->cloned && migrate_count(pl->set) > 0;
     if (fresh && next_step(&rc, &step, "apply the migrations", why, sizeof(why))) {
-        char id[24];
-        snprintf(id, sizeof(id), "%lld", (long long)p->id);
-        const char *vals[] = {n->slug, n->name, id};
-        const char *label = pl->seed_sql != NULL ? strrchr(pl->seed_path, '/') : NULL;
-        rc = migrate_provision(db, inline_schema ? create_sql : NULL, pl->set,
-                               label ? label + 1 : pl->seed_path, pl->seed_sql, 3, vals, &p->mr);
+        rc = migrate_provision(db, inline_schema ? create_sql : NULL, pl->set, seed_label,
+                               pl->seed_sql, 3, vals, &p->mr);
         p->seeded = rc == TN_OK && pl->seed_sql != NULL;
         if (rc != TN_OK) {
             const migrate_error *e = &p->mr.error;
@@ -325,12 +328,8 @@ static int provision_run(cli *c, const registry_new *n, provision *p, provision_
     }
     if (!fresh && pl->seed_sql != NULL &&
         next_step(&rc, &step, "run the seed", why, sizeof(why))) {
-        char id[24];
-        snprintf(id, sizeof(id), "%lld", (long long)p->id);
-        const char *vals[] = {n->slug, n->name, id};
-        const char *label = strrchr(pl->seed_path, '/');
         migrate_error e;
-        rc = migrate_seed(db, label ? label + 1 : pl->seed_path, pl->seed_sql, 3, vals, &e);
+        rc = migrate_seed(db, seed_label, pl->seed_sql, 3, vals, &e);
         p->seeded = rc == TN_OK;
         if (rc != TN_OK)
             snprintf(why, sizeof(why), "%s statement %d (line %d): %s", e.file, e.statement,
