@@ -30,6 +30,9 @@ const conf_opt tn_config_table[] = {
      "group of a unix socket"},
     {"listen.backlog", CONF_INT, OFF(listen_backlog), "511", -1, 65535, NULL, 0,
      "listen queue length (-1: the kernel maximum)"},
+    {"listen.shards", CONF_INT, OFF(listen_shards), "1", 1, TN_MAX_SHARDS, NULL, CONF_RESTART,
+     "also listen on this many shard sockets, each served by its own share of the workers, "
+     "for a web server that hashes the tenant to a shard (1: no shards; pm = static)"},
     {"allowed_clients", CONF_STR, OFF(allowed_clients), "", 0, 0, NULL, 0,
      "IP addresses or prefixes allowed to connect over TCP (empty: any)"},
     {"user", CONF_STR, OFF(user), NULL, 0, 0, NULL, CONF_RESTART,
@@ -120,6 +123,54 @@ static int fail(conf_error *err, const char *fmt, ...)
     return TN_INVALID;
 }
 
+int config_shard_spec(const char *spec, int i, char *out, size_t n)
+{
+    int w;
+    if (strncmp(spec, "unix:", 5) == 0 || spec[0] == '/' || spec[0] == '.') {
+        w = snprintf(out, n, "%s.%d", spec, i);
+        return w > 0 && (size_t)w < n ? TN_OK : TN_ERR;
+    }
+    if (strcmp(spec, "inherit") == 0 || strcmp(spec, "systemd") == 0)
+        return TN_ERR;
+    const char *port;
+    if (spec[0] == '[') {
+        const char *close = strchr(spec, ']');
+        if (close == NULL || close[1] != ':')
+            return TN_ERR;
+        port = close + 2;
+    } else {
+        const char *colon = strrchr(spec, ':');
+        port = colon == NULL ? spec : colon + 1;
+    }
+    char *end;
+    long p = strtol(port, &end, 10);
+    if (*port == '\0' || *end != '\0' || p < 1 || p + 1 + i > 65535)
+        return TN_ERR;
+    w = snprintf(out, n, "%.*s%ld", (int)(port - spec), spec, p + 1 + i);
+    return w > 0 && (size_t)w < n ? TN_OK : TN_ERR;
+}
+
+int config_check_shards(const tn_config *c, int shards, conf_error *err)
+{
+    if (shards <= 1)
+        return TN_OK;
+    if (c->pm != PM_STATIC)
+        return fail(err, "listen.shards = %d needs pm = static (every shard must always have "
+                    "its workers)", shards);
+    if (shards > c->max_children)
+        return fail(err, "listen.shards (%d) is above pm.max_children (%d): a shard would have "
+                    "no worker", shards, c->max_children);
+    if (strcmp(c->listen, "inherit") == 0 || strcmp(c->listen, "systemd") == 0)
+        return fail(err, "listen.shards needs a socket tenancyd opens itself (a unix path or "
+                    "host:port), not listen = %s", c->listen);
+    char last[300];
+    if (config_shard_spec(c->listen, shards - 1, last, sizeof(last)) != TN_OK)
+        return fail(err, "listen.shards = %d: shard %d of '%s' has no address (a unix path "
+                    "gets .0 to .%d, a port the %d ports after it)", shards, shards - 1,
+                    c->listen, shards - 1, shards);
+    return TN_OK;
+}
+
 static int validate(tn_config *c, conf_error *err)
 {
     char msg[256];
@@ -136,6 +187,8 @@ static int validate(tn_config *c, conf_error *err)
             return fail(err, "pm.start (%d) is above pm.max_children (%d)", c->start,
                         c->max_children);
     }
+    if (config_check_shards(c, c->listen_shards, err) != TN_OK)
+        return TN_INVALID;
     if (c->slow_request_ms > 0 && c->request_timeout_ms > 0 &&
         c->slow_request_ms >= c->request_timeout_ms)
         return fail(err, "slow_request must be shorter than request_timeout");

@@ -23,6 +23,8 @@ enum pm_mode { PM_STATIC = 0, PM_DYNAMIC = 1, PM_ONDEMAND = 2 };
 
 /* Hard cap on workers of one generation; the scoreboard holds two generations. */
 #define TN_MAX_CHILDREN 512
+/* Most listen.shards (each shard is one more socket in the master and in nginx's upstream). */
+#define TN_MAX_SHARDS 64
 
 typedef struct tn_config {
     arena *arena;              /* owns every string below */
@@ -34,6 +36,7 @@ typedef struct tn_config {
     const char *listen_owner;
     const char *listen_group;
     int listen_backlog;
+    int listen_shards;         /* 1: one socket; N: also N shard sockets (listen.h) */
     const char *allowed_clients;
     netaddr_list *allowed;     /* parsed allowed_clients */
 
@@ -93,6 +96,16 @@ void config_free(tn_config *cfg);
 /* Every option table of tenancyd.conf, in order ({NULL, NULL} ends it), for --options and
  * the documentation check. */
 extern const conf_opt *const tn_config_tables[];
+
+/* The address of shard i of listen value `spec` (a unix path or host:port): `PATH.i`, or
+ * port + 1 + i. TN_OK, or TN_ERR when the spec cannot have shards or the name does not fit. */
+int config_shard_spec(const char *spec, int i, char *out, size_t n);
+
+/* Can this configuration serve `shards` shard sockets (pm static, a worker for each, a
+ * socket tenancyd opens itself)? TN_OK, or TN_INVALID with err set. Part of config_load;
+ * a reload that keeps the running socket (listen.shards needs a restart) checks the new
+ * generation against the shards of that socket. */
+int config_check_shards(const tn_config *c, int shards, conf_error *err);
 
 /* Names for log lines and status. */
 const char *config_pm_name(int pm);

@@ -213,6 +213,21 @@ static int adopt(int fd, const char *what, tn_listener *l, char *err, size_t err
     return TN_OK;
 }
 
+static int open_spec(const tn_config *cfg, const char *spec, tn_listener *l, char *err,
+                     size_t errlen)
+{
+    if (strncmp(spec, "unix:", 5) == 0)
+        return open_unix(cfg, spec + 5, l, err, errlen);
+    if (spec[0] == '/' || spec[0] == '.')
+        return open_unix(cfg, spec, l, err, errlen);
+    return open_inet(cfg, spec, l, err, errlen);
+}
+
+int listen_shard_fd(const tn_listener *l, int index)
+{
+    return l->nshards > 0 ? l->shard_fd[index % l->nshards] : -1;
+}
+
 int listen_open(const tn_config *cfg, tn_listener *l, char *err, size_t errlen)
 {
     memset(l, 0, sizeof(*l));
@@ -232,11 +247,28 @@ int listen_open(const tn_config *cfg, tn_listener *l, char *err, size_t errlen)
         unsetenv("LISTEN_FDNAMES");
         return adopt(3, "systemd", l, err, errlen);
     }
-    if (strncmp(spec, "unix:", 5) == 0)
-        return open_unix(cfg, spec + 5, l, err, errlen);
-    if (spec[0] == '/' || spec[0] == '.')
-        return open_unix(cfg, spec, l, err, errlen);
-    return open_inet(cfg, spec, l, err, errlen);
+    if (open_spec(cfg, spec, l, err, errlen) != TN_OK)
+        return TN_ERR;
+    if (cfg->listen_shards <= 1)
+        return TN_OK;
+    for (int i = 0; i < cfg->listen_shards; i++) {
+        char sspec[300];
+        tn_listener one;
+        memset(&one, 0, sizeof(one));
+        if (config_shard_spec(spec, i, sspec, sizeof(sspec)) != TN_OK) {
+            snprintf(err, errlen, "listen.shards: no address for shard %d of '%s'", i, spec);
+            listen_close(l, true);
+            return TN_ERR;
+        }
+        if (open_spec(cfg, sspec, &one, err, errlen) != TN_OK) {
+            listen_close(l, true);
+            return TN_ERR;
+        }
+        l->shard_fd[i] = one.fd;
+        snprintf(l->shard_path[i], sizeof(l->shard_path[i]), "%s", one.path);
+        l->nshards = i + 1;
+    }
+    return TN_OK;
 }
 
 void listen_close(tn_listener *l, bool unlink_path)
@@ -246,6 +278,12 @@ void listen_close(tn_listener *l, bool unlink_path)
     l->fd = -1;
     if (unlink_path && l->owned_path && l->path[0] != '\0')
         unlink(l->path);
+    for (int i = 0; i < l->nshards; i++) {
+        close(l->shard_fd[i]);
+        if (unlink_path && l->shard_path[i][0] != '\0')
+            unlink(l->shard_path[i]);
+    }
+    l->nshards = 0;
 }
 
 bool listen_same(const tn_listener *l, const tn_config *cfg)

@@ -58,6 +58,7 @@ typedef struct child {
     pid_t pid;            /* 0: slot unused */
     unsigned generation;
     int index;
+    int shard_fd;         /* the shard socket it serves (-1: none) */
     int64_t spawned_ms;
     bool retiring;        /* told to exit (old generation, surplus, stop) */
     int64_t kill_at_ms;   /* SIGKILL when still alive then (0: no deadline) */
@@ -185,16 +186,25 @@ static int spawn(master *m, tn_config *cfg, const tn_listener *lis)
     s->started_ns = clock_mono_ns();
     sb_set_state(m->sb, s, SB_STARTING);
 
+    int shard_fd = listen_shard_fd(lis, index);
     worker_args a = {.cfg = cfg, .sb = m->sb, .lim = m->lim, .lis = lis, .slot = slot, .index = index,
                      .generation = gen, .master_pid = getpid(),
-                     .close_fds = {m->sigfd, m->wake[0], -1, -1}, .wake_fd = m->wake[1],
+                     .shard = lis->nshards > 0 ? index % lis->nshards : -1, .shard_fd = shard_fd,
+                     .close_fds = {m->sigfd, m->wake[0]}, .nclose = 2, .wake_fd = m->wake[1],
                      .handoff = {m->handoff[0], m->handoff[1]}};
-    /* The other listeners are not this worker's to accept on. */
-    const tn_listener *others[] = {&m->lis, &m->pending_lis, &m->old_lis};
-    int k = 2;
-    for (size_t i = 0; i < TN_ARRAY_LEN(others); i++)
-        if (others[i] != lis && others[i]->fd >= 0 && others[i]->fd != lis->fd)
-            a.close_fds[k++] = others[i]->fd;
+    /* The other listeners, and the other shards, are not this worker's to accept on (nor
+     * to keep open once the master closes them). */
+    const tn_listener *all[] = {&m->lis, &m->pending_lis, &m->old_lis};
+    for (size_t i = 0; i < TN_ARRAY_LEN(all); i++) {
+        if (all[i]->fd < 0)
+            continue;
+        if (all[i] != lis && all[i]->fd != lis->fd)
+            a.close_fds[a.nclose++] = all[i]->fd;
+        for (int k = 0; k < all[i]->nshards; k++)
+            if (all[i]->shard_fd[k] != shard_fd)
+                a.close_fds[a.nclose++] = all[i]->shard_fd[k];
+    }
+    s->shard = (int32_t)a.shard;
 
     sigset_t old;
     signals_block_all(&old);   /* the child must not run the master's handlers */
@@ -213,6 +223,7 @@ static int spawn(master *m, tn_config *cfg, const tn_listener *lis)
     c->pid = pid;
     c->generation = gen;
     c->index = index;
+    c->shard_fd = shard_fd;
     c->spawned_ms = clock_mono_ms();
     log_debug("started worker %d (generation %u, #%d)", (int)pid, gen, index);
     return slot;
@@ -250,9 +261,12 @@ static void spawn_watcher(master *m)
         close(m->wake[0]);
         close(m->wake[1]);
         const tn_listener *ls[] = {&m->lis, &m->pending_lis, &m->old_lis};
-        for (size_t i = 0; i < TN_ARRAY_LEN(ls); i++)
+        for (size_t i = 0; i < TN_ARRAY_LEN(ls); i++) {
             if (ls[i]->fd >= 0)
                 close(ls[i]->fd);
+            for (int k = 0; k < ls[i]->nshards; k++)
+                close(ls[i]->shard_fd[k]);
+        }
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         struct sigaction sa;
         memset(&sa, 0, sizeof(sa));
@@ -456,6 +470,14 @@ static bool listen_pending(master *m, int *cache)
     return *cache > 0;
 }
 
+/* Connections waiting on a worker's own shard socket, which no other worker accepts on:
+ * behind a busy worker they wait for it unless it passes them on (as listen_pending). */
+static bool shard_pending(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
 /* Returns how soon the loop must look again for the handoff (-1: no need): while a worker
  * holds kept connections, a request may start on it at any moment, so every
  * keepalive_handoff_after at least (a request is then asked about between one and two
@@ -495,7 +517,8 @@ static int watch_requests(master *m, int64_t now_ms)
         if (handoff_after > 0 &&
             __atomic_load_n(&s->handoff_seq, __ATOMIC_RELAXED) != (uint32_t)s->req_seq &&
             (__atomic_load_n(&s->held, __ATOMIC_RELAXED) > 0 ||
-             (ran_ms >= handoff_after && idle && listen_pending(m, &lis)))) {
+             (ran_ms >= handoff_after && idle &&
+              (listen_pending(m, &lis) || shard_pending(c->shard_fd))))) {
             if (ran_ms >= handoff_after && idle)
                 ask_handoff(s);
             int left = ran_ms >= handoff_after ? (int)handoff_after : (int)(handoff_after - ran_ms);
@@ -629,6 +652,20 @@ static void start_reload(master *m)
         if (strcmp(a, b) != 0)
             log_warn("reload: %s changed, which takes effect only after a restart", o->key);
     }
+    if (listen_same(&m->lis, n) && m->lis.nshards != (n->listen_shards > 1 ? n->listen_shards : 0)) {
+        /* The socket stays, with its shards (listen.shards needs a restart): the new
+         * generation must be able to serve them. */
+        conf_error ce;
+        memset(&ce, 0, sizeof(ce));
+        if (config_check_shards(n, m->lis.nshards, &ce) != TN_OK) {
+            log_error("reload refused: the running socket has %d shards (listen.shards takes "
+                      "effect only after a restart): %s; still running generation %u",
+                      m->lis.nshards, ce.msg, m->cfg->generation);
+            sb_inc(&m->sb->pool.reload_failures);
+            config_free(n);
+            return;
+        }
+    }
     if (!listen_same(&m->lis, n)) {
         char e[512];
         if (listen_open(n, &m->pending_lis, e, sizeof(e)) != TN_OK) {
@@ -688,6 +725,7 @@ static void finish_reload(master *m, int64_t now)
         m->old_lis = m->lis;
         m->lis = m->pending_lis;
         m->pending_lis.fd = -1;
+        m->pending_lis.nshards = 0;   /* its shard sockets are m->lis's now */
     }
     bool registry_moved = strcmp(old->tenancy.registry_uri, n->tenancy.registry_uri) != 0 ||
                           strcmp(old->tenancy.gen_path, n->tenancy.gen_path) != 0;

@@ -43,6 +43,7 @@ typedef struct sb_slot {
     int32_t pid;
     uint32_t generation;
     uint32_t index;          /* worker index within its generation */
+    int32_t shard;           /* the shard socket it serves (listen.shards; -1: none) */
     uint8_t state;
     uint8_t ready;           /* the app's init succeeded */
     uint8_t stage;           /* chain stage while SB_RUNNING (tenancy stages) */

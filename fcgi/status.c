@@ -74,6 +74,22 @@ void status_json(buf *o, scoreboard *sb, const tn_listener *l, const limits *lim
         buf_u64(o, qmax);
     else
         buf_puts(o, "null");
+    if (l->nshards > 0) {
+        /* What waits on each shard socket (listen.shards): one long queue is a hot shard. */
+        kv_u64(o, "shards", (uint64_t)l->nshards, true);
+        buf_puts(o, ",\"shard_queues\":[");
+        for (int i = 0; i < l->nshards; i++) {
+            tn_listener one = {.fd = l->shard_fd[i], .is_unix = l->is_unix};
+            unsigned sq = 0, sqmax = 0;
+            if (i > 0)
+                buf_putc(o, ',');
+            if (listen_queue(&one, &sq, &sqmax) == 0)
+                buf_u64(o, sq);
+            else
+                buf_puts(o, "null");
+        }
+        buf_putc(o, ']');
+    }
     kv_u64(o, "slow_requests", sb_get(&p->slow), true);
     kv_u64(o, "timeouts", sb_get(&p->timeouts), true);
     kv_u64(o, "crashes", sb_get(&p->crashes), true);
@@ -102,6 +118,8 @@ void status_json(buf *o, scoreboard *sb, const tn_listener *l, const limits *lim
         buf_puts(o, "{\"pid\":");
         buf_i64(o, s.pid);
         kv_u64(o, "generation", s.generation, true);
+        if (s.shard >= 0)
+            kv_u64(o, "shard", (uint64_t)s.shard, true);
         buf_puts(o, ",\"state\":");
         buf_json_str(o, sb_state_name(s.state));
         kv_u64(o, "requests", s.requests, true);

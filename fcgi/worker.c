@@ -93,6 +93,7 @@
 #define PEEK_SLACK 16384   /* record headers and padding around max_params */
 #define LISTEN_TAG UINT64_MAX
 #define HANDOFF_TAG (UINT64_MAX - 1)
+#define SHARD_TAG (UINT64_MAX - 2)
 
 struct conn {
     int fd;
@@ -402,10 +403,16 @@ static void hand_off_pending_accepts(worker *w, int64_t now)
         (!w->args->lis->is_unix && !netaddr_list_any(w->cfg->allowed)))
         return;
     int idle = __atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED);
+    /* Its own shard first: no other worker accepts there. */
+    int lfd = w->args->shard_fd >= 0 ? w->args->shard_fd : w->args->lis->fd;
     for (int k = 0; k < idle && w->nconns < w->max_conns; k++) {
-        int fd = accept4(w->args->lis->fd, NULL, NULL, SOCK_CLOEXEC);
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0 && lfd != w->args->lis->fd) {
+            lfd = w->args->lis->fd;
+            fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        }
         if (fd < 0)
-            return;   /* none waiting (the listen socket is non-blocking) */
+            return;   /* none waiting (the listen sockets are non-blocking) */
         sb_inc(&w->sb->pool.accepted);
         struct conn *c = conn_add(w, fd, now);
         if (c == NULL)
@@ -518,9 +525,9 @@ static void set_intake(worker *w)
     bool want = w->nconns < w->max_conns;
     if (want == !w->intake_paused)
         return;
-    int fds[2] = {w->args->lis->fd, w->args->handoff[1]};
-    uint64_t tags[2] = {LISTEN_TAG, HANDOFF_TAG};
-    for (int i = 0; i < 2; i++) {
+    int fds[3] = {w->args->lis->fd, w->args->handoff[1], w->args->shard_fd};
+    uint64_t tags[3] = {LISTEN_TAG, HANDOFF_TAG, SHARD_TAG};
+    for (int i = 0; i < 3; i++) {
         if (fds[i] < 0)
             continue;
         struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.u64 = tags[i]};
@@ -1091,9 +1098,9 @@ static uint64_t jittered_limit(const tn_config *cfg)
 }
 
 /* Accept one connection if one is waiting. True when a connection was added. */
-static bool accept_new(worker *w, int64_t now)
+static bool accept_new(worker *w, int lfd, int64_t now)
 {
-    int fd = accept4(w->args->lis->fd, NULL, NULL, SOCK_CLOEXEC);
+    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0)
         return false;   /* none waiting, another worker won, or a transient error */
     sb_inc(&w->sb->pool.accepted);
@@ -1159,7 +1166,9 @@ static void worker_loop(worker *w)
         int64_t now = clock_mono_ms();
         if (accepted && w->nconns == 0 && streak < FAST_ACCEPT_STREAK) {
             streak++;
-            accepted = accept_new(w, now);
+            /* Its shard first (only this worker's share takes those), then the main one. */
+            accepted = (w->args->shard_fd >= 0 && accept_new(w, w->args->shard_fd, now)) ||
+                       accept_new(w, w->args->lis->fd, now);
             if (accepted) {
                 handle_conn(w, &w->conns[w->nconns - 1], now);
                 w->idle_since_ms = clock_mono_ms();
@@ -1204,10 +1213,14 @@ static void worker_loop(worker *w)
             break;
         }
         now = clock_mono_ms();
-        bool listen_ready = false, handoff_ready = false;
+        bool listen_ready = false, handoff_ready = false, shard_ready = false;
         for (int i = 0; i < n; i++) {
             if (evs[i].data.u64 == LISTEN_TAG) {
                 listen_ready = true;
+                continue;
+            }
+            if (evs[i].data.u64 == SHARD_TAG) {
+                shard_ready = true;
                 continue;
             }
             if (evs[i].data.u64 == HANDOFF_TAG) {
@@ -1243,8 +1256,10 @@ static void worker_loop(worker *w)
         }
         if (handoff_ready)
             take_handoffs(w, now);
+        if (shard_ready && w->nconns < w->max_conns)
+            accepted = accept_new(w, w->args->shard_fd, now);
         if (listen_ready && w->nconns < w->max_conns)
-            accepted = accept_new(w, now);
+            accepted = accept_new(w, w->args->lis->fd, now) || accepted;
         /* Serve one ready connection per turn, the one waiting longest first, so that the
          * listen socket and the deadlines are looked at between requests. */
         struct conn *pick = NULL;
@@ -1270,7 +1285,7 @@ void worker_main(const worker_args *a)
     w.access_fd = -1;
 
     signals_reset_child();
-    for (size_t i = 0; i < TN_ARRAY_LEN(a->close_fds); i++)
+    for (int i = 0; i < a->nclose; i++)
         if (a->close_fds[i] >= 0)
             close(a->close_fds[i]);
     /* Die with the master (on_master_gone): at once between requests, within
@@ -1346,6 +1361,16 @@ void worker_main(const worker_args *a)
     if (epoll_ctl(w.ep, EPOLL_CTL_ADD, a->lis->fd, &ev) < 0) {
         log_error("epoll_ctl on the listen socket: %m");
         _exit(WORKER_EXIT_SETUP);
+    }
+    if (a->shard_fd >= 0) {
+        /* Its shard: the same non-blocking accept (a reload's new generation shares it). */
+        fl = fcntl(a->shard_fd, F_GETFL);
+        ev.data.u64 = SHARD_TAG;
+        if (fl < 0 || fcntl(a->shard_fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+            epoll_ctl(w.ep, EPOLL_CTL_ADD, a->shard_fd, &ev) < 0) {
+            log_error("cannot watch shard socket %d: %m", a->shard);
+            _exit(WORKER_EXIT_SETUP);
+        }
     }
     ev.data.u64 = HANDOFF_TAG;
     if (a->handoff[1] >= 0 && epoll_ctl(w.ep, EPOLL_CTL_ADD, a->handoff[1], &ev) < 0) {

@@ -35,7 +35,10 @@ typedef struct worker_args {
     int index;              /* worker number within its generation */
     unsigned generation;
     pid_t master_pid;
-    int close_fds[4];       /* master-only descriptors to close in the child (-1 = none) */
+    int shard;              /* the shard socket it serves beside the main one (-1: none) */
+    int shard_fd;
+    int nclose;             /* master-only descriptors to close in the child: the master's own, */
+    int close_fds[4 + 3 * (TN_MAX_SHARDS + 1)];   /* other listeners, other shards */
     int wake_fd;            /* write one byte here once the app is ready (wakes the master) */
     int handoff[2];         /* kept connections passed between workers: send on [0], receive
                              * on [1]; shared by all workers (-1: none) */
