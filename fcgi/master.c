@@ -67,6 +67,8 @@ typedef struct child {
     int64_t alarm_ms;
 } child;
 
+#define PARK_MAX 256   /* kept connections the master holds while no ondemand worker runs */
+
 typedef struct master {
     tn_config *cfg;        /* the generation that serves */
     tn_config *pending;    /* the generation being started by a reload */
@@ -79,6 +81,10 @@ typedef struct master {
     int sigfd;
     int wake[2];           /* workers write a byte when their app is ready (read end polled) */
     int handoff[2];        /* workers pass connections to each other (worker.c) */
+    /* ondemand: kept connections the last worker left (see park_take) */
+    int parked[PARK_MAX];
+    int64_t parked_until[PARK_MAX];
+    int nparked;
     enum mstate state;
     bool fast_stop;
     int64_t stop_deadline;
@@ -556,6 +562,73 @@ static int watch_requests(master *m, int64_t now_ms)
 
 static bool may_spawn(master *m, int64_t now) { return now >= m->next_spawn_ms; }
 
+/* ---- ondemand: kept connections while no worker runs -------------------------------------
+ * An ondemand pool's last worker leaves on pm.idle_timeout holding connections the web
+ * server keeps in its cache. Closing them would race with a request the web server may be
+ * writing on one right then (lost, a POST answered 502: see worker.c), so the worker passes
+ * them on the handoff socket as to another worker, and with no worker alive the master takes
+ * them: it watches them, closes those the web server closes or that stay idle past
+ * keepalive_timeout, and when a request arrives on one it starts a worker and passes them
+ * all back. The master never reads a byte of them: a one-byte peek tells data from a close. */
+
+static void park_close(master *m, int i)
+{
+    close(m->parked[i]);
+    m->parked[i] = m->parked[m->nparked - 1];
+    m->parked_until[i] = m->parked_until[m->nparked - 1];
+    m->nparked--;
+}
+
+static void park_take(master *m, int64_t now)
+{
+    handoff_msg msg;
+    int fd;
+    while ((fd = handoff_recv(m->handoff[1], &msg)) >= 0) {
+        if (m->nparked == PARK_MAX) {
+            log_warn("ondemand: %d kept connections held already; closing one more", PARK_MAX);
+            close(fd);
+            continue;
+        }
+        m->parked[m->nparked] = fd;
+        m->parked_until[m->nparked++] = now + m->cfg->keepalive_timeout_ms;
+    }
+}
+
+/* Back to the workers: into the handoff socket, which the next worker reads as it starts. */
+static void park_release(master *m)
+{
+    while (m->nparked > 0) {
+        handoff_msg msg = {.tag = 'k', .req_start_ms = 0};
+        if (!handoff_send(m->handoff[0], m->parked[m->nparked - 1], &msg))
+            log_warn("ondemand: cannot pass a kept connection to the new worker: closed");
+        park_close(m, m->nparked - 1);
+    }
+}
+
+/* Look at the parked connections poll reported: closed by the peer (gone), or a request
+ * (true: a worker is wanted). Expired ones are closed. */
+static bool park_check(master *m, const struct pollfd *pfd, int npolled, int64_t now)
+{
+    bool wanted = false;
+    for (int i = m->nparked - 1; i >= 0; i--) {
+        if (i < npolled && pfd[i].fd == m->parked[i] && pfd[i].revents) {
+            char b;
+            ssize_t n = recv(m->parked[i], &b, 1, MSG_PEEK | MSG_DONTWAIT);
+            if (n > 0) {
+                wanted = true;
+                continue;
+            }
+            if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                park_close(m, i);
+                continue;
+            }
+        }
+        if (now >= m->parked_until[i])
+            park_close(m, i);
+    }
+    return wanted;
+}
+
 static void manage_pool(master *m, int64_t now)
 {
     tn_config *cfg = m->cfg;
@@ -854,6 +927,7 @@ int master_run(tn_config *cfg, const char *config_path)
     if (pipe2(m->wake, O_NONBLOCK | O_CLOEXEC) < 0)
         m->wake[0] = m->wake[1] = -1;
     /* Without it, workers close idle kept connections instead of passing them on. */
+    m->nparked = 0;
     if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, m->handoff) < 0)
         m->handoff[0] = m->handoff[1] = -1;
     if (m->sb == NULL || m->lim == NULL || m->sigfd < 0 || m->wake[0] < 0) {
@@ -876,15 +950,24 @@ int master_run(tn_config *cfg, const char *config_path)
     int64_t last_status = 0;
     for (;;) {
         int64_t now = clock_mono_ms();
-        struct pollfd pfd[3] = {{.fd = m->sigfd, .events = POLLIN},
-                                {.fd = m->wake[0], .events = POLLIN},
-                                {.fd = -1}};
-        int nfds = 2;
+        struct pollfd pfd[4 + PARK_MAX] = {{.fd = m->sigfd, .events = POLLIN},
+                                           {.fd = m->wake[0], .events = POLLIN},
+                                           {.fd = -1}, {.fd = -1}};
+        int nfds = 4;
         bool lis_polled = want_listen_poll(m, now);
         if (lis_polled) {
             pfd[2].fd = m->lis.fd;
             pfd[2].events = POLLIN;
-            nfds = 3;
+        }
+        /* ondemand with no worker: the connections the last one left (see park_take) */
+        bool parking = m->cfg->pm == PM_ONDEMAND && m->state == M_RUNNING &&
+                       m->handoff[1] >= 0 && alive_children(m) == 0;
+        if (parking) {
+            pfd[3].fd = m->handoff[1];
+            pfd[3].events = POLLIN;
+            if (may_spawn(m, now))   /* else one with a request would wake us at once */
+                for (int i = 0; i < m->nparked; i++)
+                    pfd[nfds++] = (struct pollfd){.fd = m->parked[i], .events = POLLIN | POLLRDHUP};
         }
         /* Tick fast while something is in motion; request timeouts are enforced from here,
          * so with request_timeout set they are late by at most one tick. */
@@ -892,6 +975,11 @@ int master_run(tn_config *cfg, const char *config_path)
         int timeout = moving ? 50 : (m->cfg->request_timeout_ms || m->cfg->slow_request_ms) ? 100 : 250;
         if (m->handoff_wait_ms >= 0 && m->handoff_wait_ms < timeout)
             timeout = m->handoff_wait_ms < 2 ? 2 : m->handoff_wait_ms;
+        for (int i = 0; i < m->nparked; i++) {
+            int64_t left = m->parked_until[i] - now;
+            if (left < timeout)
+                timeout = left < 0 ? 0 : (int)left;
+        }
         int n = poll(pfd, (nfds_t)nfds, timeout);
         if (n < 0 && errno != EINTR) {
             log_error("poll: %m");
@@ -926,6 +1014,20 @@ int master_run(tn_config *cfg, const char *config_path)
         }
         if (m->state == M_RELOADING)
             finish_reload(m, now);
+        if (parking && (pfd[3].revents & POLLIN))
+            park_take(m, now);
+        if (m->nparked > 0) {
+            bool wanted = park_check(m, pfd + 4, nfds - 4, now);
+            if (m->state == M_STOPPING) {
+                while (m->nparked > 0)
+                    park_close(m, m->nparked - 1);
+            } else if (alive_children(m) > 0 || m->state != M_RUNNING) {
+                park_release(m);   /* a worker runs (or is starting): it takes them */
+            } else if (wanted && may_spawn(m, now) && spawn(m, m->cfg, &m->lis) >= 0) {
+                log_debug("ondemand: a request on a kept connection: started a worker");
+                park_release(m);
+            }
+        }
         if (m->state == M_RUNNING || m->state == M_RELOADING) {
             manage_pool(m, now);
             if (lis_polled && n > 0 && (pfd[2].revents & POLLIN)) {
@@ -961,6 +1063,8 @@ int master_run(tn_config *cfg, const char *config_path)
         }
     }
     int code = m->state == M_STOPPING ? m->exit_code : 1;
+    while (m->nparked > 0)
+        park_close(m, m->nparked - 1);
     listen_close(&m->lis, true);
     if (m->old_lis.fd >= 0)
         listen_close(&m->old_lis, true);

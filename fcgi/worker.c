@@ -287,25 +287,9 @@ static int64_t header_deadline(const worker *w, int64_t start_ms)
     return start_ms + (w->cfg->request_timeout_ms > 0 ? w->cfg->request_timeout_ms : 60000);
 }
 
-/* What travels with a passed connection: whether it was kept (or is new, its first request
- * not served yet), and when the first byte of a request still incomplete arrived (0: none),
- * so that request_timeout keeps counting from there in the worker that takes it (the
- * monotonic clock is the machine's). Nothing of the stream itself: precheck only peeks. */
-struct handoff_msg {
-    char tag;   /* 'k' kept, 'n' new */
-    int64_t req_start_ms;
-};
-
-/* Pass a connection this worker holds but is not serving to whichever worker reads the
- * handoff socket next (see the banner). False when it could not be sent (no handoff socket,
- * or its queue is full): the connection then stays here, untouched. */
-static bool conn_hand_off(worker *w, struct conn *c)
+bool handoff_send(int sock, int fd, const handoff_msg *msg)
 {
-    int sock = w->args->handoff[0];
-    if (sock < 0)
-        return false;
-    struct handoff_msg msg = {.tag = c->kept ? 'k' : 'n', .req_start_ms = c->req_start_ms};
-    struct iovec iov = {.iov_base = &msg, .iov_len = sizeof(msg)};
+    struct iovec iov = {.iov_base = (void *)msg, .iov_len = sizeof(*msg)};
     union {
         struct cmsghdr h;
         char b[CMSG_SPACE(sizeof(int))];
@@ -317,8 +301,44 @@ static bool conn_hand_off(worker *w, struct conn *c)
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
     cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &c->fd, sizeof(int));
-    if (sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(msg))
+    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    return sock >= 0 && sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(*msg);
+}
+
+int handoff_recv(int sock, handoff_msg *msg)
+{
+    for (;;) {
+        memset(msg, 0, sizeof(*msg));
+        msg->tag = 'k';
+        struct iovec iov = {.iov_base = msg, .iov_len = sizeof(*msg)};
+        union {
+            struct cmsghdr h;
+            char b[CMSG_SPACE(sizeof(int))];
+        } ctl;
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+                            .msg_controllen = sizeof(ctl.b)};
+        ssize_t got = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (got < 0)
+            return -1;   /* none left (or another process took it) */
+        int fd = -1;
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm != NULL; cm = CMSG_NXTHDR(&mh, cm))
+            if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+                cm->cmsg_len == CMSG_LEN(sizeof(int)))
+                memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+        if (got != (ssize_t)sizeof(*msg))
+            msg->req_start_ms = 0;
+        if (fd >= 0)
+            return fd;
+    }
+}
+
+/* Pass a connection this worker holds but is not serving to whichever worker reads the
+ * handoff socket next (see the banner). False when it could not be sent (no handoff socket,
+ * or its queue is full): the connection then stays here, untouched. */
+static bool conn_hand_off(worker *w, struct conn *c)
+{
+    handoff_msg msg = {.tag = c->kept ? 'k' : 'n', .req_start_ms = c->req_start_ms};
+    if (!handoff_send(w->args->handoff[0], c->fd, &msg))
         return false;
     /* The copy in flight keeps the socket open, and with it our epoll registration (epoll
      * forgets a socket only when its last reference goes): remove it before closing ours. */
@@ -485,31 +505,17 @@ static void take_handoffs(worker *w, int64_t now)
 {
     int sock = w->args->handoff[1];
     while (sock >= 0 && w->nconns < w->max_conns) {
-        struct handoff_msg msg = {0};
-        struct iovec iov = {.iov_base = &msg, .iov_len = sizeof(msg)};
-        union {
-            struct cmsghdr h;
-            char b[CMSG_SPACE(sizeof(int))];
-        } ctl;
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
-                            .msg_controllen = sizeof(ctl.b)};
-        ssize_t got = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        if (got < 0)
-            return;   /* none left (or another worker took it) */
-        int fd = -1;
-        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm != NULL; cm = CMSG_NXTHDR(&mh, cm))
-            if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-                cm->cmsg_len == CMSG_LEN(sizeof(int)))
-                memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+        handoff_msg msg;
+        int fd = handoff_recv(sock, &msg);
         if (fd < 0)
-            continue;
+            return;   /* none left (or another worker took it) */
         struct conn *c = conn_add(w, fd, now);
         if (c == NULL)
             continue;
         c->kept = msg.tag != 'n';
         c->ready = true;
         c->deadline_ms = now + w->cfg->keepalive_timeout_ms;
-        if (got == (ssize_t)sizeof(msg) && msg.req_start_ms > 0) {
+        if (msg.req_start_ms > 0) {
             /* a request partly there: its bound runs from its first byte, as before */
             c->req_start_ms = msg.req_start_ms;
             c->deadline_ms = header_deadline(w, msg.req_start_ms);
@@ -1419,7 +1425,9 @@ void worker_main(const worker_args *a)
                 continue;
         }
         sb_set_state(w.sb, w.slot, SB_EXITING);   /* not counted among the others below */
-        if (c->kept && others_running(&w) && conn_hand_off(&w, c))
+        /* ondemand: with no other worker left, the master keeps them (it parks them and
+         * starts a worker when one speaks: master.c) */
+        if (c->kept && (others_running(&w) || w.cfg->pm == PM_ONDEMAND) && conn_hand_off(&w, c))
             continue;
         conn_drop(&w, c);
     }

@@ -11,6 +11,8 @@
 #ifndef TN_FCGI_WORKER_H
 #define TN_FCGI_WORKER_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "fcgi/config.h"
@@ -43,6 +45,21 @@ typedef struct worker_args {
     int handoff[2];         /* kept connections passed between workers: send on [0], receive
                              * on [1]; shared by all workers (-1: none) */
 } worker_args;
+
+/* What travels with a passed connection (SCM_RIGHTS over the handoff socket): whether it
+ * was kept (or is new, its first request not served yet), and when the first byte of a
+ * request still incomplete arrived (0: none), so that request_timeout keeps counting from
+ * there in the worker that takes it (the monotonic clock is the machine's). Nothing of the
+ * stream itself: precheck only peeks. */
+typedef struct handoff_msg {
+    char tag;   /* 'k' kept, 'n' new */
+    int64_t req_start_ms;
+} handoff_msg;
+
+/* Pass fd (the sender keeps its own copy: close it after) — false when the socket's queue
+ * is full or there is none. Receive one: its descriptor, or -1 when none is waiting. */
+bool handoff_send(int sock, int fd, const handoff_msg *msg);
+int handoff_recv(int sock, handoff_msg *msg);
 
 /* Run a worker; never returns. */
 TN_NORETURN void worker_main(const worker_args *a);

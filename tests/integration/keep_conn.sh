@@ -116,5 +116,31 @@ wait "$busy"
 log "6 requests beside a busy worker took ${ms} ms"
 if [ "$ms" -lt 1500 ]; then log "ok: no request waited for the busy worker"; else
     fail "requests waited for the busy worker (${ms} ms)"; fi
+kill -TERM "$TN_PID"
+wait_until 10 bash -c "! kill -0 $TN_PID" || fatal "tenancyd did not stop"
+: > "$T/nginx-error.log"
+
+# ---- ondemand: the last worker leaves on pm.idle_timeout; its kept connections stay -------
+# It passes them to the master, which keeps them open and starts a worker when a request
+# arrives on one: nginx's next request is served on a connection it kept (no new accept),
+# never raced by a close.
+tn_conf "pm = ondemand" "pm.max_children = 2" "pm.idle_timeout = 1s" "log_requests = off"
+tn_start
+accepted() { http /_tenancy/status | grep -o '"accepted":[0-9]*' | head -1 | cut -d: -f2; }
+for i in 1 2 3; do
+    [ "$(http / "od$i.example")" = "hello from od$i.example" ] || fail "ondemand request $i"
+done
+a1=$(accepted)
+wait_until 10 bash -c "[ -z \"\$(pgrep -P $TN_PID)\" ]" || fail "the ondemand worker did not leave"
+log "workers left: $(pgrep -P "$TN_PID" | wc -l); the master holds $(ls -l /proc/"$TN_PID"/fd 2> /dev/null | grep -c socket) sockets"
+t0=$(date +%s%N)
+out=$(curl -s -m 10 -X POST --data-binary "@$T/tenancyd.conf" -H 'Host: after.example' \
+    -w ' %{http_code}' "http://127.0.0.1:$NGINX_PORT/")
+ms=$((($(date +%s%N) - t0) / 1000000))
+assert_eq "${out##* }" 200 "a POST after the last worker left is answered ($ms ms)"
+a2=$(accepted)
+log "connections accepted: $a1 before the worker left, $a2 after the POST and this status request"
+assert_eq "$a2" "$a1" "served on the connections nginx kept (no new connection accepted)"
+assert_eq "$(grep -c upstream "$T/nginx-error.log")" 0 "nginx saw no upstream error"
 
 exit 0
