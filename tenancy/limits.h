@@ -9,9 +9,11 @@
  * so the cap is never exceeded (at worst both refuse); it holds for every tenant, however
  * many the host has. The counters (requests, 5xx, refusals, in flight, for the status page)
  * are in a table found by tenant id with open addressing, whose entries are never removed:
- * it holds the LIMITS_SLOTS tenants seen first (fewer when a neighbourhood of LIMITS_PROBE
- * slots fills up first); beyond that, tenants are not counted (logged once per worker), but
- * still capped. A worker that dies mid-request leaves its slot and its in-flight count
+ * it holds the LIMITS_SLOTS tenants seen first (about 120,000: fewer when a neighbourhood of
+ * LIMITS_PROBE slots fills up first); beyond that, tenants are not counted (logged once per
+ * worker), but still capped. Its pages are shared memory the kernel gives only when first
+ * written, and the status page reads only those (limits_top), so a host with few tenants
+ * pays for few pages. A worker that dies mid-request leaves its slot and its in-flight count
  * behind; the master gives them back (limits_leave) from the dead worker's scoreboard slot.
  */
 #ifndef TN_TENANCY_LIMITS_H
@@ -20,7 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define LIMITS_SLOTS 16384
+#define LIMITS_SLOTS 131072   /* 14 MB of shared memory, in pages as tenants arrive */
 #define LIMITS_PROBE 256   /* slots looked at from an id's home slot */
 #define LIMITS_WORKERS 1024   /* worker slots: the scoreboard's (fcgi/ checks it fits) */
 

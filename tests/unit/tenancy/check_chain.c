@@ -234,6 +234,47 @@ START_TEST(test_cap_and_theme)
 }
 END_TEST
 
+/* kB of shared memory this process has in its pages (RssShmem), -1 if unknown. */
+static long rss_shmem_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "RssShmem: %ld kB", &kb) == 1)
+            break;
+    if (f != NULL)
+        fclose(f);
+    return kb;
+}
+
+/* The status page's read of the table (limits_top) finds every counted tenant and reads
+ * only pages that exist: a host with three tenants does not get the whole table's 14 MB. */
+START_TEST(test_limits_top_pages)
+{
+    limits *l = limits_create();
+    ck_assert_ptr_nonnull(l);
+    int64_t ids[] = {7, 90001, 123456789};
+    for (int k = 0; k < 3; k++)
+        for (int n = 0; n <= k; n++) {
+            ck_assert_int_eq(limits_enter(l, 0, ids[k], k == 0 ? "a" : k == 1 ? "b" : "c", 0, 0),
+                             TN_OK);
+            limits_leave(l, 0, ids[k], 200);
+        }
+    long before = rss_shmem_kb();
+    limits_entry top[10];
+    int n = limits_top(l, top, 10);
+    long after = rss_shmem_kb();
+    ck_assert_int_eq(n, 3);
+    ck_assert_str_eq(top[0].slug, "c");   /* most requests first */
+    ck_assert_int_eq(top[0].requests, 3);
+    ck_assert_str_eq(top[2].slug, "a");
+    if (before >= 0 && after >= 0)
+        ck_assert_msg(after - before < 1024, "limits_top faulted in %ld kB", after - before);
+    limits_destroy(l);
+}
+END_TEST
+
 /* More tenants than slots: the first ones are counted, the rest declined (each after at most
  * LIMITS_PROBE slots), and every one is still capped, counted or not. */
 START_TEST(test_limits_table_full)
@@ -381,6 +422,7 @@ Suite *chain_suite(void)
     tcase_add_test(tc, test_header_untrusted_source);
     tcase_add_test(tc, test_cap_and_theme);
     tcase_add_test(tc, test_limits_table_full);
+    tcase_add_test(tc, test_limits_top_pages);
     tcase_add_test(tc, test_limits_cap_concurrent);
     tcase_add_test(tc, test_tn_run);
     suite_add_tcase(s, tc);
