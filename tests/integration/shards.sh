@@ -141,24 +141,25 @@ pid=$(served_by "$T/fcgi.sock.1" after-refused-reload.example)
 [ -n "$pid" ] && log "ok: shard 1 still serves after the refused reload"
 
 # ---- reloads that keep the shards: the same socket, then a new one -------------------------
+each_shard_serves() {   # each_shard_serves SOCKET WHEN: a request on each of its 2 shards
+    local shard out
+    for shard in 0 1; do
+        out=$("$PROBE" -t 5 -H "s$shard.example" "$1.$shard" request)
+        assert_contains "$out" 'request: PASS status=200' "$2, shard $shard serves"
+    done
+}
 old_pids=$(pgrep -P "$TN_PID" | sort | tr '\n' ' ')
 kill -HUP "$TN_PID"
 wait_until 10 grep -q 'generation 2' "$T/tenancyd.log" || fail "the reload did not start generation 2"
 wait_until 10 bash -c "for p in $old_pids; do kill -0 \$p 2> /dev/null && exit 1; done; exit 0" ||
     fail "the old generation did not leave"
-for shard in 0 1; do
-    out=$("$PROBE" -t 5 -H "gen2-$shard.example" "$T/fcgi.sock.$shard" request)
-    assert_contains "$out" 'request: PASS status=200' "after a reload, shard $shard serves"
-done
+each_shard_serves "$T/fcgi.sock" "after a reload"
 # a new listen path: its shards are opened beside the old ones, which go with their workers
 tn_conf "pm.max_children = 2" "listen.shards = 2" "request_timeout = 10s" "listen = $T/new.sock"
 kill -HUP "$TN_PID"
 wait_until 10 bash -c "[ -S '$T/new.sock.1' ] && ! [ -e '$T/fcgi.sock.1' ]" ||
     fail "the new shard sockets did not replace the old ones"
-for shard in 0 1; do
-    out=$("$PROBE" -t 5 -H "new-$shard.example" "$T/new.sock.$shard" request)
-    assert_contains "$out" 'request: PASS status=200' "after moving the socket, shard $shard serves"
-done
+each_shard_serves "$T/new.sock" "after moving the socket"
 [ -e "$T/fcgi.sock.0" ] && fail "the old shard socket is left behind" || log "ok: the old shard sockets are gone"
 kill -TERM "$TN_PID"
 wait_until 10 bash -c "! kill -0 $TN_PID" || fatal "tenancyd did not stop"
