@@ -62,6 +62,7 @@
 #include "core/log.h"
 #include "core/rc.h"
 #include "fcgi/app.h"
+#include "fcgi/guard.h"
 #include "fcgi/proto.h"
 #include "fcgi/signals.h"
 #include "fcgi/status.h"
@@ -940,8 +941,10 @@ static bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
     FCGX_Request *fx = &w->fx;
     fx->ipcFd = fd;
     fx->keepConnection = 1;   /* so the Finish inside Accept never closes our fd */
+    guard_begin(fd);
     int rc = FCGX_Accept_r(fx);
     if (rc < 0) {
+        guard_end();
         /* libfcgi closed the connection already (its TryAgain path) and then failed to
          * accept on our deliberately invalid listen socket: nothing more to do. */
         fx->ipcFd = -1;
@@ -978,6 +981,12 @@ static bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
 
     fx->keepConnection = 1;   /* libfcgi must not close: we decide below */
     FCGX_Finish_r(fx);
+    if (guard_end()) {
+        keep = false;
+        sb_inc(&w->sb->pool.malformed);
+        log_warn("refused a FastCGI management record inside a request's stream (libfcgi "
+                 "would have parsed it): connection closed");
+    }
     alarm_armed = 0;
     int64_t us = (clock_mono_ns() - t0) / 1000;
     sb_request_end(w->sb, w->slot, status, us);
@@ -1319,6 +1328,9 @@ void worker_main(const worker_args *a)
     }
     FCGX_InitRequest(&w.fx, -1, 0);
     w.fx.listen_sock = -1;   /* libfcgi must never accept: the worker does */
+    if (!guard_active() && a->index == 0)
+        log_warn("libfcgi's reads do not go through the read guard (OS_Read not exported): "
+                 "a management record late in a request's stream reaches libfcgi's parser");
 
     chain_env env = {.cfg = &w.cfg->tenancy, .max_children = w.cfg->max_children,
                      .lim = a->lim, .worker = a->slot, .note_tenant = note_tenant,

@@ -294,12 +294,16 @@ fcgi_case "a GET_VALUES record of five names inside the params" \
     "$BEGIN$(rec 9 0 "$GV_NAMES")$PARAMS$END_PARAMS$STDIN_END"
 # The params are checked before libfcgi reads them (fcgi_precheck refuses a GET_VALUES there),
 # and so is the part of STDIN already there; STDIN that arrives later is read by libfcgi
-# itself, so a GET_VALUES in it still reaches its parser.
+# through the read guard (fcgi/guard.c), which stops the stream at such a record.
 fcgi_case "a GET_VALUES record with huge lengths inside STDIN, sent with the params" \
     "$(rec 1 1 '\x00\x01\x01\x00\x00\x00\x00\x00')$PARAMS$END_PARAMS$(rec 9 0 "$HUGE")$STDIN_END"
+refusals=$(grep -c 'refused a FastCGI management record inside' "$T/tenancyd.log")
 fcgi_case "a GET_VALUES record with huge lengths inside STDIN, sent 0.3 s after the params" \
-    "$(rec 1 1 '\x00\x01\x01\x00\x00\x00\x00\x00')$PARAMS$END_PARAMS" \
-    proto-mgmt-stdin "$(rec 9 0 "$HUGE")$STDIN_END"
+    "$(rec 1 1 '\x00\x01\x01\x00\x00\x00\x00\x00')$PARAMS$END_PARAMS" "" "$(rec 9 0 "$HUGE")$STDIN_END"
+fcgi_case "a GET_VALUES record of five names inside STDIN, sent 0.3 s after the params" \
+    "$(rec 1 1 '\x00\x01\x01\x00\x00\x00\x00\x00')$PARAMS$END_PARAMS" "" "$(rec 9 0 "$GV_NAMES")$STDIN_END"
+assert_eq "$(($(grep -c 'refused a FastCGI management record inside' "$T/tenancyd.log") - refusals))" 2 \
+    "the read guard refused both late records, and said so"
 check "still serving afterwards" 200 acme "${A[@]}" "$U/"
 
 # ---- names that try SQL or path injection are refused at creation, with nothing created -------------
