@@ -33,6 +33,7 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/conf.h"
+#include "core/kv.h"
 #include "core/log.h"
 #include "core/rc.h"
 #include "storage/db.h"
@@ -225,8 +226,8 @@ static void fail_check(const char *what, const char *fmt, ...)
 /* ---- the in-memory transport ------------------------------------------------------------- */
 
 /* The params nginx sends with `include fastcgi_params` plus the lines our nginx example adds,
- * in nginx's order, as "NAME=value" strings looked up the way FCGX_GetParam does (a linear
- * scan comparing the name and the '='). Slots whose value changes per request are filled
+ * in nginx's order, as "NAME=value" strings looked up the way the worker looks up libfcgi's
+ * (kv_env_get: a linear scan, the first byte compared before the name and the '='). Slots whose value changes per request are filled
  * before each one. */
 enum { P_TENANT_HOST = 21, P_HTTP_HOST = 22, P_REQUEST_URI = 5, P_DOCUMENT_URI = 6 };
 static const char *env_template[] = {
@@ -259,21 +260,15 @@ static const char *env_template[] = {
 #define NENV TN_ARRAY_LEN(env_template)
 
 typedef struct mem_tx {
-    const char *env[NENV];
+    char *env[NENV + 1];   /* NULL-terminated, as libfcgi's */
     uint64_t bytes_out;
     uint64_t writes;
 } mem_tx;
 
+/* The worker's own lookup over libfcgi's params (fcgi/worker.c fx_param). */
 static const char *mem_param(void *tx, const char *name)
 {
-    mem_tx *t = tx;
-    size_t n = strlen(name);
-    for (size_t i = 0; i < NENV; i++) {
-        const char *e = t->env[i];
-        if (strncmp(e, name, n) == 0 && e[n] == '=')
-            return e + n + 1;
-    }
-    return NULL;
+    return kv_env_get(((mem_tx *)tx)->env, name);
 }
 
 static int mem_read(void *tx, char *p, int n)
@@ -299,10 +294,10 @@ static buf req_headers = BUF_INIT, req_out = BUF_INIT;
 
 static void tx_set(uint32_t tenant, const char *uri_env, const char *doc_env)
 {
-    tx.env[P_TENANT_HOST] = env_tenant_host[tenant];
-    tx.env[P_HTTP_HOST] = env_http_host[tenant];
-    tx.env[P_REQUEST_URI] = uri_env;
-    tx.env[P_DOCUMENT_URI] = doc_env;
+    tx.env[P_TENANT_HOST] = (char *)env_tenant_host[tenant];
+    tx.env[P_HTTP_HOST] = (char *)env_http_host[tenant];
+    tx.env[P_REQUEST_URI] = (char *)uri_env;
+    tx.env[P_DOCUMENT_URI] = (char *)doc_env;
 }
 
 /* ---- the chain's configurations --------------------------------------------------------- */
@@ -1111,7 +1106,7 @@ int main(int argc, char **argv)
         seq[i] = (uint32_t)(x % (uint64_t)opt.ntenants);
     }
     for (size_t i = 0; i < NENV; i++)
-        tx.env[i] = env_template[i];
+        tx.env[i] = (char *)env_template[i];   /* never written through */
     req_arena = arena_create(16384);   /* as the worker's */
     lim = limits_create();
     if (req_arena == NULL || lim == NULL)

@@ -143,3 +143,16 @@ char *kv_cookie_get(const char *header, const char *name, arena *a)
     }
     return NULL;
 }
+
+const char *kv_env_get(char *const *env, const char *name)
+{
+    size_t n = strlen(name);
+    if (env == NULL || n == 0)
+        return NULL;
+    for (; *env != NULL; env++) {
+        const char *e = *env;
+        if (e[0] == name[0] && strncmp(e, name, n) == 0 && e[n] == '=')
+            return e + n + 1;
+    }
+    return NULL;
+}

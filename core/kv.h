@@ -31,4 +31,9 @@ char *kv_cookie_get(const char *header, const char *name, arena *a);
  * decoded name and value are allocated in a. */
 const char *kv_form_next(const char *p, const char *end, char **name, char **value, arena *a);
 
+/* The value of `name` in a NULL-terminated array of "NAME=value" strings (FastCGI params as
+ * libfcgi keeps them), or NULL. As FCGX_GetParam, with the first byte compared before the
+ * string call: a request looks up several params among twenty or more. */
+const char *kv_env_get(char *const *env, const char *name);
+
 #endif

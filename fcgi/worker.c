@@ -59,6 +59,7 @@
 #include "core/arena.h"
 #include "core/buf.h"
 #include "core/clock.h"
+#include "core/kv.h"
 #include "core/log.h"
 #include "core/rc.h"
 #include "fcgi/app.h"
@@ -636,7 +637,7 @@ static void access_log_line(worker *w, const tn_request *r, int status, int64_t 
 
 static const char *fx_param(void *tx, const char *name)
 {
-    return FCGX_GetParam(name, ((FCGX_Request *)tx)->envp);
+    return kv_env_get(((FCGX_Request *)tx)->envp, name);
 }
 
 static int fx_read(void *tx, char *p, int n)

@@ -209,7 +209,7 @@ static int answer(tn_request *r, int status, const char *retry_after, const char
 }
 
 /* Find the request's tenant. TN_OK (r->tenant set, or r->central), or TN_DONE (answered). */
-static int identify(tn_request *r)
+static int identify(tn_request *r, int64_t now)
 {
     const tenancy_config *c = ch.env.cfg;
     r->stage = "identify";
@@ -236,7 +236,6 @@ static int identify(tn_request *r)
         return TN_OK;
     }
     lookup_sync(ch.lookup, gen_now(NULL));
-    int64_t now = clock_mono_ms();
     for (int i = 0; i < c->nkinds; i++) {
         char slug[64];
         const char *key = NULL, *rest = NULL;
@@ -425,7 +424,8 @@ int chain_run(tn_request *r, int (*handler)(tn_request *))
     }
     ch.in_request = true;
     if (ch.ready && ch.env.cfg->enabled) {
-        int rc = identify(r);
+        int64_t now = clock_mono_ms();   /* one clock read for the lookup and the limits */
+        int rc = identify(r, now);
         if (rc != TN_OK)
             return rc;
         if (r->tenant != NULL) {
@@ -434,7 +434,7 @@ int chain_run(tn_request *r, int (*handler)(tn_request *))
             r->stage = "limit";
             int cap = tenancy_max_workers(ch.env.cfg, r->tenant->max_workers, ch.env.max_children);
             rc = limits_enter(ch.env.lim, ch.env.worker, r->tenant->id, r->tenant->slug, cap,
-                              clock_mono_ms());
+                              now);
             if (rc == TN_BUSY) {
                 r->tenant_counted = false;
                 log_warn("tenant %s is at its cap of %d workers: answered 503", r->tenant->slug,

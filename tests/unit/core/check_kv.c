@@ -42,6 +42,23 @@ START_TEST(test_form_next)
 }
 END_TEST
 
+/* FastCGI params as libfcgi keeps them: the exact name before '=', first match wins. */
+START_TEST(test_env_get)
+{
+    char *env[] = {"HTTP_HOST=a.example", "HTTP_HOSTX=no", "H=1", "EMPTY=", "NOEQUALS",
+                   "HTTP_HOST=second", NULL};
+    ck_assert_str_eq(kv_env_get(env, "HTTP_HOST"), "a.example");
+    ck_assert_str_eq(kv_env_get(env, "HTTP_HOSTX"), "no");
+    ck_assert_str_eq(kv_env_get(env, "H"), "1");
+    ck_assert_str_eq(kv_env_get(env, "EMPTY"), "");
+    ck_assert_ptr_null(kv_env_get(env, "HTTP"));       /* a prefix of a name is not it */
+    ck_assert_ptr_null(kv_env_get(env, "NOEQUALS"));   /* no '=': not a param */
+    ck_assert_ptr_null(kv_env_get(env, "MISSING"));
+    ck_assert_ptr_null(kv_env_get(env, ""));
+    ck_assert_ptr_null(kv_env_get(NULL, "HTTP_HOST"));
+}
+END_TEST
+
 START_TEST(test_cookies)
 {
     arena *a = arena_create(0);
@@ -64,6 +81,7 @@ Suite *kv_suite(void)
     tcase_add_test(tc, test_form_get);
     tcase_add_test(tc, test_form_next);
     tcase_add_test(tc, test_cookies);
+    tcase_add_test(tc, test_env_get);
     suite_add_tcase(s, tc);
     return s;
 }
