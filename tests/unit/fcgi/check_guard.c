@@ -56,22 +56,31 @@ static size_t drain(int fd, size_t step, unsigned char *got, size_t cap, int *er
     return n;
 }
 
+/* A socket whose peer wrote a request (with the management record when asked) and closed:
+ * its read end; the bytes written in in[], their count in *len. */
+static int written_request(bool bad, unsigned char *in, size_t *len)
+{
+    *len = request(in, bad);
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    ck_assert_int_eq(write(sv[0], in, *len), (ssize_t)*len);
+    close(sv[0]);
+    return sv[1];
+}
+
 START_TEST(test_guard_passes_and_refuses)
 {
     static const size_t steps[] = {1, 3, 7, 8, 9, 64, 4096};
     for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
         for (int bad = 0; bad <= 1; bad++) {
             unsigned char in[512], got[512];
-            size_t len = request(in, bad);
-            int sv[2];
-            ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-            ck_assert_int_eq(write(sv[0], in, len), (ssize_t)len);
-            close(sv[0]);
-            guard_begin(sv[1]);
+            size_t len;
+            int fd = written_request(bad, in, &len);
+            guard_begin(fd);
             int err;
-            size_t n = drain(sv[1], steps[k], got, sizeof(got), &err);
+            size_t n = drain(fd, steps[k], got, sizeof(got), &err);
             bool refused = guard_end();
-            close(sv[1]);
+            close(fd);
             if (!bad) {
                 /* everything, unchanged, and no refusal */
                 ck_assert_uint_eq(n, len);
@@ -96,18 +105,15 @@ END_TEST
 START_TEST(test_guard_other_fds_untouched)
 {
     unsigned char in[512], got[512];
-    size_t len = request(in, true);
-    int sv[2];
-    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    ck_assert_int_eq(write(sv[0], in, len), (ssize_t)len);
-    close(sv[0]);
-    guard_begin(sv[1] + 100);   /* another descriptor is guarded */
+    size_t len;
+    int fd = written_request(true, in, &len);
+    guard_begin(fd + 100);   /* another descriptor is guarded */
     int err;
-    ck_assert_uint_eq(drain(sv[1], 5, got, sizeof(got), &err), len);
+    ck_assert_uint_eq(drain(fd, 5, got, sizeof(got), &err), len);
     ck_assert(!guard_end());
-    guard_begin(sv[1]);         /* and after guard_end nothing is */
+    guard_begin(fd);         /* and after guard_end nothing is */
     ck_assert(!guard_end());
-    close(sv[1]);
+    close(fd);
 }
 END_TEST
 
