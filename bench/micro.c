@@ -227,8 +227,8 @@ static void fail_check(const char *what, const char *fmt, ...)
 
 /* The params nginx sends with `include fastcgi_params` plus the lines our nginx example adds,
  * in nginx's order, as "NAME=value" strings looked up the way the worker looks up libfcgi's
- * (kv_env_get: a linear scan, the first byte compared before the name and the '='). Slots whose value changes per request are filled
- * before each one. */
+ * (kv_env_get: a linear scan, the first byte compared before the name and the '='). Slots
+ * whose value changes per request are filled before each one. */
 enum { P_TENANT_HOST = 21, P_HTTP_HOST = 22, P_REQUEST_URI = 5, P_DOCUMENT_URI = 6 };
 static const char *env_template[] = {
     "QUERY_STRING=",

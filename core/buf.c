@@ -285,3 +285,15 @@ size_t str_u64(char *dst, unsigned long long v)
     memcpy(dst, tmp + i, sizeof(tmp) - i);
     return sizeof(tmp) - i;
 }
+
+size_t str_x64(char *dst, unsigned long long v)
+{
+    char tmp[16];
+    size_t i = sizeof(tmp);
+    do {
+        tmp[--i] = "0123456789abcdef"[v & 15];
+        v >>= 4;
+    } while (v);
+    memcpy(dst, tmp + i, sizeof(tmp) - i);
+    return sizeof(tmp) - i;
+}

@@ -55,5 +55,7 @@ size_t utf8_valid_prefix(const char *s, size_t n);
 size_t str_copy(char *dst, size_t n, const char *src);
 /* v in decimal at dst (room for 20 digits needed), no NUL; returns the digits written. */
 size_t str_u64(char *dst, unsigned long long v);
+/* v in lower-case hex at dst (room for 16 digits needed), no NUL; the digits written. */
+size_t str_x64(char *dst, unsigned long long v);
 
 #endif

@@ -123,25 +123,33 @@ static int fail(conf_error *err, const char *fmt, ...)
     return TN_INVALID;
 }
 
+bool config_listen_is_unix(const char *spec)
+{
+    return strncmp(spec, "unix:", 5) == 0 || spec[0] == '/' || spec[0] == '.';
+}
+
+const char *config_listen_port(const char *spec)
+{
+    if (spec[0] == '[') {
+        const char *close = strchr(spec, ']');
+        return close != NULL && close[1] == ':' ? close + 2 : NULL;
+    }
+    const char *colon = strrchr(spec, ':');
+    return colon == NULL ? spec : colon + 1;
+}
+
 int config_shard_spec(const char *spec, int i, char *out, size_t n)
 {
     int w;
-    if (strncmp(spec, "unix:", 5) == 0 || spec[0] == '/' || spec[0] == '.') {
+    if (config_listen_is_unix(spec)) {
         w = snprintf(out, n, "%s.%d", spec, i);
         return w > 0 && (size_t)w < n ? TN_OK : TN_ERR;
     }
     if (strcmp(spec, "inherit") == 0 || strcmp(spec, "systemd") == 0)
         return TN_ERR;
-    const char *port;
-    if (spec[0] == '[') {
-        const char *close = strchr(spec, ']');
-        if (close == NULL || close[1] != ':')
-            return TN_ERR;
-        port = close + 2;
-    } else {
-        const char *colon = strrchr(spec, ':');
-        port = colon == NULL ? spec : colon + 1;
-    }
+    const char *port = config_listen_port(spec);
+    if (port == NULL)
+        return TN_ERR;
     char *end;
     long p = strtol(port, &end, 10);
     if (*port == '\0' || *end != '\0' || p < 1 || p + 1 + i > 65535)

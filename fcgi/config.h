@@ -97,6 +97,13 @@ void config_free(tn_config *cfg);
  * the documentation check. */
 extern const conf_opt *const tn_config_tables[];
 
+/* The listen value names a unix socket (a path, or unix:PATH)? */
+bool config_listen_is_unix(const char *spec);
+
+/* Where the port starts in a host:port, [v6]:port or bare port listen value; NULL for a
+ * bracketed address without "]:". */
+const char *config_listen_port(const char *spec);
+
 /* The address of shard i of listen value `spec` (a unix path or host:port): `PATH.i`, or
  * port + 1 + i. TN_OK, or TN_ERR when the spec cannot have shards or the name does not fit. */
 int config_shard_spec(const char *spec, int i, char *out, size_t n);

@@ -120,25 +120,17 @@ static int open_inet(const tn_config *cfg, const char *spec, tn_listener *l, cha
                      size_t errlen)
 {
     char host[256];
-    const char *port;
-    if (spec[0] == '[') {
-        const char *close = strchr(spec, ']');
-        if (close == NULL || close[1] != ':') {
-            snprintf(err, errlen, "listen: expected [address]:port, got '%s'", spec);
-            return TN_ERR;
-        }
-        snprintf(host, sizeof(host), "%.*s", (int)(close - spec - 1), spec + 1);
-        port = close + 2;
-    } else {
-        const char *colon = strrchr(spec, ':');
-        if (colon == NULL) {
-            snprintf(host, sizeof(host), "%s", "127.0.0.1");
-            port = spec;
-        } else {
-            snprintf(host, sizeof(host), "%.*s", (int)(colon - spec), spec);
-            port = colon + 1;
-        }
+    const char *port = config_listen_port(spec);
+    if (port == NULL) {
+        snprintf(err, errlen, "listen: expected [address]:port, got '%s'", spec);
+        return TN_ERR;
     }
+    if (spec[0] == '[')   /* "[" address "]:" port */
+        snprintf(host, sizeof(host), "%.*s", (int)(port - spec - 3), spec + 1);
+    else if (port == spec)
+        snprintf(host, sizeof(host), "%s", "127.0.0.1");
+    else
+        snprintf(host, sizeof(host), "%.*s", (int)(port - spec - 1), spec);
     char *end;
     long p = strtol(port, &end, 10);
     if (*port == '\0' || *end != '\0' || p < 1 || p > 65535) {
@@ -216,16 +208,14 @@ static int adopt(int fd, const char *what, tn_listener *l, char *err, size_t err
 static int open_spec(const tn_config *cfg, const char *spec, tn_listener *l, char *err,
                      size_t errlen)
 {
-    if (strncmp(spec, "unix:", 5) == 0)
-        return open_unix(cfg, spec + 5, l, err, errlen);
-    if (spec[0] == '/' || spec[0] == '.')
-        return open_unix(cfg, spec, l, err, errlen);
-    return open_inet(cfg, spec, l, err, errlen);
+    if (!config_listen_is_unix(spec))
+        return open_inet(cfg, spec, l, err, errlen);
+    return open_unix(cfg, strncmp(spec, "unix:", 5) == 0 ? spec + 5 : spec, l, err, errlen);
 }
 
-int listen_shard_fd(const tn_listener *l, int index)
+int listen_shard(const tn_listener *l, int index)
 {
-    return l->nshards > 0 ? l->shard_fd[index % l->nshards] : -1;
+    return l->nshards > 0 ? index % l->nshards : -1;
 }
 
 int listen_open(const tn_config *cfg, tn_listener *l, char *err, size_t errlen)

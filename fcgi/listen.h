@@ -36,8 +36,8 @@ typedef struct tn_listener {
 /* Open the socket `cfg->listen` describes. Returns TN_OK or TN_ERR with a message in err. */
 int listen_open(const tn_config *cfg, tn_listener *l, char *err, size_t errlen);
 
-/* The shard socket a worker with this index serves (-1: no shards). */
-int listen_shard_fd(const tn_listener *l, int index);
+/* The shard a worker with this index serves (-1: no shards); its socket is shard_fd[it]. */
+int listen_shard(const tn_listener *l, int index);
 
 /* Close (shards too); unlink the unix paths we created when `unlink_path`. */
 void listen_close(tn_listener *l, bool unlink_path);

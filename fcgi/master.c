@@ -192,10 +192,11 @@ static int spawn(master *m, tn_config *cfg, const tn_listener *lis)
     s->started_ns = clock_mono_ns();
     sb_set_state(m->sb, s, SB_STARTING);
 
-    int shard_fd = listen_shard_fd(lis, index);
+    int shard = listen_shard(lis, index);
+    int shard_fd = shard >= 0 ? lis->shard_fd[shard] : -1;
     worker_args a = {.cfg = cfg, .sb = m->sb, .lim = m->lim, .lis = lis, .slot = slot, .index = index,
                      .generation = gen, .master_pid = getpid(),
-                     .shard = lis->nshards > 0 ? index % lis->nshards : -1, .shard_fd = shard_fd,
+                     .shard = shard, .shard_fd = shard_fd,
                      .close_fds = {m->sigfd, m->wake[0]}, .nclose = 2, .wake_fd = m->wake[1],
                      .handoff = {m->handoff[0], m->handoff[1]}};
     /* The other listeners, and the other shards, are not this worker's to accept on (nor
@@ -210,7 +211,7 @@ static int spawn(master *m, tn_config *cfg, const tn_listener *lis)
             if (all[i]->shard_fd[k] != shard_fd)
                 a.close_fds[a.nclose++] = all[i]->shard_fd[k];
     }
-    s->shard = (int32_t)a.shard;
+    s->shard = (int32_t)shard;
 
     sigset_t old;
     signals_block_all(&old);   /* the child must not run the master's handlers */
@@ -465,23 +466,21 @@ static void ask_handoff(sb_slot *s)
     syscall(SYS_futex, &s->handoff_seq, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
-/* Connections waiting in the listen queue? *cache: -1 not looked yet (looked at once per
- * watch_requests, and only when a request has run keepalive_handoff_after). */
-static bool listen_pending(master *m, int *cache)
-{
-    if (*cache < 0) {
-        struct pollfd p = {.fd = m->lis.fd, .events = POLLIN};
-        *cache = m->lis.fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
-    }
-    return *cache > 0;
-}
-
-/* Connections waiting on a worker's own shard socket, which no other worker accepts on:
- * behind a busy worker they wait for it unless it passes them on (as listen_pending). */
-static bool shard_pending(int fd)
+/* Connections waiting in the queue of listen socket fd (-1: none)? */
+static bool queue_pending(int fd)
 {
     struct pollfd p = {.fd = fd, .events = POLLIN};
     return fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+/* The main listen queue's: *cache -1 not looked yet (looked at once per watch_requests, and
+ * only when a request has run keepalive_handoff_after). A worker's own shard queue, which
+ * no other worker accepts on, is looked at for it alone (queue_pending). */
+static bool listen_pending(master *m, int *cache)
+{
+    if (*cache < 0)
+        *cache = queue_pending(m->lis.fd);
+    return *cache > 0;
 }
 
 /* Returns how soon the loop must look again for the handoff (-1: no need): while a worker
@@ -524,7 +523,7 @@ static int watch_requests(master *m, int64_t now_ms)
             __atomic_load_n(&s->handoff_seq, __ATOMIC_RELAXED) != (uint32_t)s->req_seq &&
             (__atomic_load_n(&s->held, __ATOMIC_RELAXED) > 0 ||
              (ran_ms >= handoff_after && idle &&
-              (listen_pending(m, &lis) || shard_pending(c->shard_fd))))) {
+              (listen_pending(m, &lis) || queue_pending(c->shard_fd))))) {
             if (ran_ms >= handoff_after && idle)
                 ask_handoff(s);
             int left = ran_ms >= handoff_after ? (int)handoff_after : (int)(handoff_after - ran_ms);
@@ -577,6 +576,12 @@ static void park_close(master *m, int i)
     m->parked[i] = m->parked[m->nparked - 1];
     m->parked_until[i] = m->parked_until[m->nparked - 1];
     m->nparked--;
+}
+
+static void park_close_all(master *m)
+{
+    while (m->nparked > 0)
+        park_close(m, m->nparked - 1);
 }
 
 static void park_take(master *m, int64_t now)
@@ -927,7 +932,6 @@ int master_run(tn_config *cfg, const char *config_path)
     if (pipe2(m->wake, O_NONBLOCK | O_CLOEXEC) < 0)
         m->wake[0] = m->wake[1] = -1;
     /* Without it, workers close idle kept connections instead of passing them on. */
-    m->nparked = 0;
     if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, m->handoff) < 0)
         m->handoff[0] = m->handoff[1] = -1;
     if (m->sb == NULL || m->lim == NULL || m->sigfd < 0 || m->wake[0] < 0) {
@@ -1019,8 +1023,7 @@ int master_run(tn_config *cfg, const char *config_path)
         if (m->nparked > 0) {
             bool wanted = park_check(m, pfd + 4, nfds - 4, now);
             if (m->state == M_STOPPING) {
-                while (m->nparked > 0)
-                    park_close(m, m->nparked - 1);
+                park_close_all(m);
             } else if (alive_children(m) > 0 || m->state != M_RUNNING) {
                 park_release(m);   /* a worker runs (or is starting): it takes them */
             } else if (wanted && may_spawn(m, now) && spawn(m, m->cfg, &m->lis) >= 0) {
@@ -1063,8 +1066,7 @@ int master_run(tn_config *cfg, const char *config_path)
         }
     }
     int code = m->state == M_STOPPING ? m->exit_code : 1;
-    while (m->nparked > 0)
-        park_close(m, m->nparked - 1);
+    park_close_all(m);
     listen_close(&m->lis, true);
     if (m->old_lis.fd >= 0)
         listen_close(&m->old_lis, true);

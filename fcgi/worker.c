@@ -731,20 +731,6 @@ static bool past_queue_deadline(worker *w, tn_request *r)
     return clock_wall_us() / 1000 - ms > w->cfg->queue_timeout_ms;
 }
 
-/* v in lower-case hex, no leading zeros, at p (room for 16); returns the digits written. */
-static size_t hex_put(char *p, uint64_t v)
-{
-    char d[16];
-    size_t k = 0;
-    do {
-        d[k++] = "0123456789abcdef"[v & 15];
-        v >>= 4;
-    } while (v != 0);
-    for (size_t i = 0; i < k; i++)
-        p[i] = d[k - 1 - i];
-    return k;
-}
-
 static void make_req_id(worker *w, char *out, size_t n, FCGX_Request *fx)
 {
     const char *given = kv_env_get(fx->envp, "REQUEST_ID");
@@ -764,9 +750,9 @@ static void make_req_id(worker *w, char *out, size_t n, FCGX_Request *fx)
     /* "<pid>-<counter>" in hex, without printf (this runs for every request nginx sent no
      * id with) */
     char tmp[40];
-    size_t k = hex_put(tmp, (uint64_t)(uint32_t)w->slot->pid);
+    size_t k = str_x64(tmp, (uint32_t)w->slot->pid);
     tmp[k++] = '-';
-    k += hex_put(tmp + k, ++w->req_counter);
+    k += str_x64(tmp + k, ++w->req_counter);
     tmp[k] = '\0';
     str_copy(out, n, tmp);
 }

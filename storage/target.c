@@ -240,6 +240,16 @@ static bool use_kept(const storage_target *t, tn_db *kept)
     return kept != NULL && t->kind == TARGET_PG_SCHEMA && db_is_clean(kept);
 }
 
+/* CREATE SCHEMA or CREATE DATABASE of a checked PostgreSQL target, its name quoted. */
+static int create_sql(const storage_target *t, char *sql, size_t len)
+{
+    char q[72];
+    db_quote_ident(t->name, q, sizeof(q));
+    int n = snprintf(sql, len, "%s %s",
+                     t->kind == TARGET_PG_SCHEMA ? "CREATE SCHEMA" : "CREATE DATABASE", q);
+    return n > 0 && (size_t)n < len ? TN_OK : TN_INVALID;
+}
+
 int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t errlen)
 {
     clear(err, errlen);
@@ -249,10 +259,8 @@ int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t err
     if (t->kind == TARGET_SQLITE)
         return sqlite_create(t, err, errlen);
 
-    char q[72], sql[128];
-    db_quote_ident(t->name, q, sizeof(q));
-    snprintf(sql, sizeof(sql), "%s %s",
-             t->kind == TARGET_PG_SCHEMA ? "CREATE SCHEMA" : "CREATE DATABASE", q);
+    char sql[128];
+    create_sql(t, sql, sizeof(sql));
     tn_db *db = use_kept(t, kept) ? kept : NULL;
     if (db == NULL) {
         rc = open_server(t, &db, err, errlen);
@@ -282,10 +290,7 @@ int target_schema_create_sql(const storage_target *t, char *sql, size_t len)
         return TN_INVALID;
     if (t->kind != TARGET_PG_SCHEMA)
         return TN_DECLINED;
-    char q[72];
-    db_quote_ident(t->name, q, sizeof(q));
-    int n = snprintf(sql, len, "CREATE SCHEMA %s", q);
-    return n > 0 && (size_t)n < len ? TN_OK : TN_INVALID;
+    return create_sql(t, sql, len);
 }
 
 int target_create(const storage_target *t, char *err, size_t errlen)

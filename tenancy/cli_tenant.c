@@ -332,8 +332,7 @@ static int provision_run(cli *c, const registry_new *n, provision *p, provision_
         rc = migrate_seed(db, seed_label, pl->seed_sql, 3, vals, &e);
         p->seeded = rc == TN_OK;
         if (rc != TN_OK)
-            snprintf(why, sizeof(why), "%s statement %d (line %d): %s", e.file, e.statement,
-                     e.line, e.message);
+            migrate_why(&e, why, sizeof(why));
     }
     if (keep != NULL && db != NULL && db == keep->db) {
         if (!db_is_clean(db)) {   /* a broken connection is not reused */

@@ -84,6 +84,15 @@ START_TEST(test_str_copy_u64)
     k = str_u64(n, 404);
     n[k] = '\0';
     ck_assert_str_eq(n, "404");
+    k = str_x64(n, 0);
+    n[k] = '\0';
+    ck_assert_str_eq(n, "0");
+    k = str_x64(n, 18446744073709551615ULL);
+    n[k] = '\0';
+    ck_assert_str_eq(n, "ffffffffffffffff");
+    k = str_x64(n, 0x1a2b);
+    n[k] = '\0';
+    ck_assert_str_eq(n, "1a2b");
 }
 END_TEST
 
