@@ -64,6 +64,16 @@ START_TEST(test_utf8_prefix)
 END_TEST
 
 Suite *buf_suite(void);
+/* f writes v's digits (no NUL) and returns how many: they are want. */
+static void digits_are(size_t (*f)(char *, unsigned long long), unsigned long long v,
+                       const char *want)
+{
+    char n[32];
+    size_t k = f(n, v);
+    n[k] = '\0';
+    ck_assert_str_eq(n, want);
+}
+
 START_TEST(test_str_copy_u64)
 {
     char d[8];
@@ -74,25 +84,12 @@ START_TEST(test_str_copy_u64)
     ck_assert_uint_eq(str_copy(d, 1, "abc"), 0);
     ck_assert_str_eq(d, "");
     ck_assert_uint_eq(str_copy(d, 0, "abc"), 0);
-    char n[32];
-    size_t k = str_u64(n, 0);
-    n[k] = '\0';
-    ck_assert_str_eq(n, "0");
-    k = str_u64(n, 18446744073709551615ULL);
-    n[k] = '\0';
-    ck_assert_str_eq(n, "18446744073709551615");
-    k = str_u64(n, 404);
-    n[k] = '\0';
-    ck_assert_str_eq(n, "404");
-    k = str_x64(n, 0);
-    n[k] = '\0';
-    ck_assert_str_eq(n, "0");
-    k = str_x64(n, 18446744073709551615ULL);
-    n[k] = '\0';
-    ck_assert_str_eq(n, "ffffffffffffffff");
-    k = str_x64(n, 0x1a2b);
-    n[k] = '\0';
-    ck_assert_str_eq(n, "1a2b");
+    digits_are(str_u64, 0, "0");
+    digits_are(str_u64, 18446744073709551615ULL, "18446744073709551615");
+    digits_are(str_u64, 404, "404");
+    digits_are(str_x64, 0, "0");
+    digits_are(str_x64, 18446744073709551615ULL, "ffffffffffffffff");
+    digits_are(str_x64, 0x1a2b, "1a2b");
 }
 END_TEST
 
