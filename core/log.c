@@ -84,12 +84,24 @@ const char *log_context(void) { return log_ctx; }
 
 void log_timestamp(char *out, size_t n)
 {
+    /* The part up to the seconds changes once a second: formatted then, per thread (the
+     * access log asks for one stamp per request). */
+    static __thread time_t sec = -1;
+    static __thread char head[72];   /* "2026-12-03T15:04:05." (room for any int year) */
     struct timespec ts;
-    struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    snprintf(out, n, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+    if (ts.tv_sec != sec) {
+        struct tm tm;
+        gmtime_r(&ts.tv_sec, &tm);
+        snprintf(head, sizeof(head), "%04d-%02d-%02dT%02d:%02d:%02d.", tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        sec = ts.tv_sec;
+    }
+    int ms = (int)(ts.tv_nsec / 1000000);
+    char tail[5] = {(char)('0' + ms / 100), (char)('0' + ms / 10 % 10), (char)('0' + ms % 10),
+                    'Z', '\0'};
+    size_t k = str_copy(out, n, head);
+    str_copy(out + k, n - k, tail);
 }
 
 void log_vmsg(int level, const char *fmt, va_list ap)

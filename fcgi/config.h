@@ -70,6 +70,8 @@ typedef struct tn_config {
     const char *app;
 
     const char *access_log;
+    int64_t access_log_buffer;
+    int64_t access_log_flush_ms;
     bool log_requests;
     const char *error_log;
     int log_level;

@@ -62,6 +62,7 @@
 #include "core/kv.h"
 #include "core/log.h"
 #include "core/rc.h"
+#include "fcgi/accesslog.h"
 #include "fcgi/app.h"
 #include "fcgi/guard.h"
 #include "fcgi/proto.h"
@@ -129,10 +130,10 @@ typedef struct worker {
     uint64_t served;
     uint64_t max_requests;
     uint64_t req_counter;
-    int access_fd;
-    bool access_owned;
+    alog *alog;            /* the access log (NULL: off) */
     uint32_t log_gen;
     int64_t idle_since_ms;
+    int64_t now_ns;        /* the clock as of the last read: after a wait, after a request */
     sigset_t wait_mask;    /* the mask while in epoll_pwait: stop signals unblocked */
 } worker;
 
@@ -145,6 +146,7 @@ static volatile sig_atomic_t alarm_may_answer;
 static volatile sig_atomic_t alarm_armed;
 static unsigned char alarm_reply[256];
 static volatile sig_atomic_t alarm_reply_len;
+static alog *volatile alarm_alog;   /* its gathered lines are written before the exit */
 
 static void on_stop(int signo)
 {
@@ -165,6 +167,7 @@ static void on_alarm(int signo)
         return;
     if (alarm_may_answer && alarm_fd >= 0 && alarm_reply_len > 0)
         (void)!write(alarm_fd, alarm_reply, (size_t)alarm_reply_len);
+    alog_flush(alarm_alog);   /* no line is being added: that happens after alarm_armed = 0 */
     _exit(WORKER_EXIT_TIMEOUT);
 }
 
@@ -252,15 +255,13 @@ static void close_fd(const worker *w, int fd)
     if (shutdown(fd, SHUT_WR) == 0 && w->cfg->linger_timeout_ms > 0) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         char trash[512];
-        int64_t end = clock_mono_ms() + w->cfg->linger_timeout_ms;
-        for (;;) {
-            int64_t left = end - clock_mono_ms();
-            if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-                break;
-            ssize_t n = recv(fd, trash, sizeof(trash), MSG_DONTWAIT);
-            if (n <= 0)
-                break;
-        }
+        /* From the last clock read (the response's end, usually): the peer mostly closes
+         * during the first poll, and then no clock is read at all. */
+        int64_t end = w->now_ns / 1000000 + w->cfg->linger_timeout_ms;
+        int64_t left = w->cfg->linger_timeout_ms;
+        while (left > 0 && poll(&p, 1, (int)left) > 0 &&
+               recv(fd, trash, sizeof(trash), MSG_DONTWAIT) > 0)
+            left = end - clock_mono_ms();
     }
     close(fd);
 }
@@ -558,26 +559,22 @@ static bool others_running(worker *w)
 
 /* ---- logs --------------------------------------------------------------------------------- */
 
+/* (Re)open the access log: the lines gathered for the old file are written there first. */
 static void open_access_log(worker *w)
 {
     const char *p = w->cfg->access_log;
-    if (w->access_owned)
-        close(w->access_fd);
-    w->access_owned = false;
-    w->access_fd = -1;
+    alarm_alog = NULL;
+    alog_close(w->alog);
+    w->alog = NULL;
     if (!w->cfg->log_requests || p == NULL || p[0] == '\0' || strcmp(p, "off") == 0)
         return;
-    if (strcmp(p, "stdout") == 0) {
-        w->access_fd = 1;
-    } else if (strcmp(p, "stderr") == 0) {
-        w->access_fd = 2;
-    } else {
-        w->access_fd = open(p, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
-        if (w->access_fd < 0)
-            log_error("cannot open access_log %s: %m", p);
-        else
-            w->access_owned = true;
-    }
+    int rc = alog_open(p, (size_t)w->cfg->access_log_buffer, w->cfg->access_log_flush_ms,
+                       &w->alog);
+    if (rc == TN_NOMEM)
+        log_error("cannot open access_log %s: out of memory", p);
+    else if (rc != TN_OK)
+        log_error("cannot open access_log %s: %m", p);
+    alarm_alog = w->alog;
 }
 
 static void check_log_reopen(worker *w)
@@ -593,7 +590,7 @@ static void check_log_reopen(worker *w)
 static void access_log_line(worker *w, const tn_request *r, int status, int64_t us)
 {
     check_log_reopen(w);   /* a rotation must not leave this line in the old file */
-    if (w->access_fd < 0)
+    if (w->alog == NULL)
         return;
     buf *l = &w->line;
     buf_reset(l);
@@ -630,7 +627,7 @@ static void access_log_line(worker *w, const tn_request *r, int status, int64_t 
     }
     buf_puts(l, "}\n");
     if (!l->oom)
-        (void)!write(w->access_fd, l->p, l->len);
+        alog_line(w->alog, l->p, l->len, w->now_ns / 1000000);
 }
 
 /* ---- the FastCGI transport of tenancy/request.h ------------------------------------------ */
@@ -731,18 +728,20 @@ static bool past_queue_deadline(worker *w, tn_request *r)
     return clock_wall_us() / 1000 - ms > w->cfg->queue_timeout_ms;
 }
 
+/* The bytes a request id from the web server may hold: [0-9A-Za-z_-]. */
+static const bool id_byte[256] = {
+    ['0' ... '9'] = true, ['A' ... 'Z'] = true, ['a' ... 'z'] = true, ['-'] = true, ['_'] = true,
+};
+
 static void make_req_id(worker *w, char *out, size_t n, FCGX_Request *fx)
 {
     const char *given = kv_env_get(fx->envp, "REQUEST_ID");
     if (given != NULL) {
-        size_t l = strlen(given);
-        bool ok = l > 0 && l < n && l <= 64;
-        for (size_t i = 0; ok && i < l; i++) {
-            char ch = given[i];
-            ok = (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                 ch == '-' || ch == '_';
-        }
-        if (ok) {
+        /* at most 64 of them, then the NUL (one pass, no strlen) */
+        size_t l = 0, max = n - 1 < 64 ? n - 1 : 64;
+        while (l <= max && id_byte[(unsigned char)given[l]])
+            l++;
+        if (l > 0 && l <= max && given[l] == '\0') {
             memcpy(out, given, l + 1);
             return;
         }
@@ -996,7 +995,8 @@ static bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
                  "would have parsed it): connection closed");
     }
     alarm_armed = 0;
-    int64_t us = (clock_mono_ns() - t0) / 1000;
+    w->now_ns = clock_mono_ns();   /* the one clock read of a request (t0 is the last one) */
+    int64_t us = (w->now_ns - t0) / 1000;
     sb_request_end(w->sb, w->slot, status, us);
     access_log_line(w, &r, status, us);
     chain_finish(&r, status);   /* the tenant context ends here, on every path */
@@ -1043,7 +1043,9 @@ static void handle_conn(worker *w, struct conn *c, int64_t now)
         /* Served in place: the connection stays in the table (and in the epoll set if it
          * was there), marked so that nothing releases it meanwhile. */
         int fd = c->fd;
-        int64_t t0 = c->req_start_ms ? c->req_start_ms * 1000000 : clock_mono_ns();
+        /* From the last clock read: the end of the previous request or of the wait that
+         * found this one, microseconds ago (the accept and the pre-check count in). */
+        int64_t t0 = c->req_start_ms ? c->req_start_ms * 1000000 : w->now_ns;
         if (!whole)
             arm_read_timeout(w, c);
         c->serving = true;
@@ -1059,7 +1061,7 @@ static void handle_conn(worker *w, struct conn *c, int64_t now)
             conn_forget(w, c);   /* serve_one closed it */
             return;
         }
-        int64_t t = clock_mono_ms();
+        int64_t t = w->now_ns / 1000000;   /* serve_one's end */
         c->serving = false;
         c->kept = true;
         c->req_start_ms = 0;
@@ -1170,7 +1172,8 @@ static void worker_loop(worker *w)
 {
     const tn_config *cfg = w->cfg;
     struct epoll_event evs[32];
-    w->idle_since_ms = clock_mono_ms();
+    w->now_ns = clock_mono_ns();
+    w->idle_since_ms = w->now_ns / 1000000;
     /* Under load, a worker that just served a connection it accepted usually finds the
      * next one already waiting: it tries accept() first and skips epoll_pwait, holding
      * nothing else meanwhile (no kept connection to watch). At most FAST_ACCEPT_STREAK
@@ -1186,7 +1189,7 @@ static void worker_loop(worker *w)
         }
         check_log_reopen(w);
         set_intake(w);
-        int64_t now = clock_mono_ms();
+        int64_t now = w->now_ns / 1000000;
         if (accepted && w->nconns == 0 && streak < FAST_ACCEPT_STREAK) {
             streak++;
             /* Its shard first (only this worker's share takes those), then the main one. */
@@ -1194,7 +1197,7 @@ static void worker_loop(worker *w)
                        accept_new(w, w->args->lis->fd, now);
             if (accepted) {
                 handle_conn(w, &w->conns[w->nconns - 1], now);
-                w->idle_since_ms = clock_mono_ms();
+                w->idle_since_ms = w->now_ns / 1000000;
             }
             continue;
         }
@@ -1216,6 +1219,9 @@ static void worker_loop(worker *w)
             if (timeout < 0 || t < timeout)
                 timeout = t;
         }
+        int64_t due = alog_due(w->alog);   /* gathered access-log lines: written in time */
+        if (due >= 0 && (timeout < 0 || due - now < timeout))
+            timeout = due <= now ? 0 : (int)(due - now);
         if (any_ready)
             timeout = 0;
         /* Idle is what the master reads before it has a busy worker pass its other
@@ -1228,6 +1234,7 @@ static void worker_loop(worker *w)
         if (n == 0 && timeout != 0) {
             sb_set_state(w->sb, w->slot, w->nconns ? SB_KEEPALIVE : SB_IDLE);
             n = epoll_pwait(w->ep, evs, (int)TN_ARRAY_LEN(evs), timeout, &w->wait_mask);
+            w->now_ns = clock_mono_ns();
         }
         if (n < 0) {
             if (errno == EINTR)
@@ -1235,7 +1242,9 @@ static void worker_loop(worker *w)
             log_error("epoll_pwait: %m");
             break;
         }
-        now = clock_mono_ms();
+        now = w->now_ns / 1000000;
+        if (due >= 0 && now >= due)
+            alog_flush(w->alog);
         bool listen_ready = false, handoff_ready = false, shard_ready = false;
         for (int i = 0; i < n; i++) {
             if (evs[i].data.u64 == LISTEN_TAG) {
@@ -1292,7 +1301,7 @@ static void worker_loop(worker *w)
         if (pick == NULL)
             continue;
         handle_conn(w, pick, now);
-        w->idle_since_ms = clock_mono_ms();
+        w->idle_since_ms = w->now_ns / 1000000;
     }
 }
 
@@ -1305,7 +1314,6 @@ void worker_main(const worker_args *a)
     w.sb = a->sb;
     w.slot = sb_slot_at(a->sb, a->slot);
     w.ep = -1;
-    w.access_fd = -1;
 
     signals_reset_child();
     for (int i = 0; i < a->nclose; i++)
@@ -1440,7 +1448,8 @@ void worker_main(const worker_args *a)
             (void)!poll(&p, 1, 200);
         }
         if (has_pending_input(fd)) {
-            handle_conn(&w, c, clock_mono_ms());
+            w.now_ns = clock_mono_ns();
+            handle_conn(&w, c, w.now_ns / 1000000);
             if ((c = conn_find(&w, fd)) == NULL)
                 continue;
         }
@@ -1454,5 +1463,7 @@ void worker_main(const worker_args *a)
     sb_set_state(w.sb, w.slot, SB_EXITING);
     if (w.mod.app->fini != NULL)
         w.mod.app->fini();
+    alarm_alog = NULL;
+    alog_close(w.alog);
     _exit(WORKER_EXIT_OK);
 }

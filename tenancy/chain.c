@@ -424,7 +424,9 @@ int chain_run(tn_request *r, int (*handler)(tn_request *))
     }
     ch.in_request = true;
     if (ch.ready && ch.env.cfg->enabled) {
-        int64_t now = clock_mono_ms();   /* one clock read for the lookup and the limits */
+        /* The request's start for the lookup and the limits: the host read the clock then
+         * (no clock read here; a request built without a start time reads one). */
+        int64_t now = r->start_ns > 0 ? r->start_ns / 1000000 : clock_mono_ms();
         int rc = identify(r, now);
         if (rc != TN_OK)
             return rc;

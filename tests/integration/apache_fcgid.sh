@@ -288,6 +288,7 @@ assert_eq "$(get "$P_HANDLER" /app.fcgi handler.example)" "hello from handler.ex
 assert_eq "$(get "$P_TRUST" / Shop.SaaS.example:8080)" "hello from shop.saas.example" "trusted Host: ServerAlias"
 get "$P_TRUST" / evil.example > /dev/null
 assert_eq "$(last_status)" 403 "a Host no vhost names is refused"
+access_log_settled
 assert_eq "$(grep -c '"host":"evil.example"' "$T/access.log")" 0 "... and never reaches tenancyd"
 assert_eq "$(get "$P_TRUST" / ALIAS.pinned.example)" "hello from pinned.example" \
     "RequestHeader set Host pins the vhost's ServerName"
@@ -300,6 +301,7 @@ for i in $(seq 1 9); do
         "http://127.0.0.1:$P_RECYCLE/") "
 done
 assert_eq "$codes" "$(printf '200 %.0s' $(seq 1 9))" "requests across mod_fcgid's recycling"
+access_log_settled
 procs=$(grep '"host":"recycle' "$T/access.log" | grep -o '"pid":[0-9]*' | sort -u | wc -l)
 assert_ge "$procs" 3 "distinct tenancyd processes served the recycled class"
 stopped_count() { grep -c 'tenancyd\[[0-9]*\] info: stopped' "$T/apache-error.log"; }

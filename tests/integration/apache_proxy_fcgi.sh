@@ -293,6 +293,7 @@ assert_eq "$(last_status)" 200 "trusted Host: REQUEST_START from Apache accepted
 assert_eq "$(get "$P_TRUST" / Shop.SaaS.example)" "hello from shop.saas.example" "trusted Host: ServerAlias wildcard"
 get "$P_TRUST" / evil.example > /dev/null
 assert_eq "$(last_status)" 403 "a Host no vhost names is refused"
+access_log_settled
 assert_eq "$(grep -c '"host":"evil.example"' "$T/access.log")" 0 "... and never reaches tenancyd"
 assert_eq "$(get "$P_TRUST" / ALIAS.pinned.example)" "hello from pinned.example" \
     "UseCanonicalName On pins the vhost's ServerName"
@@ -415,6 +416,7 @@ for shift in 0 1 2 3 4 5 6 7; do
     fi
 done
 assert_eq "$bad_follow" 0 "the next client on the kept connection gets its own answer"
+access_log_settled
 assert_eq "$(grep -c '"uri":"/smuggled"' "$T/access.log")" 0 \
     "an unread request body is never run as a FastCGI request"
 assert_eq "$(tn_log_count 'malformed FastCGI')" 0 \

@@ -39,6 +39,7 @@ http /_tenancy/status > /dev/null
 assert_eq "$(last_status)" 403 "status refused outside status_allow"
 
 # The access log: one JSON line per request with the fields we document.
+access_log_settled
 lines=$(grep -c '"req":' "$T/access.log")
 assert_ge "$lines" 6 "access log lines"
 line=$(grep '"uri":"/echo"' "$T/access.log" | head -1)
@@ -58,6 +59,25 @@ for spec in "127.0.0.1:$(free_port)" "[::1]:$(free_port)"; do
     nginx_start "$spec"
     assert_eq "$(http / tcp.example)" "hello from tcp.example" "hello over TCP $spec"
 done
+
+# The access log's buffer, with access_log_flush = 60s so that only a leaving worker writes:
+# one killed at request_timeout writes the lines it gathered first, and so does one stopping.
+kill -QUIT "$TN_PID"
+wait "$TN_PID" 2>/dev/null
+tn_conf "listen = $spec" "pm.max_children = 1" "access_log_flush = 60s" "request_timeout = 1s"
+tn_start
+for i in 1 2 3; do http / "buf$i.example" > /dev/null; done
+access_log_settled
+assert_eq "$(grep -c '"host":"buf' "$T/access.log")" 0 "access-log lines gathered, not written yet"
+http "/sleep?ms=3000" slow.example > /dev/null
+assert_eq "$(last_status)" 504 "request_timeout answers 504"
+wait_until 3 bash -c "[ \$(grep -c '\"host\":\"buf' '$T/access.log') = 3 ]" &&
+    log "ok: a worker killed at request_timeout wrote its gathered lines first" ||
+    fail "the lines gathered before a request_timeout were lost"
+http / bufstop.example > /dev/null
+kill -QUIT "$TN_PID"
+wait "$TN_PID" 2>/dev/null
+assert_eq "$(grep -c '"host":"bufstop.example"' "$T/access.log")" 1 "a stopping worker writes its gathered lines"
 
 # -t: valid and invalid configurations.
 "$TENANCYD" -c "$T/tenancyd.conf" -t 2>/dev/null && log "ok: -t accepts a valid file" || fail "-t refused a valid file"

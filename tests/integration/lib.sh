@@ -106,6 +106,10 @@ free_port() {
     hard_error "no free port"
 }
 
+# tenancyd gathers access-log lines and writes them within access_log_flush (100 ms by
+# default): before reading the log for what must be there, or must not, give it that long.
+access_log_settled() { sleep 0.3; }
+
 wait_until() {   # wait_until SECONDS command...
     local limit=$1
     shift

@@ -26,6 +26,10 @@ shard_of_pids() {
     done
 }
 
+# Which worker served a request is read from the access log's new lines: written at once here
+# (access_log_buffer = 0), so lines gathered earlier cannot land after the count.
+shard_conf() { tn_conf "access_log_buffer = 0" "$@"; }
+
 # served_by SOCKET HOST -> the pid that served one fcgi_probe request on SOCKET
 served_by() {
     local before out
@@ -37,7 +41,7 @@ served_by() {
 }
 
 # ---- sockets, shards of the workers, requests per shard --------------------------------------
-tn_conf "pm.max_children = 4" "listen.shards = 2" "request_timeout = 10s"
+shard_conf "pm.max_children = 4" "listen.shards = 2" "request_timeout = 10s"
 tn_start
 for s in "$T/fcgi.sock" "$T/fcgi.sock.0" "$T/fcgi.sock.1"; do
     [ -S "$s" ] && log "ok: $s is a socket" || fail "$s is not a socket"
@@ -98,7 +102,7 @@ for s in "$T/fcgi.sock" "$T/fcgi.sock.0" "$T/fcgi.sock.1"; do
 done
 
 # ---- a busy shard: one worker per shard, a slow request on shard 0 ---------------------------
-tn_conf "pm.max_children = 2" "listen.shards = 2" "request_timeout = 10s"
+shard_conf "pm.max_children = 2" "listen.shards = 2" "request_timeout = 10s"
 tn_start
 slow_start=$SECONDS
 "$PROBE" -t 8 -b 6000 -u '/sleep?ms=3000' -H slow.example "$T/fcgi.sock.0" request > "$T/slow.out" 2>&1 &
@@ -130,7 +134,7 @@ check_t "above pm.max_children" "pm.max_children = 2" "listen.shards = 3"
 check_t "not listen = inherit" "listen = inherit" "listen.shards = 2"
 check_t "has no address" "listen = 127.0.0.1:65534" "listen.shards = 2"
 # the running socket keeps its 2 shards: a reload to pm = dynamic and no shards is refused
-tn_conf "pm = dynamic" "pm.max_children = 4" "pm.start = 2"
+shard_conf "pm = dynamic" "pm.max_children = 4" "pm.start = 2"
 kill -HUP "$TN_PID"
 wait_until 5 grep -q 'reload refused: the running socket has 2 shards' "$T/tenancyd.log" ||
     fail "the reload was not refused"
@@ -155,7 +159,7 @@ wait_until 10 bash -c "for p in $old_pids; do kill -0 \$p 2> /dev/null && exit 1
     fail "the old generation did not leave"
 each_shard_serves "$T/fcgi.sock" "after a reload"
 # a new listen path: its shards are opened beside the old ones, which go with their workers
-tn_conf "pm.max_children = 2" "listen.shards = 2" "request_timeout = 10s" "listen = $T/new.sock"
+shard_conf "pm.max_children = 2" "listen.shards = 2" "request_timeout = 10s" "listen = $T/new.sock"
 kill -HUP "$TN_PID"
 wait_until 10 bash -c "[ -S '$T/new.sock.1' ] && ! [ -e '$T/fcgi.sock.1' ]" ||
     fail "the new shard sockets did not replace the old ones"

@@ -87,6 +87,7 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Host: t1.localhost' -H "If-Non
 assert_eq "$code" 304 "If-None-Match gives 304"
 
 # ---- the access log carries the tenant ---------------------------------------------------------
+access_log_settled
 line=$(grep '"host":"t42.localhost"' "$T/access.log" | tail -1)
 assert_contains "$line" '"tenant":{"id":' "access log: tenant id"
 assert_contains "$line" '"slug":"t42"' "access log: tenant slug"

@@ -93,6 +93,47 @@ START_TEST(test_huge_declared_lengths_refused)
 }
 END_TEST
 
+/* The same pairs in one PARAMS record (lengths read at once) and in one-byte records (read
+ * byte by byte across records) get the same verdict and reason, under every limit. */
+START_TEST(test_pairs_whole_or_split_agree)
+{
+    unsigned char nv[600];
+    size_t k = 0;
+    static const size_t lens[][2] = {{4, 3}, {200, 1}, {1, 150}, {0, 0}, {9, 130}};
+    for (size_t p = 0; p < sizeof(lens) / sizeof(lens[0]); p++) {
+        for (int j = 0; j < 2; j++) {
+            size_t l = lens[p][j];
+            if (l > 127) {
+                nv[k++] = (unsigned char)(0x80 | (l >> 24));
+                nv[k++] = (unsigned char)(l >> 16);
+                nv[k++] = (unsigned char)(l >> 8);
+            }
+            nv[k++] = (unsigned char)l;
+        }
+        memset(nv + k, 'a', lens[p][0] + lens[p][1]);
+        k += lens[p][0] + lens[p][1];
+    }
+    static unsigned char whole[1200], split[8 * 600 + 100];
+    size_t nw = begin(whole, 1, 1, 0);
+    nw += rec(whole + nw, FCGI_T_PARAMS, 1, nv, k);
+    nw += rec(whole + nw, FCGI_T_PARAMS, 1, NULL, 0);
+    size_t ns = begin(split, 1, 1, 0);
+    for (size_t i = 0; i < k; i++)
+        ns += rec(split + ns, FCGI_T_PARAMS, 1, nv + i, 1);
+    ns += rec(split + ns, FCGI_T_PARAMS, 1, NULL, 0);
+    size_t limits[] = {1 << 20, 498, 497, 300, 200, 199, 150, 149, 3, 0};   /* 498 in all */
+    for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+        fp_result a, b;
+        fp_verdict va = fcgi_precheck(whole, nw, limits[i], false, &a);
+        fp_verdict vb = fcgi_precheck(split, ns, limits[i], false, &b);
+        ck_assert_msg(va == vb, "limit %zu: %d vs %d", limits[i], (int)va, (int)vb);
+        ck_assert_int_eq(va, limits[i] >= 498 ? FP_READY : FP_TOO_BIG);
+        if (va == FP_TOO_BIG)
+            ck_assert_str_eq(a.why, b.why);
+    }
+}
+END_TEST
+
 START_TEST(test_management_and_roles)
 {
     unsigned char s[256];
@@ -175,6 +216,7 @@ Suite *proto_suite(void)
     TCase *tc = tcase_create("fcgi");
     tcase_add_test(tc, test_normal_request_ready);
     tcase_add_test(tc, test_huge_declared_lengths_refused);
+    tcase_add_test(tc, test_pairs_whole_or_split_agree);
     tcase_add_test(tc, test_management_and_roles);
     tcase_add_test(tc, test_stale_records_skipped_and_foreign_records_passed_over);
     tcase_add_test(tc, test_garbage_refused);
