@@ -108,6 +108,7 @@ struct conn {
     int64_t deadline_ms;  /* close when idle (or incomplete) past this */
     int64_t req_start_ms; /* first byte of a request not yet complete (0: none) */
     int64_t last_ms;      /* for LRU release */
+    uint64_t ready_seq;   /* when it became ready, in the order epoll reported it */
 };
 
 typedef struct worker {
@@ -130,6 +131,7 @@ typedef struct worker {
     uint64_t served;
     uint64_t max_requests;
     uint64_t req_counter;
+    uint64_t ready_seq;    /* the last conn.ready_seq given */
     alog *alog;            /* the access log (NULL: off) */
     uint32_t log_gen;
     int64_t idle_since_ms;
@@ -240,6 +242,15 @@ static struct conn *conn_find(worker *w, int fd)
         if (w->conns[i].fd == fd)
             return &w->conns[i];
     return NULL;
+}
+
+/* A request (or the peer's close) is waiting on c: it queues behind the ones already waiting. */
+static void mark_ready(worker *w, struct conn *c)
+{
+    if (!c->ready) {
+        c->ready = true;
+        c->ready_seq = ++w->ready_seq;
+    }
 }
 
 /* Drop a connection from the table. Its descriptor is closed by the caller (or already);
@@ -440,7 +451,7 @@ static void hand_off_pending_accepts(worker *w, int64_t now)
         struct conn *c = conn_add(w, fd, now);
         if (c == NULL)
             return;
-        c->ready = true;
+        mark_ready(w, c);
         conn_hand_off(w, c);
     }
 }
@@ -516,7 +527,7 @@ static void take_handoffs(worker *w, int64_t now)
         if (c == NULL)
             continue;
         c->kept = msg.tag != 'n';
-        c->ready = true;
+        mark_ready(w, c);
         c->deadline_ms = now + w->cfg->keepalive_timeout_ms;
         if (msg.req_start_ms > 0) {
             /* a request partly there: its bound runs from its first byte, as before */
@@ -1142,8 +1153,17 @@ static bool accept_new(worker *w, int lfd, int64_t now)
     struct conn *c = conn_add(w, fd, now);
     /* nginx writes the request right after connecting: look at once, not a turn later. */
     if (c != NULL)
-        c->ready = true;
+        mark_ready(w, c);
     return c != NULL;
+}
+
+/* A connection of this worker's with a request waiting (epoll said readable). */
+static bool any_waiting(const worker *w)
+{
+    for (int i = 0; i < w->nconns; i++)
+        if (w->conns[i].ready)
+            return true;
+    return false;
 }
 
 /* As many connections as MAX_CONNS, or as the open-files limit leaves room for (raised to
@@ -1261,7 +1281,7 @@ static void worker_loop(worker *w)
             }
             struct conn *c = conn_find(w, (int)evs[i].data.u64);
             if (c != NULL)
-                c->ready = true;
+                mark_ready(w, c);
         }
         /* Deadlines: silent, idle and incomplete connections go. An idle kept one is
          * looked at first (its readiness may be in the next batch of events): a request
@@ -1275,7 +1295,7 @@ static void worker_loop(worker *w)
                          "within request_timeout");
                 conn_close(w, c);
             } else if (has_pending_input(c->fd)) {
-                c->ready = true;
+                mark_ready(w, c);
             } else if (c->kept) {
                 conn_drop(w, c);
             } else {
@@ -1290,13 +1310,21 @@ static void worker_loop(worker *w)
             take_handoffs(w, now);
         if (shard_ready && w->nconns < w->max_conns)
             accepted = accept_new(w, w->args->shard_fd, now);
-        if (listen_ready && w->nconns < w->max_conns)
+        /* A worker already behind (a request waits on a connection it holds) leaves a new
+         * connection to an idle worker, which the same event woke (EPOLLEXCLUSIVE wakes a
+         * worker blocked in epoll): new connections go where there is time for them, and
+         * the web server's kept connections spread over the workers instead of piling up
+         * behind one. The socket stays readable, so if nobody takes it this one does as
+         * soon as it has caught up. */
+        if (listen_ready && w->nconns < w->max_conns &&
+            !(any_waiting(w) && __atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED) > 0))
             accepted = accept_new(w, w->args->lis->fd, now) || accepted;
-        /* Serve one ready connection per turn, the one waiting longest first, so that the
-         * listen socket and the deadlines are looked at between requests. */
+        /* Serve one ready connection per turn, first come first served (in the order epoll
+         * reported them: the order the requests arrived), so that the listen socket and the
+         * deadlines are looked at between requests. */
         struct conn *pick = NULL;
         for (int i = 0; i < w->nconns; i++)
-            if (w->conns[i].ready && (pick == NULL || w->conns[i].last_ms < pick->last_ms))
+            if (w->conns[i].ready && (pick == NULL || w->conns[i].ready_seq < pick->ready_seq))
                 pick = &w->conns[i];
         if (pick == NULL)
             continue;

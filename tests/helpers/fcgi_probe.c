@@ -1028,6 +1028,71 @@ out:
     conn_close(c2);
 }
 
+/* serve-order: one worker serves the requests waiting on its kept connections in the order
+ * they came. Needs pm.max_children = 1 (every connection on one worker) and the hello app's
+ * test routes. Three kept connections are served once each (order-a, -b, -c), a slow request
+ * then holds the worker, and the next requests are written on c, b and a, 50 ms apart. All
+ * must be answered; the caller reads the order they were served in from the access log (c,
+ * b, a: the order they came, not the order the connections were last used). */
+static void case_serve_order(void)
+{
+    static const char *const hosts[3] = {"order-a.example", "order-b.example", "order-c.example"};
+    conn *k[3] = {NULL, NULL, NULL}, *w = NULL;
+    obuf req[3] = {{0}}, slow = {0};
+    response r = RESPONSE_INIT;
+    int64_t until = now_ms() + 8000;
+    const char *host = opt.host;
+    int rc;
+    for (int i = 0; i < 3; i++) {
+        opt.host = hosts[i];
+        build_request(&req[i], 1, true, "GET", "/", NULL);
+    }
+    opt.host = host;
+    build_request(&slow, 1, false, "GET", "/sleep?ms=500", NULL);
+    for (int i = 0; i < 3; i++) {
+        if ((k[i] = conn_open()) == NULL || send_ob(k[i], &req[i], until) != 0)
+            goto not_sent;
+        rc = read_response(k[i], 1, until, &r);
+        ob_free(&r.out);
+        if (rc != RD_OK || !served(&r)) {
+            fail("the first request on connection %d was not served: %s", i, rc_text(rc));
+            goto out;
+        }
+    }
+    if ((w = conn_open()) == NULL || send_ob(w, &slow, until) != 0)
+        goto not_sent;
+    pause_ms(150);   /* the slow request runs: the next ones wait on their connections */
+    for (int i = 2; i >= 0; i--) {
+        if (send_ob(k[i], &req[i], until) != 0)
+            goto not_sent;
+        pause_ms(50);
+    }
+    rc = read_response(w, 1, until, &r);
+    ob_free(&r.out);
+    if (rc != RD_OK || !served(&r)) {
+        fail("the slow request was not served: %s", rc_text(rc));
+        goto out;
+    }
+    for (int i = 2; i >= 0; i--) {
+        rc = read_response(k[i], 1, until, &r);
+        ob_free(&r.out);
+        if (rc != RD_OK || !served(&r)) {
+            fail("the second request on connection %d was not served: %s", i, rc_text(rc));
+            goto out;
+        }
+    }
+    goto out;
+not_sent:
+    fail("could not open the connections and send their requests");
+out:
+    for (int i = 0; i < 3; i++) {
+        ob_free(&req[i]);
+        conn_close(k[i]);
+    }
+    ob_free(&slow);
+    conn_close(w);
+}
+
 /* linger: requests without FCGI_KEEP_CONN whose clients do not close after END_REQUEST. The
  * host must close its side promptly (-c, default -b) and serve a second client meanwhile. */
 static void case_linger(void)
@@ -1471,6 +1536,8 @@ static const struct {
     {"keep-conn-pin", case_keep_conn_pin, "idle FCGI_KEEP_CONN connections do not pin workers"},
     {"partial-beside-slow", case_partial_beside_slow,
      "half a request on a worker that starts a slow one: passed on"},
+    {"serve-order", case_serve_order,
+     "requests waiting on one worker's kept connections served in the order they came"},
     {"linger", case_linger, "a client that does not close after END_REQUEST"},
     {"silent-connect", case_silent_connect, "connections that send nothing"},
     {"unknown-role", case_unknown_role, "role 7 gets END_REQUEST{FCGI_UNKNOWN_ROLE}"},

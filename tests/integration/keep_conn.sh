@@ -143,4 +143,15 @@ log "connections accepted: $a1 before the worker left, $a2 after the POST and th
 assert_eq "$a2" "$a1" "served on the connections nginx kept (no new connection accepted)"
 assert_eq "$(grep -c upstream "$T/nginx-error.log")" 0 "nginx saw no upstream error"
 
+# ---- order: one worker serves the requests waiting on its connections in the order they came
+# (fcgi_probe serve-order: served once on a, b, c; a slow request; then written c, b, a).
+kill -TERM "$TN_PID"
+wait_until 10 bash -c "! kill -0 $TN_PID" || fatal "tenancyd did not stop"
+tn_conf "pm.max_children = 1" "access_log_buffer = 0"
+tn_start
+out=$("$HELPERS/fcgi_probe" -t 10 "$T/fcgi.sock" serve-order 2>&1)
+assert_contains "$out" "serve-order: PASS" "every request of the serve-order probe answered"
+order=$(grep -o '"host":"order-[abc]' "$T/access.log" | tail -3 | cut -d- -f2 | tr -d '\n')
+assert_eq "$order" "cba" "the waiting requests served in the order they came"
+
 exit 0
