@@ -48,14 +48,19 @@ static const char *file_now(void)
 
 static void add(alog *a, const char *line, int64_t now) { alog_line(a, line, strlen(line), now); }
 
+/* Add a line at `now`; the file must then hold exactly `want`. */
+static void step(alog *a, const char *line, int64_t now, const char *want)
+{
+    add(a, line, now);
+    ck_assert_str_eq(file_now(), want);
+}
+
 START_TEST(unbuffered_writes_each_line)
 {
     alog *a;
     ck_assert_int_eq(alog_open(path, 0, 1000, &a), TN_OK);
-    add(a, "{\"n\":1}\n", 0);
-    ck_assert_str_eq(file_now(), "{\"n\":1}\n");
-    add(a, "{\"n\":2}\n", 0);
-    ck_assert_str_eq(file_now(), "{\"n\":1}\n{\"n\":2}\n");
+    step(a, "{\"n\":1}\n", 0, "{\"n\":1}\n");
+    step(a, "{\"n\":2}\n", 0, "{\"n\":1}\n{\"n\":2}\n");
     ck_assert_uint_eq(alog_pending(a), 0);
     alog_close(a);
 }
@@ -66,13 +71,11 @@ START_TEST(buffered_until_flush_or_close)
     alog *a;
     ck_assert_int_eq(alog_open(path, 4096, 1000, &a), TN_OK);
     add(a, "a\n", 10);
-    add(a, "b\n", 20);
-    ck_assert_str_eq(file_now(), "");
+    step(a, "b\n", 20, "");
     ck_assert_uint_eq(alog_pending(a), 4);
     alog_flush(a);
     ck_assert_str_eq(file_now(), "a\nb\n");
-    add(a, "c\n", 30);
-    ck_assert_str_eq(file_now(), "a\nb\n");
+    step(a, "c\n", 30, "a\nb\n");
     alog_close(a);   /* closing writes what is left */
     ck_assert_str_eq(file_now(), "a\nb\nc\n");
 }
@@ -84,12 +87,11 @@ START_TEST(full_buffer_writes_whole_lines)
     alog *a;
     ck_assert_int_eq(alog_open(path, 10, 1000, &a), TN_OK);
     add(a, "1234\n", 0);
-    add(a, "5678\n", 0);   /* exactly full: stays */
-    ck_assert_str_eq(file_now(), "");
-    add(a, "9ab\n", 0);    /* does not fit: the first two go, this one waits */
-    ck_assert_str_eq(file_now(), "1234\n5678\n");
-    add(a, "a line longer than the buffer\n", 0);   /* written at once, after "9ab" */
-    ck_assert_str_eq(file_now(), "1234\n5678\n9ab\na line longer than the buffer\n");
+    step(a, "5678\n", 0, "");   /* exactly full: stays */
+    step(a, "9ab\n", 0, "1234\n5678\n");   /* does not fit: the first two go, this one waits */
+    /* longer than the buffer: written at once, after "9ab" */
+    step(a, "a line longer than the buffer\n", 0,
+         "1234\n5678\n9ab\na line longer than the buffer\n");
     ck_assert_uint_eq(alog_pending(a), 0);
     alog_close(a);
 }
@@ -101,14 +103,11 @@ START_TEST(flush_interval_bounds_the_wait)
     alog *a;
     ck_assert_int_eq(alog_open(path, 4096, 1000, &a), TN_OK);
     add(a, "t0\n", 5000);
-    add(a, "t999\n", 5999);
-    ck_assert_str_eq(file_now(), "");
-    add(a, "t1000\n", 6000);
-    ck_assert_str_eq(file_now(), "t0\nt999\nt1000\n");
-    add(a, "t1500\n", 6500);   /* the clock starts again with the next line */
-    ck_assert_str_eq(file_now(), "t0\nt999\nt1000\n");
-    add(a, "t2500\n", 7500);
-    ck_assert_str_eq(file_now(), "t0\nt999\nt1000\nt1500\nt2500\n");
+    step(a, "t999\n", 5999, "");
+    step(a, "t1000\n", 6000, "t0\nt999\nt1000\n");
+    /* the clock starts again with the next line */
+    step(a, "t1500\n", 6500, "t0\nt999\nt1000\n");
+    step(a, "t2500\n", 7500, "t0\nt999\nt1000\nt1500\nt2500\n");
     alog_close(a);
 }
 END_TEST
