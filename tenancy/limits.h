@@ -9,7 +9,8 @@
  * so the cap is never exceeded (at worst both refuse); it holds for every tenant, however
  * many the host has. The counters (requests, 5xx, refusals, in flight, for the status page)
  * are in a table found by tenant id with open addressing, whose entries are never removed:
- * it holds the LIMITS_SLOTS tenants seen first (about 120,000: fewer when a neighbourhood of
+ * it holds the LIMITS_SLOTS tenants seen first (all of them while the registry's ids, which
+ * are dense sequence numbers, span fewer than LIMITS_SLOTS; fewer when a neighbourhood of
  * LIMITS_PROBE slots fills up first); beyond that, tenants are not counted (logged once per
  * worker), but still capped. Its pages are shared memory the kernel gives only when first
  * written, and the status page reads only those (limits_top), so a host with few tenants
