@@ -1157,13 +1157,15 @@ static bool accept_new(worker *w, int lfd, int64_t now)
     return c != NULL;
 }
 
-/* A connection of this worker's with a request waiting (epoll said readable). */
-static bool any_waiting(const worker *w)
+/* The connection to serve next: of those with a request waiting (epoll said readable), the
+ * first that became ready (the order the requests arrived). NULL: none waits. */
+static struct conn *oldest_ready(worker *w)
 {
+    struct conn *pick = NULL;
     for (int i = 0; i < w->nconns; i++)
-        if (w->conns[i].ready)
-            return true;
-    return false;
+        if (w->conns[i].ready && (pick == NULL || w->conns[i].ready_seq < pick->ready_seq))
+            pick = &w->conns[i];
+    return pick;
 }
 
 /* As many connections as MAX_CONNS, or as the open-files limit leaves room for (raised to
@@ -1310,6 +1312,9 @@ static void worker_loop(worker *w)
             take_handoffs(w, now);
         if (shard_ready && w->nconns < w->max_conns)
             accepted = accept_new(w, w->args->shard_fd, now);
+        /* Serve one ready connection per turn, first come first served, so that the listen
+         * socket and the deadlines are looked at between requests. */
+        struct conn *pick = oldest_ready(w);
         /* A worker already behind (a request waits on a connection it holds) leaves a new
          * connection to an idle worker, which the same event woke (EPOLLEXCLUSIVE wakes a
          * worker blocked in epoll): new connections go where there is time for them, and
@@ -1317,15 +1322,10 @@ static void worker_loop(worker *w)
          * behind one. The socket stays readable, so if nobody takes it this one does as
          * soon as it has caught up. */
         if (listen_ready && w->nconns < w->max_conns &&
-            !(any_waiting(w) && __atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED) > 0))
+            !(pick != NULL && __atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED) > 0))
             accepted = accept_new(w, w->args->lis->fd, now) || accepted;
-        /* Serve one ready connection per turn, first come first served (in the order epoll
-         * reported them: the order the requests arrived), so that the listen socket and the
-         * deadlines are looked at between requests. */
-        struct conn *pick = NULL;
-        for (int i = 0; i < w->nconns; i++)
-            if (w->conns[i].ready && (pick == NULL || w->conns[i].ready_seq < pick->ready_seq))
-                pick = &w->conns[i];
+        if (pick == NULL)   /* the one just accepted, if any (it is the last to come) */
+            pick = oldest_ready(w);
         if (pick == NULL)
             continue;
         handle_conn(w, pick, now);
