@@ -707,8 +707,10 @@ int migrate_provision(tn_db *db, const char *prelude, const migration_set *s,
         res->prelude_failed = rc != TN_OK;
     }
     /* the migrators' lock (apply_one): a `migrate` run that finds the storage meanwhile
-     * waits for this transaction, then sees its versions */
-    if (rc == TN_OK)
+     * waits for this transaction, then sees its versions. Not when the prelude made the
+     * storage in this very transaction: nobody else can see it before the commit, so the
+     * lock would only cost a round trip per new tenant. */
+    if (rc == TN_OK && prelude == NULL)
         rc = lock_migrators(db);
     if (rc == TN_OK && s->n > 0)
         rc = tn_db_exec(db, create_new_table_sql, 0, NULL);

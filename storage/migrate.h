@@ -115,7 +115,8 @@ int migrate_seed(tn_db *db, const char *label, const char *sql, int nparams,
  * for none; when it fails, res->prelude_failed is set): the version table,
  * every file of the set with its version row, and then the seed (as migrate_seed: nparams,
  * params; seed_sql NULL for none), all in ONE transaction — on PostgreSQL under the same
- * advisory lock as migrate_apply. A new tenant costs one commit instead of one per file plus
+ * advisory lock as migrate_apply, except with a prelude (the storage it creates is nobody
+ * else's to see before the commit). A new tenant costs one commit instead of one per file plus
  * one for the seed. All or nothing: on failure nothing of it is left (res->to is ""), and
  * res->error names the file or the seed's label and the statement; a version table that is
  * already there fails the call. db must be outside a transaction. */
