@@ -107,7 +107,6 @@ struct conn {
     bool rcvtimeo;        /* SO_RCVTIMEO set (see arm_read_timeout) */
     int64_t deadline_ms;  /* close when idle (or incomplete) past this */
     int64_t req_start_ms; /* first byte of a request not yet complete (0: none) */
-    int64_t last_ms;      /* for LRU release */
     uint64_t ready_seq;   /* when it became ready, in the order epoll reported it */
 };
 
@@ -392,7 +391,6 @@ static struct conn *conn_add(worker *w, int fd, int64_t now)
     struct conn *c = &w->conns[w->nconns++];
     memset(c, 0, sizeof(*c));
     c->fd = fd;
-    c->last_ms = now;
     c->deadline_ms = now + (w->cfg->keepalive_timeout_ms > 0 ? w->cfg->keepalive_timeout_ms : 5000);
     return c;
 }
@@ -1076,7 +1074,6 @@ static void handle_conn(worker *w, struct conn *c, int64_t now)
         c->serving = false;
         c->kept = true;
         c->req_start_ms = 0;
-        c->last_ms = t;
         c->deadline_ms = t + w->cfg->keepalive_timeout_ms;
         conn_register(w, c);
         return;
@@ -1321,10 +1318,12 @@ static void worker_loop(worker *w)
          * the web server's kept connections spread over the workers instead of piling up
          * behind one. The socket stays readable, so if nobody takes it this one does as
          * soon as it has caught up. */
-        if (listen_ready && w->nconns < w->max_conns &&
-            !(pick != NULL && __atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED) > 0))
-            accepted = accept_new(w, w->args->lis->fd, now) || accepted;
-        if (pick == NULL)   /* the one just accepted, if any (it is the last to come) */
+        bool took = listen_ready && w->nconns < w->max_conns &&
+                    !(pick != NULL &&
+                      __atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED) > 0) &&
+                    accept_new(w, w->args->lis->fd, now);
+        accepted = took || accepted;
+        if (pick == NULL && took)   /* the one just accepted (it is the last to come) */
             pick = oldest_ready(w);
         if (pick == NULL)
             continue;
