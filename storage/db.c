@@ -175,6 +175,39 @@ const char *db_uri_backend(const char *uri)
     }
 }
 
+int db_defer_sync(tn_db *db, bool deferred)
+{
+    if (db == NULL)
+        return TN_INVALID;
+    if (txn_open(db))
+        return db_set_error(db, TN_BUSY, "db_defer_sync: inside a transaction");
+    return db->drv->defer_sync != NULL ? db->drv->defer_sync(db, deferred) : TN_OK;
+}
+
+int db_flush(tn_db *db)
+{
+    if (db == NULL)
+        return TN_INVALID;
+    if (txn_open(db))
+        return db_set_error(db, TN_BUSY, "db_flush: inside a transaction");
+    return db->drv->flush != NULL ? db->drv->flush(db) : TN_OK;
+}
+
+int db_preload(const char *uri, char *err, size_t errlen)
+{
+    const char *target;
+    set_errbuf(err, errlen, "");
+    switch (pick_backend(uri, &target)) {
+    case BACKEND_SQLITE:
+        return TN_OK;
+    case BACKEND_PG:
+        return pg_load(err, errlen) != NULL ? TN_OK : TN_IO;
+    default:
+        set_errbuf(err, errlen, "unknown database URI");
+        return TN_INVALID;
+    }
+}
+
 /*
  * Defaults: busy_timeout_ms 0 means 5000 and a negative value means "do not wait";
  * statement_timeout_ms 0 leaves the server's setting alone (negative is taken as 0).

@@ -39,6 +39,22 @@ typedef struct db_options {
  * TN_IO when the database cannot be reached or opened; err says why (never NULL). */
 int db_open(const char *uri, const db_options *opt, tn_db **out, char *err, size_t errlen);
 
+/* Load the driver that uri needs without connecting (the PostgreSQL one is a module loaded
+ * on first use, see db.c). A process about to fork workers calls it first, so the workers
+ * share the loaded libpq instead of each loading it again. TN_OK, TN_INVALID (unknown URI),
+ * TN_IO (the driver cannot be loaded: err says why). */
+int db_preload(const char *uri, char *err, size_t errlen);
+
+/* Durability in bulk (SQLite; a no-op on PostgreSQL, whose commits are as durable as the
+ * server is set to be). db_defer_sync(db, true): this connection's commits are no longer
+ * flushed one by one: each is written (a crashed process loses none) but an OS crash or a
+ * power loss may lose the last ones until db_flush() (or a checkpoint) has run; false:
+ * flushed at commit again, as opened. db_flush: everything committed so far, by any
+ * connection to the database, made durable. Between transactions only (TN_BUSY inside
+ * one). TN_OK or a storage error. */
+int db_defer_sync(tn_db *db, bool deferred);
+int db_flush(tn_db *db);
+
 /* Close; NULL is accepted. An open transaction is rolled back. */
 void db_close(tn_db *db);
 
@@ -59,8 +75,9 @@ int db_quote_ident(const char *ident, char *out, size_t outlen);
 /* PostgreSQL only: scope every later transaction of this connection to `schema` (see
  * storage/target.h): the first statement of each transaction — an autocommit statement, or
  * the first after tn_db_begin — goes in one round trip with
- * set_config('search_path', schema, true) (and BEGIN after tn_db_begin, which itself sends
- * nothing); an autocommit statement runs in the implicit transaction of that round trip,
+ * set_config('search_path', schema, true) (after tn_db_begin, which itself sends nothing,
+ * BEGIN and the same as SET LOCAL search_path); an autocommit statement runs in the
+ * implicit transaction of that round trip,
  * committed at its end, or rolled back there when it fails (the connection is then clean,
  * not in a failed transaction). NULL removes the scope. TN_OK, TN_INVALID (SQLite, or a bad identifier),
  * TN_BUSY (inside a transaction: change scope between transactions only).

@@ -95,6 +95,12 @@ struct db_driver {
     bool (*is_clean)(const tn_db *db);
     int (*reset)(tn_db *db);
     void *(*native)(tn_db *db);
+    /* SQLite only (NULL in the PostgreSQL driver: its commits are as durable as the server
+     * is set to be). defer_sync: commits from now on are not flushed one by one (deferred)
+     * or are again as opened; flush: make every commit so far durable. db.c checked that no
+     * transaction is open. */
+    int (*defer_sync)(tn_db *db, bool deferred);
+    int (*flush)(tn_db *db);
     /* PostgreSQL only (NULL in the SQLite driver). set_scope: `schema` already validated,
      * `quoted` its db_quote_ident() form, both NULL to remove the scope; db.c checked that
      * no transaction is open. */

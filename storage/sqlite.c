@@ -3,7 +3,7 @@
  *
  * Owns: one sqlite3 handle per tn_db, opened the way every tenant file must be opened
  * (WAL, a busy timeout with its own fine-grained handler, synchronous=FULL unless
- * sync_normal, foreign keys on), a small
+ * sync_normal or deferred for a bulk job by db_defer_sync, foreign keys on), a small
  * per-connection cache of prepared statements, and the translation of SQLite's codes.
  *
  * Hardening, applied to every connection and not negotiable by SQL:
@@ -35,7 +35,8 @@
  * TN_ERR. tn_db_last_id() is sqlite3_last_insert_rowid().
  *
  * Must not: open anything but the one file named by the URI, or run SQL other than the
- * caller's statements (through acquire) and the constant PRAGMAs of the open.
+ * caller's statements (through acquire) and constant PRAGMAs (the open's, synchronous for
+ * db_defer_sync, schema_version to open the WAL before db_flush syncs it).
  */
 #include "core/first.h"
 #include "storage/db_int.h"
@@ -674,6 +675,40 @@ static int sq_reset(tn_db *db)
     return TN_OK;
 }
 
+/* Deferred commits: synchronous=NORMAL on this connection, whatever it was opened with, so
+ * a commit writes the WAL without waiting for the disk; sq_flush makes them durable. A
+ * checkpoint still flushes the WAL before it copies frames back (NORMAL does that), so the
+ * WAL that sq_flush syncs holds every commit not yet in a synced database file. */
+static int sq_defer_sync(tn_db *db, bool deferred)
+{
+    bool normal = deferred || db->opt.sync_normal;
+    return sq_exec(db, normal ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL", 0,
+                   NULL, DB_EXEC_NOCACHE);
+}
+
+/* Every commit so far on disk: the WAL file flushed (by any process: the page cache is
+ * shared, so this covers other connections' deferred commits too). A read opens the WAL
+ * first (a new connection opens it lazily); with no WAL open after that (not WAL mode, an
+ * in-memory database) there is nothing to flush. */
+static int sq_flush(tn_db *db)
+{
+    sqlite_db *d = SDB(db);
+    char v[32];
+    int rc = db_query_value(db, v, sizeof(v), "PRAGMA schema_version", 0, NULL);
+    if (rc != TN_OK)
+        return rc;
+    sqlite3_file *wal = NULL;
+    if (sqlite3_file_control(d->h, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal) != SQLITE_OK)
+        return db_set_error(db, TN_IO, "flush: %s", sqlite3_errmsg(d->h));
+    if (wal == NULL || wal->pMethods == NULL)
+        return TN_OK;
+    int src = wal->pMethods->xSync(wal, SQLITE_SYNC_NORMAL);
+    if (src != SQLITE_OK)
+        return db_set_error(db, TN_IO, "flush: the WAL could not be synced (%s)",
+                            sqlite3_errstr(src));
+    return TN_OK;
+}
+
 static void *sq_native(tn_db *db)
 {
     return SDB(db)->h;
@@ -698,4 +733,6 @@ const db_driver db_sqlite_driver = {
     .is_clean = sq_is_clean,
     .reset = sq_reset,
     .native = sq_native,
+    .defer_sync = sq_defer_sync,
+    .flush = sq_flush,
 };

@@ -364,6 +364,18 @@ int target_drop_on(tn_db *kept, const storage_target *t, char *err, size_t errle
     return rc;
 }
 
+int target_connect(const storage_target *t, tn_db **out, char *err, size_t errlen)
+{
+    clear(err, errlen);
+    *out = NULL;
+    int rc = check_target(t, err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    if (t->kind != TARGET_PG_SCHEMA)
+        return tn_errf(err, errlen, TN_DECLINED, "not a schema");
+    return open_server(t, out, err, errlen);
+}
+
 int target_open(const storage_target *t, tn_db **out, char *err, size_t errlen)
 {
     clear(err, errlen);

@@ -12,8 +12,9 @@
  * Schema mode is where pooled connections leak tenants in other tools (a session-level
  * `SET search_path` that outlives the request). Here the schema is never a session setting:
  * a connection scoped to a schema (db_set_schema_scope in db.h) sends
- * `set_config('search_path', <schema>, true)` (after BEGIN when the transaction is explicit;
- * an autocommit statement runs in the implicit transaction of its round trip) in the same
+ * `set_config('search_path', <schema>, true)` (after BEGIN, when the transaction is
+ * explicit, `SET LOCAL search_path TO <schema>`, the same transaction-local setting; an
+ * autocommit statement runs in the implicit transaction of its round trip) in the same
  * round trip as the first statement of every transaction, so the path is
  * transaction-local, dies with COMMIT or ROLLBACK, and is safe behind PgBouncer in
  * transaction mode. Outside a scope the session search_path is empty: an unqualified table
@@ -82,6 +83,12 @@ int target_drop(const storage_target *t, char *err, size_t errlen);
  * is NULL or not clean, a connection of their own is opened for the call, as above. */
 int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t errlen);
 int target_drop_on(tn_db *kept, const storage_target *t, char *err, size_t errlen);
+
+/* Schema mode only: a connection to t's server with no scope, for a caller that scopes it
+ * to each schema it makes (the bulk create: the first schema of a worker is made on it
+ * too, so a worker opens one backend, not two). TN_OK; TN_DECLINED for the other kinds; or
+ * a storage error. */
+int target_connect(const storage_target *t, tn_db **out, char *err, size_t errlen);
 
 /* A connection scoped to the target, for the caller alone (the CLI, migrations, a move):
  * a SQLite file opened, a PostgreSQL connection with the schema scope set, or a connection

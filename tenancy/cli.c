@@ -470,6 +470,16 @@ static int mkdir_p(const char *path, char *err, size_t errlen)
     return TN_OK;
 }
 
+void cli_preload_drivers(const cli *c)
+{
+    const tenancy_config *tc = &c->cfg->tenancy;
+    char err[256];
+    (void)db_preload(tc->registry_uri, err, sizeof(err));
+    for (int i = 0; i < tc->nplacements; i++)
+        if (tc->placements[i].server != NULL)
+            (void)db_preload(tc->placements[i].server, err, sizeof(err));
+}
+
 /* The owner `user`/`group` of tenancyd.conf: the workers run as them and must open the
  * registry, and SQLite in WAL mode writes a -shm file beside the database even to read it.
  * So when root runs init, the state_dir, the SQLite file and the generation file are given

@@ -124,6 +124,11 @@ void cli_json_tenant(buf *b, const tenant_rec *t, const registry_domain *d, int 
  * (without "tenant" if that read fails: the change itself was made). */
 void cli_json_changed(cli *c, const char *slug);
 
+/* Before cli_jobs_start: load the PostgreSQL driver when the registry or a placement needs
+ * it, so the forked workers share it instead of each loading libpq and its ~30 libraries
+ * again. Nothing is opened; a failure is left for the workers' own opens to report. */
+void cli_preload_drivers(const cli *c);
+
 /* The owner of the workers (`user`/`group` of tenancyd.conf) when root runs the CLI, so that
  * what it creates (state_dir, the registry, tenants' SQLite files) stays theirs; *uid stays
  * -1 when there is nothing to do. TN_OK or TN_INVALID (no such user or group). */

@@ -701,6 +701,7 @@ int cli_migrate(cli *c, const cli_args *a)
     c->reg = NULL;
 
     char err[512] = "";
+    cli_preload_drivers(c);
     rc = cli_jobs_start(&r.j, &migrate_ops, &r, l.n, jobs, err, sizeof(err));
     if (rc == TN_OK && l.n > 0) {
         if (canary > 0 && canary < l.n) {

@@ -253,10 +253,21 @@ static int provision_run(cli *c, const registry_new *n, provision *p, provision_
     bool created = false;
     int rc = TN_OK;
     tn_db *db = NULL;
-    tn_db *kept = keep != NULL ? keep->db : NULL;
     struct sigaction old[TN_ARRAY_LEN(held_signals)];
     hold_signals(old);
     int64_t t0 = clock_mono_ms();
+
+    /* Schema mode with a kept connection: a worker's first (or renewed) connection is one
+     * to the server, opened here with no scope, so its first schema is made inline too. If
+     * that fails, the steps below open their own and say why. */
+    if (keep != NULL && p->target.kind == TARGET_PG_SCHEMA && !keep_reusable(keep)) {
+        db_close(keep->db);
+        keep->db = NULL;
+        if (target_connect(&p->target, &keep->db, err, sizeof(err)) != TN_OK)
+            keep->db = NULL;
+        keep->served = 0;
+    }
+    tn_db *kept = keep != NULL ? keep->db : NULL;
 
     /* The seed's parameters ($1 slug, $2 name, $3 id) and its name in messages. */
     char id[24];
@@ -266,9 +277,7 @@ static int provision_run(cli *c, const registry_new *n, provision *p, provision_
     seed_label = seed_label != NULL ? seed_label + 1 : pl->seed_path;
 
     /* Schema mode on the kept connection: CREATE SCHEMA goes into the transaction of the
-     * migrations and the seed (migrate_provision's prelude), one commit in all. Not for a
-     * worker's first tenant, nor when its connection is renewed: a new connection is opened
-     * by target_open, which wants the schema there. */
+     * migrations and the seed (migrate_provision's prelude), one commit in all. */
     char create_sql[128];
     bool inline_schema = keep_reusable(keep) && p->target.kind == TARGET_PG_SCHEMA &&
                          migrate_count(pl->set) > 0 &&
@@ -599,8 +608,13 @@ typedef struct bulk {
     provision_keep keep;
     int open_rc;
     char open_err[1024];
+    int64_t flushed_ms;          /* when this worker last flushed the registry */
     cli_jobs j;
 } bulk;
+
+/* How often a worker makes its registry commits durable (registry_defer_sync: a commit
+ * per tenant no longer waits for the disk; see create_from_file). */
+#define BULK_FLUSH_MS 1000
 
 typedef struct bulk_result {
     int32_t idx;
@@ -735,6 +749,9 @@ static void bulk_worker_begin(void *ctx)
     b->keep.max = pl->max_tenants > 0 ? pl->max_tenants : POOL_PG_MAX_TENANTS;
     b->open_rc = registry_open(tc->registry_uri, tc->gen_path, &b->c->reg, b->open_err,
                                sizeof(b->open_err));
+    if (b->open_rc == TN_OK)
+        b->open_rc = registry_defer_sync(b->c->reg, b->open_err, sizeof(b->open_err));
+    b->flushed_ms = clock_mono_ms();
 }
 
 static bool bulk_work(void *ctx, int idx, void *result)
@@ -767,6 +784,12 @@ static bool bulk_work(void *ctx, int idx, void *result)
         snprintf(r->warning, sizeof(r->warning), "%s", p.mr.warnings[0]);
     if (r->rc == TN_OK)
         r->error[0] = '\0';
+    int64_t now = clock_mono_ms();
+    if (now - b->flushed_ms >= BULK_FLUSH_MS) {   /* a failure: the parent's flush says it */
+        char ignored[256];
+        (void)registry_flush(b->c->reg, ignored, sizeof(ignored));
+        b->flushed_ms = now;
+    }
     return interrupted == 0;   /* SIGTERM undid the tenant in hand: this worker ends */
 }
 
@@ -774,6 +797,10 @@ static void bulk_worker_end(void *ctx)
 {
     bulk *b = ctx;
     db_close(b->keep.db);
+    if (b->c->reg != NULL) {
+        char ignored[256];
+        (void)registry_flush(b->c->reg, ignored, sizeof(ignored));
+    }
     registry_close(b->c->reg);
     b->c->reg = NULL;
 }
@@ -965,6 +992,7 @@ static int create_from_file(cli *c, const cli_args *a, const registry_new *tpl,
         registry_close(c->reg);
         c->reg = NULL;
         char err[512] = "";
+        cli_preload_drivers(c);
         int r = cli_jobs_start(&b.j, &bulk_ops, &b, b.ntasks, jobs, err, sizeof(err));
         if (r == TN_OK) {
             cli_jobs_run(&b.j, b.ntasks, false);
@@ -972,6 +1000,16 @@ static int create_from_file(cli *c, const cli_args *a, const registry_new *tpl,
                 b.j.stopped = "no worker left";   /* every worker died */
         }
         cli_jobs_finish(&b.j);
+        /* The workers' registry commits were deferred: one flush for the whole run makes
+         * them durable before anything is reported as created. */
+        char ferr[600] = "";
+        const tenancy_config *tc = &c->cfg->tenancy;
+        int frc = TN_OK;
+        if (r == TN_OK && b.j.done > 0) {
+            frc = registry_open(tc->registry_uri, tc->gen_path, &c->reg, ferr, sizeof(ferr));
+            if (frc == TN_OK)
+                frc = registry_flush(c->reg, ferr, sizeof(ferr));
+        }
         double secs = (double)(clock_mono_ms() - b.j.t0) / 1000.0;
         int cnt[4] = {0};
         for (int i = 0; i < b.n; i++) {
@@ -986,7 +1024,13 @@ static int create_from_file(cli *c, const cli_args *a, const registry_new *tpl,
                 bulk_json(c, &b, cnt, secs);
             else
                 bulk_text(c, &b, cnt, secs);
-            if (cnt[BULK_CREATED] < b.n) {
+            if (frc != TN_OK) {
+                rc = cli_fail(c, frc, "the registry could not be flushed to disk (%s): the "
+                                      "%d tenants created are in it, but a power loss now "
+                                      "could lose them; run 'tenancy check' after one",
+                              ferr, cnt[BULK_CREATED]);
+                c->keep_out = true;
+            } else if (cnt[BULK_CREATED] < b.n) {
                 rc = cli_fail(c, TN_ERR, "%d of %d tenant%s not created (%d failed, %d skipped)%s%s",
                               b.n - cnt[BULK_CREATED], b.n, b.n == 1 ? "" : "s",
                               cnt[BULK_FAILED], cnt[BULK_SKIPPED],

@@ -164,6 +164,22 @@ int registry_open(const char *uri, const char *gen_path, registry **out, char *e
     return TN_OK;
 }
 
+int registry_defer_sync(registry *r, char *err, size_t errlen)
+{
+    int rc = db_defer_sync(r->db, true);
+    if (rc != TN_OK)
+        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+    return rc;
+}
+
+int registry_flush(registry *r, char *err, size_t errlen)
+{
+    int rc = db_flush(r->db);
+    if (rc != TN_OK)
+        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+    return rc;
+}
+
 void registry_close(registry *r)
 {
     if (r == NULL)

@@ -28,6 +28,13 @@ int registry_open(const char *uri, const char *gen_path, registry **out, char *e
                   size_t errlen);
 void registry_close(registry *r);
 
+/* Bulk changes (tenant create --from-file): registry_defer_sync makes this connection's
+ * commits stop waiting for the disk one by one (SQLite; nothing changes on PostgreSQL), and
+ * registry_flush makes everything committed so far durable, whichever connection committed
+ * it (see db_defer_sync). TN_OK, or the storage error with err set. */
+int registry_defer_sync(registry *r, char *err, size_t errlen);
+int registry_flush(registry *r, char *err, size_t errlen);
+
 /* Create the tables when missing, and the generation file when a path was given
  * (idempotent). */
 int registry_init(registry *r, char *err, size_t errlen);

@@ -13,6 +13,7 @@
 
 #include <check.h>
 #include <dirent.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -586,6 +587,10 @@ START_TEST(test_open_errors)
     char err[256];
     ck_assert_int_eq(db_open("mysql://x", NULL, &d, err, sizeof(err)), TN_INVALID);
     ck_assert_ptr_null(d);
+    /* preloading a driver: nothing to load for SQLite, an unknown URI refused */
+    ck_assert_int_eq(db_preload("sqlite:/nonexistent-dir/x.db", err, sizeof(err)), TN_OK);
+    ck_assert_int_eq(db_preload("mysql://x", err, sizeof(err)), TN_INVALID);
+    ck_assert_str_ne(err, "");
     ck_assert_str_ne(err, "");
     ck_assert_int_eq(db_open(NULL, NULL, &d, err, sizeof(err)), TN_INVALID);
     ck_assert_int_eq(db_open("sqlite:", NULL, &d, err, sizeof(err)), TN_INVALID);
@@ -616,6 +621,111 @@ START_TEST(test_open_errors)
     ck_assert_int_eq(tn_rows_next(NULL), TN_INVALID);
 }
 END_TEST
+
+/* ---- a VFS that counts the syncs of WAL files -------------------------------------------------
+ * Registered as the default VFS by test_sqlite_deferred_sync, over the one that was default:
+ * every call goes through unchanged, and an xSync on a file opened as a WAL is counted, so the
+ * test sees whether a commit waited for the disk. */
+
+static sqlite3_vfs *real_vfs;
+static sqlite3_vfs counting_vfs;
+static int wal_syncs;
+
+typedef struct counted_file {
+    sqlite3_file base;     /* first: SQLite sees this */
+    bool wal;
+    sqlite3_file *real;    /* real_vfs->szOsFile bytes, right after this struct */
+} counted_file;
+
+#define REAL(f) (((counted_file *)(f))->real)
+static int cf_close(sqlite3_file *f) { return REAL(f)->pMethods->xClose(REAL(f)); }
+static int cf_read(sqlite3_file *f, void *p, int n, sqlite3_int64 o)
+{
+    return REAL(f)->pMethods->xRead(REAL(f), p, n, o);
+}
+static int cf_write(sqlite3_file *f, const void *p, int n, sqlite3_int64 o)
+{
+    return REAL(f)->pMethods->xWrite(REAL(f), p, n, o);
+}
+static int cf_truncate(sqlite3_file *f, sqlite3_int64 n)
+{
+    return REAL(f)->pMethods->xTruncate(REAL(f), n);
+}
+static int cf_sync(sqlite3_file *f, int flags)
+{
+    if (((counted_file *)f)->wal)
+        wal_syncs++;
+    return REAL(f)->pMethods->xSync(REAL(f), flags);
+}
+static int cf_size(sqlite3_file *f, sqlite3_int64 *n)
+{
+    return REAL(f)->pMethods->xFileSize(REAL(f), n);
+}
+static int cf_lock(sqlite3_file *f, int l) { return REAL(f)->pMethods->xLock(REAL(f), l); }
+static int cf_unlock(sqlite3_file *f, int l) { return REAL(f)->pMethods->xUnlock(REAL(f), l); }
+static int cf_reserved(sqlite3_file *f, int *r)
+{
+    return REAL(f)->pMethods->xCheckReservedLock(REAL(f), r);
+}
+static int cf_control(sqlite3_file *f, int op, void *a)
+{
+    return REAL(f)->pMethods->xFileControl(REAL(f), op, a);
+}
+static int cf_sector(sqlite3_file *f) { return REAL(f)->pMethods->xSectorSize(REAL(f)); }
+static int cf_devchar(sqlite3_file *f)
+{
+    return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f));
+}
+static int cf_shm_map(sqlite3_file *f, int pg, int sz, int ext, void volatile **pp)
+{
+    return REAL(f)->pMethods->xShmMap(REAL(f), pg, sz, ext, pp);
+}
+static int cf_shm_lock(sqlite3_file *f, int off, int n, int fl)
+{
+    return REAL(f)->pMethods->xShmLock(REAL(f), off, n, fl);
+}
+static void cf_shm_barrier(sqlite3_file *f) { REAL(f)->pMethods->xShmBarrier(REAL(f)); }
+static int cf_shm_unmap(sqlite3_file *f, int del)
+{
+    return REAL(f)->pMethods->xShmUnmap(REAL(f), del);
+}
+
+static const sqlite3_io_methods counted_methods = {
+    .iVersion = 2,
+    .xClose = cf_close, .xRead = cf_read, .xWrite = cf_write, .xTruncate = cf_truncate,
+    .xSync = cf_sync, .xFileSize = cf_size, .xLock = cf_lock, .xUnlock = cf_unlock,
+    .xCheckReservedLock = cf_reserved, .xFileControl = cf_control, .xSectorSize = cf_sector,
+    .xDeviceCharacteristics = cf_devchar, .xShmMap = cf_shm_map, .xShmLock = cf_shm_lock,
+    .xShmBarrier = cf_shm_barrier, .xShmUnmap = cf_shm_unmap,
+};
+
+static int cv_open(sqlite3_vfs *v, const char *name, sqlite3_file *f, int flags, int *out)
+{
+    (void)v;
+    counted_file *c = (counted_file *)f;
+    c->real = (sqlite3_file *)(c + 1);
+    c->wal = (flags & SQLITE_OPEN_WAL) != 0;
+    c->base.pMethods = NULL;
+    int rc = real_vfs->xOpen(real_vfs, name, c->real, flags, out);
+    if (rc == SQLITE_OK && c->real->pMethods != NULL)
+        c->base.pMethods = &counted_methods;
+    return rc;
+}
+
+static void counting_vfs_install(void)
+{
+    if (real_vfs != NULL)
+        return;
+    real_vfs = sqlite3_vfs_find(NULL);
+    ck_assert_ptr_nonnull(real_vfs);
+    counting_vfs = *real_vfs;
+    counting_vfs.iVersion = real_vfs->iVersion < 3 ? real_vfs->iVersion : 3;
+    counting_vfs.zName = "tn-counting";
+    counting_vfs.szOsFile = (int)sizeof(counted_file) + real_vfs->szOsFile;
+    counting_vfs.xOpen = cv_open;
+    counting_vfs.pAppData = NULL;
+    ck_assert_int_eq(sqlite3_vfs_register(&counting_vfs, 1), SQLITE_OK);
+}
 
 /* ---- SQLite only ----------------------------------------------------------------------------- */
 
@@ -657,6 +767,59 @@ START_TEST(test_sqlite_pragmas)
     EXPECT(db, TN_INVALID, tn_db_exec(db, "INSERT INTO c VALUES (1)", 0, NULL));
     /* "x" is an identifier, never a string (double-quoted strings are off) */
     EXPECT(db, TN_INVALID, tn_db_exec(db, "SELECT \"no such column\"", 0, NULL));
+}
+END_TEST
+
+/* Deferred commits (db_defer_sync/db_flush, the bulk create's registry): a commit waits for
+ * the disk (one WAL sync) as opened, not once deferred, and db_flush syncs the WAL, also for
+ * commits another connection deferred; undeferring brings the opened mode back. */
+START_TEST(test_sqlite_deferred_sync)
+{
+    counting_vfs_install();
+    db_close(db);
+    db = open_db(uri, NULL);   /* opened through the counting VFS */
+    char v[16];
+    OK(tn_db_exec(db, "CREATE TABLE d (x INTEGER)", 0, NULL));
+    int before = wal_syncs;
+    OK(tn_db_exec(db, "INSERT INTO d VALUES (1)", 0, NULL));
+    ck_assert_int_eq(wal_syncs, before + 1);   /* synchronous=FULL: the commit waited */
+
+    OK(db_defer_sync(db, true));
+    OK(db_query_value(db, v, sizeof(v), "PRAGMA synchronous", 0, NULL));
+    ck_assert_str_eq(v, "1");
+    before = wal_syncs;
+    OK(tn_db_begin(db));
+    OK(tn_db_exec(db, "INSERT INTO d VALUES (2)", 0, NULL));
+    EXPECT(db, TN_BUSY, db_flush(db));          /* not inside a transaction */
+    EXPECT(db, TN_BUSY, db_defer_sync(db, false));
+    OK(tn_db_commit(db));
+    OK(tn_db_exec(db, "INSERT INTO d VALUES (3)", 0, NULL));
+    ck_assert_int_eq(wal_syncs, before);       /* deferred: nothing waited */
+
+    /* another connection, new (its WAL opened by flush's read), makes them durable */
+    tn_db *d = open_db(uri, NULL);
+    EXPECT(d, TN_OK, db_flush(d));
+    ck_assert_int_eq(wal_syncs, before + 1);
+    ck_assert_int_eq(count(d, "SELECT count(*) FROM d"), 3);
+    db_close(d);
+    OK(db_flush(db));
+    ck_assert_int_eq(wal_syncs, before + 2);
+
+    OK(db_defer_sync(db, false));              /* as opened again: FULL */
+    OK(db_query_value(db, v, sizeof(v), "PRAGMA synchronous", 0, NULL));
+    ck_assert_str_eq(v, "2");
+    before = wal_syncs;
+    OK(tn_db_exec(db, "INSERT INTO d VALUES (4)", 0, NULL));
+    ck_assert_int_eq(wal_syncs, before + 1);
+
+    /* opened with sync_normal: undeferring keeps NORMAL */
+    db_options o = {.sync_normal = true};
+    d = open_db(uri, &o);
+    EXPECT(d, TN_OK, db_defer_sync(d, true));
+    EXPECT(d, TN_OK, db_defer_sync(d, false));
+    EXPECT(d, TN_OK, db_query_value(d, v, sizeof(v), "PRAGMA synchronous", 0, NULL));
+    ck_assert_str_eq(v, "1");
+    db_close(d);
 }
 END_TEST
 
@@ -854,8 +1017,13 @@ START_TEST(test_pg_uri_forms)
     ck_assert_msg(host != NULL && port != NULL && dbn != NULL, "run under tests/pg.sh");
     char u[600];
     snprintf(u, sizeof(u), "postgresql:///%s?host=%s&port=%s&user=postgres", dbn, host, port);
+    char err[256];
+    ck_assert_int_eq(db_preload(u, err, sizeof(err)), TN_OK);   /* the driver loads */
     tn_db *d = open_db(u, NULL);
     ck_assert_str_eq(tn_db_backend(d), "postgres");
+    /* deferred commits are SQLite's: on PostgreSQL both calls succeed and change nothing */
+    EXPECT(d, TN_OK, db_defer_sync(d, true));
+    EXPECT(d, TN_OK, db_flush(d));
     db_close(d);
     d = open_db("postgres:", NULL);   /* libpq's defaults: the PG* variables */
     char v[64];
@@ -1001,6 +1169,7 @@ Suite *db_suite(bool pg)
     } else {
         tcase_add_test(tc, test_sqlite_pragmas);
         tcase_add_test(tc, test_sqlite_read_only);
+        tcase_add_test(tc, test_sqlite_deferred_sync);
         tcase_add_test(tc, test_sqlite_authorizer);
         tcase_add_test(tc, test_sqlite_busy);
     }

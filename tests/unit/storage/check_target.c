@@ -625,6 +625,24 @@ START_TEST(test_target_schema)
     ST_OK(d, target_tables(d, &t, collect, order));
     ck_assert_str_eq(order, "mine");
     db_close(d);
+    /* target_connect: the server with no scope (the bulk create scopes it per schema) */
+    tn_db *s = NULL;
+    ck_assert_int_eq(target_connect(&t, &s, err, sizeof(err)), TN_OK);
+    ck_assert_ptr_null(db_schema_scope(s));
+    ST_OK(s, db_set_schema_scope(s, "tn_tgt_schema"));
+    ST_OK(s, tn_db_begin(s));   /* BEGIN + SET LOCAL search_path + the INSERT */
+    ST_OK(s, tn_db_exec(s, "INSERT INTO mine VALUES (7)", 0, NULL));
+    ST_OK(s, tn_db_commit(s));
+    ST_OK(s, db_set_schema_scope(s, NULL));
+    char v[64];
+    ST_OK(s, db_query_value(s, v, sizeof(v), "SELECT x FROM tn_tgt_schema.mine", 0, NULL));
+    ck_assert_str_eq(v, "7");
+    ST_OK(s, db_query_value(s, v, sizeof(v), "SHOW search_path", 0, NULL));
+    ck_assert_str_eq(v, "");   /* the SET LOCAL ended with its transaction */
+    db_close(s);
+    storage_target sq = {.kind = TARGET_SQLITE, .name = "/nonexistent-dir/x.db"};
+    ck_assert_int_eq(target_connect(&sq, &s, err, sizeof(err)), TN_DECLINED);
+    ck_assert_ptr_null(s);
     ck_assert_int_eq(target_drop(&t, err, sizeof(err)), TN_OK);
 }
 END_TEST
