@@ -12,6 +12,7 @@
  */
 #include "core/first.h"
 #include "tenancy/cli_int.h"
+#include "core/clock.h"
 #include "core/conf.h"
 #include "core/log.h"
 #include "core/rc.h"
@@ -468,6 +469,25 @@ static int mkdir_p(const char *path, char *err, size_t errlen)
         return TN_IO;
     }
     return TN_OK;
+}
+
+void cli_flush_due(registry *r, int64_t *flushed_ms)
+{
+    int64_t now = clock_mono_ms();
+    if (r == NULL || now - *flushed_ms < CLI_FLUSH_MS)
+        return;
+    char ignored[256];   /* a failure here: the parent's cli_flush_all says it */
+    (void)registry_flush(r, ignored, sizeof(ignored));
+    *flushed_ms = now;
+}
+
+int cli_flush_all(cli *c, char *err, size_t errlen)
+{
+    const tenancy_config *tc = &c->cfg->tenancy;
+    int rc = TN_OK;
+    if (c->reg == NULL)
+        rc = registry_open(tc->registry_uri, tc->gen_path, &c->reg, err, errlen);
+    return rc == TN_OK ? registry_flush(c->reg, err, errlen) : rc;
 }
 
 void cli_preload_drivers(const cli *c)

@@ -124,6 +124,16 @@ void cli_json_tenant(buf *b, const tenant_rec *t, const registry_domain *d, int 
  * (without "tenant" if that read fails: the change itself was made). */
 void cli_json_changed(cli *c, const char *slug);
 
+/* Deferred registry commits in a cli_jobs run (tenant create --from-file, migrate -j): each
+ * worker defers its connection's commits (registry_defer_sync), flushes them at most every
+ * CLI_FLUSH_MS with cli_flush_due and when it ends; the parent, once the workers are gone,
+ * opens the registry (into c->reg) and flushes once more with cli_flush_all before it reports
+ * anything. A killed worker loses nothing it committed; a power loss, at most the last
+ * CLI_FLUSH_MS of entries. cli_flush_all: TN_OK, or the error with err set. */
+#define CLI_FLUSH_MS 1000
+void cli_flush_due(registry *r, int64_t *flushed_ms);
+int cli_flush_all(cli *c, char *err, size_t errlen);
+
 /* Before cli_jobs_start: load the PostgreSQL driver when the registry or a placement needs
  * it, so the forked workers share it instead of each loading libpq and its ~30 libraries
  * again. Nothing is opened; a failure is left for the workers' own opens to report. */

@@ -331,6 +331,7 @@ typedef struct run {
     worker_ctx w;                /* in a worker */
     int open_rc;                 /* in a worker: its registry_open */
     char open_err[1024];
+    int64_t flushed_ms;          /* in a worker: its last registry flush (cli_flush_due) */
     cli_jobs j;
 } run;
 
@@ -342,6 +343,9 @@ static void worker_begin(void *ctx)
     r->w.set = r->set;
     r->open_rc = registry_open(r->w.tc->registry_uri, NULL, &r->w.reg, r->open_err,
                                sizeof(r->open_err));
+    if (r->open_rc == TN_OK)   /* its commits deferred: see cli_flush_due in cli_int.h */
+        r->open_rc = registry_defer_sync(r->w.reg, r->open_err, sizeof(r->open_err));
+    r->flushed_ms = clock_mono_ms();
 }
 
 static bool worker_task(void *ctx, int idx, void *result)
@@ -354,6 +358,7 @@ static bool worker_task(void *ctx, int idx, void *result)
                  r->open_err);
     } else {
         migrate_one(&r->w, &r->l->v[idx], res);
+        cli_flush_due(r->w.reg, &r->flushed_ms);
     }
     return true;
 }
@@ -363,6 +368,10 @@ static void worker_end(void *ctx)
     run *r = ctx;
     for (int i = 0; i < r->w.nconns; i++)
         db_close(r->w.conns[i].db);
+    if (r->w.reg != NULL) {
+        char ignored[256];   /* a failure: the parent's cli_flush_all says it */
+        (void)registry_flush(r->w.reg, ignored, sizeof(ignored));
+    }
     registry_close(r->w.reg);
 }
 
@@ -715,6 +724,10 @@ int cli_migrate(cli *c, const cli_args *a)
             r.j.stopped = "no worker left";   /* every worker died */
     }
     cli_jobs_finish(&r.j);
+    /* The workers' registry commits were deferred: one flush makes them durable before
+     * anything is reported. */
+    char ferr[600] = "";
+    int frc = rc == TN_OK && r.j.done > 0 ? cli_flush_all(c, ferr, sizeof(ferr)) : TN_OK;
     double secs = (double)(clock_mono_ms() - r.j.t0) / 1000.0;
     for (int i = 0; i < l.n; i++)
         if (l.v[i].status == JOB_PENDING || l.v[i].status == JOB_RUNNING)
@@ -730,7 +743,13 @@ int cli_migrate(cli *c, const cli_args *a)
             print_text(c, &r, set, secs);
         int n[6];
         count_status(&l, n);
-        if (n[JOB_FAILED] > 0 || r.j.stopped != NULL) {
+        if (frc != TN_OK) {
+            status_code = cli_fail(c, frc, "the registry could not be flushed to disk (%s): "
+                                           "the results recorded are in it, but a power loss "
+                                           "now could lose them; run 'tenancy check' after one",
+                                   ferr);
+            c->keep_out = true;
+        } else if (n[JOB_FAILED] > 0 || r.j.stopped != NULL) {
             status_code = n[JOB_FAILED] > 0
                               ? cli_fail(c, TN_ERR, "%d of %d tenant%s failed%s%s",
                                          n[JOB_FAILED], l.n, l.n == 1 ? "" : "s",

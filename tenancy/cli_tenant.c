@@ -612,9 +612,7 @@ typedef struct bulk {
     cli_jobs j;
 } bulk;
 
-/* How often a worker makes its registry commits durable (registry_defer_sync: a commit
- * per tenant no longer waits for the disk; see create_from_file). */
-#define BULK_FLUSH_MS 1000
+
 
 typedef struct bulk_result {
     int32_t idx;
@@ -784,12 +782,7 @@ static bool bulk_work(void *ctx, int idx, void *result)
         snprintf(r->warning, sizeof(r->warning), "%s", p.mr.warnings[0]);
     if (r->rc == TN_OK)
         r->error[0] = '\0';
-    int64_t now = clock_mono_ms();
-    if (now - b->flushed_ms >= BULK_FLUSH_MS) {   /* a failure: the parent's flush says it */
-        char ignored[256];
-        (void)registry_flush(b->c->reg, ignored, sizeof(ignored));
-        b->flushed_ms = now;
-    }
+    cli_flush_due(b->c->reg, &b->flushed_ms);   /* the registry commits: see cli_int.h */
     return interrupted == 0;   /* SIGTERM undid the tenant in hand: this worker ends */
 }
 
@@ -1003,13 +996,7 @@ static int create_from_file(cli *c, const cli_args *a, const registry_new *tpl,
         /* The workers' registry commits were deferred: one flush for the whole run makes
          * them durable before anything is reported as created. */
         char ferr[600] = "";
-        const tenancy_config *tc = &c->cfg->tenancy;
-        int frc = TN_OK;
-        if (r == TN_OK && b.j.done > 0) {
-            frc = registry_open(tc->registry_uri, tc->gen_path, &c->reg, ferr, sizeof(ferr));
-            if (frc == TN_OK)
-                frc = registry_flush(c->reg, ferr, sizeof(ferr));
-        }
+        int frc = r == TN_OK && b.j.done > 0 ? cli_flush_all(c, ferr, sizeof(ferr)) : TN_OK;
         double secs = (double)(clock_mono_ms() - b.j.t0) / 1000.0;
         int cnt[4] = {0};
         for (int i = 0; i < b.n; i++) {
