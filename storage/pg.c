@@ -61,6 +61,8 @@ static const db_host *host;
 static const db_driver db_pg_driver;   /* defined at the end */
 
 #define SCOPE_MAX 66   /* a quoted identifier: 63 bytes, two quotes, NUL */
+#define SCOPE_SQL_PREFIX "SET LOCAL search_path TO "
+#define SCOPE_QUOTED(d) ((d)->scope_sql + sizeof(SCOPE_SQL_PREFIX) - 1)
 
 #define PG_CONNECT_TIMEOUT_S "5"
 
@@ -68,8 +70,9 @@ typedef struct pg_db {
     tn_db base;        /* first: tn_db * and pg_db * convert both ways */
     PGconn *conn;
     char scope[SCOPE_MAX];   /* the scope as db_set_schema_scope got it; "" when none */
-    char quoted[SCOPE_MAX];  /* its quoted form: the search_path value */
-    char scope_sql[SCOPE_MAX + 32];   /* SET LOCAL search_path TO <quoted> */
+    char scope_sql[SCOPE_MAX + 32];   /* SET LOCAL search_path TO <quoted>: the scope's
+                                         quoted form (the search_path value) is its tail,
+                                         SCOPE_QUOTED(d) */
     bool begin_pending;      /* tn_db_begin on a scoped connection: BEGIN goes out with the
                                 first statement of the transaction */
     bool served_any;         /* this backend has run a transaction start of ours ... */
@@ -580,13 +583,12 @@ static int wipe_needed(const pg_db *d)
     return d->base.opt.reset_always ? LEFT_SESSION : d->leftover;
 }
 
-/* The scope of one transaction. After our BEGIN: SET LOCAL, built once per scope from the
- * quoted identifier (db_quote_ident made it) — a utility statement, with no function to look
+/* The scope of one transaction. After our BEGIN: SET LOCAL (scope_sql, built once per scope
+ * from the quoted identifier db_quote_ident made) — a utility statement, with no function to look
  * up and nothing to plan, which counts where concurrent DDL keeps resetting the backends'
  * catalog caches (tenant creation: about 0.2 ms a statement there). In the autocommit form
  * there is no transaction block, where PostgreSQL before 17 answers SET LOCAL with a
  * WARNING (its effect is the same): set_config(..., true) says it without one. */
-#define SCOPE_SQL_PREFIX "SET LOCAL search_path TO "
 static const char SCOPE_SQL[] = "SELECT pg_catalog.set_config('search_path', $1, true)";
 
 /* The first statement of a transaction on a scoped (or formerly scoped) connection: see the
@@ -604,7 +606,7 @@ static PGresult *run_start(pg_db *d, const char *sql, int nparams, const char *c
     int n = 0;
     char timeout[32];
     const char *sparams[2];
-    const char *scope_param[1] = {d->quoted};
+    const char *scope_param[1] = {SCOPE_QUOTED(d)};
     int wipe = wipe_needed(d);
     bool discard = wipe != LEFT_NONE, session = wipe == LEFT_SESSION || d->session_pending;
     if (wipe == LEFT_SESSION)
@@ -873,8 +875,8 @@ static int pg_set_scope(tn_db *db, const char *schema, const char *quoted)
 {
     pg_db *d = PDB(db);
     snprintf(d->scope, sizeof(d->scope), "%s", schema != NULL ? schema : "");
-    snprintf(d->quoted, sizeof(d->quoted), "%s", quoted != NULL ? quoted : "");
-    snprintf(d->scope_sql, sizeof(d->scope_sql), SCOPE_SQL_PREFIX "%s", d->quoted);
+    snprintf(d->scope_sql, sizeof(d->scope_sql), SCOPE_SQL_PREFIX "%s",
+             quoted != NULL ? quoted : "");
     return TN_OK;
 }
 

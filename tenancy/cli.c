@@ -471,13 +471,19 @@ static int mkdir_p(const char *path, char *err, size_t errlen)
     return TN_OK;
 }
 
+void cli_flush_now(registry *r)
+{
+    char ignored[256];   /* a failure here: the parent's cli_flush_all says it */
+    if (r != NULL)
+        (void)registry_flush(r, ignored, sizeof(ignored));
+}
+
 void cli_flush_due(registry *r, int64_t *flushed_ms)
 {
     int64_t now = clock_mono_ms();
-    if (r == NULL || now - *flushed_ms < CLI_FLUSH_MS)
+    if (now - *flushed_ms < CLI_FLUSH_MS)
         return;
-    char ignored[256];   /* a failure here: the parent's cli_flush_all says it */
-    (void)registry_flush(r, ignored, sizeof(ignored));
+    cli_flush_now(r);
     *flushed_ms = now;
 }
 

@@ -132,6 +132,7 @@ void cli_json_changed(cli *c, const char *slug);
  * CLI_FLUSH_MS of entries. cli_flush_all: TN_OK, or the error with err set. */
 #define CLI_FLUSH_MS 1000
 void cli_flush_due(registry *r, int64_t *flushed_ms);
+void cli_flush_now(registry *r);   /* a worker's, as it ends; NULL is fine */
 int cli_flush_all(cli *c, char *err, size_t errlen);
 
 /* Before cli_jobs_start: load the PostgreSQL driver when the registry or a placement needs

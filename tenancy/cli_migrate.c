@@ -368,10 +368,7 @@ static void worker_end(void *ctx)
     run *r = ctx;
     for (int i = 0; i < r->w.nconns; i++)
         db_close(r->w.conns[i].db);
-    if (r->w.reg != NULL) {
-        char ignored[256];   /* a failure: the parent's cli_flush_all says it */
-        (void)registry_flush(r->w.reg, ignored, sizeof(ignored));
-    }
+    cli_flush_now(r->w.reg);
     registry_close(r->w.reg);
 }
 

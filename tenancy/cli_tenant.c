@@ -262,9 +262,7 @@ static int provision_run(cli *c, const registry_new *n, provision *p, provision_
      * that fails, the steps below open their own and say why. */
     if (keep != NULL && p->target.kind == TARGET_PG_SCHEMA && !keep_reusable(keep)) {
         db_close(keep->db);
-        keep->db = NULL;
-        if (target_connect(&p->target, &keep->db, err, sizeof(err)) != TN_OK)
-            keep->db = NULL;
+        (void)target_connect(&p->target, &keep->db, err, sizeof(err));   /* NULL on failure */
         keep->served = 0;
     }
     tn_db *kept = keep != NULL ? keep->db : NULL;
@@ -612,8 +610,6 @@ typedef struct bulk {
     cli_jobs j;
 } bulk;
 
-
-
 typedef struct bulk_result {
     int32_t idx;
     int32_t rc;                  /* TN_OK: created */
@@ -790,10 +786,7 @@ static void bulk_worker_end(void *ctx)
 {
     bulk *b = ctx;
     db_close(b->keep.db);
-    if (b->c->reg != NULL) {
-        char ignored[256];
-        (void)registry_flush(b->c->reg, ignored, sizeof(ignored));
-    }
+    cli_flush_now(b->c->reg);
     registry_close(b->c->reg);
     b->c->reg = NULL;
 }
