@@ -34,24 +34,11 @@ const conf_opt admin_config_table[] = {
     {"admin.allow", CONF_STR, OFF(allow), "127.0.0.1, ::1", 0, 0, NULL, 0,
      "client addresses (REMOTE_ADDR) that may reach the panel"},
     {"admin.pg_console_user", CONF_STR, OFF(pg_console_user), "", 0, 0, NULL, 0,
-     "PostgreSQL role the SQL console logs in as (empty: the placement's own user)"},
+     "removed: the SQL console logs in as the tenant's own role (must be empty)"},
     {"admin.cli", CONF_STR, OFF(cli), TN_BINDIR "/tenancy", 0, 0, NULL, 0,
      "the tenancy command the panel runs for migrate and move"},
     {NULL, 0, 0, NULL, 0, 0, NULL, 0, NULL},
 };
-
-static bool role_ok(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 63)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || c == '_' || (i > 0 && c >= '0' && c <= '9')))
-            return false;
-    }
-    return true;
-}
 
 int admin_config_finish(admin_config *c, const tenancy_config *tc, arena *a, char *err,
                         size_t errlen)
@@ -79,9 +66,13 @@ int admin_config_finish(admin_config *c, const tenancy_config *tc, arena *a, cha
         snprintf(err, errlen, "out of memory");
         return TN_NOMEM;
     }
-    if (c->pg_console_user[0] != '\0' && !role_ok(c->pg_console_user)) {
-        snprintf(err, errlen, "admin.pg_console_user: '%s' is not a plain role name "
-                              "(a-z, 0-9 and _)", c->pg_console_user);
+    if (c->pg_console_user[0] != '\0') {
+        /* A shared console role could read every tenant it was granted; the console now
+         * logs in as each tenant's own role. Refused rather than ignored, so that nobody
+         * believes a setting is in force that is not. */
+        snprintf(err, errlen, "admin.pg_console_user was removed: the SQL console logs in "
+                              "as the tenant's own PostgreSQL role (tenancy(1), 'tenant "
+                              "roles'); delete the line");
         return TN_INVALID;
     }
     if (netaddr_list_parse(c->allow, a, &c->allowed, msg, sizeof(msg)) != TN_OK) {

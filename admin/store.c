@@ -19,6 +19,7 @@
 #include "admin/store.h"
 #include "core/clock.h"
 #include "tenancy/placement.h"
+#include "tenancy/rolekey.h"
 
 #include <sqlite3.h>
 #include <stdio.h>
@@ -45,15 +46,20 @@ char *store_relation(adm_store *s, arena *ar, const char *table)
     return arena_sprintf(ar, "%s.%s", qs, qt);
 }
 
-/* The placement's server with the console's user put in (a conninfo takes the last value of
- * a key; a URI takes it as a query parameter). */
-static const char *with_user(arena *ar, const char *server, const char *user)
+/* The placement's server with the tenant's role as the user, and its password when there is
+ * a role key (a conninfo takes the last value of a key; a URI takes them as query
+ * parameters). Role names are plain identifiers and passwords hex: nothing to escape. */
+static const char *with_login(arena *ar, const char *server, const char *user,
+                              const char *password)
 {
     if (server == NULL)
         return NULL;
-    if (strncmp(server, "postgresql://", 13) == 0 || strncmp(server, "postgres://", 11) == 0)
-        return arena_sprintf(ar, "%s%suser=%s", server, strchr(server, '?') ? "&" : "?", user);
-    return arena_sprintf(ar, "%s user=%s", server, user);
+    bool uri = strncmp(server, "postgresql://", 13) == 0 || strncmp(server, "postgres://", 11) == 0;
+    const char *sep = uri ? "&" : " ";
+    return arena_sprintf(ar, "%s%suser=%s%s%s%s", server, uri ? (strchr(server, '?') ? "&" : "?")
+                                                              : " ",
+                         user, password[0] ? sep : "", password[0] ? "password=" : "",
+                         password);
 }
 
 /* ---- kept PostgreSQL connections -------------------------------------------------------------
@@ -151,15 +157,33 @@ int store_open(adm_req *a, const tenant_rec *t, bool console, adm_store *s, char
         return rc;
     }
     storage_target tt = s->target;
-    if (console && adm.env.cfg->pg_console_user[0] != '\0')
-        tt.server = with_user(a->r->arena, tt.server, adm.env.cfg->pg_console_user);
+    if (console) {
+        /* The console logs in as the tenant's own role: nothing the operator's SQL does in
+         * that session can take another identity (a member of every tenant role could, with
+         * set_config('role', ...) inside the statement), and the database refuses all that
+         * role may not reach. One connection per query, never kept. */
+        char pw[65] = "";
+        if (tt.role == NULL) {
+            snprintf(err, errlen, "the tenant has no role (tenancy check)");
+            return TN_INVALID;
+        }
+        rc = rolekey_password(adm.env.tcfg, tt.role, pw, err, errlen);
+        if (rc != TN_OK && rc != TN_NOTFOUND)
+            return rc;   /* no key at all: the server may trust the role without one */
+        tt.server = with_login(a->r->arena, tt.server, tt.role, pw);
+        memset(pw, 0, sizeof(pw));
+        if (tt.server == NULL) {
+            snprintf(err, errlen, "out of memory");
+            return TN_NOMEM;
+        }
+    }
     s->console = console;
     keep_key(&tt, console, s->key, sizeof(s->key));
     /* The schema target_tables lists: the tenant's own, or public in its own database. */
     snprintf(s->schema, sizeof(s->schema), "%s",
              s->target.kind == TARGET_PG_SCHEMA ? s->target.name : "public");
     const char *p[] = {s->schema};
-    s->db = keep_take(s->key, &s->uses);
+    s->db = console ? NULL : keep_take(s->key, &s->uses);
     for (int attempt = 0;; attempt++) {
         if (s->db == NULL) {
             s->uses = 0;
@@ -199,13 +223,10 @@ void store_close(adm_store *s)
     } else {
         if (!db_is_clean(s->db))
             tn_db_rollback(s->db);
-        if (s->console && db_is_clean(s->db) &&
-            tn_db_exec(s->db, "DISCARD ALL", 0, NULL) != TN_OK) {
-            db_close(s->db);
-            s->db = NULL;
-            return;
-        }
-        keep_put(s->db, s->key, s->uses);
+        if (s->console)
+            db_close(s->db);   /* the tenant's own login: one query, then gone */
+        else
+            keep_put(s->db, s->key, s->uses);
     }
     s->db = NULL;
 }
@@ -237,11 +258,14 @@ int store_ro_begin(adm_store *s, int64_t timeout_ms, bool console, char *err, si
         store_ro_end(s);
         return TN_INVALID;
     }
-    const char *p[] = {ms, path};
+    /* The panel's own reads of a tenant (the explorer, the table browser) run with the
+     * tenant role's rights too, as the tenant's requests do. */
+    const char *p[] = {ms, path, s->target.role != NULL ? s->target.role : ""};
     tn_rows *rows = NULL;
     rc = tn_db_query(s->db, &rows,
                      "SELECT set_config('statement_timeout', $1, true), "
                      "CASE WHEN $2 = '' THEN '' ELSE set_config('search_path', $2, true) END, "
+                     "CASE WHEN $3 = '' THEN '' ELSE set_config('role', $3, true) END, "
                      "current_setting('transaction_read_only'), "
                      "(SELECT r.rolsuper "
                      " OR pg_has_role(current_user, 'pg_execute_server_program', 'MEMBER') "
@@ -249,9 +273,9 @@ int store_ro_begin(adm_store *s, int64_t timeout_ms, bool console, char *err, si
                      " OR pg_has_role(current_user, 'pg_write_server_files', 'MEMBER') "
                      " OR pg_has_role(current_user, 'pg_signal_backend', 'MEMBER') "
                      " FROM pg_roles r WHERE r.rolname = current_user)::text",
-                     2, p);
+                     3, p);
     if (rc == TN_OK && tn_rows_next(rows) == TN_OK) {
-        const char *ro = tn_rows_get(rows, 2), *danger = tn_rows_get(rows, 3);
+        const char *ro = tn_rows_get(rows, 3), *danger = tn_rows_get(rows, 4);
         if (ro == NULL || strcmp(ro, "on") != 0) {
             snprintf(err, errlen, "the transaction is not read-only");
             rc = TN_DENIED;
@@ -259,8 +283,8 @@ int store_ro_begin(adm_store *s, int64_t timeout_ms, bool console, char *err, si
             snprintf(err, errlen,
                      "the SQL console does not run as a PostgreSQL superuser or a member of "
                      "pg_execute_server_program, pg_read_server_files, pg_write_server_files "
-                     "or pg_signal_backend: set admin.pg_console_user to a plain role (see "
-                     "tenancyd.conf(5))");
+                     "or pg_signal_backend: the tenant's role %s was given rights it must not "
+                     "have (see tenancy check)", s->target.role ? s->target.role : "");
             rc = TN_DENIED;
         }
     } else if (rc == TN_OK) {

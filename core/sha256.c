@@ -126,3 +126,25 @@ void sha256_hex(const void *data, size_t n, char out[65])
     tn_sha256_update(&s, data, n);
     tn_sha256_final_hex(&s, out);
 }
+
+void hmac_sha256(const void *key, size_t keylen, const void *msg, size_t n, uint8_t out[32])
+{
+    uint8_t k[64] = {0}, pad[64], inner[32];
+    if (keylen > sizeof(k))
+        sha256(key, keylen, k);   /* a long key is hashed first (RFC 2104) */
+    else if (keylen > 0)
+        memcpy(k, key, keylen);
+    tn_sha256 s;
+    for (int i = 0; i < 64; i++)
+        pad[i] = k[i] ^ 0x36;
+    tn_sha256_init(&s);
+    tn_sha256_update(&s, pad, sizeof(pad));
+    tn_sha256_update(&s, msg, n);
+    tn_sha256_final(&s, inner);
+    for (int i = 0; i < 64; i++)
+        pad[i] = k[i] ^ 0x5c;
+    tn_sha256_init(&s);
+    tn_sha256_update(&s, pad, sizeof(pad));
+    tn_sha256_update(&s, inner, sizeof(inner));
+    tn_sha256_final(&s, out);
+}

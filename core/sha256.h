@@ -3,7 +3,11 @@
  * the hash under which the admin panel stores a session id (admin/auth.c), so the registry
  * never holds a usable cookie.
  *
- * Must not: be used for passwords (those go through yescrypt, admin/auth.c) or as a MAC.
+ * HMAC-SHA-256 (RFC 2104) derives each PostgreSQL tenant role's password from the host's
+ * role key (tenancy/rolekey.c).
+ *
+ * Must not: be used to store passwords (those go through yescrypt, admin/auth.c), or as a
+ * MAC without the HMAC construction below.
  */
 #ifndef TN_CORE_SHA256_H
 #define TN_CORE_SHA256_H
@@ -28,5 +32,8 @@ void tn_sha256_final_hex(tn_sha256 *s, char out[65]);
 /* One-shot forms. */
 void sha256(const void *data, size_t n, uint8_t out[32]);
 void sha256_hex(const void *data, size_t n, char out[65]);
+
+/* HMAC-SHA-256 of msg under key (any length). */
+void hmac_sha256(const void *key, size_t keylen, const void *msg, size_t n, uint8_t out[32]);
 
 #endif

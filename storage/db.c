@@ -312,25 +312,50 @@ int db_uri_with_dbname(const char *uri, const char *dbname, char *out, size_t ou
 
 /* ---- the schema scope and notifications (PostgreSQL) ---------------------------------------- */
 
-int db_set_schema_scope(tn_db *db, const char *schema)
+int db_set_scope(tn_db *db, const char *schema, const char *role)
 {
     if (db == NULL)
         return TN_INVALID;
     clear_error(db);
     if (db->drv->set_scope == NULL)
         return db_set_error(db, TN_INVALID, "a schema scope needs PostgreSQL");
-    char quoted[72];
+    char quoted[72], quoted_role[72];
     if (schema != NULL && db_quote_ident(schema, quoted, sizeof(quoted)) != TN_OK)
         return db_set_error(db, TN_INVALID, "not a schema name");
+    if (role != NULL && (schema == NULL || db_quote_ident(role, quoted_role,
+                                                          sizeof(quoted_role)) != TN_OK))
+        return db_set_error(db, TN_INVALID, "not a role name, or a role without a schema");
     if (db->in_txn || txn_open(db))
         return db_set_error(db, TN_BUSY,
                             "the schema scope changes between transactions, not inside one");
-    return db->drv->set_scope(db, schema, schema != NULL ? quoted : NULL);
+    return db->drv->set_scope(db, schema, schema != NULL ? quoted : NULL, role,
+                              role != NULL ? quoted_role : NULL);
+}
+
+int db_set_schema_scope(tn_db *db, const char *schema)
+{
+    return db_set_scope(db, schema, NULL);
 }
 
 const char *db_schema_scope(const tn_db *db)
 {
     return db != NULL && db->drv->scope != NULL ? db->drv->scope(db) : NULL;
+}
+
+const char *db_scope_role(const tn_db *db)
+{
+    return db != NULL && db->drv->scope_role != NULL ? db->drv->scope_role(db) : NULL;
+}
+
+int db_password_verifier(tn_db *db, const char *user, const char *password, char *out,
+                         size_t outlen)
+{
+    if (db == NULL || user == NULL || password == NULL || out == NULL)
+        return TN_INVALID;
+    clear_error(db);
+    if (db->drv->password_verifier == NULL)
+        return db_set_error(db, TN_INVALID, "a password verifier needs PostgreSQL");
+    return db->drv->password_verifier(db, user, password, out, outlen);
 }
 
 int db_listen(tn_db *db, const char *channel)

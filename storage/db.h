@@ -96,6 +96,20 @@ int db_quote_ident(const char *ident, char *out, size_t outlen);
 int db_set_schema_scope(tn_db *db, const char *schema);
 const char *db_schema_scope(const tn_db *db);
 
+/* The same with the tenant's role: every transaction of the scope also runs as `role`
+ * (SET LOCAL ROLE, in the same round trip as the path), so the database itself refuses what
+ * that role may not touch: another tenant's schema, the registry, server functions. The
+ * connection's login role must be a member of `role`. A role needs a schema; NULL: the
+ * login role's own rights (db_set_schema_scope). */
+int db_set_scope(tn_db *db, const char *schema, const char *role);
+const char *db_scope_role(const tn_db *db);
+
+/* PostgreSQL: a SCRAM-SHA-256 verifier of `password` for `user`, made by libpq on the client
+ * (nothing is sent), for CREATE/ALTER ROLE ... PASSWORD. Its characters are base64's, digits,
+ * '$', ':' and '-' only. TN_OK, TN_INVALID (SQLite), TN_ERR. */
+int db_password_verifier(tn_db *db, const char *user, const char *password, char *out,
+                         size_t outlen);
+
 /* PostgreSQL only: LISTEN on a channel (a fixed identifier), then wait up to timeout_ms for
  * notifications. db_wait_notify returns TN_OK when at least one arrived (all are consumed),
  * TN_TIMEOUT when none, TN_IO when the connection broke. */

@@ -102,10 +102,16 @@ struct db_driver {
     int (*defer_sync)(tn_db *db, bool deferred);
     int (*flush)(tn_db *db);
     /* PostgreSQL only (NULL in the SQLite driver). set_scope: `schema` already validated,
-     * `quoted` its db_quote_ident() form, both NULL to remove the scope; db.c checked that
-     * no transaction is open. */
-    int (*set_scope)(tn_db *db, const char *schema, const char *quoted);
+     * `quoted` its db_quote_ident() form, both NULL to remove the scope; `role` and
+     * `quoted_role` the same for the scope's role (NULL: none; only with a schema); db.c
+     * checked that no transaction is open. */
+    int (*set_scope)(tn_db *db, const char *schema, const char *quoted, const char *role,
+                     const char *quoted_role);
     const char *(*scope)(const tn_db *db);
+    const char *(*scope_role)(const tn_db *db);
+    /* A SCRAM verifier of password for user (db_password_verifier in db.h). */
+    int (*password_verifier)(tn_db *db, const char *user, const char *password, char *out,
+                             size_t outlen);
     int (*wait_notify)(tn_db *db, int timeout_ms);
     /* `target` (as open gets it) with its database replaced by `dbname`, as a keyword=value
      * conninfo string in out. TN_OK, TN_INVALID (a malformed target), TN_TOOBIG. */
@@ -125,7 +131,7 @@ extern const db_driver db_sqlite_driver;
  * with its vtable. Both sides are built from the same tree; `abi` and the struct sizes
  * catch a stale module installed beside a newer host.
  */
-#define DB_HOST_ABI 2
+#define DB_HOST_ABI 3
 #define DB_PG_ENTRY "tn_pgdriver_entry"
 
 typedef struct db_host {

@@ -703,7 +703,7 @@ int migrate_provision(tn_db *db, const char *prelude, const migration_set *s,
         return rc;
     }
     if (prelude != NULL) {
-        rc = tn_db_exec(db, prelude, 0, NULL);
+        rc = run_statements(db, "", prelude, -1, NULL, &res->error);
         res->prelude_failed = rc != TN_OK;
     }
     /* the migrators' lock (apply_one): a `migrate` run that finds the storage meanwhile

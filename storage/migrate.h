@@ -111,7 +111,7 @@ int migrate_seed(tn_db *db, const char *label, const char *sql, int nparams,
                  const char *const *params, migrate_error *e);
 
 /* A storage the caller has just created, that no migration has touched (or creates in the
- * same transaction: `prelude`, a statement run first, e.g. target_schema_create_sql's; NULL
+ * same transaction: `prelude`, a script run first, e.g. target_schema_create_sql's; NULL
  * for none; when it fails, res->prelude_failed is set): the version table,
  * every file of the set with its version row, and then the seed (as migrate_seed: nparams,
  * params; seed_sql NULL for none), all in ONE transaction — on PostgreSQL under the same

@@ -62,6 +62,7 @@ static const db_driver db_pg_driver;   /* defined at the end */
 
 #define SCOPE_MAX 66   /* a quoted identifier: 63 bytes, two quotes, NUL */
 #define SCOPE_SQL_PREFIX "SET LOCAL search_path TO "
+#define ROLE_SQL_PREFIX "SET LOCAL ROLE "
 #define SCOPE_QUOTED(d) ((d)->scope_sql + sizeof(SCOPE_SQL_PREFIX) - 1)
 
 #define PG_CONNECT_TIMEOUT_S "5"
@@ -69,7 +70,9 @@ static const db_driver db_pg_driver;   /* defined at the end */
 typedef struct pg_db {
     tn_db base;        /* first: tn_db * and pg_db * convert both ways */
     PGconn *conn;
-    char scope[SCOPE_MAX];   /* the scope as db_set_schema_scope got it; "" when none */
+    char scope[SCOPE_MAX];   /* the scope as db_set_scope got it; "" when none */
+    char role[SCOPE_MAX];    /* the scope's role ("" when none: the login role's rights) */
+    char role_sql[SCOPE_MAX + 32];    /* SET LOCAL ROLE <quoted> */
     char scope_sql[SCOPE_MAX + 32];   /* SET LOCAL search_path TO <quoted>: the scope's
                                          quoted form (the search_path value) is its tail,
                                          SCOPE_QUOTED(d) */
@@ -77,6 +80,7 @@ typedef struct pg_db {
                                 first statement of the transaction */
     bool served_any;         /* this backend has run a transaction start of ours ... */
     char served[SCOPE_MAX];  /* ... under this scope ("" unscoped) */
+    char served_role[SCOPE_MAX];   /* ... and this role */
     bool session_pending;    /* after a wipe, the session settings ride with every
                                 transaction start until one of them commits */
     bool session_in_txn;     /* the open transaction carries them */
@@ -341,6 +345,7 @@ static int session_setup(pg_db *d)
     session_params(d, timeout, params);
     d->served_any = false;
     d->served[0] = '\0';
+    d->served_role[0] = '\0';
     d->desync = false;
     d->session_pending = d->session_in_txn = false;
     d->leftover = LEFT_NONE;
@@ -578,7 +583,8 @@ static void first_word(const char *sql, char *out, size_t n)
 /* The wipe the next transaction start needs: LEFT_NONE, LEFT_SEQUENCES or LEFT_SESSION. */
 static int wipe_needed(const pg_db *d)
 {
-    if (!d->served_any || strcmp(d->served, d->scope) == 0)
+    if (!d->served_any ||
+        (strcmp(d->served, d->scope) == 0 && strcmp(d->served_role, d->role) == 0))
         return LEFT_NONE;
     return d->base.opt.reset_always ? LEFT_SESSION : d->leftover;
 }
@@ -591,6 +597,13 @@ static int wipe_needed(const pg_db *d)
  * WARNING (its effect is the same): set_config(..., true) says it without one. */
 static const char SCOPE_SQL[] = "SELECT pg_catalog.set_config('search_path', $1, true)";
 
+/* With a role (the tenant's: see target.h), the same statement sets both, still one
+ * statement of the round trip: the role's rights apply from the next statement on, and the
+ * transaction-local setting dies with the transaction like the path. set_config takes the
+ * role's plain name; SET LOCAL ROLE its quoted form. */
+static const char SCOPE_ROLE_SQL[] = "SELECT pg_catalog.set_config('search_path', $1, true), "
+                                     "pg_catalog.set_config('role', $2, true)";
+
 /* The first statement of a transaction on a scoped (or formerly scoped) connection: see the
  * banner of this section. */
 static PGresult *run_start(pg_db *d, const char *sql, int nparams, const char *const *params,
@@ -602,11 +615,12 @@ static PGresult *run_start(pg_db *d, const char *sql, int nparams, const char *c
         *rc = db_set_error(&d->base, TN_INVALID, "COPY is not supported");
         return NULL;
     }
-    pcmd cmds[5];
+    pcmd cmds[6];
     int n = 0;
     char timeout[32];
     const char *sparams[2];
-    const char *scope_param[1] = {SCOPE_QUOTED(d)};
+    const char *scope_param[2] = {SCOPE_QUOTED(d), d->role};
+    bool role = d->role[0] != '\0';
     int wipe = wipe_needed(d);
     bool discard = wipe != LEFT_NONE, session = wipe == LEFT_SESSION || d->session_pending;
     if (wipe == LEFT_SESSION)
@@ -620,9 +634,14 @@ static PGresult *run_start(pg_db *d, const char *sql, int nparams, const char *c
     bool begin = d->begin_pending;
     if (begin)
         cmds[n++] = (pcmd){"BEGIN", 0, NULL, false};
-    if (d->scope[0] != '\0')
-        cmds[n++] = begin ? (pcmd){d->scope_sql, 0, NULL, false}
-                          : (pcmd){SCOPE_SQL, 1, scope_param, false};
+    if (d->scope[0] != '\0' && begin) {
+        cmds[n++] = (pcmd){d->scope_sql, 0, NULL, false};
+        if (role)
+            cmds[n++] = (pcmd){d->role_sql, 0, NULL, false};
+    } else if (d->scope[0] != '\0') {
+        cmds[n++] = role ? (pcmd){SCOPE_ROLE_SQL, 2, scope_param, false}
+                         : (pcmd){SCOPE_SQL, 1, scope_param, false};
+    }
     int user = n;
     cmds[n++] = (pcmd){sql, nparams, params, true};
     d->begin_pending = false;   /* sent: the server's state says the rest */
@@ -635,6 +654,7 @@ static PGresult *run_start(pg_db *d, const char *sql, int nparams, const char *c
     if (!discard || failed > 0) {
         d->served_any = true;
         memcpy(d->served, d->scope, sizeof(d->served));
+        memcpy(d->served_role, d->role, sizeof(d->served_role));
         if (discard)
             d->leftover = LEFT_NONE;
         if (session) {
@@ -871,13 +891,46 @@ static void *pg_native(tn_db *db)
 
 /* ---- the schema scope ----------------------------------------------------------------------- */
 
-static int pg_set_scope(tn_db *db, const char *schema, const char *quoted)
+static int pg_set_scope(tn_db *db, const char *schema, const char *quoted, const char *role,
+                        const char *quoted_role)
 {
     pg_db *d = PDB(db);
     snprintf(d->scope, sizeof(d->scope), "%s", schema != NULL ? schema : "");
     snprintf(d->scope_sql, sizeof(d->scope_sql), SCOPE_SQL_PREFIX "%s",
              quoted != NULL ? quoted : "");
+    snprintf(d->role, sizeof(d->role), "%s", role != NULL ? role : "");
+    snprintf(d->role_sql, sizeof(d->role_sql), ROLE_SQL_PREFIX "%s",
+             quoted_role != NULL ? quoted_role : "");
     return TN_OK;
+}
+
+static const char *pg_scope_role(const tn_db *db)
+{
+    const pg_db *d = CPDB(db);
+    return d->role[0] != '\0' ? d->role : NULL;
+}
+
+/* A SCRAM-SHA-256 verifier of password for user, made here by libpq (no round trip, and the
+ * password never reaches the server or its logs): what CREATE or ALTER ROLE ... PASSWORD is
+ * given. Its characters are base64's, digits, '$', ':' and '-'; checked, so the caller may
+ * put it between quotes. */
+static int pg_password_verifier(tn_db *db, const char *user, const char *password, char *out,
+                                size_t outlen)
+{
+    pg_db *d = PDB(db);
+    char *v = PQencryptPasswordConn(d->conn, password, user, "scram-sha-256");
+    if (v == NULL)
+        return db_set_error(db, TN_ERR, "cannot make a password verifier: %s",
+                            PQerrorMessage(d->conn));
+    int rc = TN_OK;
+    size_t n = strlen(v);
+    if (n >= outlen || strncmp(v, "SCRAM-SHA-256$", 14) != 0 ||
+        strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=$:-") != n)
+        rc = db_set_error(db, TN_ERR, "libpq made an unexpected password verifier");
+    else
+        memcpy(out, v, n + 1);
+    PQfreemem(v);
+    return rc;
 }
 
 static const char *pg_scope(const tn_db *db)
@@ -1015,6 +1068,8 @@ static const db_driver db_pg_driver = {
     .native = pg_native,
     .set_scope = pg_set_scope,
     .scope = pg_scope,
+    .scope_role = pg_scope_role,
+    .password_verifier = pg_password_verifier,
     .wait_notify = pg_wait_notify,
     .with_dbname = pg_with_dbname,
     .alive = pg_alive,

@@ -467,7 +467,7 @@ static int open_pg(storage_pool *p, const storage_target *t, pool_entry *e, char
         if (rc == TN_OK)
             rc = db_open(uri, &o, &e->db, err, errlen);
         /* a tenant's database keeps its tables in its public schema (see target.c) */
-        if (rc == TN_OK && (rc = db_set_schema_scope(e->db, "public")) != TN_OK)
+        if (rc == TN_OK && (rc = db_set_scope(e->db, "public", t->role)) != TN_OK)
             tn_errf(err, errlen, rc, "%s", tn_db_error(e->db));
     }
     if (rc == TN_OK) {
@@ -594,7 +594,7 @@ int pool_acquire(storage_pool *p, const storage_target *t, tn_db **out, char *er
     if (cls != CLASS_SQLITE)
         e->db->opt.reset_always = t->reset_always;   /* read at each change of scope */
     if (cls == CLASS_SCHEMA) {
-        rc = db_set_schema_scope(e->db, t->name);
+        rc = db_set_scope(e->db, t->name, t->role);
         if (rc != TN_OK)
             return tn_errf(err, errlen, rc, "%s", tn_db_error(e->db));
         seen_add(e, t->name);

@@ -240,14 +240,89 @@ static bool use_kept(const storage_target *t, tn_db *kept)
     return kept != NULL && t->kind == TARGET_PG_SCHEMA && db_is_clean(kept);
 }
 
-/* CREATE SCHEMA or CREATE DATABASE of a checked PostgreSQL target, its name quoted. */
+/* CREATE SCHEMA or CREATE DATABASE of a checked PostgreSQL target, its name quoted, owned by
+ * its role when it has one. */
 static int create_sql(const storage_target *t, char *sql, size_t len)
 {
-    char q[72];
+    char q[72], qr[72] = "";
     db_quote_ident(t->name, q, sizeof(q));
-    int n = snprintf(sql, len, "%s %s",
-                     t->kind == TARGET_PG_SCHEMA ? "CREATE SCHEMA" : "CREATE DATABASE", q);
+    if (t->role != NULL)
+        db_quote_ident(t->role, qr, sizeof(qr));
+    int n = snprintf(sql, len, "%s %s%s%s",
+                     t->kind == TARGET_PG_SCHEMA ? "CREATE SCHEMA" : "CREATE DATABASE", q,
+                     t->role == NULL                  ? ""
+                     : t->kind == TARGET_PG_SCHEMA ? " AUTHORIZATION "
+                                                      : " OWNER ",
+                     qr);
     return n > 0 && (size_t)n < len ? TN_OK : TN_INVALID;
+}
+
+/* ---- the tenant's role ------------------------------------------------------------------------
+ *
+ * A PostgreSQL tenant's schema or database, and everything in it, belongs to a role of its
+ * own (named as the storage: t_<slug> or tenant_<slug>). The host's login role is a member,
+ * so a scoped transaction can SET LOCAL ROLE to it (db_set_scope); the tenant's own SQL that
+ * must not be able to switch back (the panel's console) logs in as the role itself, with the
+ * password the tenancy layer derives. The role is made inside a DO block so that one that is
+ * already there (left by a purge that could not drop it) is taken over instead of failing
+ * the create: role names are checked identifiers (db_quote_ident), so they can stand in a
+ * string literal, and a password reaches the server only as libpq's SCRAM verifier, whose
+ * characters pg_password_verifier checked. */
+
+static int role_script(tn_db *db, const storage_target *t, char *sql, size_t len, char *err,
+                       size_t errlen)
+{
+    char qr[72], verifier[512] = "";
+    if (db_quote_ident(t->role, qr, sizeof(qr)) != TN_OK)
+        return tn_errf(err, errlen, TN_INVALID, "'%s' is not a valid role name", t->role);
+    if (t->role_password != NULL && db != NULL &&
+        db_password_verifier(db, t->role, t->role_password, verifier, sizeof(verifier)) !=
+            TN_OK)
+        return tn_errf(err, errlen, TN_ERR, "%s", tn_db_error(db));
+    char pw[600] = "";
+    if (verifier[0] != '\0')
+        snprintf(pw, sizeof(pw), " PASSWORD '%s'", verifier);
+    int n = snprintf(sql, len,
+                     "DO $tn_role$BEGIN "
+                     "IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '%s') THEN "
+                     "ALTER ROLE %s LOGIN NOINHERIT%s; "
+                     "ELSE CREATE ROLE %s LOGIN NOINHERIT%s; END IF; "
+                     "GRANT %s TO CURRENT_USER; "
+                     "%s"
+                     "END$tn_role$",
+                     t->role, qr, pw, qr, pw, qr,
+                     t->kind == TARGET_PG_SCHEMA
+                         ? "EXECUTE pg_catalog.format('GRANT CONNECT ON DATABASE %I TO %I', "
+                           "pg_catalog.current_database(), "
+                         : "");
+    if (n < 0 || (size_t)n >= len)
+        return tn_errf(err, errlen, TN_TOOBIG, "the role's statement is too long");
+    if (t->kind == TARGET_PG_SCHEMA) {
+        /* the GRANT CONNECT's last argument and the block's end */
+        char *end = strstr(sql, "END$tn_role$");
+        int m = snprintf(end, len - (size_t)(end - sql), "'%s'); END$tn_role$", t->role);
+        if (m < 0 || (size_t)m >= len - (size_t)(end - sql))
+            return tn_errf(err, errlen, TN_TOOBIG, "the role's statement is too long");
+    }
+    return TN_OK;
+}
+
+/* After DROP SCHEMA or DROP DATABASE: the role, unless something elsewhere still needs it.
+ * DROP OWNED also takes back the CONNECT it was granted on the shared database. */
+static void drop_role(tn_db *db, const storage_target *t)
+{
+    if (t->role == NULL)
+        return;
+    char qr[72], sql[512];
+    if (db_quote_ident(t->role, qr, sizeof(qr)) != TN_OK)
+        return;
+    snprintf(sql, sizeof(sql),
+             "DO $tn_role$BEGIN "
+             "IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '%s') THEN "
+             "DROP OWNED BY %s; DROP ROLE %s; END IF; "
+             "EXCEPTION WHEN dependent_objects_still_exist THEN NULL; END$tn_role$",
+             t->role, qr, qr);
+    (void)tn_db_exec(db, sql, 0, NULL);   /* a role that stays costs nothing but a name */
 }
 
 int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t errlen)
@@ -259,7 +334,7 @@ int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t err
     if (t->kind == TARGET_SQLITE)
         return sqlite_create(t, err, errlen);
 
-    char sql[128];
+    char sql[256], role[1536];
     create_sql(t, sql, sizeof(sql));
     tn_db *db = use_kept(t, kept) ? kept : NULL;
     if (db == NULL) {
@@ -267,10 +342,35 @@ int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t err
         if (rc != TN_OK)
             return rc;
     }
+    /* The role first (its own statement: the schema or database names it as owner). On a
+     * kept connection it runs outside the connection's scope: the previous tenant's role
+     * may not create roles. */
+    const char *scope = db_schema_scope(db), *scope_role = db_scope_role(db);
+    char keep_scope[72] = "", keep_role[72] = "";
+    snprintf(keep_scope, sizeof(keep_scope), "%s", scope ? scope : "");
+    snprintf(keep_role, sizeof(keep_role), "%s", scope_role ? scope_role : "");
+    bool rescoped = scope != NULL && t->role != NULL;
+    if (rescoped)
+        (void)db_set_scope(db, NULL, NULL);
+    if (t->role != NULL) {
+        rc = role_script(db, t, role, sizeof(role), err, errlen);
+        if (rc == TN_OK)
+            rc = run(db, role, 0, NULL, err, errlen);
+    }
     /* Both are autocommit statements: CREATE DATABASE may not run in a transaction (it is
      * only ever sent on an unscoped connection of its own). A failure because it is already
      * there is TN_EXISTS. */
-    rc = run(db, sql, 0, NULL, err, errlen);
+    if (rc == TN_OK)
+        rc = run(db, sql, 0, NULL, err, errlen);
+    if (rc == TN_OK && t->kind == TARGET_PG_DATABASE && t->role != NULL) {
+        char q[72], revoke[160];
+        db_quote_ident(t->name, q, sizeof(q));
+        snprintf(revoke, sizeof(revoke),
+                 "REVOKE CONNECT, TEMPORARY ON DATABASE %s FROM PUBLIC", q);
+        rc = run(db, revoke, 0, NULL, err, errlen);
+    }
+    if (rescoped)
+        (void)db_set_scope(db, keep_scope, keep_role[0] ? keep_role : NULL);
     if (rc != TN_OK) {
         bool exists = false;
         char ignored[8];
@@ -283,14 +383,23 @@ int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t err
     return rc;
 }
 
-int target_schema_create_sql(const storage_target *t, char *sql, size_t len)
+int target_schema_create_sql(tn_db *kept, const storage_target *t, char *sql, size_t len)
 {
-    char err[8];
+    char err[256];
     if (check_target(t, err, sizeof(err)) != TN_OK)
         return TN_INVALID;
     if (t->kind != TARGET_PG_SCHEMA)
         return TN_DECLINED;
-    return create_sql(t, sql, len);
+    if (t->role == NULL)
+        return create_sql(t, sql, len);
+    char role[1536], create[256], qr[72];
+    int rc = role_script(kept, t, role, sizeof(role), err, sizeof(err));
+    if (rc != TN_OK)
+        return rc;
+    create_sql(t, create, sizeof(create));
+    db_quote_ident(t->role, qr, sizeof(qr));
+    int n = snprintf(sql, len, "%s;\n%s;\nSET LOCAL ROLE %s;\n", role, create, qr);
+    return n > 0 && (size_t)n < len ? TN_OK : TN_TOOBIG;
 }
 
 int target_create(const storage_target *t, char *err, size_t errlen)
@@ -357,8 +466,21 @@ int target_drop_on(tn_db *kept, const storage_target *t, char *err, size_t errle
             rc = tn_errf(err, errlen, TN_INVALID,
                          "the database %s is the server URI's own: not dropped", t->name);
     }
-    if (rc == TN_OK)
+    if (rc == TN_OK && t->role != NULL) {
+        const char *scope = db_schema_scope(db), *scope_role = db_scope_role(db);
+        char keep_scope[72], keep_role[72];
+        snprintf(keep_scope, sizeof(keep_scope), "%s", scope ? scope : "");
+        snprintf(keep_role, sizeof(keep_role), "%s", scope_role ? scope_role : "");
         rc = run(db, sql, 0, NULL, err, errlen);
+        if (scope != NULL)
+            (void)db_set_scope(db, NULL, NULL);
+        if (rc == TN_OK)
+            drop_role(db, t);
+        if (scope != NULL)
+            (void)db_set_scope(db, keep_scope, keep_role[0] ? keep_role : NULL);
+    } else if (rc == TN_OK) {
+        rc = run(db, sql, 0, NULL, err, errlen);
+    }
     if (db != kept)
         db_close(db);
     return rc;
@@ -425,7 +547,7 @@ int target_open(const storage_target *t, tn_db **out, char *err, size_t errlen)
         }
     }
     if (rc == TN_OK) {
-        rc = db_set_schema_scope(db, t->kind == TARGET_PG_SCHEMA ? t->name : "public");
+        rc = db_set_scope(db, t->kind == TARGET_PG_SCHEMA ? t->name : "public", t->role);
         if (rc != TN_OK)
             tn_errf(err, errlen, rc, "%s", tn_db_error(db));
     }

@@ -54,26 +54,43 @@ typedef struct storage_target {
     int max_tenants;      /* schema mode: recycle a server connection after it has served
                              this many distinct schemas (0: the pool's pg_max_tenants) */
     bool reset_always;    /* PostgreSQL: db_options.reset_always */
+    const char *role;     /* PostgreSQL: the tenant's role, which owns the schema or database
+                             and everything in it; every scoped transaction runs as it
+                             (db_set_scope). NULL: none (the login role's rights) */
+    const char *role_password; /* the role's password (derived by the tenancy layer from
+                             its role key), set on the role when it is made; NULL: none */
 } storage_target;
 
 /* Names: "target_kind" <-> "sqlite" | "schema" | "database". */
 const char *target_kind_name(target_kind k);
 int target_kind_parse(const char *s);   /* -1 when unknown */
 
-/* Create the file, schema or database. TN_OK, TN_EXISTS (already there: nothing changed),
- * TN_INVALID (bad name), or a storage error; err says why. */
+/* Create the file, schema or database. With a role (PostgreSQL), the role first when it is
+ * not there yet (LOGIN, with the SCRAM verifier of role_password when one is given; an
+ * existing role gets the password again), the login role made a member of it (so that
+ * SET LOCAL ROLE works), then the schema (AUTHORIZATION the role) or the database (OWNER the
+ * role, CONNECT and TEMPORARY revoked from PUBLIC); in schema mode the role may CONNECT to
+ * the shared database. TN_OK, TN_EXISTS (already there: nothing changed), TN_INVALID (bad
+ * name), or a storage error; err says why. */
 int target_create(const storage_target *t, char *err, size_t errlen);
 
 /* Whether it exists. TN_OK with *exists set, or a storage error. */
 int target_exists(const storage_target *t, bool *exists, char *err, size_t errlen);
 
-/* The statement that creates t when it is a schema ("CREATE SCHEMA" and the quoted name), for
- * a caller that runs it inside a transaction of its own (tenant create: the schema, its
- * migrations and its seed in one commit). TN_OK; TN_DECLINED for the other kinds (a database
- * cannot be created in a transaction); TN_INVALID for a name target_create would refuse. */
-int target_schema_create_sql(const storage_target *t, char *sql, size_t len);
+/* The script that creates t when it is a schema, for a caller that runs it inside a
+ * transaction of its own (tenant create: the schema, its migrations and its seed in one
+ * commit): with a role, the role (when it is not there yet; see target_create), the schema
+ * owned by it, and SET LOCAL ROLE, so that what the transaction creates next belongs to the
+ * tenant's role; without, "CREATE SCHEMA" and the quoted name. `kept` (a connection to t's
+ * server) makes the password's verifier; without one, a role gets no password. TN_OK;
+ * TN_DECLINED for the other kinds (a database cannot be created in a transaction);
+ * TN_INVALID for a name target_create would refuse; TN_TOOBIG. */
+int target_schema_create_sql(tn_db *kept, const storage_target *t, char *sql, size_t len);
 
-/* Remove it and everything in it. TN_OK, TN_NOTFOUND, or a storage error. */
+
+/* Remove it and everything in it, and then its role (DROP OWNED, DROP ROLE) unless the role
+ * still owns something elsewhere on the server (another database's schema of the same
+ * name): then it stays. TN_OK, TN_NOTFOUND, or a storage error. */
 int target_drop(const storage_target *t, char *err, size_t errlen);
 
 /* The same two on a connection the caller keeps for many targets (the bulk create of the

@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/rc.h"
 #include "storage/db.h"
+#include "tenancy/rolekey.h"
 
 #include <errno.h>
 #include <grp.h>
@@ -542,6 +543,16 @@ int cli_give(const char *path, uid_t uid, gid_t gid, bool must_exist, char *err,
     return TN_IO;
 }
 
+void cli_role_password(cli *c, storage_target *t, char pw[65])
+{
+    char err[512];
+    pw[0] = '\0';
+    if (t->role == NULL || rolekey_password(&c->cfg->tenancy, t->role, pw, err, sizeof(err)) !=
+                               TN_OK)
+        return;   /* no key: a role without a password (tenancy check says so) */
+    t->role_password = pw;
+}
+
 static int cmd_init(cli *c, const cli_args *a)
 {
     (void)a;
@@ -557,6 +568,10 @@ static int cmd_init(cli *c, const cli_args *a)
     rc = mkdir_p(tc->state_dir, err, sizeof(err));
     if (rc != TN_OK)
         return cli_fail(c, rc, "state_dir: %s", err);
+    int key_made = 0;
+    rc = rolekey_create(tc, uid, gid, &key_made, err, sizeof(err));
+    if (rc != TN_OK)
+        return cli_fail(c, rc, "%s", err);
     rc = registry_open(tc->registry_uri, tc->gen_path, &c->reg, err, sizeof(err));
     if (rc != TN_OK)
         return cli_fail(c, rc, "cannot open the registry: %s", err);
@@ -596,10 +611,13 @@ static int cmd_init(cli *c, const cli_args *a)
         buf_json_str(&c->out, tc->state_dir);
         buf_puts(&c->out, ",\"generation_file\":");
         buf_json_str(&c->out, tc->gen_path);
-        buf_putc(&c->out, '}');
+        buf_puts(&c->out, ",\"role_key\":");
+        buf_json_str(&c->out, tc->role_key_path);
+        buf_puts(&c->out, key_made ? ",\"role_key_made\":true}" : ",\"role_key_made\":false}");
     } else {
         printf("registry ready: %s\n", sqlite ? tc->registry_uri : "postgres (schema tenancy)");
-        printf("state_dir: %s\ngeneration file: %s\n", tc->state_dir, tc->gen_path);
+        printf("state_dir: %s\ngeneration file: %s\nrole key: %s%s\n", tc->state_dir,
+               tc->gen_path, tc->role_key_path, key_made ? " (made)" : "");
     }
     return 0;
 }

@@ -231,7 +231,7 @@ static int schema_conn(worker_ctx *w, const storage_target *t, const char *pname
     const placement *pl = tenancy_placement(w->tc, pname);
     int max = pl != NULL && pl->max_tenants > 0 ? pl->max_tenants : POOL_PG_MAX_TENANTS;
     if (p->db != NULL && (p->served >= max || !db_is_clean(p->db) ||
-                          db_set_schema_scope(p->db, t->name) != TN_OK)) {
+                          db_set_scope(p->db, t->name, t->role) != TN_OK)) {
         db_close(p->db);
         p->db = NULL;
     }

@@ -69,6 +69,8 @@ typedef struct provision {
     storage_target target;
     int64_t id;
     bool cloned, replayed;       /* replayed: --from-template in schema mode */
+    bool inline_schema;          /* schema and role made inside the migrations' transaction */
+    char role_password[65];      /* the tenant role's (rolekey.h), or "" */
     migrate_result mr;
     bool seeded;
     int64_t ms;
@@ -214,8 +216,11 @@ static int storage_open(provision *p, provision_keep *keep, tn_db **db, char *er
 {
     if (keep == NULL || p->target.kind != TARGET_PG_SCHEMA)
         return target_open(&p->target, db, err, errlen);
+    /* A schema made inline does not exist yet, nor maybe its role: the script that makes
+     * them sets the role itself (target_schema_create_sql). */
+    const char *role = p->inline_schema ? NULL : p->target.role;
     if (keep->db != NULL && (!keep_reusable(keep) ||
-                             db_set_schema_scope(keep->db, p->target.name) != TN_OK)) {
+                             db_set_scope(keep->db, p->target.name, role) != TN_OK)) {
         db_close(keep->db);
         keep->db = NULL;
     }
@@ -276,11 +281,12 @@ static int provision_run(cli *c, const registry_new *n, provision *p, provision_
 
     /* Schema mode on the kept connection: CREATE SCHEMA goes into the transaction of the
      * migrations and the seed (migrate_provision's prelude), one commit in all. */
-    char create_sql[128];
+    char create_sql[2048];
     bool inline_schema = keep_reusable(keep) && p->target.kind == TARGET_PG_SCHEMA &&
                          migrate_count(pl->set) > 0 &&
-                         target_schema_create_sql(&p->target, create_sql,
+                         target_schema_create_sql(keep->db, &p->target, create_sql,
                                                   sizeof(create_sql)) == TN_OK;
+    p->inline_schema = inline_schema;
     if (pl->from_template && p->target.kind != TARGET_PG_SCHEMA) {
         rc = migrate_clone(&pl->tpl_target, &p->target, err, sizeof(err));
         p->cloned = rc == TN_OK;
@@ -402,6 +408,7 @@ static int provision_tenant(cli *c, registry_new *n, provision *p, provision_kee
         return TN_INVALID;
     }
     p->target.statement_timeout_ms = 0;   /* a migration may take longer than a request */
+    cli_role_password(c, &p->target, p->role_password);
     n->state = TENANT_PROVISIONING;       /* until its storage is ready */
     n->placement = pname;
     n->storage = p->storage;

@@ -329,6 +329,7 @@ int tenancy_config_finish(tenancy_config *c, int max_children, arena *a, char *e
         return TN_INVALID;
     }
     c->gen_path = arena_sprintf(a, "%s/registry.gen", c->state_dir);
+    c->role_key_path = arena_sprintf(a, "%s/role.key", c->state_dir);
 
     const char *mw = c->max_workers_text;
     char *end;

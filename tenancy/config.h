@@ -74,6 +74,8 @@ typedef struct tenancy_config {
     netaddr_list *header_trusted;
     const char *registry_uri;     /* registry, or sqlite:<state_dir>/control.db */
     const char *gen_path;         /* <state_dir>/registry.gen */
+    const char *role_key_path;    /* <state_dir>/role.key: PostgreSQL tenant roles' passwords
+                                     are derived from it (tenancy/rolekey.c) */
     int max_workers_abs;          /* 0: no limit */
     int max_workers_pct;          /* 0: absolute */
     const char *sqlite_dir;       /* storage.sqlite_dir, or <state_dir>/tenants */

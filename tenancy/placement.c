@@ -27,6 +27,9 @@ int placement_target_of(const tenancy_config *c, const char *placement_name,
     out->statement_timeout_ms = (int)p->statement_timeout_ms;
     out->max_tenants = p->max_tenants;
     out->reset_always = p->reset_always;
+    /* PostgreSQL: the tenant's role is named as its storage (t_<slug>, tenant_<slug>), so a
+     * role found on a server is traced to its tenant as its schema or database is. */
+    out->role = out->kind == TARGET_SQLITE ? NULL : storage;
     return TN_OK;
 }
 

@@ -3,6 +3,7 @@
 #include "core/sha256.h"
 #include "tests/unit/check_common.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const struct {
@@ -59,6 +60,34 @@ START_TEST(test_sha256_pieces)
 }
 END_TEST
 
+/* RFC 4231's cases 1, 2 and 6 (a key longer than a block is hashed first). */
+START_TEST(test_hmac_sha256_vectors)
+{
+    static const char *const want[] = {
+        "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7",
+        "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843",
+        "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"};
+    unsigned char k1[20], k6[131];
+    memset(k1, 0x0b, sizeof(k1));
+    memset(k6, 0xaa, sizeof(k6));
+    const struct {
+        const void *key;
+        size_t keylen;
+        const char *msg;
+    } c[] = {{k1, sizeof(k1), "Hi There"},
+             {"Jefe", 4, "what do ya want for nothing?"},
+             {k6, sizeof(k6), "Test Using Larger Than Block-Size Key - Hash Key First"}};
+    for (size_t i = 0; i < TN_ARRAY_LEN(c); i++) {
+        uint8_t mac[32];
+        char hex[65];
+        hmac_sha256(c[i].key, c[i].keylen, c[i].msg, strlen(c[i].msg), mac);
+        for (int j = 0; j < 32; j++)
+            snprintf(hex + 2 * j, 3, "%02x", mac[j]);
+        ck_assert_str_eq(hex, want[i]);
+    }
+}
+END_TEST
+
 Suite *sha256_suite(void);
 Suite *sha256_suite(void)
 {
@@ -66,6 +95,7 @@ Suite *sha256_suite(void)
     TCase *tc = tcase_create("sha256");
     tcase_add_test(tc, test_sha256_vectors);
     tcase_add_test(tc, test_sha256_pieces);
+    tcase_add_test(tc, test_hmac_sha256_vectors);
     suite_add_tcase(s, tc);
     return s;
 }
