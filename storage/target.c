@@ -285,25 +285,13 @@ static int role_script(tn_db *db, const storage_target *t, char *sql, size_t len
     int n = snprintf(sql, len,
                      "DO $tn_role$BEGIN "
                      "IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '%s') THEN "
-                     "ALTER ROLE %s LOGIN NOINHERIT%s; "
-                     "ELSE CREATE ROLE %s LOGIN NOINHERIT%s; END IF; "
+                     "ALTER ROLE %s LOGIN%s; "
+                     "ELSE CREATE ROLE %s LOGIN%s; END IF; "
                      "GRANT %s TO CURRENT_USER; "
-                     "%s"
                      "END$tn_role$",
-                     t->role, qr, pw, qr, pw, qr,
-                     t->kind == TARGET_PG_SCHEMA
-                         ? "EXECUTE pg_catalog.format('GRANT CONNECT ON DATABASE %I TO %I', "
-                           "pg_catalog.current_database(), "
-                         : "");
+                     t->role, qr, pw, qr, pw, qr);
     if (n < 0 || (size_t)n >= len)
         return tn_errf(err, errlen, TN_TOOBIG, "the role's statement is too long");
-    if (t->kind == TARGET_PG_SCHEMA) {
-        /* the GRANT CONNECT's last argument and the block's end */
-        char *end = strstr(sql, "END$tn_role$");
-        int m = snprintf(end, len - (size_t)(end - sql), "'%s'); END$tn_role$", t->role);
-        if (m < 0 || (size_t)m >= len - (size_t)(end - sql))
-            return tn_errf(err, errlen, TN_TOOBIG, "the role's statement is too long");
-    }
     return TN_OK;
 }
 

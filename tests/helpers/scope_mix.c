@@ -3,16 +3,19 @@
  * mode (storage/target.h), used by tests/integration/pgbouncer.sh behind a real PgBouncer
  * in transaction mode, and the round-trip benchmark of the schema scope.
  *
- *   scope_mix setup URI N                  create schemas tn_mix_0..N-1 (each: a table
- *                                          items holding one row, its own name)
+ *   scope_mix setup URI N                  create schemas tn_mix_0..N-1 (each owned by a
+ *                                          role of the same name, with a table items
+ *                                          holding one row, its own name)
  *   scope_mix run URI N OPS WORKERS [txn|naive]
  *                                          WORKERS processes, each with its own pool (one
  *                                          schema-mode connection, like a tenancyd worker),
  *                                          run OPS operations in all: a random tenant, then
- *                                          SELECT its marker row (in an explicit transaction
- *                                          with "txn", where some are also left open, made
- *                                          to fail, or SET a session search_path for
- *                                          pool_release to clean up). "naive" is the control:
+ *                                          SELECT its marker row and current_user, both
+ *                                          its own (in an explicit transaction with "txn",
+ *                                          where some are also left open, made to fail, SET
+ *                                          a session search_path for pool_release to clean
+ *                                          up, or read another tenant's table by its
+ *                                          qualified name, which the database must refuse). "naive" is the control:
  *                                          a session SET search_path, then the SELECT, on a
  *                                          plain connection (what leaks behind PgBouncer)
  *   scope_mix bench URI N ROUNDS           µs per statement: plain (qualified) autocommit,
@@ -69,7 +72,8 @@ static int setup(const char *uri, int n)
     for (int i = 0; i < n; i++) {
         char name[32], err[512];
         schema_of(i, name);
-        storage_target t = {.kind = TARGET_PG_SCHEMA, .server = uri, .name = name};
+        storage_target t = {.kind = TARGET_PG_SCHEMA, .server = uri, .name = name,
+                            .role = name};
         int rc = target_drop(&t, err, sizeof(err));
         if (rc != TN_OK && rc != TN_NOTFOUND) {
             fprintf(stderr, "scope_mix: drop %s: %s\n", name, err);
@@ -119,7 +123,7 @@ static int one_op(storage_pool *pool, const char *uri, int i, bool txn, int op,
     char name[32], err[512];
     schema_of(i, name);
     storage_target t = {.kind = TARGET_PG_SCHEMA, .server = uri, .name = name,
-                        .statement_timeout_ms = 10000};
+                        .statement_timeout_ms = 10000, .role = name};
     tn_db *db = NULL;
     if (pool_acquire(pool, &t, &db, err, sizeof(err)) != TN_OK) {
         fprintf(stderr, "scope_mix: acquire %s: %s\n", name, err);
@@ -131,16 +135,16 @@ static int one_op(storage_pool *pool, const char *uri, int i, bool txn, int op,
         goto error;
     for (int k = 0; k < (txn ? 2 : 1); k++) {   /* in a transaction: two reads */
         if (tn_db_query(db, &rows,
-                        "SELECT marker, pg_catalog.pg_backend_pid()::text FROM items", 0,
-                        NULL) != TN_OK ||
+                        "SELECT marker, pg_catalog.pg_backend_pid()::text, current_user::text "
+                        "FROM items", 0, NULL) != TN_OK ||
             tn_rows_next(rows) != TN_OK)
             goto error;
-        const char *m = tn_rows_get(rows, 0);
+        const char *m = tn_rows_get(rows, 0), *role = tn_rows_get(rows, 2);
         note_pid(tl, tn_rows_get(rows, 1));
-        if (m == NULL || strcmp(m, name) != 0) {
+        if (m == NULL || strcmp(m, name) != 0 || role == NULL || strcmp(role, name) != 0) {
             if (result == 0)
-                fprintf(stderr, "scope_mix: WRONG TENANT: %s read '%s'\n", name,
-                        m != NULL ? m : "(null)");
+                fprintf(stderr, "scope_mix: WRONG TENANT: %s read '%s' as role '%s'\n", name,
+                        m != NULL ? m : "(null)", role != NULL ? role : "(null)");
             result = 1;
         }
         tn_rows_free(rows);
@@ -157,6 +161,15 @@ static int one_op(storage_pool *pool, const char *uri, int i, bool txn, int op,
             if (tn_db_exec(db, "SET search_path TO " PREFIX "0", 0, NULL) != TN_OK ||
                 tn_db_commit(db) != TN_OK)
                 goto error;
+            break;
+        case 4:   /* another tenant's table by its qualified name: the database refuses it
+                   * (the tenant's role has no rights on that schema); left failed */
+            if (i != 0 && tn_db_exec(db, "SELECT marker FROM " PREFIX "0.items", 0, NULL) !=
+                              TN_DENIED) {
+                fprintf(stderr, "scope_mix: WRONG TENANT: %s read " PREFIX "0.items (%s)\n",
+                        name, tn_db_error(db));
+                result = 1;
+            }
             break;
         default:
             if (tn_db_commit(db) != TN_OK)
