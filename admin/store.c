@@ -46,21 +46,7 @@ char *store_relation(adm_store *s, arena *ar, const char *table)
     return arena_sprintf(ar, "%s.%s", qs, qt);
 }
 
-/* The placement's server with the tenant's role as the user, and its password when there is
- * a role key (a conninfo takes the last value of a key; a URI takes them as query
- * parameters). Role names are plain identifiers and passwords hex: nothing to escape. */
-static const char *with_login(arena *ar, const char *server, const char *user,
-                              const char *password)
-{
-    if (server == NULL)
-        return NULL;
-    bool uri = strncmp(server, "postgresql://", 13) == 0 || strncmp(server, "postgres://", 11) == 0;
-    const char *sep = uri ? "&" : " ";
-    return arena_sprintf(ar, "%s%suser=%s%s%s%s", server, uri ? (strchr(server, '?') ? "&" : "?")
-                                                              : " ",
-                         user, password[0] ? sep : "", password[0] ? "password=" : "",
-                         password);
-}
+
 
 /* ---- kept PostgreSQL connections -------------------------------------------------------------
  * A new backend pays for its catalog caches on its first queries (at 10,000 schemas, ~100 ms
@@ -170,12 +156,14 @@ int store_open(adm_req *a, const tenant_rec *t, bool console, adm_store *s, char
         rc = rolekey_password(adm.env.tcfg, tt.role, pw, err, errlen);
         if (rc != TN_OK && rc != TN_NOTFOUND)
             return rc;   /* no key at all: the server may trust the role without one */
-        tt.server = with_login(a->r->arena, tt.server, tt.role, pw);
+        char *login = tn_alloc(a->r, 4096);
+        rc = login == NULL ? TN_NOMEM
+                           : db_uri_with(tt.server, NULL, tt.role, pw[0] ? pw : NULL, login,
+                                         4096, err, errlen);
         memset(pw, 0, sizeof(pw));
-        if (tt.server == NULL) {
-            snprintf(err, errlen, "out of memory");
-            return TN_NOMEM;
-        }
+        if (rc != TN_OK)
+            return rc;
+        tt.server = login;
     }
     s->console = console;
     keep_key(&tt, console, s->key, sizeof(s->key));

@@ -286,9 +286,19 @@ int db_reset(tn_db *db)
 int db_uri_with_dbname(const char *uri, const char *dbname, char *out, size_t outlen,
                        char *err, size_t errlen)
 {
+    if (dbname == NULL) {
+        set_errbuf(err, errlen, "no database name");
+        return TN_INVALID;
+    }
+    return db_uri_with(uri, dbname, NULL, NULL, out, outlen, err, errlen);
+}
+
+int db_uri_with(const char *uri, const char *dbname, const char *user, const char *password,
+                char *out, size_t outlen, char *err, size_t errlen)
+{
     const char *target = NULL;
     set_errbuf(err, errlen, "");
-    if (out == NULL || outlen == 0 || dbname == NULL || pick_backend(uri, &target) != BACKEND_PG) {
+    if (out == NULL || outlen == 0 || pick_backend(uri, &target) != BACKEND_PG) {
         set_errbuf(err, errlen, "not a PostgreSQL URI");
         return TN_INVALID;
     }
@@ -306,7 +316,7 @@ int db_uri_with_dbname(const char *uri, const char *dbname, char *out, size_t ou
         err = scratch;
         errlen = sizeof(scratch);
     }
-    return drv->with_dbname(target, dbname, out + sizeof(prefix) - 1,
+    return drv->with_dbname(target, dbname, user, password, out + sizeof(prefix) - 1,
                             outlen - (sizeof(prefix) - 1), err, errlen);
 }
 

@@ -115,8 +115,9 @@ struct db_driver {
     int (*wait_notify)(tn_db *db, int timeout_ms);
     /* `target` (as open gets it) with its database replaced by `dbname`, as a keyword=value
      * conninfo string in out. TN_OK, TN_INVALID (a malformed target), TN_TOOBIG. */
-    int (*with_dbname)(const char *target, const char *dbname, char *out, size_t outlen,
-                       char *err, size_t errlen);
+    int (*with_dbname)(const char *target, const char *dbname, const char *user,
+                       const char *password, char *out, size_t outlen, char *err,
+                       size_t errlen);
     /* An idle connection taken from a pool: false when the server has ended it (a
      * terminated backend, a dropped database, a restart), read without a round trip. */
     bool (*alive)(tn_db *db);

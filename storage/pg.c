@@ -1015,8 +1015,9 @@ static bool append_kv(char *out, size_t outlen, size_t *len, const char *key, co
 
 /* Parse the target (a conninfo string or a URI) and write every option it sets back as
  * keyword=value pairs, with dbname replaced. */
-static int pg_with_dbname(const char *target, const char *dbname, char *out, size_t outlen,
-                          char *err, size_t errlen)
+static int pg_with_dbname(const char *target, const char *dbname, const char *user,
+                          const char *password, char *out, size_t outlen, char *err,
+                          size_t errlen)
 {
     char *perr = NULL;
     PQconninfoOption *opts = PQconninfoParse(target, &perr);
@@ -1033,12 +1034,18 @@ static int pg_with_dbname(const char *target, const char *dbname, char *out, siz
     if (ok)
         out[0] = '\0';
     for (PQconninfoOption *o = opts; ok && o->keyword != NULL; o++) {
-        if (o->val == NULL || strcmp(o->keyword, "dbname") == 0)
+        if (o->val == NULL || (dbname != NULL && strcmp(o->keyword, "dbname") == 0) ||
+            (user != NULL && (strcmp(o->keyword, "user") == 0 ||
+                              strcmp(o->keyword, "password") == 0)))
             continue;
         ok = append_kv(out, outlen, &len, o->keyword, o->val);
     }
-    if (ok)
+    if (ok && dbname != NULL)
         ok = append_kv(out, outlen, &len, "dbname", dbname);
+    if (ok && user != NULL)
+        ok = append_kv(out, outlen, &len, "user", user);
+    if (ok && user != NULL && password != NULL)
+        ok = append_kv(out, outlen, &len, "password", password);
     PQconninfoFree(opts);
     if (!ok) {
         snprintf(err, errlen, "postgres: connection string too long");

@@ -462,12 +462,30 @@ static int open_pg(storage_pool *p, const storage_target *t, pool_entry *e, char
     if (e->cls == CLASS_SCHEMA) {
         rc = db_open(t->server, &o, &e->db, err, errlen);
     } else {
-        char uri[4096];
-        rc = db_uri_with_dbname(t->server, t->name, uri, sizeof(uri), err, errlen);
+        /* A connection of one tenant's: its database (database mode), and/or a login as its
+         * role (login_as_role: a schema-mode tenant then gets a connection of its own too).
+         * Its scope is set once: a tenant's database keeps its tables in its public schema
+         * (see target.c). */
+        char uri[4096], pw[65] = "";
+        bool db_mode = t->kind == TARGET_PG_DATABASE;
+        const char *user = t->login_as_role ? t->role : NULL;
+        rc = TN_OK;
+        if (user != NULL && p->lim.role_password != NULL) {
+            rc = p->lim.role_password(p->lim.role_password_ctx, user, pw);
+            if (rc == TN_NOTFOUND)
+                rc = TN_OK;   /* no role key: a server that trusts the role */
+            else if (rc != TN_OK)
+                tn_errf(err, errlen, rc, "no password for the role %s", user);
+        }
+        if (rc == TN_OK)
+            rc = db_uri_with(t->server, db_mode ? t->name : NULL, user, pw[0] ? pw : NULL, uri,
+                             sizeof(uri), err, errlen);
+        memset(pw, 0, sizeof(pw));
         if (rc == TN_OK)
             rc = db_open(uri, &o, &e->db, err, errlen);
-        /* a tenant's database keeps its tables in its public schema (see target.c) */
-        if (rc == TN_OK && (rc = db_set_scope(e->db, "public", t->role)) != TN_OK)
+        memset(uri, 0, sizeof(uri));
+        if (rc == TN_OK &&
+            (rc = db_set_scope(e->db, db_mode ? "public" : t->name, t->role)) != TN_OK)
             tn_errf(err, errlen, rc, "%s", tn_db_error(e->db));
     }
     if (rc == TN_OK) {
@@ -517,8 +535,10 @@ int pool_acquire(storage_pool *p, const storage_target *t, tn_db **out, char *er
         timeout = 0;
         break;
     case TARGET_PG_SCHEMA:
-        cls = CLASS_SCHEMA;
+        /* logged in as its own role, a tenant's connection is its own, like a database's */
+        cls = t->login_as_role && t->role != NULL ? CLASS_DATABASE : CLASS_SCHEMA;
         server = t->server;
+        name = cls == CLASS_DATABASE ? t->name : NULL;
         break;
     case TARGET_PG_DATABASE:
         cls = CLASS_DATABASE;

@@ -59,6 +59,9 @@ typedef struct storage_target {
                              (db_set_scope). NULL: none (the login role's rights) */
     const char *role_password; /* the role's password (derived by the tenancy layer from
                              its role key), set on the role when it is made; NULL: none */
+    bool login_as_role;   /* the pool's connections for it log in as the role itself (one
+                             per tenant: nothing run on them can SET ROLE to another tenant)
+                             instead of the server URI's user with SET LOCAL ROLE */
 } storage_target;
 
 /* Names: "target_kind" <-> "sqlite" | "schema" | "database". */
@@ -132,6 +135,11 @@ typedef struct pool_limits {
                                    served this many distinct schemas (backend catalog memory
                                    grows ~20 KB per schema touched and never shrinks) */
     int pg_db_max_open;         /* database mode: connections kept open (LRU) */
+    /* The password of a tenant role, for targets with login_as_role (asked at connect time
+     * only): TN_OK with 64 hex digits in out, TN_NOTFOUND to connect without one (a server
+     * that trusts the role), another code to fail. NULL: always without. */
+    int (*role_password)(void *ctx, const char *role, char out[65]);
+    void *role_password_ctx;
 } pool_limits;                  /* 0 (or less) picks the default: 128, POOL_PG_MAX_TENANTS, 8 */
 
 /* The default of pool_limits.pg_max_tenants, and so of placement.NAME.max_tenants. */

@@ -17,6 +17,7 @@
 #include "tenancy/lookup.h"
 #include "tenancy/placement.h"
 #include "tenancy/registry.h"
+#include "tenancy/rolekey.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,16 @@ static struct {
     buf run_headers, run_out;
 } ch;
 
+/* The pool asks when it logs in as a tenant's role (placement.NAME.login = tenant). */
+static int role_password(void *ctx, const char *role, char out[65])
+{
+    char err[512];
+    int rc = rolekey_password(ctx, role, out, err, sizeof(err));
+    if (rc != TN_OK && rc != TN_NOTFOUND)
+        log_error("storage: %s", err);
+    return rc;
+}
+
 int chain_init(const chain_env *env)
 {
     memset(&ch, 0, sizeof(ch));
@@ -57,7 +68,8 @@ int chain_init(const chain_env *env)
                               c->lookup_cache_negative_ttl_ms);
     ch.apps = appcache_create((size_t)c->app_cache_bytes, c->app_cache_entries);
     /* each placement's max_tenants comes with its targets (storage_target.max_tenants) */
-    pool_limits pl = {.sqlite_max_open = c->sqlite_max_open, .pg_db_max_open = c->pg_db_max_open};
+    pool_limits pl = {.sqlite_max_open = c->sqlite_max_open, .pg_db_max_open = c->pg_db_max_open,
+                      .role_password = role_password, .role_password_ctx = (void *)c};
     ch.pool = pool_create(&pl);
     if (ch.lookup == NULL || ch.apps == NULL || ch.pool == NULL)
         return TN_NOMEM;

@@ -101,7 +101,7 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
     const char *dot = strrchr(name, '.');
     if (dot == NULL || !placement_name_ok(name, (size_t)(dot - name))) {
         snprintf(err, errlen, "%s: expected placement.NAME.dsn|mode|max_tenants|"
-                              "statement_timeout|session_reset with NAME of a-z, 0-9, _ and -",
+                              "statement_timeout|session_reset|login with NAME of a-z, 0-9, _ and -",
                  key);
         return TN_INVALID;
     }
@@ -162,9 +162,18 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
             snprintf(err, errlen, "%s: expected auto or always, got '%s'", key, value);
             return TN_INVALID;
         }
+    } else if (strcmp(field, "login") == 0) {
+        if (strcmp(value, "shared") == 0) {
+            p->login = PLACEMENT_LOGIN_SHARED;
+        } else if (strcmp(value, "tenant") == 0) {
+            p->login = PLACEMENT_LOGIN_TENANT;
+        } else {
+            snprintf(err, errlen, "%s: expected shared or tenant, got '%s'", key, value);
+            return TN_INVALID;
+        }
     } else {
         snprintf(err, errlen, "%s: unknown placement setting '%s' (dsn, mode, max_tenants, "
-                              "statement_timeout, session_reset)", key, field);
+                              "statement_timeout, session_reset, login)", key, field);
         return TN_INVALID;
     }
     return TN_OK;

@@ -23,7 +23,15 @@ typedef struct placement {
     int max_tenants;              /* schema mode: recycle a connection after this many */
     int64_t statement_timeout_ms;
     bool reset_always;            /* session_reset = always */
+    int login;                    /* PLACEMENT_LOGIN_*: who the requests' connections log in as */
 } placement;
+
+/* placement.NAME.login: the requests' connections log in as the host's own role, a member of
+ * every tenant role, and SET LOCAL ROLE per transaction (shared: one connection serves every
+ * tenant of the server), or as each tenant's own role (tenant: a connection per tenant, and
+ * nothing that runs on it can take another identity). Default: shared in schema mode, tenant
+ * in database mode (its connections are per tenant already). */
+enum { PLACEMENT_LOGIN_DEFAULT = 0, PLACEMENT_LOGIN_SHARED, PLACEMENT_LOGIN_TENANT };
 
 #define MAX_PLACEMENTS 16
 

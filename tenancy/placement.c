@@ -30,6 +30,8 @@ int placement_target_of(const tenancy_config *c, const char *placement_name,
     /* PostgreSQL: the tenant's role is named as its storage (t_<slug>, tenant_<slug>), so a
      * role found on a server is traced to its tenant as its schema or database is. */
     out->role = out->kind == TARGET_SQLITE ? NULL : storage;
+    out->login_as_role = p->login == PLACEMENT_LOGIN_TENANT ||
+                         (p->login == PLACEMENT_LOGIN_DEFAULT && p->kind == TARGET_PG_DATABASE);
     return TN_OK;
 }
 

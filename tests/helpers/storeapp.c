@@ -14,6 +14,11 @@
  *   GET  /v               {"tenant":...,"data":...,"cache":"<what this tenant's app cache
  *                          holds>"}: the stress suite's check of context, storage and
  *                          tn_cache_* together (the cache entry is set on a miss)
+ *   POST /sql             runs the body as one statement on the tenant's own connection, as
+ *                          an app with an SQL injection would: 200 and the rows (a line each,
+ *                          values joined by '|'), or 403 "refused: <the database's message>"
+ *                          (TN_DENIED), or 400 "error: <message>" (tests/integration/
+ *                          isolation.sh: what the database refuses to a tenant's SQL)
  * And a chain stage, "chaos", that misbehaves before the handler on /chaos/... (the stress
  * suite, tests/stress/): each first begins a transaction and overwrites the marker, then
  *   /chaos/fail           fails (the host answers 500)
@@ -175,6 +180,33 @@ static int handle(tn_request *r)
         if (tn_db_commit(db) != TN_OK)
             return fail_db(r, db);
         return tn_printf(r, "committed %d\n", n);
+    }
+    if (strcmp(path, "/sql") == 0 && strcmp(tn_method(r), "POST") == 0) {
+        const char *body;
+        size_t len;
+        if (tn_body(r, &body, &len) != TN_OK || len == 0)
+            return tn_send_error(r, 400, "a statement is required");
+        tn_db *db = tn_db_of(r);
+        if (db == NULL)
+            return fail_db(r, db);
+        tn_rows *rows = NULL;
+        int rc = tn_db_query(db, &rows, tn_strdup(r, body), 0, NULL);
+        tn_add_header(r, "Content-Type", "text/plain");
+        if (rc != TN_OK) {
+            tn_set_status(r, rc == TN_DENIED ? 403 : 400);
+            return tn_printf(r, "%s: %s\n", rc == TN_DENIED ? "refused" : "error",
+                             tn_db_error(db));
+        }
+        int n = tn_rows_ncols(rows);
+        while (tn_rows_next(rows) == TN_OK) {
+            for (int i = 0; i < n; i++) {
+                const char *v = tn_rows_get(rows, i);
+                tn_printf(r, "%s%s", i ? "|" : "", v ? v : "NULL");
+            }
+            tn_puts(r, "\n");
+        }
+        tn_rows_free(rows);
+        return TN_OK;
     }
     if (strcmp(path, "/count") == 0) {
         const char *batch = tn_query_arg(r, "batch");
