@@ -199,8 +199,11 @@ int audit_sql_start(adm_req *a, const char *tenant, const char *sql, audit_sql *
     kv(&l, "sha256", hex);
     int rc = line_write(adm.env.cfg->audit_log, &l, err, errlen);
     buf_free(&l);
-    if (rc != TN_OK && adm.env.audit_pending != NULL)
-        adm.env.audit_pending(adm.env.audit_ctx, NULL);
+    if (rc != TN_OK) {
+        log_error("admin: %s: a console query on %s was not run", err, tenant);
+        if (adm.env.audit_pending != NULL)
+            adm.env.audit_pending(adm.env.audit_ctx, NULL);
+    }
     return rc;
 }
 

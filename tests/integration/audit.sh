@@ -4,7 +4,8 @@
 #   - padding hides nothing: a query of 310 spaces then `SELECT secret FROM vault` is logged
 #     whole, with its length and the SHA-256 of its exact text (the old line kept the first
 #     300 bytes, all blanks); a query longer than the console takes (64 KiB) is refused and
-#     still logged by its length, hash and a visible prefix;
+#     still logged by its length, hash and a visible prefix; a query that cannot be logged
+#     (the log cannot be written) is not run;
 #   - the entry is written before the statement runs: while a runaway query still runs, its
 #     start line is in the log and the audit page shows it "running"; a query that finishes
 #     gets a second line with the same id and its outcome (rows, ms);
@@ -100,6 +101,18 @@ assert_eq "$(field detail <<< "$line")" "SELECT secret FROM vault" \
 assert_eq "$(field cut <<< "$line")" yes "and says it is cut"
 assert_eq "$(lines_of "$(field id <<< "$line")" | tail -1 | field result)" refused \
     "its completion says refused"
+
+# A query that cannot be put on record is not run (the log is made a folder for a moment).
+mv "$AUDIT" "$AUDIT.kept" && mkdir "$AUDIT"
+sqlfile "SELECT secret FROM vault -- unlogged"
+assert_eq "$(sql_file)" 503 "a query whose start line cannot be written is refused"
+case $(body) in
+*'the launch code'*) fail "the query ran although it could not be logged" ;;
+*) log "ok: and not run" ;;
+esac
+rmdir "$AUDIT" && mv "$AUDIT.kept" "$AUDIT"
+assert_contains "$(grep 'was not run' "$T/tenancyd.log")" "admin-audit.log" \
+    "the error log says why"
 
 # ---- written before the statement runs; a dying worker's statement is closed by the master ----
 status_pid() {   # the pid of the worker of this tenancyd running a console query ("" if none)
