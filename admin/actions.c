@@ -1,7 +1,7 @@
 /*
  * actions.c — what the panel changes, each confirmed and audited: create a tenant, add or
  * remove a domain, suspend, resume (restore), maintenance, migrate, move, delete (with the
- * grace period of storage.delete_grace); and the audit log itself.
+ * grace period of storage.delete_grace). The audit log itself is audit.c.
  *
  * State and domain changes call the registry functions the `tenancy` command calls
  * (registry_set_state_if, registry_restore, registry_domain_add/remove), on the panel's
@@ -12,10 +12,8 @@
  * that logic lives; the panel shows its output.
  *
  * Every action is a GET of a confirmation page (nothing changes) and then a POST with the
- * session's CSRF token; delete also needs the tenant's slug typed again. The audit log gets
- * one JSON line per action, login and console query: time, user, client, action, tenant,
- * detail, result. Lines are written with one write() on an O_APPEND descriptor, so the
- * workers' lines never interleave.
+ * session's CSRF token; delete also needs the tenant's slug typed again. Each action gets
+ * its line in the audit log (audit(), audit.c).
  *
  * Must not: change anything on a GET, or run the command through a shell.
  */
@@ -38,157 +36,6 @@
 
 #define CLI_TIMEOUT_MS 50000
 #define CLI_OUTPUT_MAX 65536
-
-/* ---- the audit log ------------------------------------------------------------------------- */
-
-void audit(adm_req *a, const char *action, const char *tenant, const char *detail,
-           const char *result)
-{
-    buf l = BUF_INIT;
-    char ts[40];
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    buf_puts(&l, "{\"time\":\"");
-    buf_puts(&l, ts);
-    buf_puts(&l, "\",\"user\":");
-    buf_json_str(&l, a->user);
-    buf_puts(&l, ",\"client\":");
-    buf_json_str(&l, a->client);
-    buf_puts(&l, ",\"action\":");
-    buf_json_str(&l, action);
-    buf_puts(&l, ",\"tenant\":");
-    buf_json_str(&l, tenant);
-    buf_puts(&l, ",\"detail\":");
-    buf_json_str(&l, detail ? detail : "");
-    buf_puts(&l, ",\"result\":");
-    buf_json_str(&l, result);
-    buf_puts(&l, ",\"req\":");
-    buf_json_str(&l, tn_request_id(a->r));
-    buf_puts(&l, "}\n");
-    if (!l.oom) {
-        int fd = open(adm.env.cfg->audit_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
-        if (fd < 0 || write(fd, l.p, l.len) != (ssize_t)l.len)
-            log_error("admin: cannot write the audit log %s: %s", adm.env.cfg->audit_log,
-                      strerror(errno));
-        if (fd >= 0)
-            close(fd);
-    }
-    buf_free(&l);
-}
-
-/* The value of "key" in one of our own audit lines (flat, string values, our escaping). */
-static const char *line_get(adm_req *a, const char *line, const char *key)
-{
-    char pat[40];
-    snprintf(pat, sizeof(pat), "\"%s\":", key);
-    const char *p = strstr(line, pat);
-    if (p == NULL)
-        return "";
-    p += strlen(pat);
-    if (*p != '"')
-        return "";
-    p++;
-    buf v = BUF_INIT;
-    for (; *p && *p != '"'; p++) {
-        if (*p == '\\' && p[1]) {
-            p++;
-            switch (*p) {
-            case 'n': buf_putc(&v, '\n'); break;
-            case 't': buf_putc(&v, '\t'); break;
-            case 'r': buf_putc(&v, '\r'); break;
-            case 'u': {
-                /* Control characters only (we escape nothing else as \u): shown as '?'. */
-                buf_putc(&v, '?');
-                for (int i = 0; i < 4 && p[1]; i++)
-                    p++;
-                break;
-            }
-            default: buf_putc(&v, *p); break;
-            }
-        } else {
-            buf_putc(&v, *p);
-        }
-    }
-    const char *s = tn_strdup(a->r, v.p ? v.p : "");
-    buf_free(&v);
-    return s ? s : "";
-}
-
-int page_audit(adm_req *a)
-{
-    buf *o = a->out;
-    page_begin(a, "Audit log", "audit", NULL);
-    buf_puts(o, "<header class=\"page-head\"><h1>Audit log</h1><span class=\"count\">the most "
-                "recent entries first</span></header>");
-    int fd = open(adm.env.cfg->audit_log, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        buf_puts(o, "<p class=\"muted\">Nothing logged yet.</p>");
-        page_end(a);
-        return send_html(a, 200);
-    }
-    struct stat st;
-    size_t want = 256 * 1024;
-    off_t from = 0;
-    if (fstat(fd, &st) == 0 && (size_t)st.st_size > want)
-        from = st.st_size - (off_t)want;
-    char *text = tn_alloc(a->r, want + 1);
-    ssize_t n = text ? pread(fd, text, want, from) : -1;
-    close(fd);
-    if (n < 0)
-        n = 0;
-    text[n] = '\0';
-    char *start = text;
-    if (from > 0) {   /* drop the partial first line */
-        char *nl = strchr(text, '\n');
-        start = nl ? nl + 1 : text + n;
-    }
-    /* Lines, newest first, at most 500. */
-    const char *lines[500];
-    int nl = 0;
-    for (char *p = start; *p;) {
-        char *e = strchr(p, '\n');
-        if (e)
-            *e = '\0';
-        if (*p) {
-            if (nl == (int)TN_ARRAY_LEN(lines)) {
-                memmove(lines, lines + 1, sizeof(lines) - sizeof(lines[0]));
-                nl--;
-            }
-            lines[nl++] = p;
-        }
-        if (!e)
-            break;
-        p = e + 1;
-    }
-    buf_puts(o, "<div class=\"table-wrap\"><table class=\"grid\" id=\"audit\"><thead><tr>"
-                "<th>When</th><th>Who</th><th>From</th><th>Action</th><th>Tenant</th>"
-                "<th>Detail</th><th>Result</th></tr></thead><tbody>");
-    for (int i = nl - 1; i >= 0; i--) {
-        static const char *const keys[] = {"time", "user", "client", "action", "tenant",
-                                           "detail", "result"};
-        buf_puts(o, "<tr>");
-        for (size_t k = 0; k < TN_ARRAY_LEN(keys); k++) {
-            const char *v = line_get(a, lines[i], keys[k]);
-            buf_puts(o, k == 5 ? "<td class=\"mono detail\">" : "<td>");
-            if (k == 6) {
-                buf_puts(o, "<span class=\"result result-");
-                buf_html(o, v);
-                buf_puts(o, "\">");
-                buf_html(o, v);
-                buf_puts(o, "</span>");
-            } else {
-                buf_html(o, v);
-            }
-            buf_puts(o, "</td>");
-        }
-        buf_puts(o, "</tr>");
-    }
-    buf_puts(o, "</tbody></table></div>");
-    page_end(a);
-    return send_html(a, 200);
-}
 
 /* ---- the tenancy command --------------------------------------------------------------------- */
 

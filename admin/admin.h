@@ -1,6 +1,8 @@
 /*
  * admin.h — the admin web panel, as the host sees it: set up once per worker, then hand it
- * every request whose host is admin.host (fcgi/worker.c does both; nothing else calls in).
+ * every request whose host is admin.host (fcgi/worker.c does both); and, for the master, the
+ * one audit line it writes: the outcome of a console statement whose worker died under it
+ * (fcgi/main.c wires that in; nothing else calls in).
  *
  * The panel lives on its own host name and is never reached through a tenant's domain: the
  * worker routes by the same host param the chain reads, before the chain runs, and the
@@ -11,6 +13,7 @@
 #define TN_ADMIN_ADMIN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "admin/config.h"
 #include "core/buf.h"
@@ -25,7 +28,17 @@ typedef struct admin_env {
      * view of workers and per-tenant counters without admin/ knowing the scoreboard. */
     void (*status_json)(void *ctx, buf *out);
     void *status_ctx;
+    /* The console's pending audit entry: called with the entry's id just before a statement
+     * runs, and with NULL once its outcome is in the audit log. The host keeps the id where
+     * its supervisor looks after a worker's death (the scoreboard), so that an entry is
+     * closed even when the statement takes the worker down (admin_audit_died). NULL: the
+     * host keeps nothing. */
+    void (*audit_pending)(void *ctx, const char *id);
+    void *audit_ctx;
 } admin_env;
+
+/* An audit entry id: 16 hex digits and the NUL. */
+#define ADMIN_AUDIT_ID_SIZE 17
 
 /* Per worker, after fork. Copies env (its pointers must outlive the worker's generation).
  * TN_OK or TN_NOMEM. */
@@ -38,5 +51,13 @@ bool admin_is_host(const char *host);
 /* Serve one panel request completely (pages, API, assets, errors). Returns the HTTP status
  * sent. */
 int admin_handle(tn_request *r);
+
+/* For the supervisor, when a worker died with a console entry pending (its id, from
+ * admin_env.audit_pending): the entry's completion line in cfg->audit_log, result "died",
+ * written "by":"master", with `outcome` (how the worker ended) as its detail and the
+ * request's id. Uses nothing but its arguments (the master never runs admin_init). TN_OK,
+ * or TN_INVALID (no id), TN_NOMEM or TN_IO with err set. */
+int admin_audit_died(const admin_config *cfg, const char *id, const char *req_id,
+                     const char *outcome, char *err, size_t errlen);
 
 #endif

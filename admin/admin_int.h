@@ -4,8 +4,8 @@
  * Shape: http.c owns admin_handle(): the per-request context (adm_req), the router, the
  * page frame and the response headers every answer carries. auth.c owns logins, sessions,
  * CSRF and throttling; fleet.c the fleet and tenant pages; schema.c the schema explorer and
- * the table browser; console.c the SQL console; actions.c the actions and the audit log;
- * host.c the host page; store.c opening one tenant's storage. Pages are built in one buffer
+ * the table browser; console.c the SQL console; actions.c the actions; audit.c the audit
+ * log; host.c the host page; store.c opening one tenant's storage. Pages are built in one buffer
  * (a->out) and sent whole, so an error found half-way can still answer with its own status.
  *
  * Must not: be included outside admin/; write anything to a page that did not pass
@@ -118,10 +118,28 @@ int page_new(adm_req *a);
 int page_confirm(adm_req *a, const char *slug);
 int post_action(adm_req *a, const char *slug);
 
+/* ---- audit.c: the audit log ------------------------------------------------------------------ */
+
 /* Append one JSON line to the audit log: who (a->user), when, from where, what, which
- * tenant, the outcome. */
+ * tenant, the outcome. A failed write is logged to the error log. */
 void audit(adm_req *a, const char *action, const char *tenant, const char *detail,
            const char *result);
+
+/* A console statement's entry: a start line before it runs, a completion after (audit.c). */
+typedef struct audit_sql {
+    char id[ADMIN_AUDIT_ID_SIZE];
+} audit_sql;
+
+/* Before the statement runs: a new entry id, handed to the host (admin_env.audit_pending) so
+ * that its supervisor can close the entry should the worker die, then the start line with
+ * the text's length, SHA-256 and the text. TN_OK, or TN_IO / TN_NOMEM with err set when
+ * the line could not be written: the statement must not run then. */
+int audit_sql_start(adm_req *a, const char *tenant, const char *sql, audit_sql *q, char *err,
+                    size_t errlen);
+/* After it: the completion line (result "ok", "error", "refused" or "timeout"; detail: the
+ * rows and the time, or the error), then the host forgets the pending id. */
+void audit_sql_end(adm_req *a, const char *tenant, const audit_sql *q, const char *result,
+                   const char *detail);
 
 /* ---- fleet.c: one tenant from the registry ------------------------------------------------- */
 

@@ -30,7 +30,8 @@ const conf_opt admin_config_table[] = {
     {"admin.page_size", CONF_INT, OFF(page_size), "50", 5, 1000, NULL, 0,
      "rows per page in the fleet and the table browser"},
     {"admin.audit_log", CONF_STR, OFF(audit_log_text), NULL, 0, 0, NULL, 0,
-     "file of one JSON line per panel action and login (default: state_dir/admin-audit.log)"},
+     "file of JSON lines: panel actions, logins, console queries (logged before they run) "
+     "(default: state_dir/admin-audit.log)"},
     {"admin.allow", CONF_STR, OFF(allow), "127.0.0.1, ::1", 0, 0, NULL, 0,
      "client addresses (REMOTE_ADDR) that may reach the panel"},
     {"admin.pg_console_user", CONF_STR, OFF(pg_console_user), "", 0, 0, NULL, 0,

@@ -12,7 +12,8 @@
  * transaction is rolled back afterwards whatever it did; a statement that was given a
  * transaction id (it wrote something despite READ ONLY) is refused and its rows dropped. The
  * timeout is admin.query_timeout;
- * at most admin.row_cap rows are read. Every query is written to the audit log.
+ * at most admin.row_cap rows are read. Every query is written to the audit log before it
+ * runs, and its outcome after (audit.c).
  *
  * Must not: run the operator's SQL on a writable connection, or on another tenant's storage.
  */
@@ -419,7 +420,13 @@ int page_console(adm_req *a, const char *slug)
     if (format == NULL)
         format = "html";
     result *res = NULL;
+    audit_sql q;
+    char aerr[512];
     if (sql != NULL && strlen(sql) > SQL_MAX) {
+        /* Not run, and still logged (by its length, hash and first KiB): what an operator
+         * tried is on record even when it was too long to try. */
+        if (audit_sql_start(a, slug, sql, &q, aerr, sizeof(aerr)) == TN_OK)
+            audit_sql_end(a, slug, &q, "refused", "longer than 64 KiB: not run");
         free(t.rec);
         return send_message(a, 413, "Too long", "A query is at most 64 KiB.");
     }
@@ -429,11 +436,30 @@ int page_console(adm_req *a, const char *slug)
             free(t.rec);
             return send_message(a, 500, "Error", "out of memory");
         }
+        /* The entry is written before the statement runs, so that one which never finishes
+         * (it takes the worker down, or request_timeout does) is still on record; a
+         * statement that cannot be put on record does not run. */
+        if (audit_sql_start(a, slug, sql, &q, aerr, sizeof(aerr)) != TN_OK) {
+            free(t.rec);
+            return send_message(a, 503, "Not run", "The audit log cannot be written, so the "
+                                                   "query was not run.");
+        }
         run(a, t.rec, sql, res);
-        char detail[320];
-        snprintf(detail, sizeof(detail), "%.300s", sql);
-        audit(a, "sql", slug, detail,
-              res->rc == TN_OK ? "ok" : res->rc == TN_DENIED ? "refused" : "error");
+        char outcome[1200];
+        if (res->rc == TN_OK)
+            snprintf(outcome, sizeof(outcome), "%d row%s%s, %.1f ms", res->nrows,
+                     res->nrows == 1 ? "" : "s",
+                     res->truncated ? " (stopped at admin.row_cap)" : "",
+                     (double)res->elapsed_us / 1000.0);
+        else
+            snprintf(outcome, sizeof(outcome), "%s (%.1f ms)", res->err,
+                     (double)res->elapsed_us / 1000.0);
+        audit_sql_end(a, slug, &q,
+                      res->rc == TN_OK        ? "ok"
+                      : res->rc == TN_DENIED  ? "refused"
+                      : res->rc == TN_TIMEOUT ? "timeout"
+                                              : "error",
+                      outcome);
         if (res->rc == TN_OK && strcmp(format, "csv") == 0) {
             free(t.rec);
             return send_csv(a, slug, res);

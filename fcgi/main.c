@@ -9,6 +9,7 @@
  * The composition root: the only file that knows every module.
  */
 #include "core/first.h"
+#include "admin/admin.h"
 #include "core/log.h"
 #include "core/rc.h"
 #include "fcgi/app.h"
@@ -39,6 +40,16 @@ static void list_options(void)
     for (int t = 0; tn_config_tables[t] != NULL; t++)
         for (const conf_opt *o = tn_config_tables[t]; o->key; o++)
             printf("%s\t%s\t%s\n", o->key, o->def ? o->def : "", o->help);
+}
+
+/* The master's hook for a worker that died under a console statement: the audit log is the
+ * panel's (admin/), which the master does not know; this file knows both. */
+static void audit_died(const tn_config *cfg, const char *audit_id, const char *req_id,
+                       const char *how)
+{
+    char err[512];
+    if (admin_audit_died(&cfg->admin, audit_id, req_id, how, err, sizeof(err)) != TN_OK)
+        log_error("cannot close audit entry %s (%s): %s", audit_id, how, err);
 }
 
 /* Load the app in a child so its constructors cannot disturb this process. */
@@ -119,5 +130,6 @@ int main(int argc, char **argv)
         config_free(cfg);
         return 1;
     }
-    return master_run(cfg, path);
+    master_hooks hooks = {.audit_died = audit_died};
+    return master_run(cfg, path, &hooks);
 }

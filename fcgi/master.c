@@ -92,6 +92,7 @@ typedef struct master {
     bool reload_queued;
     unsigned next_generation;
     const char *config_path;
+    master_hooks hooks;
     /* spawning */
     int64_t next_spawn_ms;     /* no spawn before (backoff, brake) */
     int spawn_batch;           /* dynamic: doubles each busy tick up to max_spawn_rate */
@@ -392,9 +393,13 @@ static void reap(master *m)
         bool was_ready = snap.ready;
         unsigned gen = c->generation;
         bool crash = false;
+        char how[200];   /* for a pending audit entry: how the worker ended */
+        snprintf(how, sizeof(how), "worker %d ended", (int)pid);
 
         if (WIFEXITED(status)) {
             int code = WEXITSTATUS(status);
+            snprintf(how, sizeof(how), "worker %d exited (status %d) before the statement "
+                     "finished", (int)pid, code);
             if (code == WORKER_EXIT_OK) {
                 log_debug("worker %d exited", (int)pid);
                 if (was_ready && m->consecutive_crashes > 0 && snap.requests > 0)
@@ -404,6 +409,9 @@ static void reap(master *m)
                 log_error("request timed out after request_timeout (%lld ms): %s; worker %d "
                           "answered 504 and exited", (long long)m->cfg->request_timeout_ms, what,
                           (int)pid);
+                snprintf(how, sizeof(how), "worker %d stopped at request_timeout (%lld ms): "
+                         "it answered 504 and exited", (int)pid,
+                         (long long)m->cfg->request_timeout_ms);
             } else if (code == WORKER_EXIT_INIT) {
                 log_error("worker %d (generation %u) could not start the app", (int)pid, gen);
                 crash = true;
@@ -413,17 +421,27 @@ static void reap(master *m)
             }
         } else if (WIFSIGNALED(status)) {
             int sig = WTERMSIG(status);
+            snprintf(how, sizeof(how), "worker %d died (signal %d, %s)%s", (int)pid, sig,
+                     strsignal(sig), WCOREDUMP(status) ? ", core dumped" : "");
             if (c->killed_timeout) {
                 sb_inc(&m->sb->pool.timeouts);
                 log_error("request timed out: %s; worker %d killed", what, (int)pid);
+                snprintf(how, sizeof(how), "worker %d killed at request_timeout (signal %d)",
+                         (int)pid, sig);
             } else if (c->retiring && sig == SIGKILL) {
                 log_warn("worker %d did not exit in time and was killed while %s", (int)pid, what);
+                snprintf(how, sizeof(how), "worker %d killed (signal %d): it did not stop in "
+                         "time", (int)pid, sig);
             } else {
                 log_error("worker %d died from signal %d (%s)%s while %s", (int)pid, sig,
                           strsignal(sig), WCOREDUMP(status) ? ", core dumped" : "", what);
                 crash = true;
             }
         }
+        /* A console statement the worker never finished: its audit entry would otherwise
+         * say "running" for ever. The slot says which; the hook knows the audit log. */
+        if (snap.audit_id[0] != '\0' && m->hooks.audit_died != NULL)
+            m->hooks.audit_died(m->cfg, snap.audit_id, snap.req_id, how);
         /* A worker that died mid-request leaves its tenant's in-flight count behind. */
         if (snap.tenant_id != 0)
             limits_leave(m->lim, slot, snap.tenant_id, 0);
@@ -907,11 +925,13 @@ static void write_pid_file(const tn_config *cfg)
     fclose(f);
 }
 
-int master_run(tn_config *cfg, const char *config_path)
+int master_run(tn_config *cfg, const char *config_path, const master_hooks *hooks)
 {
     static master mm;
     master *m = &mm;
     memset(m, 0, sizeof(*m));
+    if (hooks != NULL)
+        m->hooks = *hooks;
     m->handoff_wait_ms = -1;
     m->cfg = cfg;
     m->config_path = config_path;

@@ -94,7 +94,7 @@ static void copy_text(char *dst, size_t n, const char *src)
 void sb_reading_begin(scoreboard *sb, sb_slot *s, int64_t start_ns)
 {
     write_begin(s);
-    s->method[0] = s->uri[0] = s->req_id[0] = s->tenant[0] = '\0';
+    s->method[0] = s->uri[0] = s->req_id[0] = s->tenant[0] = s->audit_id[0] = '\0';
     s->req_seq++;
     write_end(s);
     __atomic_store_n(&s->req_start_ns, start_ns, __ATOMIC_RELEASE);
@@ -115,6 +115,13 @@ void sb_set_tenant(sb_slot *s, const char *tenant)
 {
     write_begin(s);
     copy_text(s->tenant, sizeof(s->tenant), tenant);
+    write_end(s);
+}
+
+void sb_set_audit(sb_slot *s, const char *id)
+{
+    write_begin(s);
+    copy_text(s->audit_id, sizeof(s->audit_id), id);
     write_end(s);
 }
 
@@ -154,4 +161,5 @@ void sb_slot_read(const sb_slot *s, sb_slot *out)
     out->uri[sizeof(out->uri) - 1] = '\0';
     out->tenant[sizeof(out->tenant) - 1] = '\0';
     out->req_id[sizeof(out->req_id) - 1] = '\0';
+    out->audit_id[sizeof(out->audit_id) - 1] = '\0';
 }

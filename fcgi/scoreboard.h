@@ -64,6 +64,8 @@ typedef struct sb_slot {
     char uri[200];
     char tenant[64];
     char req_id[40];
+    char audit_id[24];       /* worker: the audit entry of the console statement it runs now
+                                ("": none); the master closes that entry if the worker dies */
 } sb_slot;
 
 typedef struct sb_pool {
@@ -117,6 +119,9 @@ void sb_reading_begin(scoreboard *sb, sb_slot *s, int64_t start_ns);
 void sb_request_begin(sb_slot *s, const char *method, const char *uri, const char *req_id);
 void sb_set_tenant(sb_slot *s, const char *tenant);
 void sb_request_end(scoreboard *sb, sb_slot *s, int status, int64_t duration_us);
+/* The pending audit entry of the statement the worker is about to run (NULL or "": none
+ * any more). A new request clears it too (sb_reading_begin). */
+void sb_set_audit(sb_slot *s, const char *id);
 
 /* Reader side: a consistent copy of a slot. */
 void sb_slot_read(const sb_slot *s, sb_slot *out);

@@ -790,6 +790,16 @@ static void admin_status(void *ctx, buf *out)
     status_json(out, w->sb, w->args->lis, w->args->lim);
 }
 
+/* The console's pending audit entry, kept in this worker's slot: should the statement take
+ * the worker down, the master finds the id there and closes the entry (admin_audit_died). */
+_Static_assert(sizeof(((sb_slot *)0)->audit_id) >= ADMIN_AUDIT_ID_SIZE,
+               "the scoreboard holds a whole audit entry id");
+static void admin_audit_pending(void *ctx, const char *id)
+{
+    worker *w = ctx;
+    sb_set_audit(w->slot, id);
+}
+
 /* Run the request through the host's stages and the app. Returns the final HTTP status. */
 static int run_request(worker *w, tn_request *r)
 {
@@ -1384,7 +1394,8 @@ void worker_main(const worker_args *a)
     }
     admin_env adm_env = {.cfg = &w.cfg->admin, .tcfg = &w.cfg->tenancy,
                          .config_path = w.cfg->path, .status_json = admin_status,
-                         .status_ctx = &w};
+                         .status_ctx = &w, .audit_pending = admin_audit_pending,
+                         .audit_ctx = &w};
     if (admin_init(&adm_env) != TN_OK) {
         log_error("cannot set up the admin panel: out of memory");
         _exit(WORKER_EXIT_SETUP);

@@ -439,7 +439,10 @@ assert_contains "$(grep '"action":"suspend"' "$audit")" '"user":"admin"' "the au
 assert_contains "$(grep '"action":"suspend"' "$audit")" '"tenant":"lite"' "and which tenant"
 assert_contains "$(grep '"action":"resume"' "$audit")" '"result":"ok"' "resume audited"
 assert_contains "$(grep '"action":"csrf_refused"' "$audit" | head -1)" '"result":"refused"' "CSRF refusals audited"
-assert_contains "$(grep '"action":"sql"' "$audit" | grep 'DROP TABLE' | head -1)" '"result":"refused"' "console queries audited"
+# A console query is two lines with one id: its start (before it runs), then its outcome.
+drop_id=$(grep '"action":"sql"' "$audit" | grep 'DROP TABLE' | grep '"phase":"start"' | head -1 |
+    sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p')
+assert_contains "$(grep -F "\"id\":\"$drop_id\"" "$audit" | grep '"phase":"end"')" '"result":"refused"' "console queries audited"
 assert_eq "$(req GET /audit)" 200 "the audit page"
 assert_contains "$(body)" '<td>suspend</td>' "the audit page lists the suspend"
 

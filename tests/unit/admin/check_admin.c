@@ -1,6 +1,7 @@
 /* check_admin.c — the admin panel in process: SHA-256, its options, random tokens, and
  * admin_handle() over a fake transport with a real SQLite registry (routes refused without
- * a session, the headers, a whole login, CSRF). */
+ * a session, the headers, a whole login, CSRF), and the audit page (a console entry's start
+ * shown with its outcome, running, or the master's line for a worker that died). */
 #include "core/first.h"
 #include "admin/admin.h"
 #include "admin/admin_int.h"
@@ -325,6 +326,111 @@ START_TEST(test_login_and_csrf)
 }
 END_TEST
 
+/* ---- the audit page: a console entry's start shown with its outcome ----------------------- */
+
+static void log_line(const char *line)
+{
+    FILE *f = fopen(acfg.audit_log, "a");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%s\n", line);
+    fclose(f);
+}
+
+/* The page's row of entry `id` (a copy, malloc'ed), or NULL. */
+static char *row_of(const char *page, const char *id)
+{
+    char pat[64];
+    snprintf(pat, sizeof(pat), "<tr id=\"audit-%s\">", id);
+    const char *p = strstr(page, pat);
+    if (p == NULL)
+        return NULL;
+    ck_assert_ptr_null(strstr(p + 1, pat));   /* one row per entry */
+    const char *e = strstr(p, "</tr>");
+    ck_assert_ptr_nonnull(e);
+    return strndup(p, (size_t)(e - p));
+}
+
+START_TEST(test_audit_page)
+{
+    char *r, nonce[80], body[512];
+    ck_assert_int_eq(request("GET", "/login", NULL, NULL, NULL, &r), 200);
+    ck_assert_ptr_nonnull(field(r, "nonce", nonce, sizeof(nonce)));
+    take_cookies(r);
+    free(r);
+    snprintf(body, sizeof(body), "nonce=%s&user=admin&password=sesame+open", nonce);
+    ck_assert_int_eq(request("POST", "/login", body, NULL, NULL, &r), 303);
+    take_cookies(r);
+    free(r);
+
+    /* finished: 310 blanks of padding, then the read */
+    char line[2048], pad[311];
+    memset(pad, ' ', 310);
+    pad[310] = '\0';
+    snprintf(line, sizeof(line), "{\"time\":\"2026-01-01T00:00:00Z\",\"id\":\"00000000000000aa\","
+             "\"user\":\"admin\",\"client\":\"127.0.0.1\",\"action\":\"sql\",\"tenant\":\"acme\","
+             "\"detail\":\"%sSELECT secret FROM vault\",\"result\":\"started\",\"req\":\"r1\","
+             "\"phase\":\"start\",\"len\":\"334\",\"sha256\":\"%064d\"}", pad, 7);
+    log_line(line);
+    /* still running: no completion */
+    log_line("{\"time\":\"2026-01-01T00:00:01Z\",\"id\":\"00000000000000bb\",\"user\":\"admin\","
+             "\"client\":\"127.0.0.1\",\"action\":\"sql\",\"tenant\":\"acme\","
+             "\"detail\":\"SELECT 2\",\"result\":\"started\",\"req\":\"r2\",\"phase\":\"start\","
+             "\"len\":\"8\",\"sha256\":\"x\"}");
+    log_line("{\"time\":\"2026-01-01T00:00:02Z\",\"id\":\"00000000000000aa\",\"user\":\"admin\","
+             "\"client\":\"127.0.0.1\",\"action\":\"sql\",\"tenant\":\"acme\","
+             "\"detail\":\"1 row, 0.4 ms\",\"result\":\"ok\",\"req\":\"r1\",\"phase\":\"end\"}");
+    /* its worker died: the master's line */
+    log_line("{\"time\":\"2026-01-01T00:00:03Z\",\"id\":\"00000000000000cc\",\"user\":\"admin\","
+             "\"client\":\"127.0.0.1\",\"action\":\"sql\",\"tenant\":\"acme\","
+             "\"detail\":\"SELECT 3\",\"result\":\"started\",\"req\":\"r3\",\"phase\":\"start\","
+             "\"len\":\"8\",\"sha256\":\"y\"}");
+    char err[256];
+    ck_assert_int_eq(admin_audit_died(&acfg, "00000000000000cc", "r3",
+                                      "worker 42 died (signal 11, Segmentation fault)", err,
+                                      sizeof(err)), TN_OK);
+    ck_assert_int_eq(admin_audit_died(&acfg, "", "r3", "x", err, sizeof(err)), TN_INVALID);
+    /* an old line, from before entries had ids, still shows */
+    log_line("{\"time\":\"2025-01-01T00:00:00Z\",\"user\":\"admin\",\"client\":\"::1\","
+             "\"action\":\"suspend\",\"tenant\":\"acme\",\"detail\":\"state suspended\","
+             "\"result\":\"ok\",\"req\":\"r0\"}");
+
+    FILE *f = fopen(acfg.audit_log, "r");
+    ck_assert_ptr_nonnull(f);
+    char last[1024] = "", l[1024];
+    while (fgets(l, sizeof(l), f))
+        if (strstr(l, "\"by\":\"master\""))
+            snprintf(last, sizeof(last), "%s", l);
+    fclose(f);
+    ck_assert_msg(strstr(last, "\"id\":\"00000000000000cc\"") && strstr(last, "\"result\":\"died\"") &&
+                  strstr(last, "\"phase\":\"end\"") && strstr(last, "signal 11") &&
+                  strstr(last, "\"req\":\"r3\""), "the master's line: %s", last);
+
+    ck_assert_int_eq(request("GET", "/audit", NULL, NULL, NULL, &r), 200);
+    char *row = row_of(r, "00000000000000aa");
+    ck_assert_ptr_nonnull(row);
+    ck_assert_msg(strstr(row, "<code class=\"audit-sql\">SELECT secret FROM vault</code>"), "%s",
+                  row);
+    ck_assert(strstr(row, "334 bytes"));
+    ck_assert(strstr(row, "1 row, 0.4 ms"));
+    ck_assert(strstr(row, "result-ok"));
+    free(row);
+    row = row_of(r, "00000000000000bb");
+    ck_assert_ptr_nonnull(row);
+    ck_assert(strstr(row, "result-running"));
+    free(row);
+    row = row_of(r, "00000000000000cc");
+    ck_assert_ptr_nonnull(row);
+    ck_assert(strstr(row, "SELECT 3"));
+    ck_assert(strstr(row, "result-died"));
+    ck_assert(strstr(row, "worker 42 died (signal 11"));
+    free(row);
+    ck_assert(strstr(r, "<td>state suspended</td>") || strstr(r, ">state suspended</td>"));
+    /* newest first: the died entry (started last) above the finished one */
+    ck_assert(strstr(r, "audit-00000000000000cc") < strstr(r, "audit-00000000000000aa"));
+    free(r);
+}
+END_TEST
+
 Suite *admin_suite(void);
 Suite *admin_suite(void)
 {
@@ -339,6 +445,7 @@ Suite *admin_suite(void)
     tcase_set_timeout(t, 20);
     tcase_add_test(t, test_without_session);
     tcase_add_test(t, test_login_and_csrf);
+    tcase_add_test(t, test_audit_page);
     suite_add_tcase(s, t);
     return s;
 }
