@@ -1,0 +1,338 @@
+#!/bin/bash
+# isolation.sh — what the database refuses to a tenant's SQL: tenant A's own SQL, from A's
+# app connection (storeapp's POST /sql, an app with an SQL injection) and from A's console in
+# the admin panel, tries to read, write or disturb tenant B, the registry, the server and
+# the host, on every placement:
+#
+#   lite   SQLite files (la, lb)
+#   pgs    PostgreSQL schemas, the shared login (the default): sa, sb
+#   pgst   PostgreSQL schemas, placement.pgst.login = tenant: ta, tb
+#   pgd    PostgreSQL databases (a login per tenant by default): da, db
+#
+# The PostgreSQL placements log in as tenancy_app, a plain role with CREATEROLE and CREATEDB
+# (what README recommends), not as a superuser. Every attempt must be refused (a non-200
+# answer whose body quotes the refusing error, logged beside the attempt), must not show
+# B's marker, and at least 40 are made per placement and source. Afterwards: B's data and
+# A's are unchanged and readable, no file was written outside the tenants' storage, no
+# worker died, and the console's refusals are in the audit log.
+#
+# One known gap is asserted as such rather than hidden: on a schema placement with the
+# shared login, SQL that the app itself runs can switch to another tenant's role
+# (set_config('role', ...) or SET ROLE), because PostgreSQL lets a member of a role take
+# it; the test shows the switch works there and is refused with login = tenant, with a
+# database placement, and from every console.
+. "$(dirname "$0")/lib.sh"
+need curl nginx sqlite3 psql "$TENANCY_CLI"
+STOREAPP=$(cd "$top_builddir" && pwd)/tests/helpers/.libs/storeapp.so
+FIX=$top_srcdir/tests/fixtures/storeapp
+eval "$("$top_srcdir/tests/pg.sh" start)" || hard_error "cannot start PostgreSQL (tests/pg.sh)"
+PG_DIR=$TENANCY_TEST_PG_DIR
+trap 'rc=$?; "$top_srcdir/tests/pg.sh" stop "$PG_DIR" >/dev/null 2>&1; (exit $rc); cleanup' EXIT
+
+# The host's login: no superuser, may create roles and databases, and schemas in this one.
+psql -q -v ON_ERROR_STOP=1 > /dev/null <<'SQL' || fatal "the login role"
+CREATE ROLE tenancy_app LOGIN CREATEROLE CREATEDB;
+GRANT CREATE ON DATABASE tenancy_test TO tenancy_app;
+-- something of the server's own, outside every tenant
+CREATE TABLE public.server_secret (v text);
+INSERT INTO public.server_secret VALUES ('SERVER-SECRET');
+SQL
+APP_PG="postgres:host=$PG_DIR port=5432 dbname=tenancy_test user=tenancy_app"
+
+PASSWORD='isolation test password'
+mkdir -p "$T/state"
+tn_conf "app = $STOREAPP" "pm.max_children = 3" "request_timeout = 10s" \
+    "state_dir = $T/state" "tenant.resolvers = subdomain" "tenant.base_domains = localhost" \
+    "tenant.max_workers = 100%" \
+    "storage.migrations = $FIX/migrations" "storage.seed = $FIX/seed.sql" \
+    "placement.pgs.dsn = $APP_PG" "placement.pgs.mode = schema" \
+    "placement.pgst.dsn = $APP_PG" "placement.pgst.mode = schema" "placement.pgst.login = tenant" \
+    "placement.pgd.dsn = $APP_PG" "placement.pgd.mode = database" \
+    "admin.host = admin.localhost" "admin.query_timeout = 3s"
+tn_cli init > /dev/null || fatal "tenancy init failed"
+[ -s "$T/state/role.key" ] && log "ok: init made the role key" || fail "no role key"
+printf '%s\n' "$PASSWORD" | tn_cli admin passwd --stdin > /dev/null || fatal "admin passwd failed"
+for x in la:sqlite lb:sqlite sa:pgs sb:pgs ta:pgst tb:pgst da:pgd db:pgd; do
+    tn_cli tenant create "${x%%:*}" --placement "${x#*:}" > "$T/create.out" 2>&1 ||
+        fatal "creating ${x%%:*}: $(cat "$T/create.out")"
+done
+LA=$T/state/tenants/la.db
+LB=$T/state/tenants/lb.db
+# A's own SQLite file also holds an FTS4 table, and a view and a trigger that someone with
+# the file in hand planted: they call functions that are not safe in a schema.
+sqlite3 "$LA" "CREATE VIRTUAL TABLE docs USING fts4(body);
+  INSERT INTO docs VALUES ('hello');
+  CREATE VIEW planted AS SELECT load_extension('/nonexistent/evil') AS x;
+  CREATE TABLE audit_me (v TEXT);
+  CREATE TRIGGER planted_t AFTER INSERT ON audit_me BEGIN SELECT fts3_tokenizer('simple'); END;" ||
+    fatal "SQLite fixtures"
+tn_start
+nginx_start
+U=http://127.0.0.1:$NGINX_PORT
+
+# ---- the panel's session --------------------------------------------------------------------
+JAR=$T/jar
+areq() {   # areq METHOD PATH [curl args]: status; body in $T/abody
+    local m=$1 p=$2
+    shift 2
+    curl -s -m 30 -X "$m" -H 'Host: admin.localhost' -b "$JAR" -c "$JAR" -o "$T/abody" \
+        -w '%{http_code}' "$@" "$U$p"
+}
+areq GET /login > /dev/null
+nonce=$(grep -o 'name="nonce" value="[^"]*"' "$T/abody" | sed 's/.*value="//; s/"$//')
+code=$(areq POST /login --data-urlencode "nonce=$nonce" --data-urlencode "user=admin" \
+    --data-urlencode "password=$PASSWORD")
+[ "$code" = 303 ] || fatal "panel login: $code"
+areq GET / > /dev/null
+TOKEN=$(grep -o 'name="csrf" value="[^"]*"' "$T/abody" | head -1 | sed 's/.*value="//; s/"$//')
+[ -n "$TOKEN" ] || fatal "no CSRF token"
+
+# B's secrets: rows only B's own storage holds, written by B itself.
+for b in lb sb tb db; do
+    code=$(curl -s -m 30 -H "Host: $b.localhost" --data-binary \
+        "INSERT INTO marker (id, tenant) VALUES (2, 'SECRET-OF-$b')" -o "$T/out" -w '%{http_code}' "$U/sql")
+    [ "$code" = 200 ] || fatal "$b's secret row: $code $(cat "$T/out")"
+done
+
+WORKERS_BEFORE=$(tn_workers | tr '\n' ' ')
+
+# run SOURCE TENANT SQL -> status; the answer's text in $T/out
+run() {
+    local src=$1 t=$2 sql=$3 code
+    if [ "$src" = app ]; then
+        code=$(curl -s -m 30 -H "Host: $t.localhost" --data-binary "$sql" -o "$T/out" \
+            -w '%{http_code}' "$U/sql")
+    else
+        code=$(areq POST "/t/$t/sql" --data-urlencode "csrf=$TOKEN" --data-urlencode "sql=$sql" \
+            --data-urlencode "format=html")
+        # the console's error box, as text
+        tr '\n' ' ' < "$T/abody" | grep -o '<div class="result-error"[^>]*>.*</div>' |
+            sed 's/<[^>]*>/ /g; s/&quot;/"/g; s/&#39;/'"'"'/g; s/&lt;/</g; s/&gt;/>/g; s/&amp;/\&/g' |
+            tr -s ' ' > "$T/out"
+        [ "$code" = 200 ] && tr '\n' ' ' < "$T/abody" | grep -o '<table class="grid data".*</table>' |
+            sed 's/<[^>]*>/ /g' | tr -s ' ' > "$T/out"
+    fi
+    echo "$code"
+}
+
+declare -A REFUSED
+# refused PLACEMENT SOURCE A WHAT SQL: the attempt must be refused with a message, and the
+# answer must hold no secret of B's
+refused() {
+    local pl=$1 src=$2 a=$3 what=$4 sql=$5 code msg
+    code=$(run "$src" "$a" "$sql")
+    msg=$(head -c 300 "$T/out" | tr '\n' ' ')
+    if [ "$code" = 200 ]; then
+        fail "$pl/$src: NOT refused: $what: $msg"
+    elif ! grep -qiE 'refused|error|denied|not|no such|unsafe|cannot|must|permission|only' "$T/out"; then
+        fail "$pl/$src: refused ($code) without a message: $what"
+    elif grep -q -- "SECRET-OF-" "$T/out"; then
+        fail "$pl/$src: $what: the answer shows B's data: $msg"
+    else
+        log "ok: $pl/$src refused ($code) $what: $msg"
+        REFUSED[$pl/$src]=$((${REFUSED[$pl/$src]:-0} + 1))
+    fi
+}
+
+own_data() {   # own_data PLACEMENT SOURCE A SQL EXPECT
+    local code
+    code=$(run "$2" "$3" "$4")
+    if [ "$code" = 200 ] && grep -q -- "$5" "$T/out"; then
+        log "ok: $1/$2: A's own data is readable ($4)"
+    else
+        fail "$1/$2: A's own data: $code $(head -c 300 "$T/out")"
+    fi
+}
+
+# ---- SQLite ---------------------------------------------------------------------------------
+sqlite_attempts() {
+    local src=$1 pl=lite a=la b=lb
+    own_data $pl "$src" $a "SELECT tenant FROM marker" la
+    local att
+    for att in \
+        "ATTACH B's file|ATTACH DATABASE '$LB' AS b" \
+        "ATTACH B's file as a URI|ATTACH DATABASE 'file:$LB?mode=ro' AS b" \
+        "ATTACH B's file by a relative path|ATTACH DATABASE '../tenants/lb.db' AS b" \
+        "ATTACH an expression|ATTACH DATABASE ('$T/state/tenants/' || 'lb.db') AS b" \
+        "ATTACH the registry|ATTACH DATABASE '$T/state/control.db' AS reg" \
+        "ATTACH a new file|ATTACH DATABASE '$T/evil.db' AS e" \
+        "ATTACH memory|ATTACH DATABASE ':memory:' AS m" \
+        "DETACH main|DETACH DATABASE main" \
+        "VACUUM INTO a new file|VACUUM INTO '$T/vacuumed.db'" \
+        "VACUUM INTO B's file|VACUUM INTO '$LB'" \
+        "VACUUM INTO a URI|VACUUM INTO 'file:$T/vac2.db'" \
+        "load_extension|SELECT load_extension('/nonexistent/evil')" \
+        "load_extension with an entry point|SELECT load_extension('libc.so.6', 'abort')" \
+        "load_extension in a subquery|SELECT (SELECT load_extension('/nonexistent/x'))" \
+        "fts3_tokenizer: the address leak|SELECT fts3_tokenizer('simple')" \
+        "fts3_tokenizer: hex of the address|SELECT hex(fts3_tokenizer('simple'))" \
+        "fts3_tokenizer: the overwrite|SELECT fts3_tokenizer('simple', x'4141414141414141')" \
+        "fts3_tokenizer in a CTE|WITH x(p) AS (SELECT fts3_tokenizer('porter')) SELECT p FROM x" \
+        "the planted view (load_extension in a schema)|SELECT * FROM planted" \
+        "the planted trigger (fts3_tokenizer in a schema)|INSERT INTO audit_me VALUES ('x')" \
+        "readfile|SELECT readfile('/etc/passwd')" \
+        "writefile|SELECT writefile('$T/written', 'x')" \
+        "edit|SELECT edit('x', 'vi')" \
+        "sqlite_master written|UPDATE sqlite_master SET sql = 'CREATE TABLE x(y)' WHERE name = 'marker'" \
+        "sqlite_master deleted|DELETE FROM sqlite_master WHERE name = 'marker'" \
+        "sqlite_schema inserted|INSERT INTO sqlite_schema VALUES ('table', 'x', 'x', 0, 'CREATE TABLE x(y)')" \
+        "writable_schema on|PRAGMA writable_schema = ON" \
+        "trusted_schema on|PRAGMA trusted_schema = ON" \
+        "a process-wide heap limit|PRAGMA hard_heap_limit = 1" \
+        "a process-wide soft heap limit|PRAGMA soft_heap_limit = 1" \
+        "the temporary folder (process-wide)|PRAGMA temp_store_directory = '$T'" \
+        "journal off|PRAGMA journal_mode = OFF" \
+        "another schema's journal|PRAGMA b.journal_mode = DELETE" \
+        "sqlite_dbpage written|INSERT INTO sqlite_dbpage VALUES (1, zeroblob(4096))" \
+        "B's table by a schema name|SELECT * FROM lb.marker" \
+        "B's table through the temp schema|SELECT * FROM temp.marker" \
+        "a virtual table on a file|CREATE VIRTUAL TABLE f USING fsdir('/etc')" \
+        "a CSV virtual table|CREATE VIRTUAL TABLE c USING csv(filename='/etc/passwd')" \
+        "zipfile|SELECT * FROM zipfile('$LB')" \
+        "a second statement|SELECT 1; ATTACH DATABASE '$LB' AS b"; do
+        refused $pl "$src" $a "${att%%|*}" "${att#*|}"
+    done
+    [ "$src" = console ] && for att in \
+        "a write in the console|INSERT INTO marker VALUES (2, 'x')" \
+        "a schema change in the console|CREATE TABLE evil (x)" \
+        "a PRAGMA that writes|PRAGMA user_version = 7"; do
+        refused $pl "$src" $a "${att%%|*}" "${att#*|}"
+    done
+    own_data $pl "$src" $a "SELECT tenant FROM marker" la
+}
+
+# ---- PostgreSQL -----------------------------------------------------------------------------
+# pg_attempts PLACEMENT SOURCE A B_QUALIFIER B_ROLE A_ROLE B_PATH B_DATABASE: B_QUALIFIER
+# names B's tables (its schema, or database.public), B_PATH is what a search_path to B
+# would name (its schema, or in database mode its database's name, which is no schema in
+# A's database)
+pg_attempts() {
+    local pl=$1 src=$2 a=$3 bq=$4 brole=$5 arole=$6 bpath=$7 bdb=$8
+    own_data "$pl" "$src" "$a" "SELECT tenant FROM marker" "$a"
+    local att
+    for att in \
+        "B's table by its qualified name|SELECT * FROM $bq.marker" \
+        "B's marker row|SELECT tenant FROM $bq.marker WHERE id = 1" \
+        "B's table for update|SELECT * FROM $bq.marker FOR UPDATE" \
+        "insert into B|INSERT INTO $bq.marker VALUES (2, 'x')" \
+        "update B|UPDATE $bq.marker SET tenant = 'pwned'" \
+        "delete from B|DELETE FROM $bq.marker" \
+        "truncate B|TRUNCATE $bq.marker" \
+        "drop B's table|DROP TABLE $bq.marker" \
+        "alter B's table|ALTER TABLE $bq.marker ADD COLUMN x int" \
+        "a table in B's schema|CREATE TABLE $bq.evil (x int)" \
+        "a trigger on B's table|CREATE TRIGGER t BEFORE INSERT ON $bq.marker FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger()" \
+        "a comment on B's table|COMMENT ON TABLE $bq.marker IS 'x'" \
+        "lock B's table|DO \$\$BEGIN LOCK TABLE $bq.marker; END\$\$" \
+        "copy B's table out|COPY $bq.marker TO STDOUT" \
+        "B through query_to_xml|SELECT query_to_xml('SELECT * FROM $bq.marker', true, false, '')" \
+        "B through a DO block|DO \$\$BEGIN PERFORM * FROM $bq.marker; END\$\$" \
+        "search_path to B, then unqualified|SELECT query_to_xml('SELECT * FROM marker', true, false, '') FROM (SELECT set_config('search_path', '$bpath', true)) s" \
+        "the server's own table|SELECT * FROM public.server_secret" \
+        "the server's table, qualified by database|SELECT * FROM tenancy_test.public.server_secret" \
+        "a role|CREATE ROLE evil" \
+        "superuser for itself|ALTER ROLE $arole SUPERUSER" \
+        "a login for B|ALTER ROLE $brole PASSWORD 'known'" \
+        "B's role for itself|GRANT $brole TO $arole" \
+        "B's database|ALTER DATABASE $bdb OWNER TO $arole" \
+        "drop B's database|DROP DATABASE $bdb" \
+        "the role password hashes|SELECT rolname, rolpassword FROM pg_authid" \
+        "stop other sessions|SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND usename <> current_user" \
+        "cancel other sessions|SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND usename <> current_user" \
+        "read a server file|SELECT pg_read_file('/etc/passwd')" \
+        "read a server file as bytes|SELECT pg_read_binary_file('postgresql.conf')" \
+        "list a server folder|SELECT pg_ls_dir('.')" \
+        "stat a server file|SELECT pg_stat_file('postgresql.conf')" \
+        "import a server file|SELECT lo_import('/etc/passwd')" \
+        "export to a server file|SELECT lo_export(lo_create(0), '$T/lo-exported')" \
+        "copy to a program|COPY (SELECT 1) TO PROGRAM 'touch $T/program-ran'" \
+        "copy to a server file|COPY (SELECT 1) TO '$T/copied.csv'" \
+        "copy from a server file|COPY marker FROM '/etc/hostname'" \
+        "dblink|CREATE EXTENSION dblink" \
+        "an untrusted language|CREATE FUNCTION evil() RETURNS int AS 'libc.so.6', 'abort' LANGUAGE c" \
+        "the server's configuration|ALTER SYSTEM SET log_statement = 'all'" \
+        "reload the server|SELECT pg_reload_conf()" \
+        "the data folder|SELECT current_setting('data_directory')" \
+        "replication role|SET session_replication_role = replica" \
+        "session authorization|SET SESSION AUTHORIZATION $brole"; do
+        refused "$pl" "$src" "$a" "${att%%|*}" "${att#*|}"
+    done
+    # in schema mode the shared database's public schema is nobody's: nothing may be made
+    # there, nor a schema beside the tenants' (in database mode both are A's own)
+    [ "$bq" = "$bpath" ] && for att in \
+        "a table in public|CREATE TABLE public.evil (x int)" \
+        "a schema of its own|CREATE SCHEMA evil" \
+        "B's rights for itself|GRANT USAGE ON SCHEMA $bpath TO $arole" \
+        "B's schema for itself|ALTER SCHEMA $bpath OWNER TO $arole" \
+        "drop B's schema|DROP SCHEMA $bpath CASCADE"; do
+        refused "$pl" "$src" "$a" "${att%%|*}" "${att#*|}"
+    done
+    own_data "$pl" "$src" "$a" "SELECT tenant FROM marker" "$a"
+}
+
+# The identity switch of the shared login: shown to work on pgs's app connection (the
+# documented gap), refused everywhere else.
+switch_attempts() {
+    local pl=$1 src=$2 a=$3 bq=$4 brole=$5 expect=$6 code
+    for sql in "SELECT set_config('role', '$brole', true), query_to_xml('SELECT tenant FROM $bq.marker', true, false, '')" \
+        "SET ROLE $brole"; do
+        code=$(run "$src" "$a" "$sql")
+        if [ "$expect" = refused ]; then
+            if [ "$code" != 200 ]; then
+                log "ok: $pl/$src refused ($code) the switch to $brole: $(head -c 200 "$T/out" | tr '\n' ' ')"
+                REFUSED[$pl/$src]=$((${REFUSED[$pl/$src]:-0} + 1))
+            else
+                fail "$pl/$src: the switch to $brole was NOT refused: $sql"
+            fi
+        elif [ "$code" = 200 ]; then
+            log "ok (documented gap): $pl/$src, shared login: the app's own SQL can switch to $brole"
+        else
+            fail "$pl/$src: the documented gap did not show ($code): the test no longer matches README"
+        fi
+    done
+}
+
+for src in app console; do
+    sqlite_attempts $src
+    pg_attempts pgs $src sa t_sb t_sb t_sa t_sb tenant_db
+    pg_attempts pgst $src ta t_tb t_tb t_ta t_tb tenant_db
+    pg_attempts pgd $src da tenant_db.public tenant_db tenant_da tenant_db tenant_db
+    switch_attempts pgst $src ta t_tb t_tb refused
+    switch_attempts pgd $src da tenant_db.public tenant_db refused
+done
+switch_attempts pgs console sa t_sb t_sb refused
+switch_attempts pgs app sa t_sb t_sb gap
+
+for k in lite/app lite/console pgs/app pgs/console pgst/app pgst/console pgd/app pgd/console; do
+    assert_ge "${REFUSED[$k]:-0}" 40 "$k: attempts refused"
+done
+
+# ---- nothing changed, nothing written, nobody died --------------------------------------------
+for t in la lb sa sb ta tb da db; do
+    assert_eq "$(http / "$t.localhost")" "{\"tenant\":\"$t\",\"data\":\"$t\"}" "$t reads its own, unchanged"
+done
+assert_eq "$(psql -At -c 'SELECT v FROM public.server_secret')" SERVER-SECRET "the server's table unchanged"
+for f in evil.db vacuumed.db vac2.db written lo-exported program-ran copied.csv; do
+    [ ! -e "$T/$f" ] && log "ok: nothing wrote $f" || fail "$f was written"
+done
+assert_eq "$(sqlite3 "$LB" "SELECT group_concat(tenant, ',') FROM marker")" "lb,SECRET-OF-lb" \
+    "B's SQLite file unchanged"
+for b in sb tb; do
+    assert_eq "$(psql -At -c "SELECT string_agg(tenant, ',' ORDER BY id) FROM t_$b.marker")" \
+        "$b,SECRET-OF-$b" "$b's schema unchanged"
+done
+assert_eq "$(psql -At -d tenant_db -c "SELECT string_agg(tenant, ',' ORDER BY id) FROM marker")" \
+    "db,SECRET-OF-db" "db's database unchanged"
+assert_eq "$(psql -At -c "SELECT count(*) FROM pg_roles WHERE rolname = 'evil'")" 0 "no role was made"
+assert_eq "$(psql -At -c "SELECT rolsuper FROM pg_roles WHERE rolname = 't_sa'")" f "A is no superuser"
+WORKERS_AFTER=$(tn_workers | tr '\n' ' ')
+assert_eq "$WORKERS_AFTER" "$WORKERS_BEFORE" "the same workers are alive (none died)"
+died=$(grep -c 'died from signal' "$T/tenancyd.log" || true)
+assert_eq "$died" 0 "no worker died from a signal"
+console_refused=0
+for k in lite pgs pgst pgd; do console_refused=$((console_refused + ${REFUSED[$k/console]:-0})); done
+audited=$(grep '"phase":"end"' "$T/state/admin-audit.log" | grep -c '"result":"\(refused\|error\)"' || true)
+assert_ge "$audited" "$console_refused" "the console's refusals are in the audit log"
+
+[ "$FAILED" = 0 ] && log "PASS"
+exit "$FAILED"
