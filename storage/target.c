@@ -547,6 +547,170 @@ int target_open(const storage_target *t, tn_db **out, char *err, size_t errlen)
     return TN_OK;
 }
 
+/* ---- the role's drift and its repair ------------------------------------------------------- */
+
+static const char ROLE_CHECK_SCHEMA_SQL[] =
+    "SELECT r.oid IS NOT NULL, COALESCE(n.nspowner = r.oid, false), "
+    "COALESCE(pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER'), false), "
+    "COALESCE(r.rolsuper OR r.rolcreaterole OR r.rolcreatedb OR r.rolreplication "
+    "OR r.rolbypassrls, false), "
+    "(SELECT count(*) FROM pg_catalog.pg_auth_members m WHERE m.member = r.oid), "
+    /* the schema's relations by pg_depend, as target_tables lists them (no catalog scan) */
+    "(SELECT count(*) FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_class c ON c.oid = d.objid "
+    " WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass "
+    " AND d.refclassid = 'pg_catalog.pg_namespace'::pg_catalog.regclass "
+    " AND d.refobjid = n.oid AND d.deptype = 'n' AND c.relowner IS DISTINCT FROM r.oid), "
+    "false "
+    "FROM pg_catalog.pg_namespace n LEFT JOIN pg_catalog.pg_roles r ON r.rolname = $2 "
+    "WHERE n.nspname = $1";
+
+static const char ROLE_CHECK_DATABASE_SQL[] =
+    "SELECT r.oid IS NOT NULL, COALESCE(d.datdba = r.oid, false), "
+    "COALESCE(pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER'), false), "
+    "COALESCE(r.rolsuper OR r.rolcreaterole OR r.rolcreatedb OR r.rolreplication "
+    "OR r.rolbypassrls, false), "
+    "(SELECT count(*) FROM pg_catalog.pg_auth_members m WHERE m.member = r.oid), "
+    "0, pg_catalog.has_database_privilege('public', d.oid, 'CONNECT') "
+    "FROM pg_catalog.pg_database d LEFT JOIN pg_catalog.pg_roles r ON r.rolname = $2 "
+    "WHERE d.datname = $1";
+
+int target_role_check(tn_db *server, const storage_target *t, int *nproblems,
+                      void (*fn)(void *ctx, const char *problem), void *ctx, char *err,
+                      size_t errlen)
+{
+    clear(err, errlen);
+    *nproblems = 0;
+    int rc = check_target(t, err, errlen);
+    if (rc != TN_OK || t->kind == TARGET_SQLITE || t->role == NULL)
+        return rc;
+    tn_db *db = server;
+    if (db == NULL && (rc = open_server(t, &db, err, errlen)) != TN_OK)
+        return rc;
+    const char *p[] = {t->name, t->role};
+    tn_rows *rows = NULL;
+    rc = tn_db_query(db, &rows,
+                     t->kind == TARGET_PG_SCHEMA ? ROLE_CHECK_SCHEMA_SQL : ROLE_CHECK_DATABASE_SQL,
+                     2, p);
+    if (rc == TN_OK && tn_rows_next(rows) == TN_OK) {
+        const char *v[7];
+        for (int i = 0; i < 7; i++)
+            v[i] = tn_rows_get(rows, i);
+        const char *what = t->kind == TARGET_PG_SCHEMA ? "schema" : "database";
+        char m[256];
+#define PROBLEM(...)                                                                       \
+    do {                                                                                   \
+        snprintf(m, sizeof(m), __VA_ARGS__);                                               \
+        (*nproblems)++;                                                                    \
+        fn(ctx, m);                                                                        \
+    } while (0)
+        if (v[0] == NULL || strcmp(v[0], "t") != 0) {
+            PROBLEM("its role %s does not exist ('tenancy check --repair-roles' makes it)",
+                    t->role);
+        } else {
+            if (strcmp(v[1] ? v[1] : "", "t") != 0)
+                PROBLEM("the %s is not owned by its role %s", what, t->role);
+            if (strcmp(v[2] ? v[2] : "", "t") != 0)
+                PROBLEM("the host's login is not a member of its role %s", t->role);
+            if (strcmp(v[3] ? v[3] : "", "f") != 0)
+                PROBLEM("its role %s may do what no tenant may (superuser, CREATEROLE, "
+                        "CREATEDB, REPLICATION or BYPASSRLS)", t->role);
+            if (strcmp(v[4] ? v[4] : "0", "0") != 0)
+                PROBLEM("its role %s is a member of %s other role(s)", t->role, v[4]);
+            if (strcmp(v[5] ? v[5] : "0", "0") != 0)
+                PROBLEM("%s relation(s) in the schema are not owned by its role %s", v[5],
+                        t->role);
+            if (strcmp(v[6] ? v[6] : "", "t") == 0)
+                PROBLEM("PUBLIC may connect to its database");
+        }
+#undef PROBLEM
+    } else if (rc == TN_OK) {
+        rc = tn_errf(err, errlen, TN_NOTFOUND, "the %s %s does not exist",
+                     target_kind_name(t->kind), t->name);
+    } else {
+        tn_errf(err, errlen, rc, "%s", tn_db_error(db));
+    }
+    tn_rows_free(rows);
+    if (db != server)
+        db_close(db);
+    return rc;
+}
+
+/* Everything in schema `nsp` of the connection's database given to the role: tables,
+ * views, materialized views, foreign tables and sequences no column owns, then routines,
+ * then types that are not a relation's row type. One DO block, names quoted by the server
+ * (format's %I over pg_catalog's own names). */
+static int give_objects(tn_db *db, const char *nsp, const char *role, char *err, size_t errlen)
+{
+    char sql[2600];
+    snprintf(sql, sizeof(sql),
+             "DO $tn_give$DECLARE o record; BEGIN "
+             "FOR o IN SELECT c.oid::pg_catalog.regclass AS name, c.relkind FROM "
+             "pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+             "WHERE n.nspname = '%s' AND c.relkind IN ('r','p','v','m','f','S') "
+             "AND c.relowner <> (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = '%s') "
+             "AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d WHERE d.objid = c.oid "
+             "AND d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.deptype = 'a') "
+             "LOOP EXECUTE pg_catalog.format('ALTER %%s %%s OWNER TO %%I', CASE o.relkind "
+             "WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'f' THEN "
+             "'FOREIGN TABLE' WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, o.name, '%s'); "
+             "END LOOP; "
+             "FOR o IN SELECT p.oid::pg_catalog.regprocedure AS name FROM pg_catalog.pg_proc p "
+             "JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = '%s' "
+             "LOOP EXECUTE pg_catalog.format('ALTER ROUTINE %%s OWNER TO %%I', o.name, '%s'); "
+             "END LOOP; "
+             "FOR o IN SELECT t.oid::pg_catalog.regtype AS name FROM pg_catalog.pg_type t "
+             "JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace WHERE n.nspname = '%s' "
+             "AND (t.typtype IN ('d','e','r') OR (t.typtype = 'c' AND (SELECT c.relkind "
+             "FROM pg_catalog.pg_class c WHERE c.oid = t.typrelid) = 'c')) "
+             "LOOP EXECUTE pg_catalog.format('ALTER TYPE %%s OWNER TO %%I', o.name, '%s'); "
+             "END LOOP; END$tn_give$",
+             nsp, role, role, nsp, role, nsp, role);
+    return run(db, sql, 0, NULL, err, errlen);
+}
+
+int target_role_repair(const storage_target *t, char *err, size_t errlen)
+{
+    clear(err, errlen);
+    int rc = check_target(t, err, errlen);
+    if (rc != TN_OK || t->kind == TARGET_SQLITE || t->role == NULL)
+        return rc;
+    char role[1536], q[72], qr[72], sql[256];
+    db_quote_ident(t->name, q, sizeof(q));
+    if (db_quote_ident(t->role, qr, sizeof(qr)) != TN_OK)
+        return tn_errf(err, errlen, TN_INVALID, "'%s' is not a valid role name", t->role);
+    tn_db *db = NULL;
+    if ((rc = open_server(t, &db, err, errlen)) != TN_OK)
+        return rc;
+    rc = role_script(db, t, role, sizeof(role), err, errlen);
+    if (rc == TN_OK)
+        rc = run(db, role, 0, NULL, err, errlen);
+    if (rc == TN_OK) {
+        snprintf(sql, sizeof(sql), "ALTER %s %s OWNER TO %s",
+                 t->kind == TARGET_PG_SCHEMA ? "SCHEMA" : "DATABASE", q, qr);
+        rc = run(db, sql, 0, NULL, err, errlen);
+    }
+    if (rc == TN_OK && t->kind == TARGET_PG_SCHEMA)
+        rc = give_objects(db, t->name, t->role, err, errlen);
+    if (rc == TN_OK && t->kind == TARGET_PG_DATABASE) {
+        snprintf(sql, sizeof(sql), "REVOKE CONNECT, TEMPORARY ON DATABASE %s FROM PUBLIC", q);
+        rc = run(db, sql, 0, NULL, err, errlen);
+    }
+    db_close(db);
+    if (rc == TN_OK && t->kind == TARGET_PG_DATABASE) {
+        /* inside the tenant's database, unscoped: the login gives its public schema's
+         * objects away (a scoped connection would already be the tenant) */
+        char uri[URI_MAX];
+        db_options o = target_options(t);
+        rc = db_uri_with_dbname(t->server, t->name, uri, sizeof(uri), err, errlen);
+        if (rc == TN_OK)
+            rc = db_open(uri, &o, &db, err, errlen);
+        if (rc == TN_OK)
+            rc = give_objects(db, "public", t->role, err, errlen);
+        db_close(db);
+    }
+    return rc;
+}
+
 /* ---- tables in copy order ---------------------------------------------------------------------- */
 
 typedef struct table_graph {

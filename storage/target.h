@@ -77,6 +77,26 @@ int target_kind_parse(const char *s);   /* -1 when unknown */
  * name), or a storage error; err says why. */
 int target_create(const storage_target *t, char *err, size_t errlen);
 
+/* The tenant role's drift (PostgreSQL targets with a role), asked on `server` (a
+ * connection to t's server database, unscoped, or NULL for one of its own): the role
+ * missing, the schema or database not owned by it, the login not a member, the role given
+ * rights a tenant must not have (superuser, CREATEROLE, CREATEDB, REPLICATION, BYPASSRLS,
+ * membership of another role), relations in the schema owned by someone else, PUBLIC
+ * allowed to connect to a tenant's database. TN_OK and *nproblems (0: none); each problem's
+ * sentence goes to fn. A storage error otherwise. */
+int target_role_check(tn_db *server, const storage_target *t, int *nproblems,
+                      void (*fn)(void *ctx, const char *problem), void *ctx, char *err,
+                      size_t errlen);
+
+/* Make t's role what target_create makes: the role (with its password when given) and the
+ * login's membership, the schema or database owned by it, PUBLIC's CONNECT and TEMPORARY
+ * on a tenant database revoked, and the schema's (database mode: the public schema's)
+ * relations, routines and types given to it: the way from a tenant made before roles, or
+ * one whose objects someone made as another user. Rights given to the role beyond that
+ * (superuser and the like) are reported by target_role_check, not taken back here. TN_OK
+ * or a storage error. */
+int target_role_repair(const storage_target *t, char *err, size_t errlen);
+
 /* Whether it exists. TN_OK with *exists set, or a storage error. */
 int target_exists(const storage_target *t, bool *exists, char *err, size_t errlen);
 

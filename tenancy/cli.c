@@ -81,6 +81,8 @@ static const cli_optdef purge_opts[] = {{"--expired", CLI_FLAG, NULL},
                                         {"--now", CLI_FLAG, NULL},
                                         {NULL, 0, NULL}};
 
+static const cli_optdef check_opts[] = {{"--repair-roles", CLI_FLAG, NULL}, {NULL, 0, NULL}};
+
 static const cli_cmd commands[] = {
     {"init", "", 0, 0, NULL,
      "create state_dir, the registry's tables and the generation file (idempotent)", cmd_init,
@@ -138,8 +140,9 @@ static const cli_cmd commands[] = {
     {"purge", "[SLUG...]", 0, CLI_MAX_POS, purge_opts,
      "remove deleted tenants for good: registry tombstone, storage, registry rows",
      cli_purge, 0},
-    {"check", "", 0, 0, NULL,
-     "compare the registry with the storage (missing, orphaned, stuck); read-only",
+    {"check", "", 0, 0, check_opts,
+     "compare the registry with the storage (missing, orphaned, stuck, tenant roles' drift); "
+     "read-only unless --repair-roles",
      cli_check, 0},
 };
 

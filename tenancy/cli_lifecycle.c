@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define STUCK_AFTER_S 3600
 
@@ -354,6 +355,7 @@ typedef struct check_run {
     int page;
     buf items;
     bool oom;
+    int repaired;           /* tenants whose role --repair-roles mended */
 } check_run;
 
 static void problem(check_run *r, const char *kind, const char *slug, const char *pname,
@@ -466,6 +468,26 @@ static int tenant_cb(void *ctx, const tenant_rec *t, const registry_domain *d, i
     return TN_OK;
 }
 
+/* One tenant's role problems, as check problems. */
+typedef struct role_ctx {
+    check_run *r;
+    want *w;
+    int n;
+    bool repair;
+} role_ctx;
+
+static void role_quiet(void *ctx, const char *m)
+{
+    (void)ctx, (void)m;   /* before a repair: only counted */
+}
+
+static void role_problem(void *ctx, const char *m)
+{
+    role_ctx *x = ctx;
+    x->n++;
+    problem(x->r, "role", x->w->slug, x->w->pname, x->w->name, "%s", m);
+}
+
 typedef struct found_ctx {
     check_run *r;
     place *p;
@@ -482,7 +504,6 @@ static const char *const prefixes[] = {"", "t_", "tenant_"};
 
 int cli_check(cli *c, const cli_args *a)
 {
-    (void)a;
     const tenancy_config *tc = &c->cfg->tenancy;
     check_run r;
     memset(&r, 0, sizeof(r));
@@ -550,6 +571,57 @@ int cli_check(cli *c, const cli_args *a)
         problem(&r, "missing", w->slug, w->pname, w->name, "the registry points at a %s that "
                 "does not exist", pl->kind == TARGET_SQLITE ? "file" : kn);
     }
+    /* Tenant roles (PostgreSQL): drift, repaired first with --repair-roles. One server
+     * connection per place, opened when its first tenant is looked at. */
+    bool repair = cli_opt(a, "--repair-roles") != NULL;
+    bool any_pg = false;
+    tn_db *servers[MAX_PLACEMENTS] = {0};
+    for (size_t i = 0; i < r.nwants; i++) {
+        want *w = &r.wants[i];
+        place *pl = w->place >= 0 ? &r.places[w->place] : NULL;
+        if (pl == NULL || pl->down || pl->kind == TARGET_SQLITE)
+            continue;
+        any_pg = true;
+        storage_target tg;
+        if (placement_target_of(tc, w->pname, w->name, NULL, &tg) != TN_OK)
+            continue;
+        if (!set_has(&r.found, target_kind_name(tg.kind), pl->where, w->name))
+            continue;   /* missing: said above */
+        char e[512];
+        if (servers[w->place] == NULL) {
+            storage_target st = tg;
+            if (target_connect(&st, &servers[w->place], e, sizeof(e)) != TN_OK &&
+                db_open(tg.server, NULL, &servers[w->place], e, sizeof(e)) != TN_OK) {
+                problem(&r, "unreachable", NULL, pl->pname, NULL, "%s", e);
+                pl->down = true;
+                continue;
+            }
+        }
+        role_ctx rc_ctx = {&r, w, 0, repair};
+        int n = 0;
+        int crc = target_role_check(servers[w->place], &tg, &n,
+                                    repair ? role_quiet : role_problem, &rc_ctx, e, sizeof(e));
+        if (crc == TN_OK && n > 0 && repair) {
+            char pw[65];
+            cli_role_password(r.c, &tg, pw);
+            if (target_role_repair(&tg, e, sizeof(e)) != TN_OK) {
+                problem(&r, "role", w->slug, w->pname, w->name, "repair failed: %s", e);
+            } else {
+                r.repaired++;
+                crc = target_role_check(servers[w->place], &tg, &n, role_problem, &rc_ctx, e,
+                                        sizeof(e));
+            }
+        }
+        if (crc != TN_OK && crc != TN_NOTFOUND)
+            problem(&r, "role", w->slug, w->pname, w->name, "cannot check its role: %s", e);
+    }
+    for (int i = 0; i < MAX_PLACEMENTS; i++)
+        db_close(servers[i]);
+    if (any_pg && access(tc->role_key_path, R_OK) != 0)
+        problem(&r, "rolekey", NULL, NULL, tc->role_key_path,
+                "no readable role key: tenant roles have no password, so the console's "
+                "logins work only where the server trusts them ('tenancy init' makes one)");
+
     /* Orphans: found, registered by nobody. The registry's own SQLite file is not one. */
     const char *reg_path = strncmp(tc->registry_uri, "sqlite:", 7) == 0 ? tc->registry_uri + 7
                                                                         : "";
@@ -576,8 +648,8 @@ int cli_check(cli *c, const cli_args *a)
     }
     int status = 0;
     if (c->json) {
-        buf_printf(&c->out, "{\"ok\":%s,\"tenants\":%lld,\"problems\":[",
-                   r.problems ? "false" : "true", (long long)r.tenants);
+        buf_printf(&c->out, "{\"ok\":%s,\"tenants\":%lld,\"roles_repaired\":%d,\"problems\":[",
+                   r.problems ? "false" : "true", (long long)r.tenants, r.repaired);
         if (r.items.len)
             buf_append(&c->out, r.items.p, r.items.len);
         buf_putc(&c->out, ']');
@@ -586,6 +658,8 @@ int cli_check(cli *c, const cli_args *a)
                (long long)r.tenants, r.tenants == 1 ? "" : "s", r.nplaces,
                r.nplaces == 1 ? "" : "s");
     }
+    if (!c->json && r.repaired > 0)
+        printf("repaired the roles of %d tenant%s\n", r.repaired, r.repaired == 1 ? "" : "s");
     if (r.oom || r.items.oom) {
         status = cli_fail(c, TN_NOMEM, "out of memory");
     } else if (r.problems > 0) {

@@ -334,5 +334,33 @@ for k in lite pgs pgst pgd; do console_refused=$((console_refused + ${REFUSED[$k
 audited=$(grep '"phase":"end"' "$T/state/admin-audit.log" | grep -c '"result":"\(refused\|error\)"' || true)
 assert_ge "$audited" "$console_refused" "the console's refusals are in the audit log"
 
+# ---- tenancy check: the roles' drift, and its repair ------------------------------------------
+out=$(tn_cli check 2>&1)
+assert_contains "$out" "consistent: 8 tenants" "tenancy check finds no drift after all that"
+psql -q -v ON_ERROR_STOP=1 > /dev/null <<'SQL' || fatal "making drift"
+ALTER TABLE t_sa.writes OWNER TO postgres;
+ALTER SCHEMA t_ta OWNER TO tenancy_app;
+ALTER ROLE t_sb CREATEDB;
+ALTER DATABASE tenant_da OWNER TO tenancy_app;
+GRANT CONNECT ON DATABASE tenant_da TO PUBLIC;
+SQL
+out=$(tn_cli check 2>&1)
+assert_contains "$out" "1 relation(s) in the schema are not owned by its role t_sa" "check: a table given away"
+assert_contains "$out" "the schema is not owned by its role t_ta" "check: a schema given away"
+assert_contains "$out" "its role t_sb may do what no tenant may" "check: a role with too many rights"
+assert_contains "$out" "the database is not owned by its role tenant_da" "check: a database given away"
+assert_contains "$out" "PUBLIC may connect to its database" "check: PUBLIC let in"
+out=$(tn_cli check --repair-roles 2>&1)
+assert_contains "$out" "repaired the roles of 3 tenants" "check --repair-roles mends what it owns"
+assert_contains "$out" "its role t_sb may do what no tenant may" "and reports what it does not take back"
+psql -q -c "ALTER ROLE t_sb NOCREATEDB" > /dev/null
+out=$(tn_cli check 2>&1)
+assert_contains "$out" "consistent: 8 tenants" "no drift left"
+assert_eq "$(psql -At -c "SELECT tableowner FROM pg_tables WHERE schemaname = 't_sa' AND tablename = 'writes'")" \
+    t_sa "the table is its tenant's again"
+for t in sa ta da; do
+    assert_eq "$(http / "$t.localhost")" "{\"tenant\":\"$t\",\"data\":\"$t\"}" "$t served after the repair"
+done
+
 [ "$FAILED" = 0 ] && log "PASS"
 exit "$FAILED"
