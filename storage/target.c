@@ -313,6 +313,44 @@ static void drop_role(tn_db *db, const storage_target *t)
     (void)tn_db_exec(db, sql, 0, NULL);   /* a role that stays costs nothing but a name */
 }
 
+/* PUBLIC's default USAGE on the public schema of a new tenant database: nobody but the
+ * tenant may connect to it, and nothing in it is anybody else's to use. */
+static int revoke_public(const storage_target *t, char *err, size_t errlen)
+{
+    char uri[URI_MAX];
+    db_options o = target_options(t);
+    tn_db *db = NULL;
+    int rc = db_uri_with_dbname(t->server, t->name, uri, sizeof(uri), err, errlen);
+    if (rc == TN_OK)
+        rc = db_open(uri, &o, &db, err, errlen);
+    if (rc == TN_OK)
+        rc = run(db, "REVOKE ALL ON SCHEMA public FROM PUBLIC", 0, NULL, err, errlen);
+    db_close(db);
+    return rc;
+}
+
+int target_server_harden(const char *server, char *err, size_t errlen)
+{
+    clear(err, errlen);
+    tn_db *db = NULL;
+    int rc = db_open(server, NULL, &db, err, errlen);
+    if (rc == TN_OK)
+        rc = run(db, "REVOKE ALL ON SCHEMA public FROM PUBLIC", 0, NULL, err, errlen);
+    /* A REVOKE that its user may not make only warns: the result is read back. */
+    char v[8];
+    if (rc == TN_OK &&
+        (rc = db_query_value(db, v, sizeof(v),
+                             "SELECT pg_catalog.has_schema_privilege('public', 'public', "
+                             "'USAGE') OR pg_catalog.has_schema_privilege('public', 'public', "
+                             "'CREATE')", 0, NULL)) == TN_OK &&
+        strcmp(v, "f") != 0)
+        rc = tn_errf(err, errlen, TN_DENIED, "the login is not the public schema's owner");
+    else if (rc != TN_OK && db != NULL && err != NULL && err[0] == '\0')
+        tn_errf(err, errlen, rc, "%s", tn_db_error(db));
+    db_close(db);
+    return rc;
+}
+
 int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t errlen)
 {
     clear(err, errlen);
@@ -359,6 +397,8 @@ int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t err
     }
     if (rescoped)
         (void)db_set_scope(db, keep_scope, keep_role[0] ? keep_role : NULL);
+    if (rc == TN_OK && t->kind == TARGET_PG_DATABASE && t->role != NULL)
+        rc = revoke_public(t, err, errlen);
     if (rc != TN_OK) {
         bool exists = false;
         char ignored[8];

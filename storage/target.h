@@ -97,6 +97,11 @@ int target_role_check(tn_db *server, const storage_target *t, int *nproblems,
  * or a storage error. */
 int target_role_repair(const storage_target *t, char *err, size_t errlen);
 
+/* Schema mode: PUBLIC's default rights on the shared database's public schema revoked
+ * (tenancy init), so a tenant role reaches nothing there. TN_OK, or a storage error (err
+ * says why: the login must own the schema or be a member of its owner). */
+int target_server_harden(const char *server, char *err, size_t errlen);
+
 /* Whether it exists. TN_OK with *exists set, or a storage error. */
 int target_exists(const storage_target *t, bool *exists, char *err, size_t errlen);
 

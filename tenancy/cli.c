@@ -583,6 +583,16 @@ static int cmd_init(cli *c, const cli_args *a)
         return cli_fail(c, rc, "%s", err);
     const char *backend = db_uri_backend(tc->registry_uri);
     bool sqlite = backend != NULL && strcmp(backend, "sqlite") == 0;
+    /* Schema placements: the shared database's public schema is nobody's (a tenant role
+     * must reach nothing there). Told, not fatal: the login may not own it. */
+    for (int i = 0; i < tc->nplacements; i++) {
+        const placement *p = &tc->placements[i];
+        if (p->kind != TARGET_PG_SCHEMA || p->server == NULL)
+            continue;
+        if (target_server_harden(p->server, err, sizeof(err)) != TN_OK)
+            fprintf(stderr, "tenancy: note: placement %s: PUBLIC keeps its rights on the "
+                            "public schema (%s); revoke them as its owner\n", p->name, err);
+    }
     if (uid != (uid_t)-1) {
         /* Closed first: the last connection to close removes the -wal and -shm files. */
         registry_close(c->reg);

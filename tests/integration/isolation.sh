@@ -32,7 +32,7 @@ trap 'rc=$?; "$top_srcdir/tests/pg.sh" stop "$PG_DIR" >/dev/null 2>&1; (exit $rc
 # The host's login: no superuser, may create roles and databases, and schemas in this one.
 psql -q -v ON_ERROR_STOP=1 > /dev/null <<'SQL' || fatal "the login role"
 CREATE ROLE tenancy_app LOGIN CREATEROLE CREATEDB;
-GRANT CREATE ON DATABASE tenancy_test TO tenancy_app;
+ALTER DATABASE tenancy_test OWNER TO tenancy_app;
 -- something of the server's own, outside every tenant
 CREATE TABLE public.server_secret (v text);
 INSERT INTO public.server_secret VALUES ('SERVER-SECRET');
@@ -49,8 +49,11 @@ tn_conf "app = $STOREAPP" "pm.max_children = 3" "request_timeout = 10s" \
     "placement.pgst.dsn = $APP_PG" "placement.pgst.mode = schema" "placement.pgst.login = tenant" \
     "placement.pgd.dsn = $APP_PG" "placement.pgd.mode = database" \
     "admin.host = admin.localhost" "admin.query_timeout = 3s"
-tn_cli init > /dev/null || fatal "tenancy init failed"
+tn_cli init > "$T/init.out" 2>&1 || fatal "tenancy init failed: $(cat "$T/init.out")"
 [ -s "$T/state/role.key" ] && log "ok: init made the role key" || fail "no role key"
+assert_eq "$(stat -c %a "$T/state/role.key")" 600 "the role key is readable by its owner only"
+assert_eq "$(psql -At -c "SELECT has_schema_privilege('public', 'public', 'USAGE')")" f \
+    "init took PUBLIC's rights on the shared database's public schema"
 printf '%s\n' "$PASSWORD" | tn_cli admin passwd --stdin > /dev/null || fatal "admin passwd failed"
 for x in la:sqlite lb:sqlite sa:pgs sb:pgs ta:pgst tb:pgst da:pgd db:pgd; do
     tn_cli tenant create "${x%%:*}" --placement "${x#*:}" > "$T/create.out" 2>&1 ||
