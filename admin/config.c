@@ -72,8 +72,8 @@ int admin_config_finish(admin_config *c, const tenancy_config *tc, arena *a, cha
          * logs in as each tenant's own role. Refused rather than ignored, so that nobody
          * believes a setting is in force that is not. */
         snprintf(err, errlen, "admin.pg_console_user was removed: the SQL console logs in "
-                              "as the tenant's own PostgreSQL role (tenancy(1), 'tenant "
-                              "roles'); delete the line");
+                              "as the tenant's own PostgreSQL role (tenancyd.conf(5), "
+                              "placement.NAME.login); delete the line");
         return TN_INVALID;
     }
     if (netaddr_list_parse(c->allow, a, &c->allowed, msg, sizeof(msg)) != TN_OK) {

@@ -5,11 +5,12 @@
  * database refuses every write whatever SQL reaches it; a deadline is enforced with
  * sqlite3_progress_handler. PostgreSQL: target_open (scoped to the tenant's schema, or its
  * own database); reads then run in a READ ONLY transaction with a transaction-local
- * statement_timeout and search_path (store_ro_begin), and for the SQL console the
- * connection logs in as admin.pg_console_user when set, and refuses to go on as a role that
- * could act outside the database (a superuser, or a member of pg_execute_server_program,
- * pg_read_server_files, pg_write_server_files or pg_signal_backend): those could run
- * programs, read files or stop other sessions even in a read-only transaction.
+ * statement_timeout, search_path and the tenant's role (store_ro_begin); the SQL console's
+ * connection logs in as the tenant's own role (one per query, never kept), and refuses to go
+ * on when that role could act outside the database (a superuser, or a member of
+ * pg_execute_server_program, pg_read_server_files, pg_write_server_files or
+ * pg_signal_backend): those could run programs, read files or stop other sessions even in a
+ * read-only transaction.
  *
  * Must not: read another tenant's schema or file (catalog reads are filtered by this
  * tenant's namespace OID), or leave a transaction open (store_ro_end, store_close).

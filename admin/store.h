@@ -24,7 +24,8 @@ typedef struct adm_store {
 
 /* Open tenant t's storage for reading: SQLite read-only (mode=ro), PostgreSQL scoped to the
  * tenant's schema or database. `console`: for the operator's own SQL (PostgreSQL then logs
- * in as admin.pg_console_user when set). TN_OK, or an error with a sentence in err. */
+ * in as the tenant's own role, one connection per query). TN_OK, or an error with a sentence
+ * in err. */
 int store_open(adm_req *a, const tenant_rec *t, bool console, adm_store *s, char *err,
                size_t errlen);
 void store_close(adm_store *s);   /* a clean PostgreSQL connection is kept for the next */

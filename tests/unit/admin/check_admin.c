@@ -89,6 +89,9 @@ START_TEST(test_config)
     ck_assert(strstr(err, "admin.host") != NULL);
     ck_assert_int_eq(finish_text("admin.pg_console_user = x; DROP\n", &c, &tc, a, err),
                      TN_INVALID);
+    ck_assert_int_eq(finish_text("admin.pg_console_user = tenancy_console\n", &c, &tc, a, err),
+                     TN_INVALID);
+    ck_assert(strstr(err, "was removed") != NULL);
     ck_assert_int_eq(finish_text("admin.allow = nonsense/99\n", &c, &tc, a, err), TN_INVALID);
     ck_assert_int_eq(finish_text("admin.row_cap = 0\n", &c, &tc, a, err), TN_INVALID);
     arena_destroy(a);
