@@ -83,10 +83,14 @@ provision() {
             echo "UPDATE x.marker SET tenant = '$pfx$i'; DETACH x;"
         done | sqlite3 ":memory:" || fatal "giving the copies of ${pfx}1 their markers failed"
     else
-        # 100 schemas a transaction: one for all would run out of lock table slots
+        # 100 schemas a transaction: one for all would run out of lock table slots. Each has
+        # its tenant role, as tenancy makes it: the role owns the schema and what is in it.
         psql_q -c "DO \$\$ BEGIN FOR i IN 2..$n LOOP
-            EXECUTE format('CREATE SCHEMA %1\$I; CREATE TABLE %1\$I.marker (LIKE %2\$I.marker INCLUDING ALL);
+            EXECUTE format('CREATE ROLE %1\$I LOGIN; GRANT %1\$I TO CURRENT_USER;
+                CREATE SCHEMA %1\$I AUTHORIZATION %1\$I;
+                CREATE TABLE %1\$I.marker (LIKE %2\$I.marker INCLUDING ALL);
                 CREATE TABLE %1\$I.writes (LIKE %2\$I.writes INCLUDING ALL);
+                ALTER TABLE %1\$I.marker OWNER TO %1\$I; ALTER TABLE %1\$I.writes OWNER TO %1\$I;
                 INSERT INTO %1\$I.marker (id, tenant) VALUES (1, %3\$L)', 't_$pfx' || i, '$storage', '$pfx' || i);
             IF i % 100 = 0 THEN COMMIT; END IF; END LOOP; END \$\$" > /dev/null ||
             fatal "copying $storage failed"
