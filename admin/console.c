@@ -6,7 +6,9 @@
  * keywords. SQLite: the tenant's file is opened read-only, the statement is prepared on the
  * native handle and refused unless sqlite3_stmt_readonly() says it writes nothing, and text
  * after the first statement is refused (one statement at a time); an authorizer on that
- * connection denies ATTACH, DETACH, load_extension and every PRAGMA that sets a value. PostgreSQL: the statement runs alone
+ * connection lets through only what a read needs (console_auth: SELECT, reads, an allow list
+ * of built-in functions, the PRAGMAs that read) and refuses the rest, ATTACH, transactions,
+ * load_extension() and fts3_tokenizer() among it. PostgreSQL: the statement runs alone
  * (PQexecParams refuses several) inside BEGIN READ ONLY with a transaction-local
  * statement_timeout, as a role that cannot act outside the database (store.c), and the
  * transaction is rolled back afterwards whatever it did; a statement that was given a
@@ -77,10 +79,61 @@ static bool add_row(adm_req *a, result *res, const char **row)
 }
 
 /* The console's authorizer on its own read-only connection (it replaces the driver's, and
- * denies all that one denies): no ATTACH or DETACH at all, no load_extension(), and of the
- * PRAGMAs only those that read: the ones about a table or index (any argument), and the
- * settings asked without a value. A PRAGMA that sets something is refused by the engine when
- * the statement is prepared, whatever sqlite3_stmt_readonly would say of it. */
+ * refuses all that one refuses). An allow list: what a read needs, and nothing else.
+ *   - SELECT, reading any table or view of the file (the connection reaches no other file),
+ *     and recursive common table expressions;
+ *   - the built-in functions of console_functions below, by name: everything else, an
+ *     unknown or app-defined function, load_extension() and fts3_tokenizer() (which leaks a
+ *     library address and lets a query overwrite it: see storage/sqlite.c) included, is
+ *     refused when the statement is prepared, before anything runs;
+ *   - of the PRAGMAs only those that read: the ones about a table or index (any argument),
+ *     and the settings asked without a value;
+ *   - SQLITE_UPDATE of sqlite_master alone: SQLite asks it when a statement reads a
+ *     table-valued function (pragma_table_info, json_each, dbstat) for the first time, as it
+ *     sets the function up; no SQL can write sqlite_master on this connection (read-only
+ *     file, DEFENSIVE, and sqlite3_stmt_readonly in run_sqlite).
+ * Refused with it: ATTACH and DETACH (VACUUM INTO attaches at run time; run_sqlite refuses
+ * it first as a write), transactions and savepoints (the console runs one statement; a BEGIN
+ * could only leave a transaction open on the connection), every kind of DDL and DML. The
+ * first refusal is described in ud, a struct console_refusal, for the message. */
+struct console_refusal {
+    char what[160];
+};
+
+static const char *const console_functions[] = {
+    /* scalar */
+    "abs", "char", "coalesce", "concat", "concat_ws", "format", "glob", "hex", "ifnull", "iif",
+    "instr", "length", "like", "likelihood", "likely", "lower", "ltrim", "max", "min",
+    "nullif", "octet_length", "printf", "quote", "random", "replace", "round", "rtrim", "sign",
+    "soundex", "sqlite_version", "substr", "substring", "trim", "typeof", "unhex", "unicode",
+    "unlikely", "upper",
+    /* aggregate */
+    "avg", "count", "group_concat", "string_agg", "sum", "total",
+    /* window */
+    "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag", "lead",
+    "first_value", "last_value", "nth_value",
+    /* date and time */
+    "date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff",
+    "current_date", "current_time", "current_timestamp",
+    /* math */
+    "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "ceil", "ceiling", "cos",
+    "cosh", "degrees", "exp", "floor", "ln", "log", "log10", "log2", "mod", "pi", "pow",
+    "power", "radians", "sin", "sinh", "sqrt", "tan", "tanh", "trunc",
+    /* JSON (-> and ->> are functions to the authorizer) */
+    "json", "json_array", "json_array_length", "json_error_position", "json_extract",
+    "json_insert", "json_object", "json_patch", "json_pretty", "json_quote", "json_remove",
+    "json_replace", "json_set", "json_type", "json_valid", "json_group_array",
+    "json_group_object", "jsonb", "jsonb_array", "jsonb_extract", "jsonb_insert",
+    "jsonb_object", "jsonb_patch", "jsonb_remove", "jsonb_replace", "jsonb_set",
+    "jsonb_group_array", "jsonb_group_object", "->", "->>",
+    /* full-text search: MATCH and the auxiliary functions of FTS3/4 and FTS5 */
+    "match", "snippet", "offsets", "matchinfo", "highlight", "bm25",
+    NULL};
+/* Left out on purpose, besides the dangerous ones: randomblob() and zeroblob() (one call can
+ * ask for a gigabyte, and a read has no use for them), changes(), total_changes() and
+ * last_insert_rowid() (about this connection, which writes nothing), sqlite_offset() and
+ * sqlite_compileoption_*() (PRAGMA compile_options answers), optimize() (FTS: writes). */
+
 static int console_auth(void *ud, int action, const char *a1, const char *a2, const char *db,
                         const char *trigger)
 {
@@ -94,38 +147,71 @@ static int console_auth(void *ud, int action, const char *a1, const char *a2, co
                                            "data_version", "database_list", "collation_list",
                                            "function_list", "module_list", "pragma_list",
                                            "compile_options", NULL};
-    (void)ud, (void)db, (void)trigger;
+    struct console_refusal *r = ud;
+    (void)db, (void)trigger;
     switch (action) {
-    case SQLITE_ATTACH:
-    case SQLITE_DETACH:
+    case SQLITE_SELECT:
+    case SQLITE_READ:
+    case SQLITE_RECURSIVE:
+        return SQLITE_OK;
+    case SQLITE_FUNCTION:   /* a2 is the function's name */
+        for (int i = 0; a2 != NULL && console_functions[i]; i++)
+            if (sqlite3_stricmp(a2, console_functions[i]) == 0)
+                return SQLITE_OK;
+        if (r->what[0] == '\0')
+            snprintf(r->what, sizeof(r->what), "%.64s() is not one of the console's functions",
+                     a2 != NULL ? a2 : "?");
         return SQLITE_DENY;
-    case SQLITE_FUNCTION:
-        return a2 != NULL && sqlite3_stricmp(a2, "load_extension") == 0 ? SQLITE_DENY
-                                                                        : SQLITE_OK;
     case SQLITE_PRAGMA:
         for (int i = 0; a1 != NULL && about[i]; i++)
             if (sqlite3_stricmp(a1, about[i]) == 0)
                 return SQLITE_OK;
         for (int i = 0; a1 != NULL && settings[i]; i++)
-            if (sqlite3_stricmp(a1, settings[i]) == 0)
-                return a2 == NULL ? SQLITE_OK : SQLITE_DENY;
+            if (sqlite3_stricmp(a1, settings[i]) == 0 && a2 == NULL)
+                return SQLITE_OK;
+        if (r->what[0] == '\0')
+            snprintf(r->what, sizeof(r->what), "PRAGMA %.64s%s is not one the console reads",
+                     a1 != NULL ? a1 : "?", a2 != NULL ? " with a value" : "");
         return SQLITE_DENY;
+    case SQLITE_UPDATE:     /* a1 the table: see the banner */
+        if (a1 != NULL && (strcmp(a1, "sqlite_master") == 0 || strcmp(a1, "sqlite_schema") == 0))
+            return SQLITE_OK;
+        break;
     default:
-        return SQLITE_OK;
+        break;
     }
+    if (r->what[0] == '\0')
+        snprintf(r->what, sizeof(r->what), "the console only reads");
+    return SQLITE_DENY;
 }
 
 static void run_sqlite(adm_req *a, adm_store *s, const char *sql, result *res)
 {
     sqlite3 *h = tn_db_native(s->db);
-    sqlite3_set_authorizer(h, console_auth, NULL);
+    /* Static: the authorizer keeps pointing at it until the connection is closed after this
+     * function (store_close), and a worker serves one request at a time. */
+    static struct console_refusal refusal;
+    refusal.what[0] = '\0';
+    if (sqlite3_set_authorizer(h, console_auth, &refusal) != SQLITE_OK) {
+        snprintf(res->err, sizeof(res->err), "cannot set the console's authorizer: %s",
+                 sqlite3_errmsg(h));
+        res->rc = TN_ERR;
+        return;
+    }
     sqlite3_stmt *st = NULL;
     const char *tail = NULL;
     int cap = adm.env.cfg->row_cap;
     int rc = sqlite3_prepare_v2(h, sql, -1, &st, &tail);
     if (rc != SQLITE_OK) {
-        snprintf(res->err, sizeof(res->err), "%s", sqlite3_errmsg(h));
-        res->rc = rc == SQLITE_AUTH ? TN_DENIED : TN_INVALID;
+        /* SQLite's message first (a refused function is SQLITE_ERROR with "not authorized
+         * to use function: ...", a refused action SQLITE_AUTH), then which rule refused. */
+        if (refusal.what[0] != '\0') {
+            snprintf(res->err, sizeof(res->err), "%s (%s)", sqlite3_errmsg(h), refusal.what);
+            res->rc = TN_DENIED;
+        } else {
+            snprintf(res->err, sizeof(res->err), "%s", sqlite3_errmsg(h));
+            res->rc = rc == SQLITE_AUTH ? TN_DENIED : TN_INVALID;
+        }
         return;
     }
     if (st == NULL) {

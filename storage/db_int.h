@@ -125,6 +125,14 @@ struct db_driver {
 
 extern const db_driver db_sqlite_driver;
 
+/* Every SQLite connection of the host gets these settings right after sqlite3_open_v2 (the
+ * driver's own, and the few a module opens itself, such as migrate.c's template clone):
+ * extension loading, fts3_tokenizer() and trusted_schema off, DEFENSIVE on, double-quoted
+ * strings off (the banner of sqlite.c says why). Each is read back. TN_OK, or TN_ERR with
+ * the setting the library refused in err; the caller closes the handle. */
+struct sqlite3;
+int db_sqlite_harden(struct sqlite3 *h, char *err, size_t errlen);
+
 /*
  * The PostgreSQL driver is a loadable module (storage/pgdriver.so) so that a host that
  * only uses SQLite never maps libpq. A module cannot count on the executable exporting

@@ -812,7 +812,9 @@ static int sync_path(const char *path)
  * SQLite: VACUUM INTO needs ATTACH, which every tenant connection denies (sqlite.c's
  * authorizer), so the template is read through a private connection that runs this one
  * constant statement, with the new file's path bound as a parameter. VACUUM INTO reads in
- * one transaction: a consistent copy even while the template is written to.
+ * one transaction: a consistent copy even while the template is written to. The connection
+ * is hardened like every other (db_sqlite_harden): the template is a tenant file like any,
+ * and its schema is not to be trusted.
  */
 static int clone_sqlite(const storage_target *from, const storage_target *to, char *err,
                         size_t errlen)
@@ -831,6 +833,12 @@ static int clone_sqlite(const storage_target *from, const storage_target *to, ch
                      h ? sqlite3_errmsg(h) : sqlite3_errstr(s));
         sqlite3_close(h);
         return rc;
+    }
+    char why[256];
+    rc = db_sqlite_harden(h, why, sizeof(why));
+    if (rc != TN_OK) {
+        sqlite3_close(h);
+        return tn_errf(err, errlen, rc, "cannot open the template %s: %s", from->name, why);
     }
     sqlite3_busy_timeout(h, from->busy_timeout_ms > 0 ? from->busy_timeout_ms : 5000);
     sqlite3_stmt *stmt = NULL;

@@ -8,13 +8,26 @@
  *
  * Hardening, applied to every connection and not negotiable by SQL:
  *   - an authorizer that denies ATTACH and DETACH (a tenant's SQL must not reach another
- *     file: that also denies VACUUM INTO, which attaches its target) and any call to
- *     load_extension(); only ATTACH '' (a private temporary database, what a plain VACUUM
- *     attaches internally) is let through;
- *   - SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION off, SQLITE_DBCONFIG_DEFENSIVE on (no
- *     writable_schema, no shadow-table writes), SQLITE_DBCONFIG_TRUSTED_SCHEMA off (schema
- *     objects may not call risky functions), and double-quoted string literals off (DQS),
- *     so "x" is always an identifier, as in PostgreSQL.
+ *     file: that also denies VACUUM INTO, which attaches its target), any call to
+ *     load_extension() or fts3_tokenizer(), and PRAGMA trusted_schema with a value; only
+ *     ATTACH '' (a private temporary database, what a plain VACUUM attaches internally) is
+ *     let through;
+ *   - the settings of db_sqlite_harden (db_int.h), which migrate.c's private connection
+ *     gets too: SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION off, SQLITE_DBCONFIG_DEFENSIVE on (no
+ *     writable_schema, no journal_mode=OFF, no shadow-table writes),
+ *     SQLITE_DBCONFIG_TRUSTED_SCHEMA off (schema objects may not call risky functions),
+ *     SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER off, and double-quoted string literals off
+ *     (DQS), so "x" is always an identifier, as in PostgreSQL.
+ *
+ * Why fts3_tokenizer twice: fts3_tokenizer('simple') returns the address of a tokenizer
+ * module inside the library, and fts3_tokenizer('simple', X) replaces it with any 8 bytes,
+ * which every FTS3/4 table then calls through: one query doing both sends the worker to an
+ * address of the caller's choosing. Debian builds SQLite with the function switched on. The
+ * switch off makes a literal argument answer NULL and an overwrite fail, but SQLite honours
+ * it only for literals: a bound argument still leaks and still overwrites. Hence the
+ * authorizer, which refuses the function whatever its arguments (FTS tables never call it;
+ * they look their tokenizer up themselves). trusted_schema is a PRAGMA, so SQL could switch
+ * it back on; the authorizer keeps it off.
  *
  * Placeholders are $1..$N only, bound by name: every placeholder in the statement must be
  * one of $1..$nparams and every one of them must be used (PostgreSQL refuses both too), so
@@ -29,7 +42,8 @@
  * Transactions begin IMMEDIATE (see sq_begin), deferred on read-only connections.
  *
  * Codes: SQLITE_CONSTRAINT_UNIQUE/PRIMARYKEY → TN_EXISTS, other constraints → TN_INVALID;
- * SQLITE_BUSY/LOCKED → TN_BUSY; SQLITE_AUTH/READONLY/PERM → TN_DENIED; SQLITE_IOERR/FULL/
+ * SQLITE_BUSY/LOCKED → TN_BUSY; SQLITE_AUTH/READONLY/PERM and whatever the authorizer
+ * refused (a refused function comes back as SQLITE_ERROR) → TN_DENIED; SQLITE_IOERR/FULL/
  * CANTOPEN/CORRUPT/NOTADB → TN_IO; SQLITE_NOMEM → TN_NOMEM; SQLITE_TOOBIG → TN_TOOBIG;
  * SQLITE_INTERRUPT → TN_TIMEOUT; SQLITE_ERROR/MISMATCH/RANGE/SCHEMA → TN_INVALID; the rest
  * TN_ERR. tn_db_last_id() is sqlite3_last_insert_rowid().
@@ -40,6 +54,7 @@
  */
 #include "core/first.h"
 #include "storage/db_int.h"
+#include "core/rc.h"
 
 #include <sqlite3.h>
 #include <stdio.h>
@@ -76,6 +91,8 @@ typedef struct sqlite_db {
     struct cached cache[STMT_CACHE];
     int busy_timeout_ms;
     struct timespec busy_since;   /* when the current wait for a lock began */
+    bool denied;           /* the authorizer refused something since the last prepare: SQLite
+                              reports a refused function as SQLITE_ERROR, not SQLITE_AUTH */
 } sqlite_db;
 
 typedef struct sqlite_rows {
@@ -144,15 +161,16 @@ static int fail(sqlite_db *d, int rc)
     int ext = sqlite3_extended_errcode(d->h);
     if ((ext & 0xff) != (rc & 0xff))   /* the call's own code is the authority */
         ext = rc;
-    return db_set_error(&d->base, map_code(ext), "%s", sqlite3_errmsg(d->h));
+    int code = d->denied ? TN_DENIED : map_code(ext);
+    d->denied = false;
+    return db_set_error(&d->base, code, "%s", sqlite3_errmsg(d->h));
 }
 
 /* ---- the authorizer ---------------------------------------------------------------------- */
 
-static int authorizer(void *ud, int action, const char *a1, const char *a2, const char *dbname,
-                      const char *trigger)
+/* The hardening of the banner, as one verdict per action. */
+static int judge(int action, const char *a1, const char *a2)
 {
-    (void)ud, (void)a1, (void)dbname, (void)trigger;
     switch (action) {
     case SQLITE_ATTACH:
         /* a1 is the file name when written as a literal. VACUUM attaches '' (a private
@@ -162,12 +180,28 @@ static int authorizer(void *ud, int action, const char *a1, const char *a2, cons
     case SQLITE_DETACH:
         return SQLITE_DENY;
     case SQLITE_FUNCTION:   /* a2 is the function's name */
-        if (a2 != NULL && sqlite3_stricmp(a2, "load_extension") == 0)
+        if (a2 != NULL && (sqlite3_stricmp(a2, "load_extension") == 0 ||
+                           sqlite3_stricmp(a2, "fts3_tokenizer") == 0))
+            return SQLITE_DENY;
+        return SQLITE_OK;
+    case SQLITE_PRAGMA:     /* a1 the PRAGMA, a2 its value (NULL: only asked) */
+        if (a1 != NULL && a2 != NULL && sqlite3_stricmp(a1, "trusted_schema") == 0)
             return SQLITE_DENY;
         return SQLITE_OK;
     default:
         return SQLITE_OK;
     }
+}
+
+/* ud is the connection: a refusal is remembered for fail(). */
+static int authorizer(void *ud, int action, const char *a1, const char *a2, const char *dbname,
+                      const char *trigger)
+{
+    (void)dbname, (void)trigger;
+    int verdict = judge(action, a1, a2);
+    if (verdict != SQLITE_OK)
+        ((sqlite_db *)ud)->denied = true;
+    return verdict;
 }
 
 /* ---- statements and the cache ------------------------------------------------------------ */
@@ -213,6 +247,7 @@ static int acquire(sqlite_db *d, const char *sql, bool use_cache, sqlite3_stmt *
         return db_set_error(&d->base, TN_TOOBIG, "statement too long");
     sqlite3_stmt *st = NULL;
     const char *tail = NULL;
+    d->denied = false;
     int rc = sqlite3_prepare_v3(d->h, sql, (int)len + 1, use_cache ? SQLITE_PREPARE_PERSISTENT : 0,
                                 &st, &tail);
     if (rc != SQLITE_OK) {
@@ -470,6 +505,34 @@ static void sq_rows_free(tn_rows *rows)
 
 /* ---- the connection ------------------------------------------------------------------------ */
 
+/* The settings of the banner, each set and read back: a library that does not know one, or
+ * answers with another value, fails the open rather than running without it. */
+int db_sqlite_harden(struct sqlite3 *h, char *err, size_t errlen)
+{
+    static const struct {
+        int op, value;
+        const char *name;
+    } settings[] = {
+        {SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, "ENABLE_LOAD_EXTENSION"},
+        {SQLITE_DBCONFIG_DEFENSIVE, 1, "DEFENSIVE"},
+        {SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, "TRUSTED_SCHEMA"},
+        {SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0, "ENABLE_FTS3_TOKENIZER"},
+        {SQLITE_DBCONFIG_DQS_DML, 0, "DQS_DML"},
+        {SQLITE_DBCONFIG_DQS_DDL, 0, "DQS_DDL"},
+    };
+    for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++) {
+        int got = -1;
+        int rc = sqlite3_db_config(h, settings[i].op, settings[i].value, &got);
+        if (rc != SQLITE_OK || got != settings[i].value)
+            return tn_errf(err, errlen, TN_ERR,
+                           "sqlite: cannot harden the connection: SQLITE_DBCONFIG_%s=%d %s (%s)",
+                           settings[i].name, settings[i].value,
+                           rc != SQLITE_OK ? "refused" : "did not hold",
+                           rc != SQLITE_OK ? sqlite3_errstr(rc) : "read back another value");
+    }
+    return TN_OK;
+}
+
 static void sq_close(tn_db *db)
 {
     sqlite_db *d = SDB(db);
@@ -574,25 +637,11 @@ static int sq_open(const char *target, const db_options *opt, tn_db **out, char 
         goto fail;
     }
     sqlite3_extended_result_codes(d->h, 1);
-    /* The hardening of the banner; a library that lacks one of these fails the open rather
-     * than running without it. */
-    int off = 0, on = 1, got = -1;
-    if (sqlite3_db_config(d->h, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, off, &got) !=
-            SQLITE_OK || got != 0 ||
-        sqlite3_db_config(d->h, SQLITE_DBCONFIG_DEFENSIVE, on, &got) != SQLITE_OK ||
-        got != 1 ||
-        sqlite3_db_config(d->h, SQLITE_DBCONFIG_TRUSTED_SCHEMA, off, &got) != SQLITE_OK ||
-        got != 0 ||
-        sqlite3_db_config(d->h, SQLITE_DBCONFIG_DQS_DML, off, &got) != SQLITE_OK ||
-        got != 0 ||
-        sqlite3_db_config(d->h, SQLITE_DBCONFIG_DQS_DDL, off, &got) != SQLITE_OK || got != 0) {
-        snprintf(err, errlen, "sqlite: cannot configure the connection: %s",
-                 sqlite3_errmsg(d->h));
-        rc = TN_ERR;
+    rc = db_sqlite_harden(d->h, err, errlen);
+    if (rc != TN_OK)
         goto fail;
-    }
     d->busy_timeout_ms = opt->busy_timeout_ms;
-    if (sqlite3_set_authorizer(d->h, authorizer, NULL) != SQLITE_OK ||
+    if (sqlite3_set_authorizer(d->h, authorizer, d) != SQLITE_OK ||
         sqlite3_busy_handler(d->h, opt->busy_timeout_ms > 0 ? busy_wait : NULL, d) !=
             SQLITE_OK) {
         snprintf(err, errlen, "sqlite: cannot configure the connection: %s",

@@ -15,6 +15,10 @@
 #     the data, the schema, sequences, roles and the file system unchanged afterwards;
 #     reads, the row cap (cut by the database: a 50-million-row query returns at once), the
 #     timeout, CSV and JSON;
+#   - the SQLite console is an allow list: fts3_tokenizer (the address leak and the overwrite
+#     that crash a worker), load_extension, functions not on the list, ATTACH, VACUUM INTO,
+#     writable PRAGMAs and transactions are refused (403, SQLite's message), while counts,
+#     FTS4 MATCH, JSON, window and table-valued PRAGMA functions work and no worker dies;
 #   - XSS payloads in a tenant name, table names, column names and cell values come out
 #     escaped;
 #   - actions: suspend and resume seen by the tenant's own host at once; create, migrate and
@@ -353,6 +357,66 @@ code=$(sql pgt "SELECT 1")
 assert_eq "$code" 403 "the console will not run as a superuser"
 assert_contains "$(body)" 'tenancy check' "and says where to look"
 psql -q -c "ALTER ROLE t_pgt NOSUPERUSER" > /dev/null
+
+# ---- the console: SQLite's allow list ----------------------------------------------------------------
+# fts3_tokenizer('simple') hands out the address of a tokenizer inside libsqlite3 and
+# fts3_tokenizer('simple', X) overwrites it; an FTS4 table then calls through it (the worker
+# dies of SIGSEGV, nginx answers 502). The console lets through only SELECT, reads, the
+# PRAGMAs that read and a list of built-in functions: each statement below is refused when it
+# is prepared, 403 with SQLite's own message quoted. The overwrites here put the pointer's
+# own value back, so that even a console without the fix would not crash on them (the leak
+# alone shows the hole); a worker that died anyway is caught by the log check at the end.
+sqlite3 "$LITE_DB" "CREATE VIRTUAL TABLE docs USING fts4(body);
+  INSERT INTO docs (body) VALUES ('hello tokenizer');
+  CREATE VIEW leak AS SELECT hex(fts3_tokenizer('simple')) AS p;" || fatal "lite: an FTS4 table"
+crashes_before=$(tn_log_count 'died from signal')
+refused_lite() {   # refused_lite SQL NEEDLE: 403, NEEDLE in the message, no blob in the page
+    code=$(sql lite "$1")
+    assert_eq "$code" 403 "lite: refused: $1"
+    assert_contains "$(sed -n 's/.*id="result-error"[^>]*>\(.*\)<\/div>.*/\1/p' "$T/body")" "$2" \
+        "lite: the database's message for: $1"
+    grep -q 'id="result"' "$T/body" && fail "lite: a result was shown for: $1" || true
+}
+FN='not authorized to use function'
+refused_lite "SELECT fts3_tokenizer('simple')" "$FN: fts3_tokenizer"
+refused_lite "SELECT hex(fts3_tokenizer('simple'))" "$FN: fts3_tokenizer"
+refused_lite "SELECT typeof(fts3_tokenizer('simple')) FROM docs WHERE docs MATCH 'hello'" "$FN: fts3_tokenizer"
+refused_lite "SELECT fts3_tokenizer('simple', fts3_tokenizer('simple'))" "$FN: fts3_tokenizer"
+refused_lite "SELECT load_extension('$T/evil.so')" "$FN: load_extension"
+refused_lite "SELECT sqlite_source_id()" "$FN: sqlite_source_id"   # built in, not on the list
+refused_lite "SELECT randomblob(1000000000)" "$FN: randomblob"
+refused_lite "ATTACH DATABASE '$T/attached.db' AS a" "not authorized"
+refused_lite "PRAGMA writable_schema = 1" "not authorized"
+refused_lite "PRAGMA trusted_schema = 1" "not authorized"
+refused_lite "BEGIN" "not authorized"
+refused_lite "SAVEPOINT s" "not authorized"
+# VACUUM INTO attaches its target only when it runs: the console refuses it before, as a write.
+refused_lite "VACUUM INTO '$T/vacuumed2.db'" "would write"
+[ ! -e "$T/vacuumed2.db" ] && [ ! -e "$T/attached.db" ] && log "ok: no file was written" ||
+    fail "VACUUM INTO or ATTACH wrote a file"
+# A function SQLite does not know: its own message (an error, 400, before any rule applies).
+code=$(sql lite "SELECT no_such_function(1)")
+assert_eq "$code" 400 "lite: an unknown function is an error"
+assert_contains "$(body)" 'no such function: no_such_function' "lite: with SQLite's message"
+# A view written into the file that calls fts3_tokenizer: refused too, never a blob.
+code=$(sql lite "SELECT p FROM leak")
+[ "$code" != 200 ] && grep -q 'id="result-error"' "$T/body" && grep -q 'fts3_tokenizer' "$T/body" &&
+    log "ok: lite: a view calling fts3_tokenizer refused ($code)" ||
+    fail "lite: a view calling fts3_tokenizer was not refused (status $code)"
+# What a read needs still works, and the FTS table still uses its own tokenizer.
+assert_eq "$(sql lite 'SELECT count(*) FROM items')" 200 "lite: a count of its own table"
+assert_contains "$(body)" '<td>120</td>' "lite: 120 items"
+assert_eq "$(sql lite "SELECT count(*) FROM docs WHERE docs MATCH 'tokenizer'")" 200 "lite: an FTS4 MATCH"
+assert_contains "$(body)" '<td>1</td>' "lite: the FTS4 table finds its row"
+assert_eq "$(sql lite "SELECT snippet(docs) FROM docs WHERE docs MATCH 'hello'")" 200 "lite: snippet()"
+assert_eq "$(sql lite "SELECT upper(name), length(name), json_extract('{\"a\":2}', '\$.a') * price, strftime('%Y', 'now'), row_number() OVER (ORDER BY id) FROM items WHERE id = 2")" 200 "lite: functions on the list"
+assert_contains "$(body)" '<td>ITEM 2</td>' "lite: their results"
+assert_eq "$(sql lite "SELECT name, type FROM pragma_table_info('items') ORDER BY cid")" 200 "lite: a table-valued PRAGMA function"
+assert_contains "$(body)" '<td>price</td>' "lite: its rows"
+assert_eq "$(sql lite 'PRAGMA table_info(items)')" 200 "lite: a PRAGMA that reads"
+assert_eq "$(sql lite 'SELECT value FROM json_each(json_array(1, 2, 3))')" 200 "lite: json_each"
+assert_eq "$(tn_log_count 'died from signal')" "$crashes_before" "no worker died"
+kill -0 "$TN_PID" 2>/dev/null && log "ok: tenancyd is alive" || fail "tenancyd died"
 
 # ---- XSS payloads come out inert ---------------------------------------------------------------------
 xss_check() {   # xss_check WHAT: no live tag of ours in $T/body

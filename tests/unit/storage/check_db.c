@@ -10,6 +10,7 @@
 #include "storage/db.h"
 #include "storage/db_int.h"   /* the splitter */
 #include "core/rc.h"
+#include "storage/migrate.h"  /* migrate_clone: the one connection not opened by the driver */
 
 #include <check.h>
 #include <dirent.h>
@@ -886,6 +887,165 @@ START_TEST(test_sqlite_authorizer)
 }
 END_TEST
 
+/* fts3_tokenizer(): the one-argument form hands out the address of a tokenizer module inside
+ * the library, the two-argument form replaces that address with any 8 bytes, and every FTS3/4
+ * table then calls through it: one query doing both, and the worker jumps where the SQL says.
+ * The driver turns the function's switch off (a literal argument then gets NULL, an overwrite
+ * an error) and its authorizer refuses the function whatever its arguments, because SQLite
+ * honours the switch only for literals: a bound argument still works, and apps bind. */
+START_TEST(test_sqlite_fts3_tokenizer)
+{
+    OK(db_exec_script(db, "CREATE VIRTUAL TABLE docs USING fts4(body);"
+                          "INSERT INTO docs (body) VALUES ('hello tokenizer');"));
+    char v[64] = "";
+    /* Asked first, so that a driver without the fix stops here, at the leak, and never
+     * reaches the overwrites below. */
+    int rc = db_query_value(db, v, sizeof(v), "SELECT typeof(fts3_tokenizer('simple'))", 0, NULL);
+    ck_assert_msg(rc == TN_DENIED, "fts3_tokenizer('simple') = %s, a %s: %s", tn_rc_str(rc), v,
+                  tn_db_error(db));
+    ck_assert_msg(strstr(tn_db_error(db), "not authorized") != NULL, "%s", tn_db_error(db));
+    const char *simple[] = {"simple"};
+    EXPECT(db, TN_DENIED,
+           db_query_value(db, v, sizeof(v), "SELECT typeof(fts3_tokenizer($1))", 1, simple));
+    EXPECT(db, TN_DENIED,
+           tn_db_exec(db, "SELECT fts3_tokenizer('simple', fts3_tokenizer('simple'))", 0, NULL));
+    const char *bogus[] = {"simple", "AAAAAAAA"};   /* 8 bytes, the size of the pointer */
+    EXPECT(db, TN_DENIED, tn_db_exec(db, "SELECT fts3_tokenizer($1, $2)", 2, bogus));
+    EXPECT(db, TN_DENIED, tn_db_exec(db, "SELECT upper(fts3_tokenizer('simple')) FROM docs", 0,
+                                     NULL));
+    /* nor through a view someone wrote into the file */
+    OK(tn_db_exec(db, "CREATE VIEW leak AS SELECT fts3_tokenizer('simple') AS p", 0, NULL));
+    ck_assert_int_ne(db_query_value(db, v, sizeof(v), "SELECT typeof(p) FROM leak", 0, NULL),
+                     TN_OK);
+    /* the table still finds its row: its tokenizer is the library's own */
+    ck_assert_int_eq(count(db, "SELECT count(*) FROM docs WHERE docs MATCH 'tokenizer'"), 1);
+
+    /* The switch on its own, under the authorizer: off, so with the authorizer taken away a
+     * literal argument gets NULL and an overwrite is an error. */
+    sqlite3 *h = tn_db_native(db);
+    int got = -1;
+    ck_assert_int_eq(sqlite3_db_config(h, SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, -1, &got),
+                     SQLITE_OK);
+    ck_assert_int_eq(got, 0);
+    ck_assert_int_eq(sqlite3_set_authorizer(h, NULL, NULL), SQLITE_OK);
+    OK(db_query_value(db, v, sizeof(v), "SELECT typeof(fts3_tokenizer('simple'))", 0, NULL));
+    ck_assert_str_eq(v, "null");
+    ck_assert_int_ne(tn_db_exec(db, "SELECT fts3_tokenizer('simple', x'4141414141414141')", 0,
+                                NULL),
+                     TN_OK);
+    ck_assert_int_eq(count(db, "SELECT count(*) FROM docs WHERE docs MATCH 'hello'"), 1);
+}
+END_TEST
+
+/* ---- every connection is hardened ---------------------------------------------------------------
+ * An automatic extension (SQLite runs it in every sqlite3_open* of this process, whoever
+ * calls it) asks to be told when the connection closes; at the close the settings are read
+ * back. So the check covers connections the test cannot reach, such as the one
+ * migrate_clone opens for VACUUM INTO and closes before it returns. */
+
+static int closes_seen;
+static char close_bad[512];   /* the first setting found wrong, "" while none */
+
+static int on_close(unsigned type, void *ctx, void *p, void *x)
+{
+    static const struct {
+        int op, want;
+        const char *name;
+    } need[] = {
+        {SQLITE_DBCONFIG_DEFENSIVE, 1, "DEFENSIVE"},
+        {SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, "TRUSTED_SCHEMA"},
+        {SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0, "ENABLE_FTS3_TOKENIZER"},
+        {SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, "ENABLE_LOAD_EXTENSION"},
+    };
+    (void)ctx, (void)x;
+    if (type != SQLITE_TRACE_CLOSE)
+        return 0;
+    sqlite3 *h = p;
+    const char *file = sqlite3_db_filename(h, "main");
+    closes_seen++;
+    for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
+        int got = -1;
+        if ((sqlite3_db_config(h, need[i].op, -1, &got) != SQLITE_OK || got != need[i].want) &&
+            close_bad[0] == '\0')
+            snprintf(close_bad, sizeof(close_bad), "%s is %d on %s", need[i].name, got,
+                     file != NULL && file[0] != '\0' ? file : "(memory)");
+    }
+    return 0;
+}
+
+static int watch_closes(sqlite3 *h, char **err, const sqlite3_api_routines *api)
+{
+    (void)err, (void)api;
+    return sqlite3_trace_v2(h, SQLITE_TRACE_CLOSE, on_close, NULL);
+}
+
+/* What every driver connection must show from SQL: trusted_schema off and not to be turned
+ * on, fts3_tokenizer refused, and (when it may write) no editing of sqlite_master. */
+static void check_hardened(tn_db *d, bool writable)
+{
+    char v[16];
+    EXPECT(d, TN_OK, db_query_value(d, v, sizeof(v), "PRAGMA trusted_schema", 0, NULL));
+    ck_assert_str_eq(v, "0");
+    EXPECT(d, TN_DENIED, tn_db_exec(d, "PRAGMA trusted_schema = ON", 0, NULL));
+    EXPECT(d, TN_OK, db_query_value(d, v, sizeof(v), "PRAGMA trusted_schema", 0, NULL));
+    ck_assert_str_eq(v, "0");
+    EXPECT(d, TN_DENIED, tn_db_exec(d, "SELECT fts3_tokenizer('simple')", 0, NULL));
+    if (writable) {
+        /* writable_schema is accepted and does nothing in defensive mode */
+        EXPECT(d, TN_OK, tn_db_exec(d, "PRAGMA writable_schema = 1", 0, NULL));
+        ck_assert_int_ne(tn_db_exec(d, "UPDATE sqlite_master SET sql = 'x' WHERE name = 'h'", 0,
+                                    NULL),
+                         TN_OK);
+        ck_assert_int_ne(tn_db_exec(d, "DELETE FROM sqlite_master", 0, NULL), TN_OK);
+    }
+}
+
+START_TEST(test_sqlite_hardened_everywhere)
+{
+    ck_assert_int_eq(sqlite3_auto_extension((void (*)(void))watch_closes), SQLITE_OK);
+    closes_seen = 0;
+    close_bad[0] = '\0';
+    OK(tn_db_exec(db, "CREATE TABLE h (x INTEGER)", 0, NULL));
+    char u[700];
+    /* the kinds of connection the host opens: read-write (tenants, the registry, copies),
+     * must-exist, read-only by URI (the panel) or by option, the bulk job's NORMAL sync, no
+     * busy wait, and a private database in memory */
+    const struct {
+        const char *suffix;
+        db_options o;
+        bool writable;
+    } kinds[] = {
+        {"", {0}, true},
+        {"?mode=rw", {0}, true},
+        {"?mode=ro", {.busy_timeout_ms = 2000, .read_only = true}, false},
+        {"", {.read_only = true}, false},
+        {"?mode=rwc", {.sync_normal = true}, true},
+        {"?mode=rw", {.busy_timeout_ms = -1}, true},
+    };
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        snprintf(u, sizeof(u), "%s%s", uri, kinds[i].suffix);
+        tn_db *d = open_db(u, &kinds[i].o);
+        check_hardened(d, kinds[i].writable);
+        db_close(d);
+    }
+    tn_db *m = open_db("sqlite::memory:", NULL);
+    EXPECT(m, TN_OK, tn_db_exec(m, "CREATE TABLE h (x INTEGER)", 0, NULL));
+    check_hardened(m, true);
+    db_close(m);
+    /* the template clone's private connection */
+    char copy[600], err[512];
+    snprintf(copy, sizeof(copy), "%s.clone", sqlite_path());
+    storage_target from = {.kind = TARGET_SQLITE, .name = sqlite_path()};
+    storage_target to = {.kind = TARGET_SQLITE, .name = copy};
+    int rc = migrate_clone(&from, &to, err, sizeof(err));
+    ck_assert_msg(rc == TN_OK, "migrate_clone: %s: %s", tn_rc_str(rc), err);
+    unlink(copy);
+    sqlite3_cancel_auto_extension((void (*)(void))watch_closes);
+    ck_assert_int_eq(closes_seen, 8);
+    ck_assert_msg(close_bad[0] == '\0', "a connection was not hardened: %s", close_bad);
+}
+END_TEST
+
 START_TEST(test_sqlite_busy)
 {
     make_table();
@@ -1171,6 +1331,8 @@ Suite *db_suite(bool pg)
         tcase_add_test(tc, test_sqlite_read_only);
         tcase_add_test(tc, test_sqlite_deferred_sync);
         tcase_add_test(tc, test_sqlite_authorizer);
+        tcase_add_test(tc, test_sqlite_fts3_tokenizer);
+        tcase_add_test(tc, test_sqlite_hardened_everywhere);
         tcase_add_test(tc, test_sqlite_busy);
     }
     suite_add_tcase(s, tc);
