@@ -9,9 +9,10 @@
  * Hardening, applied to every connection and not negotiable by SQL:
  *   - an authorizer that denies ATTACH and DETACH (a tenant's SQL must not reach another
  *     file: that also denies VACUUM INTO, which attaches its target), any call to
- *     load_extension() or fts3_tokenizer(), and PRAGMA trusted_schema with a value; only
- *     ATTACH '' (a private temporary database, what a plain VACUUM attaches internally) is
- *     let through;
+ *     load_extension() or fts3_tokenizer(), and the PRAGMAs of fixed_pragmas given a
+ *     value (the schema's protections, process-wide limits and folders, the journal and
+ *     locking modes); only ATTACH '' (a private temporary database, what a plain VACUUM
+ *     attaches internally) is let through;
  *   - the settings of db_sqlite_harden (db_int.h), which migrate.c's private connection
  *     gets too: SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION off, SQLITE_DBCONFIG_DEFENSIVE on (no
  *     writable_schema, no journal_mode=OFF, no shadow-table writes),
@@ -93,6 +94,8 @@ typedef struct sqlite_db {
     struct timespec busy_since;   /* when the current wait for a lock began */
     bool denied;           /* the authorizer refused something since the last prepare: SQLite
                               reports a refused function as SQLITE_ERROR, not SQLITE_AUTH */
+    bool own;              /* the driver's own constant PRAGMA is being prepared (the open's,
+                              db_defer_sync's): not judged as a caller's */
 } sqlite_db;
 
 typedef struct sqlite_rows {
@@ -168,8 +171,18 @@ static int fail(sqlite_db *d, int rc)
 
 /* ---- the authorizer ---------------------------------------------------------------------- */
 
+/* PRAGMAs a caller may ask but not set: the schema's protections (writable_schema,
+ * trusted_schema), what reaches past the connection into the whole process and so every
+ * tenant a worker serves after (the heap limits: "PRAGMA hard_heap_limit = 1" made every
+ * later allocation fail, the registry's too; the temporary and data folders), and the
+ * journal and locking modes the host opened the file with (WAL, shared with the other
+ * workers' connections). */
+static const char *const fixed_pragmas[] = {
+    "writable_schema", "trusted_schema",   "hard_heap_limit", "soft_heap_limit",
+    "temp_store_directory", "data_store_directory", "journal_mode", "locking_mode", NULL};
+
 /* The hardening of the banner, as one verdict per action. */
-static int judge(int action, const char *a1, const char *a2)
+static int judge(int action, const char *a1, const char *a2, bool own)
 {
     switch (action) {
     case SQLITE_ATTACH:
@@ -185,8 +198,11 @@ static int judge(int action, const char *a1, const char *a2)
             return SQLITE_DENY;
         return SQLITE_OK;
     case SQLITE_PRAGMA:     /* a1 the PRAGMA, a2 its value (NULL: only asked) */
-        if (a1 != NULL && a2 != NULL && sqlite3_stricmp(a1, "trusted_schema") == 0)
-            return SQLITE_DENY;
+        if (a1 == NULL || a2 == NULL || own)
+            return SQLITE_OK;
+        for (int i = 0; fixed_pragmas[i] != NULL; i++)
+            if (sqlite3_stricmp(a1, fixed_pragmas[i]) == 0)
+                return SQLITE_DENY;
         return SQLITE_OK;
     default:
         return SQLITE_OK;
@@ -198,7 +214,7 @@ static int authorizer(void *ud, int action, const char *a1, const char *a2, cons
                       const char *trigger)
 {
     (void)dbname, (void)trigger;
-    int verdict = judge(action, a1, a2);
+    int verdict = judge(action, a1, a2, ((sqlite_db *)ud)->own);
     if (verdict != SQLITE_OK)
         ((sqlite_db *)ud)->denied = true;
     return verdict;
@@ -551,7 +567,9 @@ static void sq_close(tn_db *db)
 static int run_setup(sqlite_db *d, const char *sql, const char *want, char *err, size_t errlen)
 {
     sqlite3_stmt *st = NULL;
+    d->own = true;
     int rc = sqlite3_prepare_v2(d->h, sql, -1, &st, NULL);
+    d->own = false;
     int s = rc == SQLITE_OK ? sqlite3_step(st) : rc;
     if (s != SQLITE_ROW && s != SQLITE_DONE) {
         snprintf(err, errlen, "sqlite: %s: %s", sql, sqlite3_errmsg(d->h));
@@ -731,8 +749,12 @@ static int sq_reset(tn_db *db)
 static int sq_defer_sync(tn_db *db, bool deferred)
 {
     bool normal = deferred || db->opt.sync_normal;
-    return sq_exec(db, normal ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL", 0,
-                   NULL, DB_EXEC_NOCACHE);
+    sqlite_db *d = (sqlite_db *)db;
+    d->own = true;
+    int rc = sq_exec(db, normal ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL", 0,
+                     NULL, DB_EXEC_NOCACHE);
+    d->own = false;
+    return rc;
 }
 
 /* Every commit so far on disk: the WAL file flushed (by any process: the page cache is

@@ -355,7 +355,7 @@ typedef struct check_run {
     int page;
     buf items;
     bool oom;
-    int repaired;           /* tenants whose role --repair-roles mended */
+    int repaired;           /* tenants whose role --repair-roles mended (no drift left) */
 } check_run;
 
 static void problem(check_run *r, const char *kind, const char *slug, const char *pname,
@@ -607,9 +607,10 @@ int cli_check(cli *c, const cli_args *a)
             if (target_role_repair(&tg, e, sizeof(e)) != TN_OK) {
                 problem(&r, "role", w->slug, w->pname, w->name, "repair failed: %s", e);
             } else {
-                r.repaired++;
                 crc = target_role_check(servers[w->place], &tg, &n, role_problem, &rc_ctx, e,
                                         sizeof(e));
+                if (crc == TN_OK && n == 0)
+                    r.repaired++;   /* nothing left: mended */
             }
         }
         if (crc != TN_OK && crc != TN_NOTFOUND)

@@ -97,6 +97,13 @@ for b in lb sb tb db; do
     [ "$code" = 200 ] || fatal "$b's secret row: $code $(cat "$T/out")"
 done
 
+# A session of the host's own login, as the workers' shared connections are: nothing a
+# tenant runs may end it (the finding: a console on the apps' login ended them all).
+PGAPPNAME=isolation-sleeper psql -q -U tenancy_app -c "SELECT pg_sleep(600)" > /dev/null 2>&1 &
+PIDS+=("$!")
+wait_until 10 test "$(psql -At -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'isolation-sleeper'")" = 1 ||
+    fatal "the sleeper session did not start"
+
 WORKERS_BEFORE=$(tn_workers | tr '\n' ' ')
 
 # run SOURCE TENANT SQL -> status; the answer's text in $T/out
@@ -241,6 +248,8 @@ pg_attempts() {
         "drop B's database|DROP DATABASE $bdb" \
         "the role password hashes|SELECT rolname, rolpassword FROM pg_authid" \
         "stop other sessions|SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND usename <> current_user" \
+        "stop the host's own sessions|SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'tenancy_app' AND pid <> pg_backend_pid()" \
+        "cancel the host's own queries|SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE usename = 'tenancy_app' AND pid <> pg_backend_pid()" \
         "cancel other sessions|SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND usename <> current_user" \
         "read a server file|SELECT pg_read_file('/etc/passwd')" \
         "read a server file as bytes|SELECT pg_read_binary_file('postgresql.conf')" \
@@ -328,6 +337,8 @@ assert_eq "$(psql -At -d tenant_db -c "SELECT string_agg(tenant, ',' ORDER BY id
     "db,SECRET-OF-db" "db's database unchanged"
 assert_eq "$(psql -At -c "SELECT count(*) FROM pg_roles WHERE rolname = 'evil'")" 0 "no role was made"
 assert_eq "$(psql -At -c "SELECT rolsuper FROM pg_roles WHERE rolname = 't_sa'")" f "A is no superuser"
+assert_eq "$(psql -At -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'isolation-sleeper' AND state = 'active'")" 1 \
+    "the host login's session was neither ended nor cancelled"
 WORKERS_AFTER=$(tn_workers | tr '\n' ' ')
 assert_eq "$WORKERS_AFTER" "$WORKERS_BEFORE" "the same workers are alive (none died)"
 died=$(grep -c 'died from signal' "$T/tenancyd.log" || true)
@@ -341,7 +352,7 @@ assert_ge "$audited" "$console_refused" "the console's refusals are in the audit
 out=$(tn_cli check 2>&1)
 assert_contains "$out" "consistent: 8 tenants" "tenancy check finds no drift after all that"
 psql -q -v ON_ERROR_STOP=1 > /dev/null <<'SQL' || fatal "making drift"
-ALTER TABLE t_sa.writes OWNER TO postgres;
+ALTER TABLE t_sa.writes OWNER TO tenancy_app;
 ALTER SCHEMA t_ta OWNER TO tenancy_app;
 ALTER ROLE t_sb CREATEDB;
 ALTER DATABASE tenant_da OWNER TO tenancy_app;

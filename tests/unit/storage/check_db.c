@@ -991,8 +991,14 @@ static void check_hardened(tn_db *d, bool writable)
     ck_assert_str_eq(v, "0");
     EXPECT(d, TN_DENIED, tn_db_exec(d, "SELECT fts3_tokenizer('simple')", 0, NULL));
     if (writable) {
-        /* writable_schema is accepted and does nothing in defensive mode */
-        EXPECT(d, TN_OK, tn_db_exec(d, "PRAGMA writable_schema = 1", 0, NULL));
+        /* writable_schema may not be set (and would do nothing in defensive mode), nor the
+         * PRAGMAs that reach the whole process or the file's journal */
+        EXPECT(d, TN_DENIED, tn_db_exec(d, "PRAGMA writable_schema = 1", 0, NULL));
+        EXPECT(d, TN_DENIED, tn_db_exec(d, "PRAGMA hard_heap_limit = 1", 0, NULL));
+        EXPECT(d, TN_DENIED, tn_db_exec(d, "PRAGMA soft_heap_limit = 1", 0, NULL));
+        EXPECT(d, TN_DENIED, tn_db_exec(d, "PRAGMA journal_mode = DELETE", 0, NULL));
+        EXPECT(d, TN_OK, db_query_value(d, v, sizeof(v), "PRAGMA hard_heap_limit", 0, NULL));
+        ck_assert_str_eq(v, "0");
         ck_assert_int_ne(tn_db_exec(d, "UPDATE sqlite_master SET sql = 'x' WHERE name = 'h'", 0,
                                     NULL),
                          TN_OK);
