@@ -357,17 +357,6 @@ const char *db_scope_role(const tn_db *db)
     return db != NULL && db->drv->scope_role != NULL ? db->drv->scope_role(db) : NULL;
 }
 
-int db_password_verifier(tn_db *db, const char *user, const char *password, char *out,
-                         size_t outlen)
-{
-    if (db == NULL || user == NULL || password == NULL || out == NULL)
-        return TN_INVALID;
-    clear_error(db);
-    if (db->drv->password_verifier == NULL)
-        return db_set_error(db, TN_INVALID, "a password verifier needs PostgreSQL");
-    return db->drv->password_verifier(db, user, password, out, outlen);
-}
-
 int db_listen(tn_db *db, const char *channel)
 {
     if (db == NULL)

@@ -104,18 +104,12 @@ const char *db_schema_scope(const tn_db *db);
 int db_set_scope(tn_db *db, const char *schema, const char *role);
 const char *db_scope_role(const tn_db *db);
 
-/* PostgreSQL: a SCRAM-SHA-256 verifier of `password` for `user`, made by libpq on the client
- * (nothing is sent), for CREATE/ALTER ROLE ... PASSWORD. Its characters are base64's, digits,
- * '$', ':' and '-' only. TN_OK, TN_INVALID (SQLite), TN_ERR. */
 /* A PostgreSQL URI with any of its database, user and password replaced (NULL keeps the
  * URI's; a user given drops the URI's password unless a password is given too), as
  * "postgres:CONNINFO" in out: the logins as a tenant's own role (the pool, the panel's
  * console). Loads the driver when needed. TN_OK, TN_INVALID, TN_TOOBIG, TN_IO. */
 int db_uri_with(const char *uri, const char *dbname, const char *user, const char *password,
                 char *out, size_t outlen, char *err, size_t errlen);
-
-int db_password_verifier(tn_db *db, const char *user, const char *password, char *out,
-                         size_t outlen);
 
 /* PostgreSQL only: LISTEN on a channel (a fixed identifier), then wait up to timeout_ms for
  * notifications. db_wait_notify returns TN_OK when at least one arrived (all are consumed),

@@ -910,29 +910,6 @@ static const char *pg_scope_role(const tn_db *db)
     return d->role[0] != '\0' ? d->role : NULL;
 }
 
-/* A SCRAM-SHA-256 verifier of password for user, made here by libpq (no round trip, and the
- * password never reaches the server or its logs): what CREATE or ALTER ROLE ... PASSWORD is
- * given. Its characters are base64's, digits, '$', ':' and '-'; checked, so the caller may
- * put it between quotes. */
-static int pg_password_verifier(tn_db *db, const char *user, const char *password, char *out,
-                                size_t outlen)
-{
-    pg_db *d = PDB(db);
-    char *v = PQencryptPasswordConn(d->conn, password, user, "scram-sha-256");
-    if (v == NULL)
-        return db_set_error(db, TN_ERR, "cannot make a password verifier: %s",
-                            PQerrorMessage(d->conn));
-    int rc = TN_OK;
-    size_t n = strlen(v);
-    if (n >= outlen || strncmp(v, "SCRAM-SHA-256$", 14) != 0 ||
-        strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=$:-") != n)
-        rc = db_set_error(db, TN_ERR, "libpq made an unexpected password verifier");
-    else
-        memcpy(out, v, n + 1);
-    PQfreemem(v);
-    return rc;
-}
-
 static const char *pg_scope(const tn_db *db)
 {
     const pg_db *d = CPDB(db);
@@ -1076,7 +1053,6 @@ static const db_driver db_pg_driver = {
     .set_scope = pg_set_scope,
     .scope = pg_scope,
     .scope_role = pg_scope_role,
-    .password_verifier = pg_password_verifier,
     .wait_notify = pg_wait_notify,
     .with_dbname = pg_with_dbname,
     .alive = pg_alive,

@@ -266,22 +266,23 @@ static int create_sql(const storage_target *t, char *sql, size_t len)
  * password the tenancy layer derives. The role is made inside a DO block so that one that is
  * already there (left by a purge that could not drop it) is taken over instead of failing
  * the create: role names are checked identifiers (db_quote_ident), so they can stand in a
- * string literal, and a password reaches the server only as libpq's SCRAM verifier, whose
- * characters pg_password_verifier checked. */
+ * string literal, and a password reaches the server only as a SCRAM verifier, whose
+ * characters role_script checks before it quotes it. */
 
-static int role_script(tn_db *db, const storage_target *t, char *sql, size_t len, char *err,
+static int role_script(const storage_target *t, char *sql, size_t len, char *err,
                        size_t errlen)
 {
-    char qr[72], verifier[512] = "";
+    char qr[72];
     if (db_quote_ident(t->role, qr, sizeof(qr)) != TN_OK)
         return tn_errf(err, errlen, TN_INVALID, "'%s' is not a valid role name", t->role);
-    if (t->role_password != NULL && db != NULL &&
-        db_password_verifier(db, t->role, t->role_password, verifier, sizeof(verifier)) !=
-            TN_OK)
-        return tn_errf(err, errlen, TN_ERR, "%s", tn_db_error(db));
-    char pw[600] = "";
-    if (verifier[0] != '\0')
-        snprintf(pw, sizeof(pw), " PASSWORD '%s'", verifier);
+    const char *v = t->role_verifier;
+    if (v != NULL && (strncmp(v, "SCRAM-SHA-256$", 14) != 0 || strlen(v) > 400 ||
+                      strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                "0123456789+/=$:-") != strlen(v)))
+        return tn_errf(err, errlen, TN_INVALID, "the role's password verifier is malformed");
+    char pw[440] = "";
+    if (v != NULL)
+        snprintf(pw, sizeof(pw), " PASSWORD '%s'", v);
     int n = snprintf(sql, len,
                      "DO $tn_role$BEGIN "
                      "IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '%s') THEN "
@@ -379,7 +380,7 @@ int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t err
     if (rescoped)
         (void)db_set_scope(db, NULL, NULL);
     if (t->role != NULL) {
-        rc = role_script(db, t, role, sizeof(role), err, errlen);
+        rc = role_script(t, role, sizeof(role), err, errlen);
         if (rc == TN_OK)
             rc = run(db, role, 0, NULL, err, errlen);
     }
@@ -411,7 +412,7 @@ int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t err
     return rc;
 }
 
-int target_schema_create_sql(tn_db *kept, const storage_target *t, char *sql, size_t len)
+int target_schema_create_sql(const storage_target *t, char *sql, size_t len)
 {
     char err[256];
     if (check_target(t, err, sizeof(err)) != TN_OK)
@@ -421,7 +422,7 @@ int target_schema_create_sql(tn_db *kept, const storage_target *t, char *sql, si
     if (t->role == NULL)
         return create_sql(t, sql, len);
     char role[1536], create[256], qr[72];
-    int rc = role_script(kept, t, role, sizeof(role), err, sizeof(err));
+    int rc = role_script(t, role, sizeof(role), err, sizeof(err));
     if (rc != TN_OK)
         return rc;
     create_sql(t, create, sizeof(create));
@@ -721,7 +722,7 @@ int target_role_repair(const storage_target *t, char *err, size_t errlen)
     tn_db *db = NULL;
     if ((rc = open_server(t, &db, err, errlen)) != TN_OK)
         return rc;
-    rc = role_script(db, t, role, sizeof(role), err, errlen);
+    rc = role_script(t, role, sizeof(role), err, errlen);
     if (rc == TN_OK)
         rc = run(db, role, 0, NULL, err, errlen);
     if (rc == TN_OK) {

@@ -57,8 +57,9 @@ typedef struct storage_target {
     const char *role;     /* PostgreSQL: the tenant's role, which owns the schema or database
                              and everything in it; every scoped transaction runs as it
                              (db_set_scope). NULL: none (the login role's rights) */
-    const char *role_password; /* the role's password (derived by the tenancy layer from
-                             its role key), set on the role when it is made; NULL: none */
+    const char *role_verifier; /* the SCRAM-SHA-256 verifier of the role's password (the
+                             tenancy layer derives the password from its role key and makes
+                             the verifier), set on the role when it is made; NULL: none */
     bool login_as_role;   /* the pool's connections for it log in as the role itself (one
                              per tenant: nothing run on them can SET ROLE to another tenant)
                              instead of the server URI's user with SET LOCAL ROLE */
@@ -69,8 +70,8 @@ const char *target_kind_name(target_kind k);
 int target_kind_parse(const char *s);   /* -1 when unknown */
 
 /* Create the file, schema or database. With a role (PostgreSQL), the role first when it is
- * not there yet (LOGIN, with the SCRAM verifier of role_password when one is given; an
- * existing role gets the password again), the login role made a member of it (so that
+ * not there yet (LOGIN, with role_verifier as its password when one is given; an existing
+ * role gets the password again), the login role made a member of it (so that
  * SET LOCAL ROLE works), then the schema (AUTHORIZATION the role) or the database (OWNER the
  * role, CONNECT and TEMPORARY revoked from PUBLIC); in schema mode the role may CONNECT to
  * the shared database. TN_OK, TN_EXISTS (already there: nothing changed), TN_INVALID (bad
@@ -88,7 +89,7 @@ int target_role_check(tn_db *server, const storage_target *t, int *nproblems,
                       void (*fn)(void *ctx, const char *problem), void *ctx, char *err,
                       size_t errlen);
 
-/* Make t's role what target_create makes: the role (with its password when given) and the
+/* Make t's role what target_create makes: the role (with its verifier when given) and the
  * login's membership, the schema or database owned by it, PUBLIC's CONNECT and TEMPORARY
  * on a tenant database revoked, and the schema's (database mode: the public schema's)
  * relations, routines and types given to it: the way from a tenant made before roles, or
@@ -109,11 +110,11 @@ int target_exists(const storage_target *t, bool *exists, char *err, size_t errle
  * transaction of its own (tenant create: the schema, its migrations and its seed in one
  * commit): with a role, the role (when it is not there yet; see target_create), the schema
  * owned by it, and SET LOCAL ROLE, so that what the transaction creates next belongs to the
- * tenant's role; without, "CREATE SCHEMA" and the quoted name. `kept` (a connection to t's
- * server) makes the password's verifier; without one, a role gets no password. TN_OK;
- * TN_DECLINED for the other kinds (a database cannot be created in a transaction);
- * TN_INVALID for a name target_create would refuse; TN_TOOBIG. */
-int target_schema_create_sql(tn_db *kept, const storage_target *t, char *sql, size_t len);
+ * tenant's role; without, "CREATE SCHEMA" and the quoted name. TN_OK; TN_DECLINED for the
+ * other kinds (a database cannot be created in a transaction); TN_INVALID for a name
+ * target_create would refuse, or a verifier with characters a verifier never has;
+ * TN_TOOBIG. */
+int target_schema_create_sql(const storage_target *t, char *sql, size_t len);
 
 
 /* Remove it and everything in it, and then its role (DROP OWNED, DROP ROLE) unless the role

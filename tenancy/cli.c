@@ -546,14 +546,16 @@ int cli_give(const char *path, uid_t uid, gid_t gid, bool must_exist, char *err,
     return TN_IO;
 }
 
-void cli_role_password(cli *c, storage_target *t, char pw[65])
+void cli_role_verifier(cli *c, storage_target *t, char v[CLI_VERIFIER_MAX])
 {
-    char err[512];
-    pw[0] = '\0';
+    char err[512], pw[65];
+    v[0] = '\0';
     if (t->role == NULL || rolekey_password(&c->cfg->tenancy, t->role, pw, err, sizeof(err)) !=
                                TN_OK)
         return;   /* no key: a role without a password (tenancy check says so) */
-    t->role_password = pw;
+    if (rolekey_verifier(pw, v, CLI_VERIFIER_MAX) == TN_OK)
+        t->role_verifier = v;
+    memset(pw, 0, sizeof(pw));
 }
 
 static int cmd_init(cli *c, const cli_args *a)

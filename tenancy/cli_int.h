@@ -148,9 +148,11 @@ int cli_workers_owner(const tn_config *cfg, uid_t *uid, gid_t *gid, char *err, s
 /* chown path to them; a missing path is TN_OK unless must_exist. TN_OK or TN_IO. */
 int cli_give(const char *path, uid_t uid, gid_t gid, bool must_exist, char *err, size_t errlen);
 
-/* A PostgreSQL target's role password from the role key (tenancy/rolekey.h), written to pw
- * and pointed at by t->role_password; left unset when there is no role or no key. */
-void cli_role_password(cli *c, storage_target *t, char pw[65]);
+/* A PostgreSQL target's role password, derived from the role key (tenancy/rolekey.h), as
+ * the SCRAM verifier target_create sets: written to v and pointed at by t->role_verifier;
+ * left unset when there is no role or no key. */
+#define CLI_VERIFIER_MAX 200
+void cli_role_verifier(cli *c, storage_target *t, char v[CLI_VERIFIER_MAX]);
 
 /* The command groups (cli_tenant.c, cli_domain.c, cli_migrate.c). */
 int cli_tenant_create(cli *c, const cli_args *a);

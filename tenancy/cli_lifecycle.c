@@ -602,8 +602,8 @@ int cli_check(cli *c, const cli_args *a)
         int crc = target_role_check(servers[w->place], &tg, &n,
                                     repair ? role_quiet : role_problem, &rc_ctx, e, sizeof(e));
         if (crc == TN_OK && n > 0 && repair) {
-            char pw[65];
-            cli_role_password(r.c, &tg, pw);
+            char pw[CLI_VERIFIER_MAX];
+            cli_role_verifier(r.c, &tg, pw);
             if (target_role_repair(&tg, e, sizeof(e)) != TN_OK) {
                 problem(&r, "role", w->slug, w->pname, w->name, "repair failed: %s", e);
             } else {

@@ -533,8 +533,8 @@ int cli_move(cli *c, const cli_args *a)
         status = cli_fail(c, TN_TOOBIG, "no storage name for '%s' in placement '%s'", slug, to);
         goto out;
     }
-    char dst_pw[65];
-    cli_role_password(c, &dst, dst_pw);
+    char dst_pw[CLI_VERIFIER_MAX];
+    cli_role_verifier(c, &dst, dst_pw);
     where_text(&src, w1, sizeof(w1));
     where_text(&dst, w2, sizeof(w2));
     bool exists = false;
@@ -990,8 +990,8 @@ int cli_import(cli *c, const cli_args *a)
                           pname);
         goto out;
     }
-    char dst_pw[65];
-    cli_role_password(c, &dst, dst_pw);
+    char dst_pw[CLI_VERIFIER_MAX];
+    cli_role_verifier(c, &dst, dst_pw);
     /* The sync setting of the dump's tenant, as placement_target would read it. */
     {
         tenant_rec *tmp = tenant_rec_new(0, slug, "x", 0, "", "", 0, 0, 0, h->settings);

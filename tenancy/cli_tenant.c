@@ -70,7 +70,7 @@ typedef struct provision {
     int64_t id;
     bool cloned, replayed;       /* replayed: --from-template in schema mode */
     bool inline_schema;          /* schema and role made inside the migrations' transaction */
-    char role_password[65];      /* the tenant role's (rolekey.h), or "" */
+    char role_verifier[CLI_VERIFIER_MAX]; /* the tenant role's password (rolekey.h), or "" */
     migrate_result mr;
     bool seeded;
     int64_t ms;
@@ -284,8 +284,8 @@ static int provision_run(cli *c, const registry_new *n, provision *p, provision_
     char create_sql[2048];
     bool inline_schema = keep_reusable(keep) && p->target.kind == TARGET_PG_SCHEMA &&
                          migrate_count(pl->set) > 0 &&
-                         target_schema_create_sql(keep->db, &p->target, create_sql,
-                                                  sizeof(create_sql)) == TN_OK;
+                         target_schema_create_sql(&p->target, create_sql, sizeof(create_sql)) ==
+                             TN_OK;
     p->inline_schema = inline_schema;
     if (pl->from_template && p->target.kind != TARGET_PG_SCHEMA) {
         rc = migrate_clone(&pl->tpl_target, &p->target, err, sizeof(err));
@@ -408,7 +408,7 @@ static int provision_tenant(cli *c, registry_new *n, provision *p, provision_kee
         return TN_INVALID;
     }
     p->target.statement_timeout_ms = 0;   /* a migration may take longer than a request */
-    cli_role_password(c, &p->target, p->role_password);
+    cli_role_verifier(c, &p->target, p->role_verifier);
     n->state = TENANT_PROVISIONING;       /* until its storage is ready */
     n->placement = pname;
     n->storage = p->storage;

@@ -16,6 +16,7 @@
 #define TN_TENANCY_ROLEKEY_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "tenancy/config.h"
@@ -24,6 +25,18 @@
  * no role key (err says to run tenancy init); TN_IO when it cannot be read or is malformed. */
 int rolekey_password(const tenancy_config *c, const char *role, char out[65], char *err,
                      size_t errlen);
+
+/* A SCRAM-SHA-256 verifier of password for CREATE/ALTER ROLE ... PASSWORD, made here with
+ * a random salt and ROLEKEY_SCRAM_ITERATIONS (see rolekey.c for why so few): the server
+ * stores it as it is and never sees the password. Its characters are base64's, digits, '$'
+ * and ':' only. TN_OK, TN_IO (no randomness), TN_TOOBIG (out too small: 160 bytes do). */
+int rolekey_verifier(const char *password, char *out, size_t outlen);
+
+#define ROLEKEY_SCRAM_ITERATIONS 64
+
+/* The same with a given salt and iteration count (for tests against known verifiers). */
+int rolekey_scram(const char *password, const uint8_t salt[16], int iterations, char *out,
+                  size_t outlen);
 
 /* Make the role key when there is none (O_EXCL, mode 0600, given to uid/gid unless they are
  * -1). TN_OK (made, or already there: *made says which), or TN_IO. */

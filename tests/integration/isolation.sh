@@ -38,6 +38,12 @@ CREATE TABLE public.server_secret (v text);
 INSERT INTO public.server_secret VALUES ('SERVER-SECRET');
 SQL
 APP_PG="postgres:host=$PG_DIR port=5432 dbname=tenancy_test user=tenancy_app"
+# Tenant roles must prove their password (the host derives it from the role key): the
+# console's logins and the login = tenant placements' connections go through SCRAM.
+HBA=$PG_DIR/data/pg_hba.conf
+{ echo "local all postgres,tenancy_app trust"; echo "local all all scram-sha-256"; } > "$HBA.new"
+cat "$HBA.new" > "$HBA"
+psql -qAt -c "SELECT pg_reload_conf()" > /dev/null || fatal "reloading pg_hba.conf"
 
 PASSWORD='isolation test password'
 mkdir -p "$T/state"
@@ -99,10 +105,10 @@ done
 
 # A session of the host's own login, as the workers' shared connections are: nothing a
 # tenant runs may end it (the finding: a console on the apps' login ended them all).
-PGAPPNAME=isolation-sleeper psql -q -U tenancy_app -c "SELECT pg_sleep(600)" > /dev/null 2>&1 &
+PGAPPNAME=isolation-sleeper psql -q -U tenancy_app -c "SELECT pg_sleep(600)" > "$T/sleeper.log" 2>&1 &
 PIDS+=("$!")
-wait_until 10 test "$(psql -At -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'isolation-sleeper'")" = 1 ||
-    fatal "the sleeper session did not start"
+sleeper_up() { [ "$(psql -At -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'isolation-sleeper' AND state = 'active'")" = 1 ]; }
+wait_until 10 sleeper_up || fatal "the sleeper session did not start: $(cat "$T/sleeper.log")"
 
 WORKERS_BEFORE=$(tn_workers | tr '\n' ' ')
 
@@ -323,6 +329,9 @@ done
 for t in la lb sa sb ta tb da db; do
     assert_eq "$(http / "$t.localhost")" "{\"tenant\":\"$t\",\"data\":\"$t\"}" "$t reads its own, unchanged"
 done
+# The derived password is the one the role has, and nothing else is.
+pw_ok=$(PGPASSWORD=wrong psql -U t_sa -c 'SELECT 1' 2>&1)
+assert_contains "$pw_ok" "password authentication failed" "a tenant role refuses a wrong password"
 assert_eq "$(psql -At -c 'SELECT v FROM public.server_secret')" SERVER-SECRET "the server's table unchanged"
 for f in evil.db vacuumed.db vac2.db written lo-exported program-ran copied.csv; do
     [ ! -e "$T/$f" ] && log "ok: nothing wrote $f" || fail "$f was written"
