@@ -10,21 +10,32 @@
  * stored session can be ended for good (logout, expiry) where a signed cookie stays valid
  * until it expires. The cookie holds 32 random bytes (getrandom); the registry holds only
  * their SHA-256, so reading the registry gives no usable session. Cookies are HttpOnly,
- * SameSite=Strict, Path=/, and Secure when the request came over HTTPS. Each session has its
- * own CSRF token (32 random bytes), required on every POST; the login form has its own
- * double-submit token (a short-lived cookie and a form field).
+ * SameSite=Strict, Path=/, and over HTTPS Secure and named with the __Host- prefix (read
+ * only under that name there), so a page on a sibling host cannot plant one the panel would
+ * take. Each session has its own CSRF token (32 random bytes), required on every POST; the
+ * login form has its own double-submit token (a short-lived cookie and a form field), and
+ * a login POST that says it comes from another site (Origin, else Referer) is refused.
+ *
+ * A session belongs to its user's password: the row keeps a fingerprint of the user's hash
+ * line (pw_fp, the SHA-256 of the hash), and every request compares it with the password
+ * file. A new password (`tenancy admin passwd`, which also deletes the user's sessions) or a
+ * user taken out of the file ends the sessions even if nobody deleted them; such a session
+ * is deleted when it is refused.
  *
  * Throttling, in the registry too (table admin_throttle) so that it holds across workers and
  * restarts: failures are counted per client address and per account within 15 minutes; from
  * the 5th failure of an address (10th of an account) further attempts are refused with 429
  * for a lock that doubles with each failure (1 minute up to 1 hour; 15 minutes for an
  * account, so that nobody can lock the operators out for long). A refused attempt never
- * runs the password check. A success clears both counters.
+ * runs the password check. A success clears both counters. A failure is counted by one
+ * statement (an upsert that adds one and returns the sum), so failures that overlap in
+ * several workers are each counted.
  *
  * Must not: log or store a password or a session id; compare secrets with strcmp.
  */
 #include "core/first.h"
 #include "admin/admin_int.h"
+#include "core/arena.h"
 #include "core/kv.h"
 #include "core/log.h"
 
@@ -38,6 +49,11 @@
 
 #define COOKIE "tn_admin"
 #define LOGIN_COOKIE "tn_admin_login"
+/* Browsers keep a __Host- cookie only when it is Secure, has Path=/ and no Domain, and was
+ * set by this very host: a tenant's page on a sibling name (acme.example.com beside
+ * admin.example.com) can set a cookie for the parent domain, but never one under this name.
+ * Plain HTTP cannot carry the prefix (no Secure), so it keeps the bare name there. */
+#define HOST_PREFIX "__Host-"
 #define WINDOW_S (15 * 60)
 #define ADDR_LIMIT 5
 #define USER_LIMIT 10
@@ -106,19 +122,81 @@ static bool token_ok(const char *s)
     return true;
 }
 
-static void set_cookie(adm_req *a, const char *name, const char *value, int64_t max_age)
+/* A cookie's name for this request's scheme: over HTTPS only the __Host- one is set or read,
+ * so a bare-named cookie planted from a sibling host is never taken for ours. */
+static const char *cookie_name(const adm_req *a, const char *base)
+{
+    if (!a->https)
+        return base;
+    return strcmp(base, COOKIE) == 0 ? HOST_PREFIX COOKIE : HOST_PREFIX LOGIN_COOKIE;
+}
+
+static const char *get_cookie(adm_req *a, const char *base)
+{
+    return tn_cookie(a->r, cookie_name(a, base));
+}
+
+static void set_cookie(adm_req *a, const char *base, const char *value, int64_t max_age)
 {
     char c[256];
-    snprintf(c, sizeof(c), "%s=%s; Path=/; Max-Age=%lld; HttpOnly; SameSite=Strict%s", name,
-             value, (long long)max_age, a->https ? "; Secure" : "");
+    /* No Domain attribute ever: the cookie stays on the panel's own host name. */
+    snprintf(c, sizeof(c), "%s=%s; Path=/; Max-Age=%lld; HttpOnly; SameSite=Strict%s",
+             cookie_name(a, base), value, (long long)max_age, a->https ? "; Secure" : "");
     tn_add_header(a->r, "Set-Cookie", c);
+}
+
+/* True when `url` (an Origin or a Referer) names the panel's host. The port is not
+ * compared: the web server may pass the host without it. */
+static bool url_is_panel(adm_req *a, const char *url)
+{
+    const char *o = strstr(url, "://");
+    if (o == NULL)
+        return false;   /* "null" (a sandboxed or privacy-stripped origin) included */
+    o += 3;
+    char *host = arena_strndup(a->r->arena, o, strcspn(o, "/?#"));
+    if (host == NULL)
+        return false;
+    const char *h = request_normalise_host(a->r->arena, host);
+    return h != NULL && strcmp(h, adm.env.cfg->host_norm) == 0;
+}
+
+/* A browser says where a POST comes from: Origin (sent on every POST by current browsers),
+ * else Referer (older ones; the panel's Referrer-Policy same-origin keeps it on our own
+ * forms). Either, when present, must be the panel. Neither: not a browser's cross-site
+ * form, and the tokens still have to match. */
+static bool from_panel(adm_req *a)
+{
+    const char *origin = tn_header(a->r, "Origin");
+    if (origin != NULL)
+        return url_is_panel(a, origin);
+    const char *referer = tn_header(a->r, "Referer");
+    if (referer != NULL)
+        return url_is_panel(a, referer);
+    return true;
+}
+
+/* ---- password fingerprints ------------------------------------------------------------------ */
+
+static int stored_hash(const char *user, char *out, size_t outlen);
+
+/* The fingerprint of `user`'s current password: the SHA-256 of the hash line's hash. It
+ * changes with every `tenancy admin passwd` (a new salt each time) and cannot be turned back
+ * into the hash. TN_OK, TN_NOTFOUND (no such user), TN_IO (the file cannot be read). */
+static int user_fingerprint(const char *user, char fp[65])
+{
+    char hash[512];
+    int rc = stored_hash(user, hash, sizeof(hash));
+    if (rc == TN_OK)
+        sha256_hex(hash, strlen(hash), fp);
+    explicit_bzero(hash, sizeof(hash));
+    return rc;
 }
 
 /* ---- sessions ------------------------------------------------------------------------------ */
 
 int auth_session(adm_req *a)
 {
-    const char *id = tn_cookie(a->r, COOKIE);
+    const char *id = get_cookie(a, COOKIE);
     if (id == NULL || !token_ok(id))
         return TN_NOTFOUND;
     char h[65], now[24];
@@ -126,24 +204,49 @@ int auth_session(adm_req *a)
     i64s(now, sizeof(now), now_s());
     const char *p[] = {h, now};
     tn_rows *rows = NULL;
-    int rc = tn_db_query(registry_db(adm.reg), &rows,
-                         "SELECT username, csrf FROM admin_sessions WHERE id_hash = $1 AND "
-                         "expires_at > $2", 2, p);
+    tn_db *db = registry_db(adm.reg);
+    int rc = tn_db_query(db, &rows,
+                         "SELECT username, csrf, pw_fp FROM admin_sessions WHERE id_hash = $1 "
+                         "AND expires_at > $2", 2, p);
     if (rc != TN_OK) {
         log_error("admin: reading sessions failed: %s (is the registry initialised with this "
                   "version? run 'tenancy init')", tn_db_error(registry_db(adm.reg)));
         return rc;
     }
     rc = tn_rows_next(rows);
+    char stored_fp[65] = "";
+    const char *user = NULL, *csrf = NULL;
     if (rc == TN_OK) {
-        a->user = tn_strdup(a->r, tn_rows_get(rows, 0));
-        a->csrf = tn_strdup(a->r, tn_rows_get(rows, 1));
-        rc = a->user && a->csrf ? TN_OK : TN_NOMEM;
+        user = tn_strdup(a->r, tn_rows_get(rows, 0));
+        csrf = tn_strdup(a->r, tn_rows_get(rows, 1));
+        const char *fp = tn_rows_get(rows, 2);
+        snprintf(stored_fp, sizeof(stored_fp), "%s", fp ? fp : "");
+        rc = user && csrf ? TN_OK : TN_NOMEM;
     } else if (rc == TN_DONE) {
         rc = TN_NOTFOUND;
     }
     tn_rows_free(rows);
-    return rc;
+    if (rc != TN_OK)
+        return rc;
+    /* The session holds only while its user has the password it was opened with: a new
+     * password or a user taken out of the file ends it here, even when nothing deleted it
+     * (the password file edited by hand, `tenancy admin passwd` unable to reach the
+     * registry). A row from before pw_fp existed has '' and matches nobody. */
+    char fp[65];
+    int frc = user_fingerprint(user, fp);
+    if (frc != TN_OK || !ct_equal(fp, stored_fp)) {
+        if (frc != TN_IO) {   /* an unreadable file refuses, but ends nothing for good */
+            log_info("admin: a session of '%s' ended: the password changed or the user was "
+                     "removed", user);
+            const char *d[] = {h};
+            if (tn_db_exec(db, "DELETE FROM admin_sessions WHERE id_hash = $1", 1, d) != TN_OK)
+                log_warn("admin: cannot delete an ended session: %s", tn_db_error(db));
+        }
+        return TN_NOTFOUND;
+    }
+    a->user = user;
+    a->csrf = csrf;
+    return TN_OK;
 }
 
 bool auth_csrf_ok(adm_req *a)
@@ -153,18 +256,7 @@ bool auth_csrf_ok(adm_req *a)
         t = adm_form(a, "csrf");
     if (t == NULL || a->csrf == NULL || !ct_equal(t, a->csrf))
         return false;
-    /* A browser says where a request comes from (Origin): it must be the panel's host. The
-     * port is not compared: the web server may pass the host without it. */
-    const char *origin = tn_header(a->r, "Origin");
-    if (origin != NULL) {
-        const char *o = strstr(origin, "://");
-        if (o == NULL)
-            return false;
-        const char *h = request_normalise_host(a->r->arena, o + 3);
-        if (h == NULL || strcmp(h, adm.env.cfg->host_norm) != 0)
-            return false;
-    }
-    return true;
+    return from_panel(a);
 }
 
 /* ---- the login page -------------------------------------------------------------------------- */
@@ -188,7 +280,7 @@ int auth_login_page(adm_req *a, int status, const char *msg)
     /* One token per browser, kept while it is valid: a second login page (another tab, a
      * redirect the browser followed meanwhile) must not invalidate the first form. */
     char nonce[64];
-    const char *have = tn_cookie(a->r, LOGIN_COOKIE);
+    const char *have = get_cookie(a, LOGIN_COOKIE);
     if (have != NULL && token_ok(have)) {
         snprintf(nonce, sizeof(nonce), "%s", have);
     } else {
@@ -243,7 +335,7 @@ static int stored_hash(const char *user, char *out, size_t outlen)
             log_warn("admin: cannot read %s (%s): nobody can log in; set a password with "
                      "'tenancy admin passwd'", adm.env.cfg->password_file, strerror(errno));
         }
-        return TN_NOTFOUND;
+        return TN_IO;
     }
     char line[1024];
     int rc = TN_NOTFOUND;
@@ -260,7 +352,9 @@ static int stored_hash(const char *user, char *out, size_t outlen)
     return rc;
 }
 
-static bool password_ok(const char *user, const char *password)
+/* True when `password` is `user`'s; then fp gets the fingerprint of the hash it matched
+ * (user_fingerprint), which the session keeps. */
+static bool password_ok(const char *user, const char *password, char fp[65])
 {
     char hash[512];
     bool known = stored_hash(user, hash, sizeof(hash)) == TN_OK && hash[0] == '$';
@@ -282,6 +376,9 @@ static bool password_ok(const char *user, const char *password)
     const char *h = crypt_r(password, hash, &cdata);
     bool ok = h != NULL && h[0] == '$' && ct_equal(h, hash);
     explicit_bzero(&cdata, sizeof(cdata));
+    if (ok)
+        sha256_hex(hash, strlen(hash), fp);
+    explicit_bzero(hash, sizeof(hash));
     return ok;
 }
 
@@ -301,40 +398,39 @@ static int64_t locked_for(tn_db *db, const char *key, int64_t now)
 
 static void note_failure(tn_db *db, const char *key, int limit, int64_t lock_max, int64_t now)
 {
-    const char *p[] = {key};
-    int64_t failures = 0, first = now;
-    tn_rows *rows = NULL;
-    if (tn_db_query(db, &rows, "SELECT failures, first_at FROM admin_throttle WHERE key = $1", 1,
-                    p) == TN_OK) {
-        if (tn_rows_next(rows) == TN_OK) {
-            failures = atoll(tn_rows_get(rows, 0) ? tn_rows_get(rows, 0) : "0");
-            first = atoll(tn_rows_get(rows, 1) ? tn_rows_get(rows, 1) : "0");
-        }
-        tn_rows_free(rows);
-    }
-    if (now - first > WINDOW_S) {
-        failures = 0;
-        first = now;
-    }
-    failures++;
-    int64_t until = 0;
-    if (failures >= limit) {
-        int64_t lock = 60;
-        for (int64_t i = limit; i < failures && lock < lock_max; i++)
-            lock *= 2;
-        until = now + (lock < lock_max ? lock : lock_max);
-    }
-    char f[24], fa[24], u[24];
-    i64s(f, sizeof(f), failures);
-    i64s(fa, sizeof(fa), first);
-    i64s(u, sizeof(u), until);
-    const char *q[] = {key, f, fa, u};
-    if (tn_db_exec(db,
-                   "INSERT INTO admin_throttle (key, failures, first_at, locked_until) "
-                   "VALUES ($1, $2, $3, $4) ON CONFLICT (key) DO UPDATE SET "
-                   "failures = excluded.failures, first_at = excluded.first_at, "
-                   "locked_until = excluded.locked_until", 4, q) != TN_OK)
+    /* Counted in one statement: reading the count and writing it back plus one lost all but
+     * one of the failures that overlapped in several workers, so parallel guesses went past
+     * the limit uncounted. The upsert adds one under the row's lock (PostgreSQL) or the
+     * write lock (SQLite) and returns the new count; a window that has passed starts again
+     * at this failure. */
+    char n[24], since[24], v[24];
+    i64s(n, sizeof(n), now);
+    i64s(since, sizeof(since), now - WINDOW_S);
+    const char *p[] = {key, n, since};
+    if (db_query_value(db, v, sizeof(v),
+                       "INSERT INTO admin_throttle (key, failures, first_at, locked_until) "
+                       "VALUES ($1, 1, $2, 0) ON CONFLICT (key) DO UPDATE SET "
+                       "failures = CASE WHEN admin_throttle.first_at < $3 THEN 1 "
+                       "ELSE admin_throttle.failures + 1 END, "
+                       "first_at = CASE WHEN admin_throttle.first_at < $3 "
+                       "THEN excluded.first_at ELSE admin_throttle.first_at END "
+                       "RETURNING failures", 3, p) != TN_OK) {
         log_error("admin: cannot record a failed login: %s", tn_db_error(db));
+        return;
+    }
+    int64_t failures = atoll(v);
+    if (failures < limit)
+        return;
+    int64_t lock = 60;
+    for (int64_t i = limit; i < failures && lock < lock_max; i++)
+        lock *= 2;
+    char u[24];
+    i64s(u, sizeof(u), now + (lock < lock_max ? lock : lock_max));
+    /* Only ever later: of two failures setting the lock at once, the longer lock stays. */
+    const char *q[] = {key, u};
+    if (tn_db_exec(db, "UPDATE admin_throttle SET locked_until = $2 WHERE key = $1 AND "
+                       "locked_until < $2", 2, q) != TN_OK)
+        log_error("admin: cannot record a login lock: %s", tn_db_error(db));
 }
 
 static void clear_failures(tn_db *db, const char *k1, const char *k2)
@@ -350,8 +446,15 @@ int auth_login_post(adm_req *a)
     if (adm_registry(a) == NULL)
         return a->r->status;
     tn_db *db = registry_db(adm.reg);
+    /* Like every other POST, a login must come from the panel's own page: a foreign site's
+     * form would log the browser into an account of the attacker's choosing (login CSRF),
+     * and a sibling host could have planted the login cookie the token is checked against. */
+    if (!from_panel(a)) {
+        audit(a, "login", NULL, "login from another origin", "refused");
+        return auth_login_page(a, 403, "This login did not come from the panel's own page.");
+    }
     const char *nonce = adm_form(a, "nonce");
-    const char *cookie = tn_cookie(a->r, LOGIN_COOKIE);
+    const char *cookie = get_cookie(a, LOGIN_COOKIE);
     if (nonce == NULL || cookie == NULL || !token_ok(nonce) || !ct_equal(nonce, cookie)) {
         audit(a, "login", NULL, "login form token missing or wrong", "refused");
         return auth_login_page(a, 403, "The login form expired or did not come from this "
@@ -381,7 +484,8 @@ int auth_login_post(adm_req *a)
                  (long long)wait);
         return auth_login_page(a, 429, msg);
     }
-    if (!password_ok(user, password)) {
+    char fp[65];
+    if (!password_ok(user, password, fp)) {
         note_failure(db, kaddr, ADDR_LIMIT, ADDR_LOCK_MAX_S, now);
         note_failure(db, kuser, USER_LIMIT, USER_LOCK_MAX_S, now);
         audit(a, "login", NULL, "wrong user or password", "refused");
@@ -398,13 +502,13 @@ int auth_login_post(adm_req *a)
     int64_t ttl = adm.env.cfg->session_ttl_ms / 1000;
     i64s(created, sizeof(created), now);
     i64s(expires, sizeof(expires), now + ttl);
-    const char *p[] = {h, csrf, user, a->client, created, expires};
+    const char *p[] = {h, csrf, user, a->client, created, expires, fp};
     /* Expired sessions go now (logins are rare; nothing else scans the table). */
     const char *np[] = {created};
     tn_db_exec(db, "DELETE FROM admin_sessions WHERE expires_at <= $1", 1, np);
     if (tn_db_exec(db,
                    "INSERT INTO admin_sessions (id_hash, csrf, username, client, created_at, "
-                   "expires_at) VALUES ($1, $2, $3, $4, $5, $6)", 6, p) != TN_OK) {
+                   "expires_at, pw_fp) VALUES ($1, $2, $3, $4, $5, $6, $7)", 7, p) != TN_OK) {
         log_error("admin: cannot store a session: %s", tn_db_error(db));
         adm_registry_failed(a);
         return send_message(a, 503, "Error", "The session could not be stored.");
@@ -417,7 +521,7 @@ int auth_login_post(adm_req *a)
 
 int auth_logout(adm_req *a)
 {
-    const char *id = tn_cookie(a->r, COOKIE);
+    const char *id = get_cookie(a, COOKIE);
     if (id != NULL && token_ok(id)) {
         char h[65];
         sha256_hex(id, strlen(id), h);

@@ -78,7 +78,10 @@ registry *adm_registry(adm_req *a)
             log_error("admin: tenant registry unavailable: %s", err);
             adm.reg = NULL;
             adm.reg_retry_ms = now + 1000;
-        } else if (registry_ready(adm.reg, err, sizeof(err)) != TN_OK) {
+        } else if (registry_ready(adm.reg, err, sizeof(err)) != TN_OK ||
+                   registry_upgrade(adm.reg, err, sizeof(err)) != TN_OK) {
+            /* registry_upgrade: a registry from an older `tenancy init` gets the columns
+             * the panel's statements name (admin_sessions.pw_fp) */
             log_error("admin: %s", err);
             registry_close(adm.reg);
             adm.reg = NULL;

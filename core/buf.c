@@ -248,7 +248,10 @@ void buf_csv(buf *b, const char *s)
     if (s == NULL)
         return;
     bool quote = strpbrk(s, ",\"\r\n") != NULL;
-    bool formula = s[0] == '=' || s[0] == '+' || s[0] == '-' || s[0] == '@';
+    /* OWASP's list of what a spreadsheet may read as a formula: = + - @, and a leading tab
+     * or carriage return (some importers drop it and then see the = behind it). Every CSV
+     * we hand to a person goes through here, so the check lives here, not in its callers. */
+    bool formula = s[0] != '\0' && strchr("=+-@\t\r", s[0]) != NULL;
     if (!quote && !formula) {
         buf_puts(b, s);
         return;

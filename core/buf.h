@@ -43,8 +43,9 @@ void buf_json_strn(buf *b, const char *s, size_t n);
 void buf_html(buf *b, const char *s);
 void buf_htmln(buf *b, const char *s, size_t n);
 
-/* Text as a CSV field (quoted when it holds , " CR or LF; leading = + - @ neutralised with a
- * quote so spreadsheets do not evaluate it). */
+/* Text as a CSV field (quoted when it holds , " CR or LF). A field that starts with = + - @,
+ * a tab or a carriage return gets a leading ' (then quoted), so a spreadsheet shows it as
+ * text instead of evaluating it (OWASP, CSV injection). */
 void buf_csv(buf *b, const char *s);
 
 /* Length of the longest prefix of s[0..n) that is valid UTF-8. */

@@ -13,12 +13,21 @@
  * Without an option the password is asked twice on the terminal (not echoed); --stdin reads
  * one line; --generate makes a random one and prints it (make demo's one-time password).
  *
+ * Then the user's open sessions of the panel are deleted from the registry (table
+ * admin_sessions): a new password ends every login made with the old one. Best effort: the
+ * panel refuses those sessions anyway at their next request (each keeps a fingerprint of the
+ * password it was opened under, admin/auth.c), so a registry that is not there yet or
+ * cannot be reached is a warning, not a failure: the password is already changed.
+ *
  * Owns: the password file's format and writing it. Must not: print a password except the
- * one --generate made, keep one in memory longer than needed, or touch the registry.
+ * one --generate made, keep one in memory longer than needed, or touch the registry but to
+ * delete the user's sessions.
  */
 #include "core/first.h"
 #include "tenancy/cli_int.h"
 #include "core/rc.h"
+#include "storage/db.h"
+#include "tenancy/registry.h"
 
 #include <crypt.h>
 #include <errno.h>
@@ -145,6 +154,46 @@ static int write_file(cli *c, const char *path, const buf *b, char *err, size_t 
     return TN_OK;
 }
 
+/* Delete `user`'s panel sessions; the number deleted, or -1 (a warning on stderr) when the
+ * registry could not be used. A SQLite registry that does not exist is not created (there
+ * are no sessions to end: 0). */
+static int end_sessions(cli *c, const char *user)
+{
+    const tenancy_config *tc = &c->cfg->tenancy;
+    const char *backend = db_uri_backend(tc->registry_uri);
+    if (backend != NULL && strcmp(backend, "sqlite") == 0) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s", tc->registry_uri + strlen("sqlite:"));
+        path[strcspn(path, "?")] = '\0';
+        struct stat st;
+        if (stat(path, &st) < 0 && errno == ENOENT)
+            return 0;
+    }
+    char err[1024];
+    registry *reg = NULL;
+    int n = -1;
+    if (registry_open(tc->registry_uri, NULL, &reg, err, sizeof(err)) == TN_OK &&
+        registry_ready(reg, err, sizeof(err)) == TN_OK) {
+        const char *p[] = {user};
+        tn_rows *rows = NULL;
+        if (tn_db_query(registry_db(reg), &rows,
+                        "DELETE FROM admin_sessions WHERE username = $1 RETURNING 1", 1,
+                        p) == TN_OK) {
+            n = 0;
+            while (tn_rows_next(rows) == TN_OK)
+                n++;
+            tn_rows_free(rows);
+        } else {
+            snprintf(err, sizeof(err), "%s", tn_db_error(registry_db(reg)));
+        }
+    }
+    registry_close(reg);
+    if (n < 0)
+        fprintf(stderr, "tenancy: warning: the sessions of '%s' could not be ended now (%s); "
+                        "the panel refuses them at their next request\n", user, err);
+    return n;
+}
+
 int cli_admin_passwd(cli *c, const cli_args *a)
 {
     const char *user = a->npos > 0 ? a->pos[0] : "admin";
@@ -196,20 +245,29 @@ int cli_admin_passwd(cli *c, const cli_args *a)
         explicit_bzero(pw, sizeof(pw));
         return cli_fail(c, rc, "%s", err);
     }
+    int ended = end_sessions(c, user);
     if (c->json) {
         buf_puts(&c->out, "{\"ok\":true,\"user\":");
         buf_json_str(&c->out, user);
         buf_puts(&c->out, ",\"file\":");
         buf_json_str(&c->out, path);
+        buf_puts(&c->out, ",\"sessions_ended\":");
+        if (ended < 0)
+            buf_puts(&c->out, "null");
+        else
+            buf_i64(&c->out, ended);
         if (gen) {
             buf_puts(&c->out, ",\"password\":");
             buf_json_str(&c->out, pw);
         }
         buf_putc(&c->out, '}');
-    } else if (gen) {
-        printf("password of '%s' set in %s: %s\n", user, path, pw);
     } else {
-        printf("password of '%s' set in %s\n", user, path);
+        if (gen)
+            printf("password of '%s' set in %s: %s\n", user, path, pw);
+        else
+            printf("password of '%s' set in %s\n", user, path);
+        if (ended > 0)
+            printf("%d open session%s of '%s' ended\n", ended, ended == 1 ? "" : "s", user);
     }
     explicit_bzero(pw, sizeof(pw));
     return 0;

@@ -12,7 +12,8 @@
  *   buf_htmln          no < > " ' left, every & starts an entity, and unescaping gives the
  *                      input back (NUL as U+FFFD);
  *   buf_csv            one RFC 4180 field that reads back as the input (a leading ' added
- *                      when the input starts with = + - @), never starting with = + - @.
+ *                      when the input starts with = + - @ TAB CR), never starting with one
+ *                      of those.
  */
 #include "core/first.h"
 #include "core/buf.h"
@@ -166,8 +167,8 @@ static void check_csv(const char *s)
     size_t n = strlen(s);
     const char *out = b.p ? b.p : "";
     size_t ol = b.len;
-    bool formula = n > 0 && (s[0] == '=' || s[0] == '+' || s[0] == '-' || s[0] == '@');
-    FZ_ASSERT(ol == 0 || !(out[0] == '=' || out[0] == '+' || out[0] == '-' || out[0] == '@'),
+    bool formula = n > 0 && strchr("=+-@\t\r", s[0]) != NULL;
+    FZ_ASSERT(ol == 0 || strchr("=+-@\t\r", out[0]) == NULL,
               "a CSV field starts with a formula character: %s", out);
     char *field = malloc(ol + 1);
     size_t fl = 0;

@@ -25,8 +25,11 @@
 #     move (the tenancy command), delete with the slug typed and a restore; each audited;
 #   - the panel is never a tenant: admin.localhost is the panel even with a tenant `admin`,
 #     and a tenant's host never serves the panel;
-#   - login throttling per client address, holding across workers (run last: it locks
-#     this test's address out).
+#   - a login POST from another origin (Origin, or Referer without Origin) is 403;
+#   - a session ends with its password: `tenancy admin passwd` deletes the user's sessions,
+#     and a password file edited by hand (the user removed) refuses them at once;
+#   - login throttling per client address, holding across workers; parallel failures are
+#     each counted (run last: it locks this test's address out).
 . "$(dirname "$0")/lib.sh"
 need curl nginx sqlite3 psql "$TENANCY_CLI"
 eval "$("$top_srcdir/tests/pg.sh" start)" || hard_error "cannot start PostgreSQL (tests/pg.sh)"
@@ -128,6 +131,16 @@ login() {   # login PASSWORD -> status
 assert_eq "$(login 'wrong password')" 401 "a wrong password: 401"
 code=$(req POST /login --data-urlencode "user=admin" --data-urlencode "password=$PASSWORD")
 assert_eq "$code" 403 "a login without the login form's token: 403"
+req GET /login > /dev/null
+nonce=$(grep -o 'name="nonce" value="[^"]*"' "$T/body" | sed 's/.*value="//; s/"$//')
+code=$(req POST /login -H 'Origin: http://evil.example' --data-urlencode "nonce=$nonce" \
+    --data-urlencode "user=admin" --data-urlencode "password=$PASSWORD")
+assert_eq "$code" 403 "a login POST from another origin: 403"
+code=$(req POST /login -H 'Referer: http://evil.example/admin.localhost/login' \
+    --data-urlencode "nonce=$nonce" --data-urlencode "user=admin" --data-urlencode "password=$PASSWORD")
+assert_eq "$code" 403 "a login POST with another site's Referer and no Origin: 403"
+assert_contains "$(grep '"action":"login"' "$T/state/admin-audit.log" | grep 'origin' | tail -1)" \
+    '"result":"refused"' "a login from another origin audited as refused"
 assert_eq "$(login "$PASSWORD")" 303 "the right password: 303"
 assert_eq "$(header Location)" "/host" "back to where the login was asked for"
 cookie=$(tr -d '\r' < "$T/head" | grep -i '^set-cookie: tn_admin=' | head -1)
@@ -524,7 +537,62 @@ assert_eq "$(req POST /logout --data "csrf=$TOKEN")" 303 "logout"
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "$AH" -b "$T/jar.old" "$U/")
 assert_eq "$code" 303 "the old cookie no longer opens the panel"
 
+# ---- a session ends with its password -----------------------------------------------------------------------
+JAR=$T/jar.pw
+rm -f "$JAR"
+assert_eq "$(login "$PASSWORD")" 303 "logged in again"
+assert_eq "$(req GET /)" 200 "the new session works"
+out=$(printf '%s\n' "$PASSWORD" | tn_cli admin passwd --stdin)
+assert_contains "$out" "of 'admin' ended" "admin passwd says it ended the sessions"
+assert_eq "$(sqlite3 "$T/state/control.db" "SELECT count(*) FROM admin_sessions WHERE username = 'admin'")" 0 \
+    "admin passwd deleted the user's sessions"
+assert_eq "$(req GET /)" 303 "the session from before the new password no longer opens the panel"
+assert_eq "$(login "$PASSWORD")" 303 "a login with the new hash"
+assert_eq "$(req GET /)" 200 "works"
+cp "$T/state/admin.passwd" "$T/passwd.saved"
+sed -i '/^admin:/d' "$T/state/admin.passwd"   # the user removed by hand: nothing deletes sessions
+bad=0
+for i in 1 2 3 4 5 6; do [ "$(req GET /)" = 303 ] || bad=$((bad + 1)); done
+assert_eq "$bad" 0 "a removed user's session is refused by every worker"
+cp "$T/passwd.saved" "$T/state/admin.passwd"
+assert_eq "$(req GET /)" 303 "and stays ended when the user comes back"
+JAR=$MAINJAR
+
 # ---- throttling (last: it locks 127.0.0.1 out) ---------------------------------------------------------------
+# Parallel failures are each counted: one statement adds one (a read then a write of the
+# read value plus one lost the failures that overlapped, on 3 workers). Those refused with
+# 429 are not failures; every 401 must be in both counters.
+sqlite3 "$T/state/control.db" "DELETE FROM admin_throttle"
+JAR=$T/jar.par
+rm -f "$JAR"
+req GET /login > /dev/null
+nonce=$(grep -o 'name="nonce" value="[^"]*"' "$T/body" | sed 's/.*value="//; s/"$//')
+# Another connection holds the registry's write lock for 2 s, so the failures that overlap
+# all wait at their write together (busy timeout 5 s) instead of by luck: a count read
+# before the wait and written back after it would lose all but one of them.
+(echo "BEGIN IMMEDIATE;"; sleep 2; echo "COMMIT;") | sqlite3 "$T/state/control.db" &
+holder=$!
+sleep 0.3
+N=12
+par=()
+for i in $(seq 1 $N); do
+    curl -s -m 30 -o /dev/null -w '%{http_code}\n' -H "$AH" -b "$JAR" -X POST \
+        --data-urlencode "nonce=$nonce" --data-urlencode "user=admin" \
+        --data-urlencode "password=wrong parallel $i" "$U/login" > "$T/par.$i" &
+    par+=($!)
+done
+wait "${par[@]}"   # only the curls: tenancyd and nginx are this shell's children too
+wait "$holder"
+n401=$(cat "$T"/par.* | grep -c '^401$')
+other=$(cat "$T"/par.* | grep -v -e '^401$' -e '^429$' | tr '\n' ' ')
+assert_eq "$other" "" "parallel wrong logins: each 401 or 429"
+assert_ge "$n401" 5 "parallel wrong logins that got through to the password check"
+assert_eq "$(sqlite3 "$T/state/control.db" "SELECT failures FROM admin_throttle WHERE key = 'addr:127.0.0.1'")" "$n401" \
+    "every one of $n401 parallel failures counted for the address"
+assert_eq "$(sqlite3 "$T/state/control.db" "SELECT failures FROM admin_throttle WHERE key = 'user:admin'")" "$n401" \
+    "every one of $n401 parallel failures counted for the account"
+sqlite3 "$T/state/control.db" "DELETE FROM admin_throttle"
+JAR=$MAINJAR
 for i in 1 2 3 4 5; do login "wrong $i" > /dev/null; done
 code=$(login "$PASSWORD")
 assert_eq "$code" 429 "after 5 failures the address is locked, even with the right password"

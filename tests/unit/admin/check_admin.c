@@ -1,7 +1,11 @@
 /* check_admin.c — the admin panel in process: SHA-256, its options, random tokens, and
- * admin_handle() over a fake transport with a real SQLite registry (routes refused without
- * a session, the headers, a whole login, CSRF), and the audit page (a console entry's start
- * shown with its outcome, running, or the master's line for a worker that died). */
+ * admin_handle() over a fake transport with a real registry (routes refused without a
+ * session, the headers, a whole login, CSRF, where a login may come from, the __Host-
+ * cookie over HTTPS, sessions that end with their password, the failure counter, a
+ * registry from before admin_sessions.pw_fp), and the audit page (a console entry's start
+ * shown with its outcome, running, or the master's line for a worker that died). The
+ * "handle" case runs on SQLite; with TENANCY_TEST_PG set (tests/unit/admin/run.sh starts a
+ * cluster) "handle_pg" runs the same tests on a PostgreSQL registry. */
 #include "core/first.h"
 #include "admin/admin.h"
 #include "admin/admin_int.h"
@@ -148,10 +152,11 @@ static void set_param(fake *f, const char *k, const char *v)
     f->n++;
 }
 
-/* One request: METHOD PATH[?QUERY] from 127.0.0.1 with the current cookies, body (form).
- * The whole response (status line, headers, body) comes back in *resp (malloc'ed). */
-static int request(const char *method, const char *uri, const char *body, const char *extra_k,
-                   const char *extra_v, char **resp)
+/* One request: METHOD PATH[?QUERY] from 127.0.0.1 with the current cookies, body (form),
+ * and the params of `extra` (name, value, ..., NULL; they override the defaults). The
+ * whole response (status line, headers, body) comes back in *resp (malloc'ed). */
+static int request_with(const char *method, const char *uri, const char *body,
+                        const char *const *extra, char **resp)
 {
     static fake f;
     memset(&f, 0, sizeof(f));
@@ -170,8 +175,8 @@ static int request(const char *method, const char *uri, const char *body, const 
         set_param(&f, "CONTENT_TYPE", "application/x-www-form-urlencoded");
         f.body = body;
     }
-    if (extra_k != NULL)
-        set_param(&f, extra_k, extra_v);
+    for (int i = 0; extra != NULL && extra[i] != NULL; i += 2)
+        set_param(&f, extra[i], extra[i + 1]);
     arena *a = arena_create(0);
     buf headers = BUF_INIT, out = BUF_INIT;
     tn_request r;
@@ -184,6 +189,13 @@ static int request(const char *method, const char *uri, const char *body, const 
     buf_free(&out);
     arena_destroy(a);
     return status;
+}
+
+static int request(const char *method, const char *uri, const char *body, const char *extra_k,
+                   const char *extra_v, char **resp)
+{
+    const char *extra[] = {extra_k, extra_v, NULL};
+    return request_with(method, uri, body, extra_k ? extra : NULL, resp);
 }
 
 /* Keep the Set-Cookie values of a response in `cookie` (name=value; ...). */
@@ -224,19 +236,73 @@ static const char *field(const char *html, const char *name, char *out, size_t n
     return out;
 }
 
+static const char *pg_uri;   /* set by the handle_pg case's fixture */
+
+/* The password file's line for `user` with a new hash of `password` (what `tenancy admin
+ * passwd` writes); NULL password: the file without the user. */
+static void write_password(const char *user, const char *password)
+{
+    char setting[CRYPT_GENSALT_OUTPUT_SIZE];
+    struct crypt_data *cd = calloc(1, sizeof(*cd));
+    ck_assert_ptr_nonnull(cd);
+    FILE *f = fopen(acfg.password_file, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "someone:$y$j9T$notreal$notreal\n");
+    if (password != NULL) {
+        ck_assert_ptr_nonnull(crypt_gensalt_rn("$y$", 0, NULL, 0, setting, sizeof(setting)));
+        const char *h = crypt_r(password, setting, cd);
+        ck_assert(h != NULL && h[0] == '$');
+        fprintf(f, "%s:%s\n", user, h);
+    }
+    fclose(f);
+    free(cd);
+}
+
+/* A connection of the test's own to the registry (to look at and change tables). */
+static registry *test_reg(void)
+{
+    char err[256];
+    registry *reg = NULL;
+    ck_assert_int_eq(registry_open(tcfg.registry_uri, NULL, &reg, err, sizeof(err)), TN_OK);
+    return reg;
+}
+
+/* The first value of a query on the registry into out ("" when none). */
+static const char *reg_value(const char *sql, const char *param, char *out, size_t n)
+{
+    registry *reg = test_reg();
+    const char *p[] = {param};
+    if (db_query_value(registry_db(reg), out, n, sql, param ? 1 : 0, param ? p : NULL) != TN_OK)
+        out[0] = '\0';
+    registry_close(reg);
+    return out;
+}
+
+static void reg_exec(const char *sql)
+{
+    registry *reg = test_reg();
+    ck_assert_msg(db_exec_script(registry_db(reg), sql) == TN_OK, "%s: %s", sql,
+                  tn_db_error(registry_db(reg)));
+    registry_close(reg);
+}
+
 static void setup(void)
 {
     snprintf(dir, sizeof(dir), "/tmp/check_admin.XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(dir));
     cfg_arena = arena_create(0);
-    char text[1024], err[256];
-    snprintf(text, sizeof(text), "state_dir = %s\nadmin.host = admin.test\n", dir);
+    char text[2048], err[256];
+    snprintf(text, sizeof(text), "state_dir = %s\nadmin.host = admin.test\n%s%s%s", dir,
+             pg_uri ? "registry = " : "", pg_uri ? pg_uri : "", pg_uri ? "\n" : "");
     ck_assert_int_eq(finish_text(text, &acfg, &tcfg, cfg_arena, err), TN_OK);
     /* tenancy_config_finish fills registry_uri and gen_path */
     ck_assert_int_eq(tenancy_config_finish(&tcfg, 4, cfg_arena, err, sizeof(err)), TN_OK);
     registry *reg = NULL;
     ck_assert_int_eq(registry_open(tcfg.registry_uri, tcfg.gen_path, &reg, err, sizeof(err)),
                      TN_OK);
+    if (pg_uri != NULL)   /* each test starts from an empty registry, as on SQLite */
+        ck_assert_int_eq(tn_db_exec(registry_db(reg), "DROP SCHEMA IF EXISTS tenancy CASCADE",
+                                    0, NULL), TN_OK);
     ck_assert_int_eq(registry_init(reg, err, sizeof(err)), TN_OK);
     registry_close(reg);
     /* the password file, as `tenancy admin passwd` writes it */
@@ -252,6 +318,13 @@ static void setup(void)
     admin_env env = {.cfg = &acfg, .tcfg = &tcfg, .config_path = "/nonexistent.conf"};
     ck_assert_int_eq(admin_init(&env), TN_OK);
     cookie[0] = '\0';
+}
+
+static void setup_pg(void)
+{
+    pg_uri = getenv("TENANCY_TEST_PG");
+    ck_assert_msg(pg_uri != NULL && pg_uri[0] != '\0', "TENANCY_TEST_PG is not set");
+    setup();
 }
 
 static void teardown(void)
@@ -434,6 +507,220 @@ START_TEST(test_audit_page)
 }
 END_TEST
 
+/* GET /login, keep its cookie; the form's nonce into nonce. */
+static void login_form(const char *const *extra, char *nonce, size_t n)
+{
+    char *r;
+    ck_assert_int_eq(request_with("GET", "/login", NULL, extra, &r), 200);
+    ck_assert_ptr_nonnull(field(r, "nonce", nonce, n));
+    take_cookies(r);
+    free(r);
+}
+
+/* A whole login with `password`, over the scheme of `extra`: the status; cookies kept. */
+static int login(const char *password, const char *const *extra)
+{
+    char *r, nonce[80], body[512];
+    login_form(extra, nonce, sizeof(nonce));
+    snprintf(body, sizeof(body), "nonce=%s&user=admin&password=%s", nonce, password);
+    int st = request_with("POST", "/login", body, extra, &r);
+    take_cookies(r);
+    free(r);
+    return st;
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return strdup("");
+    static char text[1 << 16];
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    return strdup(text);
+}
+
+/* Finding: a login POST did not check where it came from (login CSRF). A foreign Origin, or
+ * a foreign Referer without an Origin, is refused with 403 and audited; the panel's own is
+ * let through. */
+START_TEST(test_login_origin)
+{
+    char *r, nonce[80], body[512];
+    login_form(NULL, nonce, sizeof(nonce));
+    snprintf(body, sizeof(body), "nonce=%s&user=admin&password=sesame+open", nonce);
+    ck_assert_int_eq(request("POST", "/login", body, "HTTP_ORIGIN", "https://evil.test", &r),
+                     403);
+    ck_assert(strstr(r, "Set-Cookie: tn_admin=") == NULL);
+    free(r);
+    ck_assert_int_eq(request("POST", "/login", body, "HTTP_ORIGIN", "null", &r), 403);
+    free(r);
+    ck_assert_int_eq(request("POST", "/login", body, "HTTP_REFERER",
+                             "https://evil.test/admin.test/login", &r), 403);
+    ck_assert(strstr(r, "Set-Cookie: tn_admin=") == NULL);
+    free(r);
+    /* a foreign Origin wins over a Referer that looks right */
+    const char *both[] = {"HTTP_ORIGIN", "https://admin.test.evil.test", "HTTP_REFERER",
+                          "https://admin.test/login", NULL};
+    ck_assert_int_eq(request_with("POST", "/login", body, both, &r), 403);
+    free(r);
+    char *log = read_file(acfg.audit_log);
+    ck_assert_msg(strstr(log, "\"action\":\"login\"") && strstr(log, "\"result\":\"refused\""),
+                  "not audited: %s", log);
+    ck_assert(strstr(log, "\"result\":\"ok\"") == NULL);
+    free(log);
+    ck_assert_int_eq(request("POST", "/login", body, "HTTP_REFERER",
+                             "http://admin.test:8080/login?next=/", &r), 303);
+    free(r);
+    ck_assert_int_eq(request("POST", "/login", body, "HTTP_ORIGIN", "http://admin.test", &r),
+                     303);
+    ck_assert(strstr(r, "Set-Cookie: tn_admin="));
+    free(r);
+}
+END_TEST
+
+/* Finding: over HTTPS the session cookie had the bare name, which a tenant's page on a
+ * sibling host can shadow. Over HTTPS it is __Host-tn_admin (Secure, Path=/, no Domain), and
+ * only that name is read there; over HTTP the bare name, and only it. */
+START_TEST(test_cookie_prefix)
+{
+    const char *https[] = {"HTTPS", "on", NULL};
+    ck_assert_int_eq(login("sesame+open", https), 303);
+    char *sc = strstr(cookie, "__Host-tn_admin=");
+    ck_assert_msg(sc != NULL, "no __Host- session cookie in [%s]", cookie);
+    char id[80];
+    snprintf(id, sizeof(id), "%.*s", (int)strcspn(sc + 16, ";"), sc + 16);
+    char *r;
+    /* the Set-Cookie line itself */
+    char nonce[80], body[512];
+    cookie[0] = '\0';
+    login_form(https, nonce, sizeof(nonce));
+    ck_assert_ptr_nonnull(strstr(cookie, "__Host-tn_admin_login="));
+    snprintf(body, sizeof(body), "nonce=%s&user=admin&password=sesame+open", nonce);
+    ck_assert_int_eq(request_with("POST", "/login", body, https, &r), 303);
+    const char *line = strstr(r, "Set-Cookie: __Host-tn_admin=");
+    ck_assert_msg(line != NULL, "%s", r);
+    char one[256];
+    snprintf(one, sizeof(one), "%.*s", (int)strcspn(line, "\r\n"), line);
+    ck_assert_msg(strstr(one, "; Path=/;") && strstr(one, "; Secure") &&
+                  strcasestr(one, "domain") == NULL, "%s", one);
+    free(r);
+
+    snprintf(cookie, sizeof(cookie), "__Host-tn_admin=%s", id);
+    ck_assert_int_eq(request_with("GET", "/", NULL, https, &r), 200);
+    free(r);
+    /* over HTTPS the bare name is not ours (a sibling host could have set it) */
+    snprintf(cookie, sizeof(cookie), "tn_admin=%s", id);
+    ck_assert_int_eq(request_with("GET", "/", NULL, https, &r), 303);
+    free(r);
+    /* over HTTP only the bare name is read */
+    snprintf(cookie, sizeof(cookie), "__Host-tn_admin=%s", id);
+    ck_assert_int_eq(request("GET", "/", NULL, NULL, NULL, &r), 303);
+    free(r);
+    cookie[0] = '\0';
+    ck_assert_int_eq(login("sesame+open", NULL), 303);
+    ck_assert_ptr_nonnull(strstr(cookie, "tn_admin="));
+    ck_assert_ptr_null(strstr(cookie, "__Host-"));
+    ck_assert_int_eq(request("GET", "/", NULL, NULL, NULL, &r), 200);
+    free(r);
+}
+END_TEST
+
+/* Finding: a session outlived its password. A new password written to the file (without
+ * anything deleting the sessions, as when the file is edited by hand) ends the session at
+ * its next request, and so does the user's removal; the ended session's row is deleted. */
+START_TEST(test_session_ends_with_password)
+{
+    char *r, v[64];
+    ck_assert_int_eq(login("sesame+open", NULL), 303);
+    ck_assert_int_eq(request("GET", "/", NULL, NULL, NULL, &r), 200);
+    free(r);
+    write_password("admin", "sesame open");   /* the same password, a new hash (salt) */
+    ck_assert_int_eq(request("GET", "/", NULL, NULL, NULL, &r), 303);
+    ck_assert(strstr(r, "Location: /login"));
+    free(r);
+    ck_assert_str_eq(reg_value("SELECT count(*) FROM admin_sessions", NULL, v, sizeof(v)), "0");
+    /* logged in again under the new hash: works; then the user is removed */
+    ck_assert_int_eq(login("sesame+open", NULL), 303);
+    ck_assert_int_eq(request("GET", "/", NULL, NULL, NULL, &r), 200);
+    free(r);
+    ck_assert_int_eq(request("GET", "/api/tenants", NULL, NULL, NULL, &r), 200);
+    free(r);
+    write_password("admin", NULL);
+    ck_assert_int_eq(request("GET", "/api/tenants", NULL, NULL, NULL, &r), 401);
+    free(r);
+    ck_assert_str_eq(reg_value("SELECT count(*) FROM admin_sessions", NULL, v, sizeof(v)), "0");
+    /* the user back with the same hash line as before is a new password too: a fresh login */
+    write_password("admin", "sesame open");
+    ck_assert_int_eq(request("GET", "/", NULL, NULL, NULL, &r), 303);
+    free(r);
+}
+END_TEST
+
+/* A registry made before admin_sessions had pw_fp: the panel adds the column when it opens
+ * the registry, logins work, and a session row from then (pw_fp '') is refused. */
+START_TEST(test_registry_upgrade)
+{
+    char *r, v[64];
+    reg_exec("DROP TABLE admin_sessions;"
+             "CREATE TABLE admin_sessions (id_hash TEXT PRIMARY KEY, csrf TEXT NOT NULL, "
+             "username TEXT NOT NULL, client TEXT NOT NULL, created_at BIGINT NOT NULL, "
+             "expires_at BIGINT NOT NULL)");
+    /* an old session: its id is 43 'A's */
+    char h[65], row[512];
+    const char *id = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+    sha256_hex(id, strlen(id), h);
+    snprintf(row, sizeof(row), "INSERT INTO admin_sessions VALUES ('%s', 'c', 'admin', "
+             "'127.0.0.1', 0, 9999999999)", h);
+    reg_exec(row);
+    snprintf(cookie, sizeof(cookie), "tn_admin=%s", id);
+    ck_assert_int_eq(request("GET", "/", NULL, NULL, NULL, &r), 303);
+    free(r);
+    ck_assert_str_eq(reg_value(pg_uri ? "SELECT count(*) FROM information_schema.columns WHERE "
+                                        "table_schema = 'tenancy' AND table_name = "
+                                        "'admin_sessions' AND column_name = $1"
+                                      : "SELECT count(*) FROM pragma_table_info('admin_sessions') "
+                                        "WHERE name = $1",
+                               "pw_fp", v, sizeof(v)), "1");
+    cookie[0] = '\0';
+    ck_assert_int_eq(login("sesame+open", NULL), 303);
+    ck_assert_int_eq(request("GET", "/", NULL, NULL, NULL, &r), 200);
+    free(r);
+    /* and `tenancy init` again finds nothing to add */
+    char err[256];
+    registry *reg = test_reg();
+    ck_assert_int_eq(registry_init(reg, err, sizeof(err)), TN_OK);
+    ck_assert_int_eq(registry_upgrade(reg, err, sizeof(err)), TN_OK);
+    registry_close(reg);
+}
+END_TEST
+
+/* The failure counter's one statement, on this backend: each wrong password adds one to the
+ * address and to the account, and the 5th locks the address. (That parallel failures are
+ * each counted is tests/integration/admin_http.sh's: it needs several workers.) */
+START_TEST(test_failure_count)
+{
+    char v[64];
+    for (int i = 1; i <= 5; i++) {
+        ck_assert_int_eq(login("wrong", NULL), 401);
+        char want[8];
+        snprintf(want, sizeof(want), "%d", i);
+        ck_assert_str_eq(reg_value("SELECT failures FROM admin_throttle WHERE key = $1",
+                                   "addr:127.0.0.1", v, sizeof(v)), want);
+        ck_assert_str_eq(reg_value("SELECT failures FROM admin_throttle WHERE key = $1",
+                                   "user:admin", v, sizeof(v)), want);
+    }
+    ck_assert_int_eq(login("sesame+open", NULL), 429);
+    /* an old window starts again at the next failure */
+    reg_exec("UPDATE admin_throttle SET first_at = 0, locked_until = 0");
+    ck_assert_int_eq(login("wrong", NULL), 401);
+    ck_assert_str_eq(reg_value("SELECT failures FROM admin_throttle WHERE key = $1",
+                               "addr:127.0.0.1", v, sizeof(v)), "1");
+    ck_assert_int_eq(login("sesame+open", NULL), 303);
+    ck_assert_str_eq(reg_value("SELECT count(*) FROM admin_throttle", NULL, v, sizeof(v)), "0");
+}
+END_TEST
+
 Suite *admin_suite(void);
 Suite *admin_suite(void)
 {
@@ -443,12 +730,22 @@ Suite *admin_suite(void)
     tcase_add_test(t, test_random_token);
     tcase_add_test(t, test_config);
     suite_add_tcase(s, t);
-    t = tcase_create("handle");
-    tcase_add_checked_fixture(t, setup, teardown);
-    tcase_set_timeout(t, 20);
-    tcase_add_test(t, test_without_session);
-    tcase_add_test(t, test_login_and_csrf);
-    tcase_add_test(t, test_audit_page);
-    suite_add_tcase(s, t);
+    /* The same tests on each backend: SQLite always; PostgreSQL when run.sh gives one. */
+    for (int pg = 0; pg < 2; pg++) {
+        if (pg && getenv("TENANCY_TEST_PG") == NULL)
+            break;
+        t = tcase_create(pg ? "handle_pg" : "handle");
+        tcase_add_checked_fixture(t, pg ? setup_pg : setup, teardown);
+        tcase_set_timeout(t, 30);
+        tcase_add_test(t, test_without_session);
+        tcase_add_test(t, test_login_and_csrf);
+        tcase_add_test(t, test_login_origin);
+        tcase_add_test(t, test_cookie_prefix);
+        tcase_add_test(t, test_session_ends_with_password);
+        tcase_add_test(t, test_registry_upgrade);
+        tcase_add_test(t, test_failure_count);
+        tcase_add_test(t, test_audit_page);
+        suite_add_tcase(s, t);
+    }
     return s;
 }

@@ -55,6 +55,35 @@ START_TEST(test_html_and_csv)
 }
 END_TEST
 
+/* OWASP's CSV injection list: a cell that starts with = + - @, a tab or a carriage return
+ * is read as a formula by some spreadsheet (a tab or CR in front of = is skipped by Excel
+ * when it imports), so each gets a leading quote and is quoted as a field. */
+START_TEST(test_csv_formulas)
+{
+    static const char *const cases[][2] = {
+        {"=1+2", "\"'=1+2\""},
+        {"+1+2", "\"'+1+2\""},
+        {"-1+2", "\"'-1+2\""},
+        {"@SUM(A1)", "\"'@SUM(A1)\""},
+        {"\t=cmd|' /C calc'!A0", "\"'\t=cmd|' /C calc'!A0\""},
+        {"\r=cmd", "\"'\r=cmd\""},
+        {"=\"x\",y", "\"'=\"\"x\"\",y\""},   /* quoting still applies after the quote */
+        {"a=b", "a=b"},                      /* only the first byte counts */
+        {" =x", " =x"},
+        {"'=x", "'=x"},
+        {"", ""},
+    };
+    buf b = BUF_INIT;
+    for (size_t i = 0; i < TN_ARRAY_LEN(cases); i++) {
+        buf_reset(&b);
+        buf_csv(&b, cases[i][0]);
+        ck_assert_msg(strcmp(b.p ? b.p : "", cases[i][1]) == 0, "case %zu: got [%s], want [%s]",
+                      i, b.p ? b.p : "", cases[i][1]);
+    }
+    buf_free(&b);
+}
+END_TEST
+
 START_TEST(test_utf8_prefix)
 {
     ck_assert_uint_eq(utf8_valid_prefix("abc\xe2\x82\xac", 6), 6);
@@ -101,6 +130,7 @@ Suite *buf_suite(void)
     tcase_add_test(tc, test_append_and_printf);
     tcase_add_test(tc, test_json_escaping);
     tcase_add_test(tc, test_html_and_csv);
+    tcase_add_test(tc, test_csv_formulas);
     tcase_add_test(tc, test_utf8_prefix);
     suite_add_tcase(s, tc);
     return s;
