@@ -641,18 +641,23 @@ static int cmd_init(cli *c, const cli_args *a)
 
 /* Open the registry a command works on. A SQLite file that is not there is not created
  * (only init may do that): a failed command changes nothing. */
+bool cli_registry_missing(const tenancy_config *tc, char *path, size_t n)
+{
+    const char *backend = db_uri_backend(tc->registry_uri);
+    if (backend == NULL || strcmp(backend, "sqlite") != 0)
+        return false;
+    snprintf(path, n, "%s", tc->registry_uri + strlen("sqlite:"));
+    path[strcspn(path, "?")] = '\0';
+    struct stat st;
+    return stat(path, &st) < 0 && errno == ENOENT;
+}
+
 static int open_registry(cli *c)
 {
     const tenancy_config *tc = &c->cfg->tenancy;
-    const char *backend = db_uri_backend(tc->registry_uri);
-    if (backend != NULL && strcmp(backend, "sqlite") == 0) {
-        char path[4096];
-        snprintf(path, sizeof(path), "%s", tc->registry_uri + strlen("sqlite:"));
-        path[strcspn(path, "?")] = '\0';
-        struct stat st;
-        if (stat(path, &st) < 0)
-            return cli_fail(c, TN_NOTFOUND, "no registry at %s (run 'tenancy init')", path);
-    }
+    char path[4096];
+    if (cli_registry_missing(tc, path, sizeof(path)))
+        return cli_fail(c, TN_NOTFOUND, "no registry at %s (run 'tenancy init')", path);
     char err[1024];
     int rc = registry_open(tc->registry_uri, tc->gen_path, &c->reg, err, sizeof(err));
     if (rc != TN_OK)

@@ -160,16 +160,9 @@ static int write_file(cli *c, const char *path, const buf *b, char *err, size_t 
 static int end_sessions(cli *c, const char *user)
 {
     const tenancy_config *tc = &c->cfg->tenancy;
-    const char *backend = db_uri_backend(tc->registry_uri);
-    if (backend != NULL && strcmp(backend, "sqlite") == 0) {
-        char path[4096];
-        snprintf(path, sizeof(path), "%s", tc->registry_uri + strlen("sqlite:"));
-        path[strcspn(path, "?")] = '\0';
-        struct stat st;
-        if (stat(path, &st) < 0 && errno == ENOENT)
-            return 0;
-    }
     char err[1024];
+    if (cli_registry_missing(tc, err, sizeof(err)))
+        return 0;
     registry *reg = NULL;
     int n = -1;
     if (registry_open(tc->registry_uri, NULL, &reg, err, sizeof(err)) == TN_OK &&

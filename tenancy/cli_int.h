@@ -152,6 +152,10 @@ int cli_give(const char *path, uid_t uid, gid_t gid, bool must_exist, char *err,
  * the SCRAM verifier target_create sets: written to v and pointed at by t->role_verifier;
  * left unset when there is no role or no key. */
 #define CLI_VERIFIER_MAX 200
+
+/* Is the registry a SQLite file that is not there (its path in path)? Commands other than
+ * init never create one. */
+bool cli_registry_missing(const tenancy_config *tc, char *path, size_t n);
 void cli_role_verifier(cli *c, storage_target *t, char v[CLI_VERIFIER_MAX]);
 
 /* The command groups (cli_tenant.c, cli_domain.c, cli_migrate.c). */
