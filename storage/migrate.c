@@ -915,8 +915,20 @@ int migrate_clone(const storage_target *from, const storage_target *to, char *er
     switch (to->kind) {
     case TARGET_SQLITE:
         return clone_sqlite(from, to, err, errlen);
-    case TARGET_PG_DATABASE:
-        return clone_database(from, to, err, errlen);
+    case TARGET_PG_DATABASE: {
+        int rc = clone_database(from, to, err, errlen);
+        if (rc != TN_OK || to->role == NULL)
+            return rc;
+        /* The copy's objects still belong to the template's role, and the database to the
+         * login: both go to the new tenant's role, or the clone is dropped (all or nothing;
+         * the caller drops only what it knows it made). */
+        rc = target_role_repair(to, err, errlen);
+        if (rc != TN_OK) {
+            char e2[256];
+            (void)target_drop(to, e2, sizeof(e2));
+        }
+        return rc;
+    }
     case TARGET_PG_SCHEMA:
     default:
         return tn_errf(err, errlen, TN_DECLINED,

@@ -376,19 +376,32 @@ int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t err
     char keep_scope[72] = "", keep_role[72] = "";
     snprintf(keep_scope, sizeof(keep_scope), "%s", scope ? scope : "");
     snprintf(keep_role, sizeof(keep_role), "%s", scope_role ? scope_role : "");
-    bool rescoped = scope != NULL && t->role != NULL;
+    bool rescoped = scope_role != NULL;
     if (rescoped)
         (void)db_set_scope(db, NULL, NULL);
-    if (t->role != NULL) {
+    /* A schema or database that is there already is someone else's: its role (maybe theirs
+     * too) is not touched. The race this leaves (two creators) ends in CREATE failing below. */
+    bool exists = false;
+    if (t->role != NULL && (rc = pg_exists(db, t, &exists, err, errlen)) == TN_OK && exists)
+        rc = tn_errf(err, errlen, TN_EXISTS, "the %s %s already exists",
+                     target_kind_name(t->kind), t->name);
+    if (rc == TN_OK && t->role != NULL)
         rc = role_script(t, role, sizeof(role), err, errlen);
-        if (rc == TN_OK)
-            rc = run(db, role, 0, NULL, err, errlen);
-    }
-    /* Both are autocommit statements: CREATE DATABASE may not run in a transaction (it is
-     * only ever sent on an unscoped connection of its own). A failure because it is already
-     * there is TN_EXISTS. */
+    /* Schema mode: the role and the schema in one transaction, so a failure leaves neither.
+     * CREATE DATABASE may not run in a transaction (it is only ever sent on an unscoped
+     * connection of its own): the role is its own statement before it. A failure because it
+     * is already there is TN_EXISTS. */
+    bool txn = rc == TN_OK && t->role != NULL && t->kind == TARGET_PG_SCHEMA;
+    if (txn && (rc = tn_db_begin(db)) != TN_OK)
+        tn_errf(err, errlen, rc, "%s", tn_db_error(db));
+    if (rc == TN_OK && t->role != NULL)
+        rc = run(db, role, 0, NULL, err, errlen);
     if (rc == TN_OK)
         rc = run(db, sql, 0, NULL, err, errlen);
+    if (txn && rc == TN_OK && (rc = tn_db_commit(db)) != TN_OK)
+        tn_errf(err, errlen, rc, "%s", tn_db_error(db));
+    if (txn && rc != TN_OK)
+        tn_db_rollback(db);
     if (rc == TN_OK && t->kind == TARGET_PG_DATABASE && t->role != NULL) {
         char q[72], revoke[160];
         db_quote_ident(t->name, q, sizeof(q));
@@ -397,11 +410,10 @@ int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t err
         rc = run(db, revoke, 0, NULL, err, errlen);
     }
     if (rescoped)
-        (void)db_set_scope(db, keep_scope, keep_role[0] ? keep_role : NULL);
+        (void)db_set_scope(db, keep_scope, keep_role);
     if (rc == TN_OK && t->kind == TARGET_PG_DATABASE && t->role != NULL)
         rc = revoke_public(t, err, errlen);
-    if (rc != TN_OK) {
-        bool exists = false;
+    if (rc != TN_OK && rc != TN_EXISTS) {
         char ignored[8];
         if (pg_exists(db, t, &exists, ignored, sizeof(ignored)) == TN_OK && exists)
             rc = tn_errf(err, errlen, TN_EXISTS, "the %s %s already exists",
@@ -495,20 +507,21 @@ int target_drop_on(tn_db *kept, const storage_target *t, char *err, size_t errle
             rc = tn_errf(err, errlen, TN_INVALID,
                          "the database %s is the server URI's own: not dropped", t->name);
     }
-    if (rc == TN_OK && t->role != NULL) {
+    if (rc == TN_OK) {
+        /* On a kept connection the drop runs outside its scope: the previous tenant's role
+         * may drop nothing of another's, nor roles. */
         const char *scope = db_schema_scope(db), *scope_role = db_scope_role(db);
         char keep_scope[72], keep_role[72];
         snprintf(keep_scope, sizeof(keep_scope), "%s", scope ? scope : "");
         snprintf(keep_role, sizeof(keep_role), "%s", scope_role ? scope_role : "");
-        rc = run(db, sql, 0, NULL, err, errlen);
-        if (scope != NULL)
+        bool rescoped = scope_role != NULL;
+        if (rescoped)
             (void)db_set_scope(db, NULL, NULL);
+        rc = run(db, sql, 0, NULL, err, errlen);
         if (rc == TN_OK)
             drop_role(db, t);
-        if (scope != NULL)
-            (void)db_set_scope(db, keep_scope, keep_role[0] ? keep_role : NULL);
-    } else if (rc == TN_OK) {
-        rc = run(db, sql, 0, NULL, err, errlen);
+        if (rescoped)
+            (void)db_set_scope(db, keep_scope, keep_role);
     }
     if (db != kept)
         db_close(db);

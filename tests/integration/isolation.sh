@@ -357,9 +357,24 @@ for k in lite pgs pgst pgd; do console_refused=$((console_refused + ${REFUSED[$k
 audited=$(grep '"phase":"end"' "$T/state/admin-audit.log" | grep -c '"result":"\(refused\|error\)"' || true)
 assert_ge "$audited" "$console_refused" "the console's refusals are in the audit log"
 
+# ---- a database tenant cloned from a template: its own role's, not the template's -------------
+tn_cli tenant create dt --placement pgd --no-seed > "$T/create.out" 2>&1 || fatal "template: $(cat "$T/create.out")"
+{ cat "$T/tenancyd.conf"; echo "storage.template = dt"; } > "$T/tpl.conf"
+"$TENANCY_CLI" -c "$T/tpl.conf" tenant create dc --placement pgd --from-template > "$T/create.out" 2>&1 ||
+    fail "create from a template: $(cat "$T/create.out")"
+assert_eq "$(http / dc.localhost)" '{"tenant":"dc","data":"dc"}' "the clone serves its own data, logged in as its own role"
+assert_eq "$(psql -At -d tenant_dc -c "SELECT string_agg(DISTINCT tableowner, ',') FROM pg_tables WHERE schemaname = 'public'")" \
+    tenant_dc "the clone's tables are its role's"
+assert_eq "$(psql -At -c "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'tenant_dc'")" \
+    tenant_dc "the clone's database is its role's"
+code=$(PGPASSWORD=x psql -U tenant_dt -d tenant_dc -c 'SELECT 1' 2>&1)
+assert_contains "$code" "authentication failed" "the template's role cannot log in to the clone with a guess"
+assert_eq "$(psql -At -c "SELECT has_database_privilege('tenant_dt', 'tenant_dc', 'CONNECT')")" f \
+    "the template's role may not connect to the clone"
+
 # ---- tenancy check: the roles' drift, and its repair ------------------------------------------
 out=$(tn_cli check 2>&1)
-assert_contains "$out" "consistent: 8 tenants" "tenancy check finds no drift after all that"
+assert_contains "$out" "consistent: 10 tenants" "tenancy check finds no drift after all that"
 psql -q -v ON_ERROR_STOP=1 > /dev/null <<'SQL' || fatal "making drift"
 ALTER TABLE t_sa.writes OWNER TO tenancy_app;
 ALTER SCHEMA t_ta OWNER TO tenancy_app;
@@ -378,7 +393,7 @@ assert_contains "$out" "repaired the roles of 3 tenants" "check --repair-roles m
 assert_contains "$out" "its role t_sb may do what no tenant may" "and reports what it does not take back"
 psql -q -c "ALTER ROLE t_sb NOCREATEDB" > /dev/null
 out=$(tn_cli check 2>&1)
-assert_contains "$out" "consistent: 8 tenants" "no drift left"
+assert_contains "$out" "consistent: 10 tenants" "no drift left"
 assert_eq "$(psql -At -c "SELECT tableowner FROM pg_tables WHERE schemaname = 't_sa' AND tablename = 'writes'")" \
     t_sa "the table is its tenant's again"
 for t in sa ta da; do
