@@ -119,6 +119,27 @@ void store_fini(void)
     }
 }
 
+/* ALTER ROLE ... PASSWORD with the verifier of the role's derived password, on a login
+ * connection of the host's (it made the role, so it may). */
+static int set_password(const storage_target *t, char *err, size_t errlen)
+{
+    char pw[65], v[200], qr[72], sql[400];
+    int rc = rolekey_password(adm.env.tcfg, t->role, pw, err, errlen);
+    if (rc == TN_OK)
+        rc = rolekey_verifier(pw, v, sizeof(v));
+    memset(pw, 0, sizeof(pw));
+    if (rc != TN_OK || db_quote_ident(t->role, qr, sizeof(qr)) != TN_OK)
+        return rc != TN_OK ? rc : TN_INVALID;
+    snprintf(sql, sizeof(sql), "ALTER ROLE %s PASSWORD '%s'", qr, v);   /* v: base64, $, : */
+    tn_db *db = NULL;
+    rc = db_open(t->server, NULL, &db, err, errlen);
+    if (rc == TN_OK && (rc = tn_db_exec(db, sql, 0, NULL)) != TN_OK)
+        snprintf(err, errlen, "cannot set the password of the role %s: %s", t->role,
+                 tn_db_error(db));
+    db_close(db);
+    return rc;
+}
+
 int store_open(adm_req *a, const tenant_rec *t, bool console, adm_store *s, char *err,
                size_t errlen)
 {
@@ -177,6 +198,13 @@ int store_open(adm_req *a, const tenant_rec *t, bool console, adm_store *s, char
         if (s->db == NULL) {
             s->uses = 0;
             rc = target_open(&tt, &s->db, err, errlen);
+            if (rc != TN_OK && console && strstr(err, "password authentication failed")) {
+                /* The role has no password yet (schema mode makes none) or an old one (a
+                 * new role key): the login sets the derived one, then the login again. */
+                rc = set_password(&s->target, err, errlen);
+                if (rc == TN_OK)
+                    rc = target_open(&tt, &s->db, err, errlen);
+            }
             if (rc != TN_OK)
                 return rc;
             /* The panel runs its own transactions (store_ro_begin): no per-statement scope. */

@@ -150,7 +150,8 @@ int cli_give(const char *path, uid_t uid, gid_t gid, bool must_exist, char *err,
 
 /* A PostgreSQL target's role password, derived from the role key (tenancy/rolekey.h), as
  * the SCRAM verifier target_create sets: written to v and pointed at by t->role_verifier;
- * left unset when there is no role or no key. */
+ * left unset when there is no role or no key, or when nothing logs in as the role from the
+ * start (login_as_role false: the console sets the password when it first logs in). */
 #define CLI_VERIFIER_MAX 200
 
 /* Is the registry a SQLite file that is not there (its path in path)? Commands other than

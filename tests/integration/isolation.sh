@@ -96,6 +96,11 @@ areq GET / > /dev/null
 TOKEN=$(grep -o 'name="csrf" value="[^"]*"' "$T/abody" | head -1 | sed 's/.*value="//; s/"$//')
 [ -n "$TOKEN" ] || fatal "no CSRF token"
 
+# Passwords: a login = tenant role has its derived one from the start; a shared-login
+# schema tenant's gets it from the console, the first time it logs in.
+haspw() { psql -At -c "SELECT rolpassword IS NOT NULL FROM pg_authid WHERE rolname = '$1'"; }
+assert_eq "$(haspw t_ta),$(haspw tenant_da),$(haspw t_sa)" "t,t,f" "passwords made where something logs in at once"
+
 # B's secrets: rows only B's own storage holds, written by B itself.
 for b in lb sb tb db; do
     code=$(curl -s -m 30 -H "Host: $b.localhost" --data-binary \
@@ -321,6 +326,7 @@ done
 switch_attempts pgs console sa t_sb t_sb refused
 switch_attempts pgs app sa t_sb t_sb gap
 
+assert_eq "$(haspw t_sa)" t "the console set the shared-login tenant's password when it first logged in"
 for k in lite/app lite/console pgs/app pgs/console pgst/app pgst/console pgd/app pgd/console; do
     assert_ge "${REFUSED[$k]:-0}" 40 "$k: attempts refused"
 done
