@@ -48,7 +48,6 @@ char *store_relation(adm_store *s, arena *ar, const char *table)
 }
 
 
-
 /* ---- kept PostgreSQL connections -------------------------------------------------------------
  * A new backend pays for its catalog caches on its first queries (at 10,000 schemas, ~100 ms
  * of planning for the first catalog query), so each worker keeps a few of its panel's
@@ -119,25 +118,20 @@ void store_fini(void)
     }
 }
 
-/* ALTER ROLE ... PASSWORD with the verifier of the role's derived password, on a login
- * connection of the host's (it made the role, so it may). */
+/* The role given the verifier of its derived password, by the host's login (it made the
+ * role, so it may): target_role_ensure. */
 static int set_password(const storage_target *t, char *err, size_t errlen)
 {
-    char pw[65], v[200], qr[72], sql[400];
+    char pw[65], v[200];
     int rc = rolekey_password(adm.env.tcfg, t->role, pw, err, errlen);
     if (rc == TN_OK)
         rc = rolekey_verifier(pw, v, sizeof(v));
     memset(pw, 0, sizeof(pw));
-    if (rc != TN_OK || db_quote_ident(t->role, qr, sizeof(qr)) != TN_OK)
-        return rc != TN_OK ? rc : TN_INVALID;
-    snprintf(sql, sizeof(sql), "ALTER ROLE %s PASSWORD '%s'", qr, v);   /* v: base64, $, : */
-    tn_db *db = NULL;
-    rc = db_open(t->server, NULL, &db, err, errlen);
-    if (rc == TN_OK && (rc = tn_db_exec(db, sql, 0, NULL)) != TN_OK)
-        snprintf(err, errlen, "cannot set the password of the role %s: %s", t->role,
-                 tn_db_error(db));
-    db_close(db);
-    return rc;
+    if (rc != TN_OK)
+        return rc;
+    storage_target tt = *t;
+    tt.role_verifier = v;
+    return target_role_ensure(&tt, err, errlen);
 }
 
 int store_open(adm_req *a, const tenant_rec *t, bool console, adm_store *s, char *err,

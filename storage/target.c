@@ -303,8 +303,40 @@ static int role_script(const storage_target *t, char *sql, size_t len, char *err
     return TN_OK;
 }
 
-/* After DROP SCHEMA or DROP DATABASE: the role, unless something elsewhere still needs it.
- * DROP OWNED also takes back the CONNECT it was granted on the shared database. */
+/* The role made (or given its password again) and the login made a member, on db. */
+static int ensure_role(tn_db *db, const storage_target *t, char *err, size_t errlen)
+{
+    char sql[1536];
+    int rc = role_script(t, sql, sizeof(sql), err, errlen);
+    return rc == TN_OK ? run(db, sql, 0, NULL, err, errlen) : rc;
+}
+
+/* A kept connection's scope, set aside while the login itself acts (makes or drops a role, a
+ * schema): the previous tenant's role may do neither. */
+typedef struct kept_scope {
+    bool set;
+    char schema[72], role[72];
+} kept_scope;
+
+static void unscope(tn_db *db, kept_scope *k)
+{
+    const char *schema = db_schema_scope(db), *role = db_scope_role(db);
+    k->set = role != NULL;   /* a role needs a schema (db_set_scope) */
+    if (!k->set)
+        return;
+    snprintf(k->schema, sizeof(k->schema), "%s", schema);
+    snprintf(k->role, sizeof(k->role), "%s", role);
+    (void)db_set_scope(db, NULL, NULL);
+}
+
+static void rescope(tn_db *db, const kept_scope *k)
+{
+    if (k->set)
+        (void)db_set_scope(db, k->schema, k->role);
+}
+
+/* After DROP SCHEMA or DROP DATABASE: the role, unless something elsewhere still needs it
+ * (DROP OWNED takes back whatever it was granted in this database first). */
 static void drop_role(tn_db *db, const storage_target *t)
 {
     if (t->role == NULL)
@@ -321,9 +353,25 @@ static void drop_role(tn_db *db, const storage_target *t)
     (void)tn_db_exec(db, sql, 0, NULL);   /* a role that stays costs nothing but a name */
 }
 
-/* PUBLIC's default USAGE on the public schema of a new tenant database: nobody but the
- * tenant may connect to it, and nothing in it is anybody else's to use. */
-static int revoke_public(const storage_target *t, char *err, size_t errlen)
+static int give_objects(tn_db *db, const char *nsp, const char *role, char *err,
+                        size_t errlen);
+
+static const char REVOKE_PUBLIC_SCHEMA_SQL[] = "REVOKE ALL ON SCHEMA public FROM PUBLIC";
+
+/* A tenant database: nobody but its role (and the login, a member) may connect to it or make
+ * temporary tables there. On a connection to the server. */
+static int revoke_database(tn_db *db, const storage_target *t, char *err, size_t errlen)
+{
+    char q[72], sql[160];
+    db_quote_ident(t->name, q, sizeof(q));
+    snprintf(sql, sizeof(sql), "REVOKE CONNECT, TEMPORARY ON DATABASE %s FROM PUBLIC", q);
+    return run(db, sql, 0, NULL, err, errlen);
+}
+
+/* Inside a tenant database, on an unscoped login connection of its own (a scoped one would
+ * already be the tenant): PUBLIC's default USAGE on its public schema revoked, and with
+ * `give` the objects there given to the tenant's role (target_role_repair, a clone). */
+static int inside_database(const storage_target *t, bool give, char *err, size_t errlen)
 {
     char uri[URI_MAX];
     db_options o = target_options(t);
@@ -332,7 +380,9 @@ static int revoke_public(const storage_target *t, char *err, size_t errlen)
     if (rc == TN_OK)
         rc = db_open(uri, &o, &db, err, errlen);
     if (rc == TN_OK)
-        rc = run(db, "REVOKE ALL ON SCHEMA public FROM PUBLIC", 0, NULL, err, errlen);
+        rc = run(db, REVOKE_PUBLIC_SCHEMA_SQL, 0, NULL, err, errlen);
+    if (rc == TN_OK && give)
+        rc = give_objects(db, "public", t->role, err, errlen);
     db_close(db);
     return rc;
 }
@@ -343,7 +393,7 @@ int target_server_harden(const char *server, char *err, size_t errlen)
     tn_db *db = NULL;
     int rc = db_open(server, NULL, &db, err, errlen);
     if (rc == TN_OK)
-        rc = run(db, "REVOKE ALL ON SCHEMA public FROM PUBLIC", 0, NULL, err, errlen);
+        rc = run(db, REVOKE_PUBLIC_SCHEMA_SQL, 0, NULL, err, errlen);
     /* A REVOKE that its user may not make only warns: the result is read back. */
     char v[8];
     if (rc == TN_OK &&
@@ -377,15 +427,9 @@ int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t err
             return rc;
     }
     /* The role first (its own statement: the schema or database names it as owner). On a
-     * kept connection it runs outside the connection's scope: the previous tenant's role
-     * may not create roles. */
-    const char *scope = db_schema_scope(db), *scope_role = db_scope_role(db);
-    char keep_scope[72] = "", keep_role[72] = "";
-    snprintf(keep_scope, sizeof(keep_scope), "%s", scope ? scope : "");
-    snprintf(keep_role, sizeof(keep_role), "%s", scope_role ? scope_role : "");
-    bool rescoped = scope_role != NULL;
-    if (rescoped)
-        (void)db_set_scope(db, NULL, NULL);
+     * kept connection it runs outside the connection's scope. */
+    kept_scope ks;
+    unscope(db, &ks);
     /* A schema or database that is there already is someone else's: its role (maybe theirs
      * too) is not touched. The race this leaves (two creators) ends in CREATE failing below. */
     bool exists = false;
@@ -409,17 +453,11 @@ int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t err
         tn_errf(err, errlen, rc, "%s", tn_db_error(db));
     if (txn && rc != TN_OK)
         tn_db_rollback(db);
-    if (rc == TN_OK && t->kind == TARGET_PG_DATABASE && t->role != NULL) {
-        char q[72], revoke[160];
-        db_quote_ident(t->name, q, sizeof(q));
-        snprintf(revoke, sizeof(revoke),
-                 "REVOKE CONNECT, TEMPORARY ON DATABASE %s FROM PUBLIC", q);
-        rc = run(db, revoke, 0, NULL, err, errlen);
-    }
-    if (rescoped)
-        (void)db_set_scope(db, keep_scope, keep_role);
     if (rc == TN_OK && t->kind == TARGET_PG_DATABASE && t->role != NULL)
-        rc = revoke_public(t, err, errlen);
+        rc = revoke_database(db, t, err, errlen);
+    rescope(db, &ks);
+    if (rc == TN_OK && t->kind == TARGET_PG_DATABASE && t->role != NULL)
+        rc = inside_database(t, false, err, errlen);
     if (rc != TN_OK && rc != TN_EXISTS) {
         char ignored[8];
         if (pg_exists(db, t, &exists, ignored, sizeof(ignored)) == TN_OK && exists)
@@ -515,20 +553,13 @@ int target_drop_on(tn_db *kept, const storage_target *t, char *err, size_t errle
                          "the database %s is the server URI's own: not dropped", t->name);
     }
     if (rc == TN_OK) {
-        /* On a kept connection the drop runs outside its scope: the previous tenant's role
-         * may drop nothing of another's, nor roles. */
-        const char *scope = db_schema_scope(db), *scope_role = db_scope_role(db);
-        char keep_scope[72], keep_role[72];
-        snprintf(keep_scope, sizeof(keep_scope), "%s", scope ? scope : "");
-        snprintf(keep_role, sizeof(keep_role), "%s", scope_role ? scope_role : "");
-        bool rescoped = scope_role != NULL;
-        if (rescoped)
-            (void)db_set_scope(db, NULL, NULL);
+        /* On a kept connection the drop runs outside its scope. */
+        kept_scope ks;
+        unscope(db, &ks);
         rc = run(db, sql, 0, NULL, err, errlen);
         if (rc == TN_OK)
             drop_role(db, t);
-        if (rescoped)
-            (void)db_set_scope(db, keep_scope, keep_role);
+        rescope(db, &ks);
     }
     if (db != kept)
         db_close(db);
@@ -735,16 +766,14 @@ int target_role_repair(const storage_target *t, char *err, size_t errlen)
     int rc = check_target(t, err, errlen);
     if (rc != TN_OK || t->kind == TARGET_SQLITE || t->role == NULL)
         return rc;
-    char role[1536], q[72], qr[72], sql[256];
+    char q[72], qr[72], sql[256];
     db_quote_ident(t->name, q, sizeof(q));
     if (db_quote_ident(t->role, qr, sizeof(qr)) != TN_OK)
         return tn_errf(err, errlen, TN_INVALID, "'%s' is not a valid role name", t->role);
     tn_db *db = NULL;
     if ((rc = open_server(t, &db, err, errlen)) != TN_OK)
         return rc;
-    rc = role_script(t, role, sizeof(role), err, errlen);
-    if (rc == TN_OK)
-        rc = run(db, role, 0, NULL, err, errlen);
+    rc = ensure_role(db, t, err, errlen);
     if (rc == TN_OK) {
         snprintf(sql, sizeof(sql), "ALTER %s %s OWNER TO %s",
                  t->kind == TARGET_PG_SCHEMA ? "SCHEMA" : "DATABASE", q, qr);
@@ -752,23 +781,24 @@ int target_role_repair(const storage_target *t, char *err, size_t errlen)
     }
     if (rc == TN_OK && t->kind == TARGET_PG_SCHEMA)
         rc = give_objects(db, t->name, t->role, err, errlen);
-    if (rc == TN_OK && t->kind == TARGET_PG_DATABASE) {
-        snprintf(sql, sizeof(sql), "REVOKE CONNECT, TEMPORARY ON DATABASE %s FROM PUBLIC", q);
-        rc = run(db, sql, 0, NULL, err, errlen);
-    }
+    if (rc == TN_OK && t->kind == TARGET_PG_DATABASE)
+        rc = revoke_database(db, t, err, errlen);
     db_close(db);
-    if (rc == TN_OK && t->kind == TARGET_PG_DATABASE) {
-        /* inside the tenant's database, unscoped: the login gives its public schema's
-         * objects away (a scoped connection would already be the tenant) */
-        char uri[URI_MAX];
-        db_options o = target_options(t);
-        rc = db_uri_with_dbname(t->server, t->name, uri, sizeof(uri), err, errlen);
-        if (rc == TN_OK)
-            rc = db_open(uri, &o, &db, err, errlen);
-        if (rc == TN_OK)
-            rc = give_objects(db, "public", t->role, err, errlen);
-        db_close(db);
-    }
+    if (rc == TN_OK && t->kind == TARGET_PG_DATABASE)
+        rc = inside_database(t, true, err, errlen);
+    return rc;
+}
+
+int target_role_ensure(const storage_target *t, char *err, size_t errlen)
+{
+    clear(err, errlen);
+    int rc = check_target(t, err, errlen);
+    if (rc != TN_OK || t->kind == TARGET_SQLITE || t->role == NULL)
+        return rc;
+    tn_db *db = NULL;
+    if ((rc = open_server(t, &db, err, errlen)) == TN_OK)
+        rc = ensure_role(db, t, err, errlen);
+    db_close(db);
     return rc;
 }
 

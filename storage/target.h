@@ -70,12 +70,12 @@ const char *target_kind_name(target_kind k);
 int target_kind_parse(const char *s);   /* -1 when unknown */
 
 /* Create the file, schema or database. With a role (PostgreSQL), the role first when it is
- * not there yet (LOGIN, with role_verifier as its password when one is given; an existing
- * role gets the password again), the login role made a member of it (so that
- * SET LOCAL ROLE works), then the schema (AUTHORIZATION the role) or the database (OWNER the
- * role, CONNECT and TEMPORARY revoked from PUBLIC); in schema mode the role may CONNECT to
- * the shared database. TN_OK, TN_EXISTS (already there: nothing changed), TN_INVALID (bad
- * name), or a storage error; err says why. */
+ * not there yet (LOGIN, with role_verifier as its password when one is given, which an
+ * existing role is given too), the login role made a member of it (so that SET LOCAL ROLE
+ * works), then the schema (AUTHORIZATION the role; in the role's transaction) or the
+ * database (OWNER the role; CONNECT and TEMPORARY revoked from PUBLIC, and its public
+ * schema's rights too). TN_OK, TN_EXISTS (already there: nothing changed, its role not
+ * touched), TN_INVALID (bad name), or a storage error; err says why. */
 int target_create(const storage_target *t, char *err, size_t errlen);
 
 /* The tenant role's drift (PostgreSQL targets with a role), asked on `server` (a
@@ -89,9 +89,15 @@ int target_role_check(tn_db *server, const storage_target *t, int *nproblems,
                       void (*fn)(void *ctx, const char *problem), void *ctx, char *err,
                       size_t errlen);
 
+/* The role alone, as target_create makes it (with role_verifier as its password when
+ * given), and the login's membership: how a password is set later (the panel, the first
+ * time its console logs in as a shared-login tenant). TN_OK or a storage error. */
+int target_role_ensure(const storage_target *t, char *err, size_t errlen);
+
 /* Make t's role what target_create makes: the role (with its verifier when given) and the
  * login's membership, the schema or database owned by it, PUBLIC's CONNECT and TEMPORARY
- * on a tenant database revoked, and the schema's (database mode: the public schema's)
+ * on a tenant database revoked (and its rights on that database's public schema), and the
+ * schema's (database mode: the public schema's)
  * relations, routines and types given to it: the way from a tenant made before roles, or
  * one whose objects someone made as another user. Rights given to the role beyond that
  * (superuser and the like) are reported by target_role_check, not taken back here. TN_OK

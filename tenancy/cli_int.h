@@ -153,11 +153,11 @@ int cli_give(const char *path, uid_t uid, gid_t gid, bool must_exist, char *err,
  * left unset when there is no role or no key, or when nothing logs in as the role from the
  * start (login_as_role false: the console sets the password when it first logs in). */
 #define CLI_VERIFIER_MAX 200
+void cli_role_verifier(cli *c, storage_target *t, char v[CLI_VERIFIER_MAX]);
 
 /* Is the registry a SQLite file that is not there (its path in path)? Commands other than
  * init never create one. */
 bool cli_registry_missing(const tenancy_config *tc, char *path, size_t n);
-void cli_role_verifier(cli *c, storage_target *t, char v[CLI_VERIFIER_MAX]);
 
 /* The command groups (cli_tenant.c, cli_domain.c, cli_migrate.c). */
 int cli_tenant_create(cli *c, const cli_args *a);

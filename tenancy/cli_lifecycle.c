@@ -472,8 +472,6 @@ static int tenant_cb(void *ctx, const tenant_rec *t, const registry_domain *d, i
 typedef struct role_ctx {
     check_run *r;
     want *w;
-    int n;
-    bool repair;
 } role_ctx;
 
 static void role_quiet(void *ctx, const char *m)
@@ -484,7 +482,6 @@ static void role_quiet(void *ctx, const char *m)
 static void role_problem(void *ctx, const char *m)
 {
     role_ctx *x = ctx;
-    x->n++;
     problem(x->r, "role", x->w->slug, x->w->pname, x->w->name, "%s", m);
 }
 
@@ -589,15 +586,13 @@ int cli_check(cli *c, const cli_args *a)
             continue;   /* missing: said above */
         char e[512];
         if (servers[w->place] == NULL) {
-            storage_target st = tg;
-            if (target_connect(&st, &servers[w->place], e, sizeof(e)) != TN_OK &&
-                db_open(tg.server, NULL, &servers[w->place], e, sizeof(e)) != TN_OK) {
+            if (db_open(tg.server, NULL, &servers[w->place], e, sizeof(e)) != TN_OK) {
                 problem(&r, "unreachable", NULL, pl->pname, NULL, "%s", e);
                 pl->down = true;
                 continue;
             }
         }
-        role_ctx rc_ctx = {&r, w, 0, repair};
+        role_ctx rc_ctx = {&r, w};
         int n = 0;
         int crc = target_role_check(servers[w->place], &tg, &n,
                                     repair ? role_quiet : role_problem, &rc_ctx, e, sizeof(e));
