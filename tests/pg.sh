@@ -23,6 +23,8 @@
 # `stop DIR` stops the server (immediate mode: nothing in it is worth a checkpoint) and
 # deletes DIR; it refuses a folder that `start` did not make (no marker file in it).
 #
+# `run PROG [ARG...]` does both around one program (see run below).
+#
 # Binaries: $PG_BINDIR, else `pg_config --bindir` when initdb is there, else the newest
 # /usr/lib/postgresql/*/bin (Debian keeps the server out of PATH). Start takes 1-2 s.
 set -u
@@ -135,11 +137,27 @@ stop() {
     rm -rf "$dir"
 }
 
+# run PROG [ARG...]: PROG with a cluster of its own (the environment of `start` exported),
+# stopped whatever happens; PROG's exit status, or 99 (a hard error under automake, never a
+# skip) when PROG is not built or the cluster cannot be started. The unit suites' run.sh.
+run() {
+    local prog=${1:-} env status
+    [ -x "$prog" ] || { say "run: $prog is not built"; return 99; }
+    env=$(start) || { say "ERROR (environment): PostgreSQL could not be started for $prog"; return 99; }
+    eval "$env"
+    trap 'stop "$TENANCY_TEST_PG_DIR"' EXIT
+    trap 'exit 1' INT TERM
+    "$@"
+    status=$?
+    return $status
+}
+
 case ${1:-} in
 start) shift; start "$@" ;;
 stop) shift; stop "$@" ;;
+run) shift; run "$@" ;;
 *)
-    echo "usage: $0 start [DBNAME] | stop DIR" >&2
+    echo "usage: $0 start [DBNAME] | stop DIR | run PROG [ARG...]" >&2
     exit 2
     ;;
 esac

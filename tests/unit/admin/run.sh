@@ -11,17 +11,4 @@
 set -u
 : "${top_srcdir:=.}"
 : "${top_builddir:=.}"
-PGSH=$top_srcdir/tests/pg.sh
-PROG=$top_builddir/tests/unit/check_admin
-
-[ -x "$PROG" ] || { echo "run.sh: $PROG is not built" >&2; exit 99; }
-env=$(bash "$PGSH" start) || {
-    echo "run.sh: ERROR (environment): PostgreSQL could not be started for the admin suite" >&2
-    exit 99
-}
-eval "$env"
-trap 'bash "$PGSH" stop "$TENANCY_TEST_PG_DIR"' EXIT
-trap 'exit 1' INT TERM
-
-CK_RUN_CASE=handle_pg "$PROG"
-exit $?
+CK_RUN_CASE=handle_pg exec bash "$top_srcdir/tests/pg.sh" run "$top_builddir/tests/unit/check_admin"

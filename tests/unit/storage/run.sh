@@ -10,17 +10,4 @@
 set -u
 : "${top_srcdir:=.}"
 : "${top_builddir:=.}"
-PGSH=$top_srcdir/tests/pg.sh
-PROG=$top_builddir/tests/unit/check_storage
-
-[ -x "$PROG" ] || { echo "run.sh: $PROG is not built" >&2; exit 99; }
-env=$(bash "$PGSH" start) || {
-    echo "run.sh: ERROR (environment): PostgreSQL could not be started for the storage suite" >&2
-    exit 99
-}
-eval "$env"
-trap 'bash "$PGSH" stop "$TENANCY_TEST_PG_DIR"' EXIT
-trap 'exit 1' INT TERM
-
-"$PROG"
-exit $?
+exec bash "$top_srcdir/tests/pg.sh" run "$top_builddir/tests/unit/check_storage"
