@@ -44,14 +44,8 @@ req() {   # req METHOD PATH [curl args...]: status on stdout, body in $T/body
     curl -s -m 30 -X "$m" -H "$AH" -b "$JAR" -c "$JAR" -o "$T/body" -w '%{http_code}' "$@" "$U$p"
 }
 body() { cat "$T/body"; }
-req GET /login > /dev/null
-nonce=$(grep -o 'name="nonce" value="[^"]*"' "$T/body" | sed 's/.*value="//; s/"$//')
-code=$(req POST /login --data-urlencode "nonce=$nonce" --data-urlencode "user=admin" \
-    --data-urlencode "password=$PASSWORD")
-[ "$code" = 303 ] || fatal "login: $code"
-req GET / > /dev/null
-TOKEN=$(grep -o 'name="csrf" value="[^"]*"' "$T/body" | head -1 | sed 's/.*value="//; s/"$//')
-[ -n "$TOKEN" ] || fatal "no CSRF token"
+panel_login "$PASSWORD"
+TOKEN=$PANEL_TOKEN
 
 # The SQL text travels in a file, byte for byte (curl --data-urlencode name@file).
 sqlfile() { printf '%s' "$1" > "$T/q.sql"; }
@@ -133,6 +127,15 @@ runaway() {
     fi
 }
 
+# ended LABEL SECONDS: once the query's client has its answer, the completion line the
+# master writes for $RUN_ID within SECONDS (in $end), which must say the worker died.
+ended() {
+    wait "$RUN_CURL" 2>/dev/null
+    wait_until "$2" bash -c "grep -F '\"id\":\"$RUN_ID\"' '$AUDIT' | grep -q '\"phase\":\"end\"'"
+    end=$(lines_of "$RUN_ID" | grep '"phase":"end"')
+    assert_eq "$(field result <<< "$end")" died "$1: the completion says the worker died"
+}
+
 runaway kill9
 if [ -z "$RUN_ID" ]; then
     fail "SIGKILL: no start line while the query runs"
@@ -146,10 +149,7 @@ assert_eq "$(lines_of "$RUN_ID" | grep -c '"phase":"end"')" 0 "no completion whi
 assert_contains "$(audit_row "$RUN_ID")" 'result-running' "the audit page shows the query running"
 if [ -n "$pid" ]; then
     kill -KILL "$pid"
-    wait "$RUN_CURL" 2>/dev/null
-    wait_until 5 bash -c "grep -F '\"id\":\"$RUN_ID\"' '$AUDIT' | grep -q '\"phase\":\"end\"'"
-    end=$(lines_of "$RUN_ID" | grep '"phase":"end"')
-    assert_eq "$(field result <<< "$end")" died "SIGKILL: the completion says the worker died"
+    ended SIGKILL 5
     assert_contains "$(field detail <<< "$end")" "signal 9" "SIGKILL: with the signal"
     assert_contains "$(field detail <<< "$end")" "worker $pid" "SIGKILL: and the worker's pid"
     assert_eq "$(field by <<< "$end")" master "SIGKILL: written by the master"
@@ -165,10 +165,7 @@ runaway segv
 pid=$(status_pid)
 if [ -n "$RUN_ID" ] && [ -n "$pid" ]; then
     kill -SEGV "$pid"
-    wait "$RUN_CURL" 2>/dev/null
-    wait_until 5 bash -c "grep -F '\"id\":\"$RUN_ID\"' '$AUDIT' | grep -q '\"phase\":\"end\"'"
-    end=$(lines_of "$RUN_ID" | grep '"phase":"end"')
-    assert_eq "$(field result <<< "$end")" died "SIGSEGV: the completion says the worker died"
+    ended SIGSEGV 5
     assert_contains "$(field detail <<< "$end")" "signal 11" "SIGSEGV: with the signal"
 else
     fail "SIGSEGV: no start line ('$RUN_ID') or no worker running the query ('$pid')"
@@ -186,10 +183,7 @@ kill -HUP "$TN_PID"
 wait_until 10 grep -q ' reloaded: ' "$T/tenancyd.log" || fatal "the reload did not finish"
 runaway timeout
 if [ -n "$RUN_ID" ]; then
-    wait "$RUN_CURL" 2>/dev/null
-    wait_until 8 bash -c "grep -F '\"id\":\"$RUN_ID\"' '$AUDIT' | grep -q '\"phase\":\"end\"'"
-    end=$(lines_of "$RUN_ID" | grep '"phase":"end"')
-    assert_eq "$(field result <<< "$end")" died "request_timeout: the completion says so"
+    ended request_timeout 8
     assert_contains "$(field detail <<< "$end")" "request_timeout" "request_timeout: named"
 else
     fail "request_timeout: no start line"

@@ -87,14 +87,8 @@ areq() {   # areq METHOD PATH [curl args]: status; body in $T/abody
     curl -s -m 30 -X "$m" -H 'Host: admin.localhost' -b "$JAR" -c "$JAR" -o "$T/abody" \
         -w '%{http_code}' "$@" "$U$p"
 }
-areq GET /login > /dev/null
-nonce=$(grep -o 'name="nonce" value="[^"]*"' "$T/abody" | sed 's/.*value="//; s/"$//')
-code=$(areq POST /login --data-urlencode "nonce=$nonce" --data-urlencode "user=admin" \
-    --data-urlencode "password=$PASSWORD")
-[ "$code" = 303 ] || fatal "panel login: $code"
-areq GET / > /dev/null
-TOKEN=$(grep -o 'name="csrf" value="[^"]*"' "$T/abody" | head -1 | sed 's/.*value="//; s/"$//')
-[ -n "$TOKEN" ] || fatal "no CSRF token"
+panel_login "$PASSWORD"
+TOKEN=$PANEL_TOKEN
 
 # Passwords: a login = tenant role has its derived one from the start; a shared-login
 # schema tenant's gets it from the console, the first time it logs in.

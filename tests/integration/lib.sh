@@ -247,3 +247,23 @@ assert_contains() {   # assert_contains HAYSTACK NEEDLE WHAT
 assert_ge() {
     if [ "$1" -ge "$2" ] 2>/dev/null; then log "ok: $3 ($1 >= $2)"; else fail "$3: $1 < $2"; fi
 }
+
+# ---- the admin panel -------------------------------------------------------------------------
+
+# panel_login PASSWORD: log in to the panel (Host admin.localhost, behind nginx_start's port)
+# as admin, keeping the session in the cookie jar $T/jar; the session's CSRF token in
+# PANEL_TOKEN. A failed login or a page without a token is fatal.
+PANEL_TOKEN=
+panel_login() {
+    local u="http://127.0.0.1:$NGINX_PORT" page nonce code
+    page=$(curl -s -m 30 -H 'Host: admin.localhost' -b "$T/jar" -c "$T/jar" "$u/login")
+    nonce=$(grep -o 'name="nonce" value="[^"]*"' <<< "$page" | sed 's/.*value="//; s/"$//')
+    code=$(curl -s -m 30 -o /dev/null -w '%{http_code}' -H 'Host: admin.localhost' \
+        -b "$T/jar" -c "$T/jar" --data-urlencode "nonce=$nonce" --data-urlencode "user=admin" \
+        --data-urlencode "password=$1" "$u/login")
+    [ "$code" = 303 ] || fatal "panel login: $code"
+    page=$(curl -s -m 30 -H 'Host: admin.localhost' -b "$T/jar" -c "$T/jar" "$u/")
+    PANEL_TOKEN=$(grep -o 'name="csrf" value="[^"]*"' <<< "$page" | head -1 |
+        sed 's/.*value="//; s/"$//')
+    [ -n "$PANEL_TOKEN" ] || fatal "the panel gave no CSRF token"
+}
