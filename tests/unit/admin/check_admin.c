@@ -402,6 +402,28 @@ START_TEST(test_login_and_csrf)
 }
 END_TEST
 
+/* GET /login, keep its cookie; the form's nonce into nonce. */
+static void login_form(const char *const *extra, char *nonce, size_t n)
+{
+    char *r;
+    ck_assert_int_eq(request_with("GET", "/login", NULL, extra, &r), 200);
+    ck_assert_ptr_nonnull(field(r, "nonce", nonce, n));
+    take_cookies(r);
+    free(r);
+}
+
+/* A whole login with `password`, over the scheme of `extra`: the status; cookies kept. */
+static int login(const char *password, const char *const *extra)
+{
+    char *r, nonce[80], body[512];
+    login_form(extra, nonce, sizeof(nonce));
+    snprintf(body, sizeof(body), "nonce=%s&user=admin&password=%s", nonce, password);
+    int st = request_with("POST", "/login", body, extra, &r);
+    take_cookies(r);
+    free(r);
+    return st;
+}
+
 /* ---- the audit page: a console entry's start shown with its outcome ----------------------- */
 
 static void log_line(const char *line)
@@ -428,15 +450,8 @@ static char *row_of(const char *page, const char *id)
 
 START_TEST(test_audit_page)
 {
-    char *r, nonce[80], body[512];
-    ck_assert_int_eq(request("GET", "/login", NULL, NULL, NULL, &r), 200);
-    ck_assert_ptr_nonnull(field(r, "nonce", nonce, sizeof(nonce)));
-    take_cookies(r);
-    free(r);
-    snprintf(body, sizeof(body), "nonce=%s&user=admin&password=sesame+open", nonce);
-    ck_assert_int_eq(request("POST", "/login", body, NULL, NULL, &r), 303);
-    take_cookies(r);
-    free(r);
+    char *r;
+    ck_assert_int_eq(login("sesame+open", NULL), 303);
 
     /* finished: 310 blanks of padding, then the read */
     char line[2048], pad[311];
@@ -506,28 +521,6 @@ START_TEST(test_audit_page)
     free(r);
 }
 END_TEST
-
-/* GET /login, keep its cookie; the form's nonce into nonce. */
-static void login_form(const char *const *extra, char *nonce, size_t n)
-{
-    char *r;
-    ck_assert_int_eq(request_with("GET", "/login", NULL, extra, &r), 200);
-    ck_assert_ptr_nonnull(field(r, "nonce", nonce, n));
-    take_cookies(r);
-    free(r);
-}
-
-/* A whole login with `password`, over the scheme of `extra`: the status; cookies kept. */
-static int login(const char *password, const char *const *extra)
-{
-    char *r, nonce[80], body[512];
-    login_form(extra, nonce, sizeof(nonce));
-    snprintf(body, sizeof(body), "nonce=%s&user=admin&password=%s", nonce, password);
-    int st = request_with("POST", "/login", body, extra, &r);
-    take_cookies(r);
-    free(r);
-    return st;
-}
 
 static char *read_file(const char *path)
 {
