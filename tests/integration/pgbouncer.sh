@@ -170,6 +170,7 @@ hammer_bg() {
     "$HELPERS/hammer" -p "$NGINX_PORT" -c 8 -n "$n" -d 30 -H 't%d.localhost' -N "$NT" \
         -u "$path" -e "$expect" --json "$T/$name.json" "$@" 2> "$T/$name.log" &
     HPIDS+=($!)
+    PIDS+=($!)   # stopped by the cleanup if the test ends before them
 }
 hammer_wait() {
     for p in "${HPIDS[@]}"; do wait "$p"; done
