@@ -106,7 +106,7 @@ done
 q=""
 for i in $(seq 1 "$NT"); do q="$q${q:+ UNION ALL }SELECT tenant FROM t_t$i.marker"; done
 assert_eq "$(psql -At -c "SELECT string_agg(tenant, ',' ORDER BY tenant) FROM ($q) m")" \
-    "$(seq 1 "$NT" | sed 's/^/t/' | sort | paste -sd,)" "each schema holds its own marker, once"
+    "$(seq 1 "$NT" | sed 's/^/t/' | LC_ALL=C sort | paste -sd,)" "each schema holds its own marker, once"
 assert_eq "$(psql -At -c "SELECT count(*) FROM pg_namespace n JOIN pg_roles r ON r.oid = n.nspowner
     WHERE n.nspname LIKE 't\_t%' AND r.rolname = n.nspname AND NOT r.rolsuper")" "$NT" \
     "each schema is owned by a tenant role of its own"
