@@ -6,7 +6,7 @@
  *   scope_mix setup URI N                  create schemas tn_mix_0..N-1 (each owned by a
  *                                          role of the same name, with a table items
  *                                          holding one row, its own name)
- *   scope_mix run URI N OPS WORKERS [txn|naive]
+ *   scope_mix run URI N OPS WORKERS [txn]
  *                                          WORKERS processes, each with its own pool (one
  *                                          schema-mode connection, like a tenancyd worker),
  *                                          run OPS operations in all: a random tenant, then
@@ -15,9 +15,7 @@
  *                                          where some are also left open, made to fail, SET
  *                                          a session search_path for pool_release to clean
  *                                          up, or read another tenant's table by its
- *                                          qualified name, which the database must refuse). "naive" is the control:
- *                                          a session SET search_path, then the SELECT, on a
- *                                          plain connection (what leaks behind PgBouncer)
+ *                                          qualified name, which the database must refuse)
  *   scope_mix bench URI N ROUNDS           µs per statement: plain (qualified) autocommit,
  *                                          scoped autocommit on one tenant, scoped with a
  *                                          change of tenant each time (and the same with
@@ -48,7 +46,7 @@
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: scope_mix setup URI N | run URI N OPS WORKERS [txn|naive] | "
+    fprintf(stderr, "usage: scope_mix setup URI N | run URI N OPS WORKERS [txn] | "
                     "bench URI N ROUNDS\n");
     exit(2);
 }
@@ -186,38 +184,13 @@ error:
     return -1;
 }
 
-/* The control: what tools that SET a session search_path per request do (two round trips,
- * two transactions), on a plain connection. Behind PgBouncer in transaction mode another
- * client's transaction can run between the two, on the same server connection. */
-static int naive_op(tn_db *db, int i, struct tally *tl)
-{
-    char name[32], v[64];
-    schema_of(i, name);
-    const char *p[] = {name};
-    if (tn_db_exec(db, "SELECT pg_catalog.set_config('search_path', $1, false)", 1, p) != TN_OK)
-        return -1;
-    int rc = db_query_value(db, v, sizeof(v), "SELECT marker FROM items", 0, NULL);
-    (void)tl;
-    if (rc != TN_OK)
-        return rc == TN_INVALID ? 1 : -1;   /* resolved nowhere: also the wrong tenant */
-    return strcmp(v, name) != 0;
-}
-
-static bool naive;
-
 static void worker(const char *uri, int n, int ops, bool txn, unsigned seed, int fd)
 {
     storage_pool *pool = pool_create(&(pool_limits){.pg_max_tenants = 100000});
     struct tally t = {0};
-    tn_db *plain = NULL;
-    char err[512];
-    if (naive && db_open(uri, NULL, &plain, err, sizeof(err)) != TN_OK) {
-        fprintf(stderr, "scope_mix: %s\n", err);
-        _exit(1);
-    }
     srand(seed);
     for (int op = 0; op < ops; op++) {
-        int r = naive ? naive_op(plain, rand() % n, &t) : one_op(pool, uri, rand() % n, txn, op, &t);
+        int r = one_op(pool, uri, rand() % n, txn, op, &t);
         t.ops++;
         if (r > 0)
             t.wrong++;
@@ -225,7 +198,6 @@ static void worker(const char *uri, int n, int ops, bool txn, unsigned seed, int
             t.errors++;
     }
     pool_destroy(pool);
-    db_close(plain);
     if (write(fd, &t, sizeof(t)) != (ssize_t)sizeof(t))
         _exit(1);
     _exit(0);
@@ -275,7 +247,7 @@ static int run(const char *uri, int n, int ops, int workers, bool txn)
             failed++;
     printf("ops=%d wrong=%d errors=%d workers=%d backends=%d mode=%s seconds=%.2f\n", sum.ops,
            sum.wrong, sum.errors, got, sum.npids,
-           naive ? "naive-session-set" : txn ? "txn" : "autocommit", (now_us() - t0) / 1e6);
+           txn ? "txn" : "autocommit", (now_us() - t0) / 1e6);
     return sum.wrong == 0 && sum.errors == 0 && failed == 0 && got == workers &&
                    sum.ops == ops
                ? 0
@@ -396,8 +368,7 @@ int main(int argc, char **argv)
         return setup(uri, n);
     if (strcmp(argv[1], "run") == 0 && (argc == 6 || argc == 7)) {
         bool txn = argc == 7 && strcmp(argv[6], "txn") == 0;
-        naive = argc == 7 && strcmp(argv[6], "naive") == 0;
-        if (argc == 7 && !txn && !naive)
+        if (argc == 7 && !txn)
             usage();
         return run(uri, n, to_int(argv[4]), to_int(argv[5]), txn);
     }
