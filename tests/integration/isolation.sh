@@ -404,7 +404,8 @@ assert_contains "$out" "consistent: 10 tenants" "no drift left"
 assert_eq "$(psql -At -c "SELECT tableowner FROM pg_tables WHERE schemaname = 't_sa' AND tablename = 'writes'")" \
     t_sa "the table is its tenant's again"
 for t in sa ta da; do
-    assert_eq "$(http / "$t.localhost")" "{\"tenant\":\"$t\",\"data\":\"$t\"}" "$t served after the repair"
+    assert_eq "$(http / "$t.localhost")" "{\"tenant\":\"$t\",\"data\":\"$t\",\"name\":\"${NAME[$t]}\"}" \
+        "$t served after the repair"
 done
 
 [ "$FAILED" = 0 ] && log "PASS"
