@@ -3,6 +3,8 @@
  *   greet_v1.so and greet_v2.so answer "GREETING from <host>" with their own GREETING, so a
  *   test can tell which build served a request (app deploys by reload);
  *   greet_bad.so fails its init, so a test can check that a reload rolls back.
+ * A POST to /echo answers its body back, unchanged by the build, so that a test can send
+ * writes through reloads and check each answer to the byte.
  * Test-only: never installed.
  */
 #include <string.h>
@@ -25,6 +27,15 @@ static int greet_init(const tn_app_env *env)
 
 static int greet_handle(tn_request *r)
 {
+    if (strcmp(tn_path(r), "/echo") == 0 && strcmp(tn_method(r), "POST") == 0) {
+        const char *body;
+        size_t len;
+        int rc = tn_body(r, &body, &len);
+        if (rc != TN_OK)
+            return rc;
+        tn_add_header(r, "Content-Type", "application/octet-stream");
+        return tn_write(r, body, len);
+    }
     tn_add_header(r, "Content-Type", "text/plain");
     return tn_printf(r, "%s from %s\n", GREETING, tn_host(r));
 }

@@ -3,8 +3,8 @@
  *
  *   hammer -p PORT [-a 127.0.0.1|::1] [-c CONNECTIONS] (-d SECONDS | -n REQUESTS)
  *          [-H HOSTPATTERN] [-N TENANTS] [-u PATH] [-m METHOD] [-b BODY|@FILE]
- *          [-e EXPECT] [--expect-status CODE|Nxx|any] [--json FILE] [--keepalive on|off]
- *          [--timeout MS] [--max-errors N] [--seed N]
+ *          [-e EXPECT | --expect-file FILE] [--exact] [--expect-status CODE|Nxx|any]
+ *          [--json FILE] [--keepalive on|off] [--timeout MS] [--max-errors N] [--seed N]
  *   hammer --selftest-server PORT [-a ADDR]
  *
  * Our integration, stress and benchmark scripts drive nginx on loopback with this and trust
@@ -31,6 +31,12 @@
  *                                tenant and %h the Host of THIS request; a 2xx body without
  *                                it is a WRONG answer (another tenant's data, say), counted
  *                                apart from errors, the first few printed on stderr;
+ *   --expect-file FILE           the text for tenant d is line d of FILE, its newline
+ *                                included (no escapes): a value per tenant that the Host
+ *                                cannot give, such as a name from the registry or a marker
+ *                                from the tenant's storage;
+ *   --exact                      the 2xx body must be the text, not merely contain it (a
+ *                                wrong answer that quotes the Host back no longer passes);
  *   --expect-status              which final status codes are expected: an exact code
  *                                (404), a class (2xx, the default) or any; others are
  *                                counted as unexpected and the first few printed.
@@ -90,7 +96,7 @@
 
 #define HOST_MAX 256            /* an expanded Host, with its NUL */
 #define PATH_MAX_LEN 1024       /* an expanded request path */
-#define EXPECT_MAX 1024         /* an expanded -e text */
+#define EXPECT_MAX 4096         /* an expanded -e text (an echoed body fits) */
 #define REQ_HEAD_MAX (PATH_MAX_LEN + HOST_MAX + 256)
 #define RBUF_INIT (16 * 1024)   /* per connection; grows for a large response head */
 #define HEAD_MAX (64 * 1024)    /* a response head larger than this is a parse error */
@@ -120,6 +126,9 @@ struct opts {
     char *body;
     size_t body_len;
     const char *expect_pat;     /* NULL: bodies are not checked */
+    char **expect_lines;        /* --expect-file: [tenant - 1], each with its newline */
+    size_t *expect_line_len;
+    bool exact;                 /* the body must equal the text */
     int status_lo, status_hi;   /* the expected final status range */
     const char *json;
     bool keepalive;
@@ -141,7 +150,8 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: hammer -p PORT [-a 127.0.0.1|::1] [-c CONNECTIONS] (-d SECONDS | -n REQUESTS)\n"
         "              [-H HOSTPATTERN] [-N TENANTS] [-u PATH] [-m METHOD] [-b BODY|@FILE]\n"
-        "              [-e EXPECT] [--expect-status CODE|Nxx|any] [--json FILE]\n"
+        "              [-e EXPECT | --expect-file FILE] [--exact]\n"
+        "              [--expect-status CODE|Nxx|any] [--json FILE]\n"
         "              [--keepalive on|off] [--timeout MS] [--max-errors N] [--seed N]\n"
         "       hammer --selftest-server PORT [-a ADDR]\n"
         "\n"
@@ -160,6 +170,9 @@ static void usage(FILE *f)
         "  -b, --body BODY|@FILE    request body, sent with a Content-Length\n"
         "  -e, --expect TEXT        each 2xx body must contain TEXT (%%d tenant, %%h host of\n"
         "                           the request, %%%% a %%); otherwise a WRONG answer\n"
+        "      --expect-file FILE   the text for tenant d is line d of FILE (newline\n"
+        "                           included, no escapes), instead of -e\n"
+        "      --exact              the body must equal the text, not merely contain it\n"
         "      --expect-status S    expected final status: a code, a class such as 2xx\n"
         "                           (default) or any\n"
         "      --json FILE          write the results as JSON to FILE (- for stdout)\n"
@@ -264,6 +277,28 @@ static int expand(const char *pat, uint32_t tenant, const char *host, size_t hos
     }
     out[n] = '\0';
     return (int)n;
+}
+
+/* --expect-file: one line per tenant 1..O.tenants, each kept with its newline. */
+static void load_expect_file(const char *path)
+{
+    size_t len;
+    char *text = read_file(path, &len);
+    O.expect_lines = calloc(O.tenants, sizeof(*O.expect_lines));
+    O.expect_line_len = calloc(O.tenants, sizeof(*O.expect_line_len));
+    if (O.expect_lines == NULL || O.expect_line_len == NULL)
+        usage_error("out of memory for --expect-file", NULL);
+    char *p = text, *end = text + len;
+    for (uint32_t i = 0; i < O.tenants; i++) {
+        char *nl = p < end ? memchr(p, '\n', (size_t)(end - p)) : NULL;
+        if (nl == NULL)
+            usage_error("--expect-file has fewer lines than -N tenants", path);
+        O.expect_lines[i] = p;
+        O.expect_line_len[i] = (size_t)(nl + 1 - p);
+        if (O.expect_line_len[i] >= EXPECT_MAX)
+            usage_error("a line of --expect-file is over 4095 bytes", path);
+        p = nl + 1;
+    }
 }
 
 static bool is_tchar(int ch)
@@ -427,6 +462,8 @@ struct conn {
     enum pstate ps;
     int status;
     bool close_after, check_body, found;
+    bool exact_ok;              /* --exact: every body byte so far equals the text's */
+    uint64_t body_len;          /* body bytes received */
     uint64_t remaining;
     char carry[EXPECT_MAX];     /* the last expect_len-1 body bytes, for a split match */
     size_t carry_len;
@@ -486,6 +523,8 @@ static void reset_response(struct conn *c)
     c->close_after = false;
     c->check_body = false;
     c->found = false;
+    c->exact_ok = true;
+    c->body_len = 0;
     c->remaining = 0;
     c->carry_len = 0;
     c->shown_len = 0;
@@ -573,9 +612,13 @@ static void start_attempt(struct conn *c, uint64_t now)
     /* The lengths were checked against the largest tenant number at start-up. */
     c->host_len = (size_t)expand(O.host_pat, c->tenant, NULL, 0, c->host, sizeof(c->host));
     expand(O.path_pat, c->tenant, NULL, 0, c->path, sizeof(c->path));
-    if (O.expect_pat != NULL)
+    if (O.expect_lines != NULL) {
+        c->expect_len = O.expect_line_len[c->tenant - 1];
+        memcpy(c->expect, O.expect_lines[c->tenant - 1], c->expect_len);
+    } else if (O.expect_pat != NULL) {
         c->expect_len = (size_t)expand(O.expect_pat, c->tenant, c->host, c->host_len,
                                        c->expect, sizeof(c->expect));
+    }
     int n;
     if (O.body != NULL || strcmp(O.method, "POST") == 0 || strcmp(O.method, "PUT") == 0 ||
         strcmp(O.method, "PATCH") == 0)
@@ -814,7 +857,8 @@ static int parse_head(struct conn *c, const char *p, size_t len)
     }
     c->status = status;
     c->close_after = conn_close_tok || (http10 && !ka);
-    c->check_body = O.expect_pat != NULL && status >= 200 && status <= 299;
+    c->check_body = (O.expect_pat != NULL || O.expect_lines != NULL) && status >= 200 &&
+                    status <= 299;
     if (O.head || status == 204 || status == 304) {
         c->ps = PS_BODY_LEN;
         c->remaining = 0;
@@ -842,6 +886,15 @@ static void body_feed(struct conn *c, const char *p, size_t n)
         size_t k = n < BODY_SHOWN - c->shown_len ? n : BODY_SHOWN - c->shown_len;
         memcpy(c->shown + c->shown_len, p, k);
         c->shown_len += k;
+    }
+    if (c->check_body && O.exact) {
+        /* Compared in place: a byte beyond the text, or one that differs, makes it wrong. */
+        if (c->exact_ok && (c->body_len + n > c->expect_len ||
+                            memcmp(c->expect + c->body_len, p, n) != 0))
+            c->exact_ok = false;
+        c->body_len += n;
+        c->found = c->exact_ok && c->body_len == c->expect_len;
+        return;
     }
     if (!c->check_body || c->found || n == 0)
         return;
@@ -996,7 +1049,8 @@ static void complete(struct conn *c, uint64_t now)
         S.unexpected++;
         if (S.unexpected <= SHOW_MAX)
             show_failure("unexpected status", S.unexpected, c, status_desc, true);
-    } else if (c->check_body && !c->found) {
+    } else if (c->check_body && !(c->found || (O.exact && c->exact_ok &&
+                                                c->body_len == c->expect_len))) {
         S.wrong++;
         if (S.wrong <= SHOW_MAX) {
             fprintf(stderr, "hammer: wrong answer #%" PRIu64 ": %s %s Host %s: expected ",
@@ -1506,7 +1560,7 @@ static int selftest_server(int port)
 /* ---- main --------------------------------------------------------------------------------- */
 
 enum { OPT_EXPECT_STATUS = 256, OPT_JSON, OPT_KEEPALIVE, OPT_TIMEOUT, OPT_MAX_ERRORS, OPT_SEED,
-       OPT_SELFTEST };
+       OPT_SELFTEST, OPT_EXPECT_FILE, OPT_EXACT };
 
 static void parse_expect_status(const char *s)
 {
@@ -1538,6 +1592,8 @@ int main(int argc, char **argv)
         {"expect", required_argument, NULL, 'e'},
         {"expect-status", required_argument, NULL, OPT_EXPECT_STATUS},
         {"json", required_argument, NULL, OPT_JSON},
+        {"expect-file", required_argument, NULL, OPT_EXPECT_FILE},
+        {"exact", no_argument, NULL, OPT_EXACT},
         {"keepalive", required_argument, NULL, OPT_KEEPALIVE},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"max-errors", required_argument, NULL, OPT_MAX_ERRORS},
@@ -1546,6 +1602,7 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     const char *addr = "127.0.0.1";
+    const char *expect_file = NULL;
     bool seeded = false;
     int selftest_port = 0, ch;
     while ((ch = getopt_long(argc, argv, "p:a:c:d:n:H:N:u:m:b:e:h", longopts, NULL)) != -1) {
@@ -1576,6 +1633,8 @@ int main(int argc, char **argv)
         case 'e': O.expect_pat = optarg; break;
         case OPT_EXPECT_STATUS: parse_expect_status(optarg); break;
         case OPT_JSON: O.json = optarg; break;
+        case OPT_EXPECT_FILE: expect_file = optarg; break;
+        case OPT_EXACT: O.exact = true; break;
         case OPT_KEEPALIVE:
             if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0)
                 usage_error("--keepalive takes on or off", optarg);
@@ -1620,14 +1679,21 @@ int main(int argc, char **argv)
         usage_error("bad -u (a path, escapes %d and %%, up to 1023 bytes)", O.path_pat);
     if (O.expect_pat != NULL &&
         expand(O.expect_pat, O.tenants, host, (size_t)hl, buf, sizeof(buf)) < 0)
-        usage_error("bad -e (escapes %d, %h and %%, up to 1023 bytes)", O.expect_pat);
+        usage_error("bad -e (escapes %d, %h and %%, up to 4095 bytes)", O.expect_pat);
+    if (expect_file != NULL) {
+        if (O.expect_pat != NULL)
+            usage_error("-e and --expect-file exclude each other", NULL);
+        load_expect_file(expect_file);
+    }
+    if (O.exact && O.expect_pat == NULL && O.expect_lines == NULL)
+        usage_error("--exact needs -e or --expect-file", NULL);
     if (O.method[0] == '\0' || strlen(O.method) > 32)
         usage_error("bad -m", O.method);
     for (const char *m = O.method; *m; m++)
         if (!is_tchar((unsigned char)*m))
             usage_error("bad -m", O.method);
     O.head = strcmp(O.method, "HEAD") == 0;
-    if (O.head && O.expect_pat != NULL)
+    if (O.head && (O.expect_pat != NULL || O.expect_lines != NULL))
         usage_error("-e makes no sense with HEAD (no bodies)", NULL);
     O.idempotent = O.head || strcmp(O.method, "GET") == 0 || strcmp(O.method, "PUT") == 0 ||
                    strcmp(O.method, "DELETE") == 0 || strcmp(O.method, "OPTIONS") == 0;

@@ -3,7 +3,10 @@
  * misbehaves on purpose, to prove that nothing of one request's tenant reaches the next.
  *
  *   GET  /                {"tenant":"<slug from the context>","data":"<marker read from
- *                          the tenant's own storage>"}
+ *                          the tenant's own storage>","name":"<display name from the
+ *                          registry>"}: neither of the last two can be made from the Host,
+ *                          so a test that sets them apart per tenant sees a wrong tenant
+ *                          even when the slug is right
  *   GET  /fail            begins a transaction, writes the marker wrong, points the
  *                          session's search_path elsewhere (PostgreSQL), then fails
  *   GET  /sleep?ms=N      begins a transaction, writes, then sleeps (request_timeout kills)
@@ -48,8 +51,8 @@ static int read_marker(tn_request *r)
     const char *v = tn_rows_next(rows) == TN_OK ? tn_rows_get(rows, 0) : NULL;
     const tn_tenant *t = tn_tenant_of(r);
     tn_add_header(r, "Content-Type", "application/json");
-    int rc = tn_printf(r, "{\"tenant\":\"%s\",\"data\":\"%s\"}\n", t ? tn_tenant_slug(t) : "",
-                       v ? v : "");
+    int rc = tn_printf(r, "{\"tenant\":\"%s\",\"data\":\"%s\",\"name\":\"%s\"}\n",
+                       t ? tn_tenant_slug(t) : "", v ? v : "", t ? tn_tenant_name(t) : "");
     tn_rows_free(rows);
     return rc;
 }

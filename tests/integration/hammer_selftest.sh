@@ -3,6 +3,8 @@
 # and against its own parser test server (hammer --selftest-server):
 #   - an honest location (return 200 "host=$host") gives 0 wrong answers and exit 0; a lying
 #     one (t7.localhost answers as t8, through a map) gives wrong answers and exit 1;
+#   - --exact refuses a body that only contains the text; --expect-file gives each tenant
+#     its own text (a changed line makes that tenant's answers wrong);
 #   - chunked bodies parse: nginx re-chunks a close-delimited upstream answer, and the test
 #     server sends chunks with extensions, trailers, one byte at a time, after a 100 Continue;
 #   - each error kind is counted as what it is (connect, reset, timeout, parse), statuses are
@@ -127,6 +129,20 @@ ham st_lie "${S[@]}" -N 10 -c 4 -n 100 -u /lie -e $'host=%h\n' --seed 7
 assert_eq "$RC" 1 "chunked lie: exit status"
 assert_ge "${J[wrong]}" 1 "chunked lie: wrong answers counted"
 
+# ---- exact bodies, per-tenant texts from a file -------------------------------------------------
+# --exact: the body must be the text. "host=t" is in every answer but is none of them.
+ham ex_prefix "${S[@]}" -N 5 -c 2 -n 40 -u /cl -e 'host=t' --exact
+assert_eq "$RC:${J[wrong]}" 1:40 "--exact: a body that only contains the text is wrong"
+for i in 1 2 3 4 5 6 7 8 9 10; do echo "host=t$i.localhost"; done > "$T/expect"
+ham ex_file "${S[@]}" -N 10 -c 4 -n 100 -u /chunked --expect-file "$T/expect" --exact
+assert_eq "$RC:${J[200]}:${J[wrong]}" 0:100:0 "--expect-file --exact: 100 right answers"
+sed -i 's/^host=t4\./host=t4x./' "$T/expect"
+ham ex_file4 "${S[@]}" -N 10 -c 4 -n 100 -u /cl --expect-file "$T/expect" --exact --seed 7
+assert_eq "$RC" 1 "--expect-file: one tenant's text changed, exit status"
+assert_ge "${J[wrong]}" 1 "--expect-file: that tenant's answers are wrong"
+assert_contains "$(< "$T/ex_file4.err")" 'expected "host=t4x.localhost\n", got 200 "host=t4.localhost\n"' \
+    "--expect-file: the wrong answer is shown with its line"
+
 # ---- errors by kind ---------------------------------------------------------------------------
 for spec in /bad:parse /badchunk:parse /extra:parse /short:reset /reset:reset; do
     p=${spec%%:*} kind=${spec##*:}
@@ -171,7 +187,9 @@ log "-d 2 at -c 50: $(< "$T/duration.err")"
 # ---- usage errors -------------------------------------------------------------------------------
 for args in "-p $NGINX_PORT" "-n 10" "-p $NGINX_PORT -n 10 -a 10.1.2.3" \
     "-p $NGINX_PORT -n 10 -H t%x" "-p $NGINX_PORT -n 10 -e %q" "-p $NGINX_PORT -d 0" \
-    "-p $NGINX_PORT -n 10 --keepalive maybe" "-p $NGINX_PORT -n 10 --bogus"; do
+    "-p $NGINX_PORT -n 10 --keepalive maybe" "-p $NGINX_PORT -n 10 --bogus" \
+    "-p $NGINX_PORT -n 10 --exact" "-p $NGINX_PORT -n 10 -N 11 --expect-file $T/expect" \
+    "-p $NGINX_PORT -n 10 -e x --expect-file $T/expect"; do
     # shellcheck disable=SC2086
     "$HAMMER" $args > /dev/null 2>&1
     assert_eq "$?" 2 "usage error: hammer $args"

@@ -61,8 +61,12 @@ assert_eq "$(stat -c %a "$T/state/role.key")" 600 "the role key is readable by i
 assert_eq "$(psql -At -c "SELECT has_schema_privilege('public', 'public', 'USAGE')")" f \
     "init took PUBLIC's rights on the shared database's public schema"
 printf '%s\n' "$PASSWORD" | tn_cli admin passwd --stdin > /dev/null || fatal "admin passwd failed"
+# Each tenant's display name is random: its answer must carry the one the registry holds.
+declare -A NAME=()
 for x in la:sqlite lb:sqlite sa:pgs sb:pgs ta:pgst tb:pgst da:pgd db:pgd; do
-    tn_cli tenant create "${x%%:*}" --placement "${x#*:}" > "$T/create.out" 2>&1 ||
+    NAME[${x%%:*}]="Iso $RANDOM$RANDOM"
+    tn_cli tenant create "${x%%:*}" --placement "${x#*:}" --name "${NAME[${x%%:*}]}" \
+        > "$T/create.out" 2>&1 ||
         fatal "creating ${x%%:*}: $(cat "$T/create.out")"
 done
 LA=$T/state/tenants/la.db
@@ -327,7 +331,8 @@ done
 
 # ---- nothing changed, nothing written, nobody died --------------------------------------------
 for t in la lb sa sb ta tb da db; do
-    assert_eq "$(http / "$t.localhost")" "{\"tenant\":\"$t\",\"data\":\"$t\"}" "$t reads its own, unchanged"
+    assert_eq "$(http / "$t.localhost")" "{\"tenant\":\"$t\",\"data\":\"$t\",\"name\":\"${NAME[$t]}\"}" \
+        "$t reads its own, unchanged"
 done
 # The derived password is the one the role has, and nothing else is.
 pw_ok=$(PGPASSWORD=wrong psql -U t_sa -c 'SELECT 1' 2>&1)
@@ -360,9 +365,11 @@ assert_ge "$audited" "$console_refused" "the console's refusals are in the audit
 # ---- a database tenant cloned from a template: its own role's, not the template's -------------
 tn_cli tenant create dt --placement pgd --no-seed > "$T/create.out" 2>&1 || fatal "template: $(cat "$T/create.out")"
 { cat "$T/tenancyd.conf"; echo "storage.template = dt"; } > "$T/tpl.conf"
-"$TENANCY_CLI" -c "$T/tpl.conf" tenant create dc --placement pgd --from-template > "$T/create.out" 2>&1 ||
-    fail "create from a template: $(cat "$T/create.out")"
-assert_eq "$(http / dc.localhost)" '{"tenant":"dc","data":"dc"}' "the clone serves its own data, logged in as its own role"
+dc_name="Clone $RANDOM$RANDOM"
+"$TENANCY_CLI" -c "$T/tpl.conf" tenant create dc --placement pgd --from-template --name "$dc_name" \
+    > "$T/create.out" 2>&1 || fail "create from a template: $(cat "$T/create.out")"
+assert_eq "$(http / dc.localhost)" "{\"tenant\":\"dc\",\"data\":\"dc\",\"name\":\"$dc_name\"}" \
+    "the clone serves its own data, logged in as its own role"
 assert_eq "$(psql -At -d tenant_dc -c "SELECT string_agg(DISTINCT tableowner, ',') FROM pg_tables WHERE schemaname = 'public'")" \
     tenant_dc "the clone's tables are its role's"
 assert_eq "$(psql -At -c "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'tenant_dc'")" \
@@ -397,7 +404,8 @@ assert_contains "$out" "consistent: 10 tenants" "no drift left"
 assert_eq "$(psql -At -c "SELECT tableowner FROM pg_tables WHERE schemaname = 't_sa' AND tablename = 'writes'")" \
     t_sa "the table is its tenant's again"
 for t in sa ta da; do
-    assert_eq "$(http / "$t.localhost")" "{\"tenant\":\"$t\",\"data\":\"$t\"}" "$t served after the repair"
+    assert_eq "$(http / "$t.localhost")" "{\"tenant\":\"$t\",\"data\":\"$t\",\"name\":\"${NAME[$t]}\"}" \
+        "$t served after the repair"
 done
 
 [ "$FAILED" = 0 ] && log "PASS"

@@ -1,20 +1,45 @@
 #!/bin/bash
-# pm.sh — the process manager behind a real nginx: a killed worker is respawned and requests
-# keep succeeding; request_timeout answers 504, kills and logs the request; slow_request logs
+# pm.sh — the process manager behind a real nginx: a worker killed under POSTs costs at most
+# the requests in flight (each a 502 in nginx's log), is respawned and requests keep
+# succeeding; request_timeout answers 504, kills and logs the request; slow_request logs
 # without killing; pm.max_requests recycles with jitter; ondemand scales from zero and back;
 # dynamic keeps its spares; a crash storm engages the brake, visible in the status.
 . "$(dirname "$0")/lib.sh"
-need curl nginx
+need curl nginx "$HELPERS/hammer" "$HELPERS/json_check"
 
-# ---- kill -9 of a worker -------------------------------------------------------------------
+# ---- kill -9 of a worker under POSTs ----------------------------------------------------------
+# POSTs on 4 connections while one worker is killed. nginx does not retry (fastcgi_next_upstream
+# off), so what the kill cost shows: at most the requests in flight at that moment (4, one per
+# connection) may get 502, each with its line in nginx's error log (none retried silently);
+# every other POST comes back to the byte.
 tn_conf "pm.max_children = 2" "request_timeout = 2s" "slow_request = 500ms"
 tn_start
 nginx_start
+POST_BODY="pm-$RANDOM$RANDOM-$(head -c 500 /dev/zero | tr '\0' 'k')"
+"$HELPERS/hammer" -p "$NGINX_PORT" -c 4 -d 2 -H 'p%d.example' -N 20 -u /echo -m POST \
+    -b "$POST_BODY" -e "$POST_BODY" --exact --expect-status any --json "$T/kill.json" \
+    2> "$T/kill.log" &
+poster=$!
+sleep 0.7
 before=$(tn_workers | tr '\n' ' ')
 victim=$(tn_workers | head -1)
 kill -9 "$victim"
 wait_until 5 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 2 ] && ! kill -0 $victim" ||
     fail "worker $victim was not replaced"
+wait "$poster"
+log "POSTs across the kill: $(tail -1 "$T/kill.log")"
+jk() { local v; v=$("$HELPERS/json_check" "$1" < "$T/kill.json" 2> /dev/null); echo "${v:-0}"; }
+n200=$(jk .status.200)
+n502=$(jk .status.502)
+assert_ge "$n200" 100 "POSTs answered across the kill"
+assert_eq "$(jk .wrong)" 0 "every POST answered 200 echoed its body to the byte"
+assert_eq "$(($(jk .responses) - n200 - n502)):$(jk .errors.connect):$(jk .errors.reset):$(jk .errors.timeout)" \
+    "0:0:0:0" "nothing but 200 and 502, no transport error"
+[ "$n502" -le 4 ] && log "ok: the kill cost $n502 POST(s), at most the 4 in flight" ||
+    fail "the kill of one worker cost $n502 POSTs (at most the 4 in flight)"
+nerr=$(nginx_upstream_errors | wc -l)
+assert_eq "$nerr" "$n502" "each 502 has its line in nginx's error log, no other upstream error"
+: > "$T/nginx-error.log"
 after=$(tn_workers | tr '\n' ' ')
 log "workers before: $before after: $after"
 ok=0
@@ -57,6 +82,7 @@ for n in $counts; do
     [ "$n" -ge 15 ] && [ "$n" -le 25 ] || fail "recycle count $n outside 20 +/- 25%"
 done
 assert_eq "$(grep -c 'died from signal' "$T/tenancyd.log")" 0 "recycling is not a crash"
+assert_nginx_clean "workers recycled under nginx's kept connections"
 kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
 
 # ---- ondemand: zero workers, scale up under load, back to zero ---------------------------------
@@ -74,6 +100,8 @@ assert_ge "$busy" 2 "ondemand scaled up under concurrent requests"
 [ "$busy" -le 3 ] || fail "ondemand exceeded pm.max_children: $busy"
 wait_until 6 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 0 ]" || fail "idle workers did not exit"
 log "ok: back to zero workers after pm.idle_timeout"
+assert_eq "$(http / od2.example)" "hello from od2.example" "served again after scaling to zero"
+assert_nginx_clean "ondemand workers left and came back under nginx's kept connections"
 kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
 
 # ---- dynamic: spares ----------------------------------------------------------------------
@@ -92,3 +120,7 @@ assert_contains "$(http /_tenancy/status)" '"brake":true' "brake visible in stat
 kill -0 "$TN_PID" && log "ok: master alive through the storm" || fail "master died"
 wait_until 20 grep -q 'respawn brake released' "$T/tenancyd.log" || fail "brake never released"
 assert_eq "$(http / calm.example)" "hello from calm.example" "served after the storm"
+# Each /crash request costs its own worker and answer (502), and nothing else.
+nerr=$(nginx_upstream_errors | wc -l)
+[ "$nerr" -le 8 ] && log "ok: $nerr upstream errors in nginx's log, at most the 8 crashes" ||
+    fail "$nerr upstream errors in nginx's log for 8 crashing requests"
