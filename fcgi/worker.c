@@ -1473,10 +1473,11 @@ void worker_main(const worker_args *a)
     }
     worker_loop(&w);
 
-    /* Leaving: a request the web server already wrote on a kept connection is served
-     * first; idle kept connections are passed to the other workers while any is running
-     * (closing one under the web server would fail the request it may be writing); the
-     * rest is closed. */
+    /* Leaving: a request the web server already wrote on a connection is served first;
+     * the others are passed to the other workers while any is running: kept ones, and
+     * fresh ones that have not spoken yet (under load the web server may be descheduled
+     * between its connect and its write for longer than the wait below, and closing one
+     * under it fails the request it is about to write). The rest is closed. */
     while (w.nconns > 0) {
         struct conn *c = &w.conns[w.nconns - 1];
         int fd = c->fd;
@@ -1494,7 +1495,8 @@ void worker_main(const worker_args *a)
         sb_set_state(w.sb, w.slot, SB_EXITING);   /* not counted among the others below */
         /* ondemand: with no other worker left, the master keeps them (it parks them and
          * starts a worker when one speaks: master.c) */
-        if (c->kept && (others_running(&w) || w.cfg->pm == PM_ONDEMAND) && conn_hand_off(&w, c))
+        if ((others_running(&w) || (c->kept && w.cfg->pm == PM_ONDEMAND)) &&
+            conn_hand_off(&w, c))
             continue;
         conn_drop(&w, c);
     }
