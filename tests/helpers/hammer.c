@@ -4,7 +4,8 @@
  *   hammer -p PORT [-a 127.0.0.1|::1] [-c CONNECTIONS] (-d SECONDS | -n REQUESTS)
  *          [-H HOSTPATTERN] [-N TENANTS] [-u PATH] [-m METHOD] [-b BODY|@FILE]
  *          [-e EXPECT | --expect-file FILE] [--exact] [--expect-status CODE|Nxx|any]
- *          [--json FILE] [--keepalive on|off] [--timeout MS] [--max-errors N] [--seed N]
+ *          [--json FILE] [--log FILE] [--keepalive on|off] [--timeout MS] [--max-errors N]
+ *          [--seed N]
  *   hammer --selftest-server PORT [-a ADDR]
  *
  * Our integration, stress and benchmark scripts drive nginx on loopback with this and trust
@@ -54,7 +55,10 @@
  * requests, responses, duration_s, rps (responses per second), status (counts by code),
  * errors (by kind), wrong, unexpected_status, retried, latency_us (min, mean, p50, p90,
  * p99, max), connections (-c), connects (connections opened), bytes_in, stopped_by
- * (count, duration, time-limit, max-errors, signal) and ok.
+ * (count, duration, time-limit, max-errors, signal) and ok. With --log FILE, one line per
+ * attempt as it ends, "START END WHAT RESULT": START and END in milliseconds since the
+ * epoch (the wall clock, so that a script can place each answer among the events it
+ * caused), WHAT the status code or the error kind, RESULT ok, wrong, unexpected or error.
  * Exit status: 0 when there were responses and no error, no wrong answer, no unexpected
  * status, and the run was not cut short by a signal or the -n time limit; 1 otherwise;
  * 2 on a usage error.
@@ -131,6 +135,7 @@ struct opts {
     bool exact;                 /* the body must equal the text */
     int status_lo, status_hi;   /* the expected final status range */
     const char *json;
+    const char *log;            /* NULL: no line per attempt */
     bool keepalive;
     unsigned timeout_ms;
     uint64_t max_errors;        /* 0: no limit */
@@ -139,6 +144,8 @@ struct opts {
 };
 
 static char status_desc[32] = "expected 2xx";   /* for the messages */
+static FILE *log_f;             /* --log */
+static uint64_t wall_off_ns;    /* the wall clock minus the monotonic one, at the start */
 
 static struct opts O = {
     .conns = 10, .host_pat = "localhost", .tenants = 1, .path_pat = "/", .method = "GET",
@@ -176,6 +183,7 @@ static void usage(FILE *f)
         "      --expect-status S    expected final status: a code, a class such as 2xx\n"
         "                           (default) or any\n"
         "      --json FILE          write the results as JSON to FILE (- for stdout)\n"
+        "      --log FILE           one line per attempt: START_MS END_MS STATUS|ERROR RESULT\n"
         "      --keepalive on|off   reuse connections (default on)\n"
         "      --timeout MS         per-request timeout, connect included (default 5000)\n"
         "      --max-errors N       stop issuing after N errors + wrong + unexpected\n"
@@ -549,6 +557,15 @@ static void check_max_errors(void)
         stop("max-errors");
 }
 
+/* --log: the attempt of C ended at NOW as WHAT (a status or an error kind) with RESULT. */
+static void log_attempt(const struct conn *c, uint64_t now, const char *what,
+                        const char *result)
+{
+    if (log_f != NULL)
+        fprintf(log_f, "%" PRIu64 " %" PRIu64 " %s %s\n", (c->t_start + wall_off_ns) / 1000000,
+                (now + wall_off_ns) / 1000000, what, result);
+}
+
 /* End the current attempt as an error; the connection is closed and the slot waits for
  * the next timer scan (after a back-off for connect errors) rather than starting at once,
  * so that a failing server cannot make us recurse or spin. */
@@ -556,6 +573,7 @@ static void fail_attempt(struct conn *c, int kind, const char *detail)
 {
     uint64_t now = mono_ns();
     S.err[kind]++;
+    log_attempt(c, now, err_name[kind], "error");
     if (S.shown_err[kind] < SHOW_MAX) {
         S.shown_err[kind]++;
         show_failure(err_name[kind], S.err[kind], c, detail, false);
@@ -1045,12 +1063,15 @@ static void complete(struct conn *c, uint64_t now)
         S.lat_min = us;
     if (us > S.lat_max)
         S.lat_max = us;
+    const char *result = "ok";
     if (c->status < O.status_lo || c->status > O.status_hi) {
+        result = "unexpected";
         S.unexpected++;
         if (S.unexpected <= SHOW_MAX)
             show_failure("unexpected status", S.unexpected, c, status_desc, true);
     } else if (c->check_body && !(c->found || (O.exact && c->exact_ok &&
                                                 c->body_len == c->expect_len))) {
+        result = "wrong";
         S.wrong++;
         if (S.wrong <= SHOW_MAX) {
             fprintf(stderr, "hammer: wrong answer #%" PRIu64 ": %s %s Host %s: expected ",
@@ -1060,6 +1081,11 @@ static void complete(struct conn *c, uint64_t now)
             put_quoted(stderr, c->shown, c->shown_len);
             fputc('\n', stderr);
         }
+    }
+    if (log_f != NULL) {
+        char code[8];
+        snprintf(code, sizeof(code), "%d", c->status);
+        log_attempt(c, now, code, result);
     }
     c->active = false;
     in_flight--;
@@ -1321,6 +1347,10 @@ static int run(void)
                         " requests (give -d for a longer run)\n",
                 N_ONLY_LIMIT_S, S.issued, O.count);
     summary(secs);
+    if (log_f != NULL && fclose(log_f) != 0) {
+        fprintf(stderr, "hammer: cannot write %s: %s\n", O.log, strerror(errno));
+        return 1;
+    }
     if (O.json != NULL) {
         bool out = strcmp(O.json, "-") == 0;
         FILE *f = out ? stdout : fopen(O.json, "w");
@@ -1559,8 +1589,8 @@ static int selftest_server(int port)
 
 /* ---- main --------------------------------------------------------------------------------- */
 
-enum { OPT_EXPECT_STATUS = 256, OPT_JSON, OPT_KEEPALIVE, OPT_TIMEOUT, OPT_MAX_ERRORS, OPT_SEED,
-       OPT_SELFTEST, OPT_EXPECT_FILE, OPT_EXACT };
+enum { OPT_EXPECT_STATUS = 256, OPT_JSON, OPT_LOG, OPT_KEEPALIVE, OPT_TIMEOUT, OPT_MAX_ERRORS,
+       OPT_SEED, OPT_SELFTEST, OPT_EXPECT_FILE, OPT_EXACT };
 
 static void parse_expect_status(const char *s)
 {
@@ -1594,6 +1624,7 @@ int main(int argc, char **argv)
         {"json", required_argument, NULL, OPT_JSON},
         {"expect-file", required_argument, NULL, OPT_EXPECT_FILE},
         {"exact", no_argument, NULL, OPT_EXACT},
+        {"log", required_argument, NULL, OPT_LOG},
         {"keepalive", required_argument, NULL, OPT_KEEPALIVE},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"max-errors", required_argument, NULL, OPT_MAX_ERRORS},
@@ -1635,6 +1666,7 @@ int main(int argc, char **argv)
         case OPT_JSON: O.json = optarg; break;
         case OPT_EXPECT_FILE: expect_file = optarg; break;
         case OPT_EXACT: O.exact = true; break;
+        case OPT_LOG: O.log = optarg; break;
         case OPT_KEEPALIVE:
             if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0)
                 usage_error("--keepalive takes on or off", optarg);
@@ -1706,6 +1738,16 @@ int main(int argc, char **argv)
         setrlimit(RLIMIT_NOFILE, &rl);
         if (rl.rlim_cur < (rlim_t)O.conns + 32)
             usage_error("-c is above the open files limit", NULL);
+    }
+    if (O.log != NULL) {
+        log_f = fopen(O.log, "w");
+        if (log_f == NULL) {
+            fprintf(stderr, "hammer: cannot write %s: %s\n", O.log, strerror(errno));
+            return 1;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        wall_off_ns = (uint64_t)ts.tv_sec * NS + (uint64_t)ts.tv_nsec - mono_ns();
     }
     rng_state = seeded ? O.seed : ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid();
     struct sigaction sa = {.sa_handler = on_signal, .sa_flags = (int)SA_RESETHAND};

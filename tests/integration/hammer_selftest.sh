@@ -9,7 +9,8 @@
 #     server sends chunks with extensions, trailers, one byte at a time, after a 100 Continue;
 #   - each error kind is counted as what it is (connect, reset, timeout, parse), statuses are
 #     checked against --expect-status, usage errors exit 2;
-#   - requests = responses + errors, always; -d 2 stops in about 2 seconds.
+#   - requests = responses + errors, always; -d 2 stops in about 2 seconds;
+#   - --log writes one line per attempt, with its times, status or error, and verdict.
 . "$(dirname "$0")/lib.sh"
 need nginx curl
 HAMMER=$HELPERS/hammer
@@ -183,6 +184,28 @@ assert_ge 2500 "$MS" "-d 2 stops in about 2 s ($MS ms)"
 assert_contains "$(< "$T/duration.json")" '"stopped_by": "duration"' "-d 2 stopped by duration"
 assert_ge "${J[requests]}" 1000 "-d 2: requests made"
 log "-d 2 at -c 50: $(< "$T/duration.err")"
+
+# ---- --log: one line per attempt ----------------------------------------------------------------
+# logged NAME: "START END WHAT RESULT" counts of $T/NAME.log as "WHAT:RESULT=N ..." (sorted),
+# after checking that each line is well formed and that its times lie within the run.
+logged() {
+    awk -v t0="$LOG_T0" -v t1="$LOG_T1" '
+        NF != 4 || $1 !~ /^[0-9]+$/ || $2 !~ /^[0-9]+$/ || $1 > $2 || $1 < t0 || $2 > t1 {
+            print "bad line " NR ": " $0; next }
+        { n[$3 ":" $4]++ }
+        END { for (k in n) print k "=" n[k] }' "$T/$1.log" | sort | paste -sd' ' -
+}
+LOG_T0=$(($(date +%s%3N) - 1))
+ham log_lying "${H[@]}" -N 10 -c 4 -n 200 -u /lying -e $'host=%h\n' --seed 7 --log "$T/log_lying.log"
+wrong=${J[wrong]}
+ham log_reset "${S[@]}" -c 2 -n 10 -u /reset --log "$T/log_reset.log"
+ham log_404 "${H[@]}" -c 2 -n 10 -u /honest --expect-status 404 --log "$T/log_404.log"
+LOG_T1=$(($(date +%s%3N) + 1))
+assert_ge "$wrong" 1 "--log: the lying run had wrong answers"
+assert_eq "$(logged log_lying)" "200:ok=$((200 - wrong)) 200:wrong=$wrong" \
+    "--log: a line per answer, right and wrong apart, within the run"
+assert_eq "$(logged log_reset)" "reset:error=10" "--log: a line per error, by kind"
+assert_eq "$(logged log_404)" "200:unexpected=10" "--log: an unexpected status"
 
 # ---- usage errors -------------------------------------------------------------------------------
 for args in "-p $NGINX_PORT" "-n 10" "-p $NGINX_PORT -n 10 -a 10.1.2.3" \

@@ -29,13 +29,21 @@
 #     old and new are both right (and, for a domain, 404 between its remove and its add);
 #   - a status other than the expected one that is not a documented fault answer: BAD. The
 #     documented ones: 502 (nginx, when the worker holding the request or its kept connection
-#     was killed) anywhere, and 503 for PostgreSQL tenants while PostgreSQL restarts (from
-#     the stop to one second after pg_ctl says it is up again). SQLite tenants must never get
-#     a 503 — not even while PostgreSQL is down;
+#     was killed) during the faults, and 503 for PostgreSQL tenants while PostgreSQL restarts
+#     (from the stop to one second after pg_ctl says it is up again). SQLite tenants must
+#     never get a 503 — not even while PostgreSQL is down;
 #   - a transport error (connect, reset, timeout, parse) between hammer and nginx: BAD.
+# And the host must serve, not only never answer wrong:
+#   - 502s: at most one per client connection (CONNS) for each worker death the test caused;
+#   - a worker death the test did not cause (tenancyd's log says how each worker ended, and
+#     the test knows the pids it killed and the chaos requests it sent): a failure;
+#   - of the answers clear of every fault window (the second around each worker death the
+#     test caused; the PostgreSQL restart for its tenants), at least 90 % a right 200, and at
+#     least 100 of them (fewer cannot be judged). Each answer's time comes from hammer --log.
 # At the end, with the faults stopped: every tenant's marker in its storage is its own (no
 # fault committed its overwrite), and a last sweep of 4,000 requests is all 200 and right.
-# Output: a table and $STRESS_OUT/stress-wrong-tenant.json. Fails when wrong, stale or bad > 0.
+# Output: a table and $STRESS_OUT/stress-wrong-tenant.json. Fails when wrong, stale or bad > 0,
+# or when one of the three above does not hold.
 . "$(dirname "$0")/common.sh"
 stress_args 60 15 "$@"
 need curl nginx sqlite3 psql "$HELPERS/hammer" "$TENANCY_CLI" "$JSON_CHECK"
@@ -72,24 +80,31 @@ START_MS=$(now_ms)
 END_MS=$((START_MS + SECS * 1000))
 running() { [ "$(now_ms)" -lt "$END_MS" ]; }
 : > "$T/h/index"
+: > "$T/killed"
 
-# hb NAME BACKEND EXPECT HAMMER-ARGS...: one hammer run, judged at the end by its JSON and
-# the time it ran (index: name backend expect start end).
+# hb NAME BACKEND EXPECT HAMMER-ARGS...: one hammer run, judged at the end by its JSON, the
+# time it ran (index: name backend expect start end) and the time of each answer (NAME.req).
 hb() {
     local name=$1 backend=$2 expect=$3 t0
     shift 3
     t0=$(now_ms)
     "$HAMMER" -p "$NGINX_PORT" --expect-status any --timeout 10000 --json "$T/h/$name.json" \
-        "$@" 2> "$T/h/$name.log"
+        --log "$T/h/$name.req" "$@" 2> "$T/h/$name.log"
     echo "$name $backend $expect $t0 $(now_ms)" >> "$T/h/index"
 }
 
 # ---- the load: one hammer per backend, in 1-second slices (so a 503 can be placed in time) --
+# The client connections open at once: two load hammers, the change hammer, watch_moved and
+# the chaos requests. A worker that dies can spoil at most one request of each (one request
+# a connection at a time), so at most CONNS 502s per worker death the test causes.
+LOAD_C=3
+CHG_C=4
+CONNS=$((2 * LOAD_C + CHG_C + 2))
 load() {   # load BACKEND PREFIX
     local k=0
     while running; do
         k=$((k + 1))
-        hb "$1-$k" "$1" 200 -c 3 -d 1 -H "$2%d.localhost" -N "$MAIN_N" -u /v \
+        hb "$1-$k" "$1" 200 -c "$LOAD_C" -d 1 -H "$2%d.localhost" -N "$MAIN_N" -u /v \
             -e "\"tenant\":\"$2%d\",\"data\":\"$2%d\",\"cache\":\"$2%d\""
     done
 }
@@ -112,7 +127,8 @@ kills() {
         mapfile -t ws < <(pgrep -P "$TN_PID")
         [ "${#ws[@]}" -gt 0 ] || continue
         w=${ws[RANDOM % ${#ws[@]}]}
-        kill -KILL "$w" 2>/dev/null && n=$((n + 1))
+        # (time and pid: the judge tells the deaths it caused from the others by them)
+        kill -KILL "$w" 2>/dev/null && n=$((n + 1)) && echo "$(now_ms) $w" >> "$T/killed"
     done
     echo "$n" > "$T/kills"
 }
@@ -151,13 +167,13 @@ changes() {
         for s in t1000 p1000; do
             local be=sqlite
             [ "${s:0:1}" = p ] && be=pg
-            hb "chg-$s-before-$n_susp" "$be" 200 -c 4 -n 40 -H "$s.localhost" -u /v \
+            hb "chg-$s-before-$n_susp" "$be" 200 -c "$CHG_C" -n 40 -H "$s.localhost" -u /v \
                 -e "\"tenant\":\"$s\",\"data\":\"$s\",\"cache\":\"$s\""
             tn_cli tenant suspend "$s" > /dev/null || echo "suspend $s failed" >> "$T/change_errors"
-            hb "chg-$s-suspended-$n_susp" "$be" 403 -c 4 -n 40 -H "$s.localhost" -u /v \
+            hb "chg-$s-suspended-$n_susp" "$be" 403 -c "$CHG_C" -n 40 -H "$s.localhost" -u /v \
                 -e "\"tenant\":\"$s\",\"data\":\"$s\",\"cache\":\"$s\""
             tn_cli tenant resume "$s" > /dev/null || echo "resume $s failed" >> "$T/change_errors"
-            hb "chg-$s-resumed-$n_susp" "$be" 200 -c 4 -n 40 -H "$s.localhost" -u /v \
+            hb "chg-$s-resumed-$n_susp" "$be" 200 -c "$CHG_C" -n 40 -H "$s.localhost" -u /v \
                 -e "\"tenant\":\"$s\",\"data\":\"$s\",\"cache\":\"$s\""
         done
         n_susp=$((n_susp + 1))
@@ -168,7 +184,7 @@ changes() {
         n_move=$((n_move + 1))
         local be=sqlite
         [ "${owner:0:1}" = p ] && be=pg
-        hb "chg-moved-$n_move" "$be" 200 -c 4 -n 40 -H moved.example -u /v \
+        hb "chg-moved-$n_move" "$be" 200 -c "$CHG_C" -n 40 -H moved.example -u /v \
             -e "\"tenant\":\"$owner\",\"data\":\"$owner\",\"cache\":\"$owner\""
     done
     echo "$((n_susp * 2)) $n_move" > "$T/changes"
@@ -257,7 +273,8 @@ while read -r name backend expect t0 t1; do
         elif [ "$expect" = 403 ] && [ "$code" = 200 ]; then
             STALE=$((STALE + n))
             log "STALE: $name: $n answers 200 after the suspension was acknowledged"
-        elif [ "$code" = 502 ]; then
+        elif [ "$code" = 502 ] && [[ $name != sweep-* ]]; then
+            # (the sweeps run with the faults stopped: there a 502 is BAD like any other)
             TOL502=$((TOL502 + n))
         elif [ "$code" = 503 ] && [ "$in_pg_window" = 1 ]; then
             TOL503=$((TOL503 + n))
@@ -296,6 +313,82 @@ for k in "${!CH[@]}"; do
     esac
 done
 BAD=$((BAD + chaos_bad))
+
+# ---- worker deaths: each one caused by the test, or a failure ---------------------------------
+# Every worker death tenancyd logged, told apart by its cause: a SIGKILL from kills() (by its
+# pid), the chaos stage's abort() (signal 6 in /chaos/abort), or its sleep past
+# request_timeout (the worker answers 504 and exits, or is killed, in /chaos/sleep). Any
+# other death (a crash, an exit with a status, an app that cannot start) the test did not
+# cause, and it fails the test: the 502 it leaves would otherwise pass as one of a killed
+# worker.
+awk -v killed="$T/killed" '
+    BEGIN { while ((getline l < killed) > 0) { split(l, f, " "); k[f[2]] = 1 } }
+    !/ (error|warn): / { next }
+    match($0, /worker [0-9]+ died from signal [0-9]+/) {
+        split(substr($0, RSTART, RLENGTH), f, " ")
+        if ((f[6] == 9 && (f[2] in k)) || (f[6] == 6 && index($0, " while GET /chaos/abort ")))
+            print "injected", $1
+        else
+            print "NOT " $0
+        next
+    }
+    # (tenancyd says a retiring worker that dies of SIGKILL "did not exit in time", also
+    # when kills() was what killed it)
+    match($0, /worker [0-9]+ did not exit in time and was killed/) {
+        split(substr($0, RSTART, RLENGTH), f, " ")
+        if ((f[2] in k) || index($0, "GET /chaos/sleep")) print "injected", $1; else print "NOT " $0
+        next
+    }
+    /request timed out/ {
+        if (index($0, "GET /chaos/sleep")) print "injected", $1; else print "NOT " $0
+        next
+    }
+    /worker [0-9]+ exited with status/ || /could not start the app/ { print "NOT " $0 }
+' "$T/tenancyd.log" > "$T/deaths"
+DEATHS_INJ=$(grep -c '^injected ' "$T/deaths")
+DEATHS_NOT=$(grep -c '^NOT ' "$T/deaths")
+grep '^NOT ' "$T/deaths" | cut -c5-300 | head -5 | sed 's/^/    not caused by the test: /'
+
+# ---- 502s: at most one per client connection for each worker death the test caused --------------
+# (counted from the log: nginx may pass a chaos request that killed its worker on to another
+# worker, which it kills too)
+N502=$((${CODES[502]:-0} + $(grep -c '^502$' "$T/watch_codes" 2>/dev/null) +
+    $(awk '$2 == 502' "$T/chaos" | wc -l)))
+CAP502=$((DEATHS_INJ * CONNS))
+
+# ---- right answers away from the faults ------------------------------------------------------
+# Around a worker death some requests may fail (the 502s above); away from one the host must
+# serve. A fault window is the second around each worker death the test caused (half a
+# second either side of its SIGKILL, and of the death tenancyd logged), and, for the
+# PostgreSQL tenants, the restart. The reloads are no window: a reload loses no request (only
+# a dead worker gives a 502), and at one a second they would leave nothing to judge. Every
+# answer of a slice that expects 200 (the sweeps are judged on their own) whose request ran
+# clear of every window counts, and at least 90 % of them must be a right 200.
+{
+    # (printf: awk may print a number of 13 digits in exponent form)
+    awk '{ printf "%.0f %.0f all\n", $1 - 500, $1 + 500 }' "$T/killed"
+    awk '$1 == "injected" { print $2 }' "$T/deaths" | date -u -f - +%s%3N |
+        awk '{ printf "%.0f %.0f all\n", $1 - 500, $1 + 500 }'
+    echo "$PGW0 $PGW1 pg"
+} > "$T/windows"
+read -r CLEAR CLEAR_OK NEAR < <(while read -r name backend expect t0 t1; do
+    [ "$expect" = 200 ] && [[ $name != sweep-* ]] && [ -f "$T/h/$name.req" ] || continue
+    sed "s/^/$backend /" "$T/h/$name.req"
+done < "$T/h/index" | awk -v wf="$T/windows" '
+    BEGIN {
+        while ((getline l < wf) > 0) { split(l, f, " "); n++; a[n] = f[1]; b[n] = f[2]; w[n] = f[3] }
+    }
+    {   # BACKEND START END STATUS|ERROR RESULT
+        for (i = 1; i <= n; i++)
+            if ($2 <= b[i] && $3 >= a[i] && (w[i] == "all" || w[i] == $1)) { near++; next }
+        clear++
+        if ($4 == 200 && $5 == "ok") ok++
+    }
+    END { print clear + 0, ok + 0, near + 0 }')
+CLEAR_MIN=100   # fewer answers clear of the faults than this are too few to judge
+CLEAR_PCT=$(( CLEAR > 0 ? CLEAR_OK * 1000 / CLEAR : 0 ))   # per mille
+CLEAR_PCT=$((CLEAR_PCT / 10)).$((CLEAR_PCT % 10))
+
 [ -f "$T/pg_restart_failed" ] && fail "pg_ctl restart failed: $(cat "$T/pg_restart.log")"
 [ -f "$T/change_errors" ] && fail "registry changes failed: $(cat "$T/change_errors")"
 
@@ -304,13 +397,18 @@ bad_json=$(for c in "${!BADC[@]}"; do printf '"%s": %s\n' "$c" "${BADC[$c]}"; do
 chaos_json=$(for k in "${!CH[@]}"; do printf '"%s": %s\n' "${k// /:}" "${CH[$k]}"; done | sort | paste -sd, -)
 ok=true
 [ "$WRONG" -eq 0 ] && [ "$STALE" -eq 0 ] && [ "$BAD" -eq 0 ] && [ "$TRANSPORT" -eq 0 ] &&
-    [ "$FAILED" -eq 0 ] || ok=false
+    [ "$N502" -le "$CAP502" ] && [ "$DEATHS_NOT" -eq 0 ] && [ "$CLEAR" -ge "$CLEAR_MIN" ] &&
+    [ $((CLEAR_OK * 100)) -ge $((CLEAR * 90)) ] && [ "$FAILED" -eq 0 ] || ok=false
 cat > "$STRESS_OUT/stress-wrong-tenant.json" <<EOF
 {"suite": "wrong_tenant", "seconds": $SECS, "tenants": {"sqlite": $N, "postgres": $N},
  "requests": $REQ, "responses": $RESP, "ok_2xx": $OK2XX, "wrong": $WRONG, "stale": $STALE,
  "bad": $BAD, "transport_errors": $TRANSPORT,
  "status": {$codes_json}, "bad_status": {$bad_json},
  "tolerated": {"502_worker_killed": $TOL502, "503_pg_restart": $TOL503, "404_domain_gap": $W_404},
+ "502": {"count": $N502, "cap": $CAP502, "connections": $CONNS},
+ "clear_of_faults": {"answers": $CLEAR, "right_200": $CLEAR_OK, "percent": $CLEAR_PCT,
+  "near_a_fault": $NEAR},
+ "worker_deaths": {"caused": $DEATHS_INJ, "not_caused": $DEATHS_NOT},
  "faults": {"reloads": $(cat "$T/reloads"), "worker_kills": $(cat "$T/kills"),
   "chaos": {$chaos_json}, "chaos_total": $chaos_total, "pg_restarts": 1,
   "pg_restart_ms": $((PGW1 - 1000 - PGW0)), "suspend_resume": $N_CHANGES, "domain_moves": $N_MOVES},
@@ -322,7 +420,11 @@ printf '\n%-34s %s\n' "wrong-tenant stress, ${SECS} s" "(2 x $N tenants, nginx, 
 printf '  %-32s %s\n' "requests" "$REQ" "2xx as expected" "$OK2XX" \
     "WRONG (another tenant's answer)" "$WRONG" "STALE (after an acknowledged change)" "$STALE" \
     "BAD (undocumented status)" "$BAD" "transport errors" "$TRANSPORT" \
-    "502 (a killed worker)" "$TOL502" "503 (PostgreSQL restarting)" "$TOL503" \
+    "502 (a killed worker)" "$TOL502" \
+    "502 in all / cap" "$N502 / $CAP502 ($CONNS per death caused)" \
+    "right 200s clear of faults" "$CLEAR_OK of $CLEAR ($CLEAR_PCT %; $NEAR near a fault)" \
+    "worker deaths caused / not" "$DEATHS_INJ / $DEATHS_NOT" \
+    "503 (PostgreSQL restarting)" "$TOL503" \
     "404 (domain between owners)" "$W_404" \
     "reloads (SIGHUP)" "$(cat "$T/reloads")" "workers SIGKILLed" "$(cat "$T/kills")" \
     "chaos requests" "$chaos_total ($chaos_json)" \
@@ -334,3 +436,10 @@ echo "STRESS-RESULT $(tr -d '\n' < "$STRESS_OUT/stress-wrong-tenant.json")"
 [ "$STALE" -eq 0 ] || fail "$STALE stale answers after an acknowledged change"
 [ "$BAD" -eq 0 ] || fail "$BAD answers with an undocumented status"
 [ "$TRANSPORT" -eq 0 ] || fail "$TRANSPORT transport errors"
+[ "$N502" -le "$CAP502" ] ||
+    fail "$N502 answers 502, more than $CAP502 ($CONNS connections x $DEATHS_INJ worker deaths caused)"
+[ "$DEATHS_NOT" -eq 0 ] || fail "$DEATHS_NOT worker deaths the test did not cause"
+[ "$CLEAR" -ge "$CLEAR_MIN" ] ||
+    fail "only $CLEAR answers clear of the faults, fewer than $CLEAR_MIN: too few to judge"
+[ $((CLEAR_OK * 100)) -ge $((CLEAR * 90)) ] ||
+    fail "$CLEAR_OK of $CLEAR answers clear of the faults are a right 200 ($CLEAR_PCT %), fewer than 90 %"
