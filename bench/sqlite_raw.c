@@ -1,8 +1,8 @@
 /*
  * sqlite_raw.c — the raw sqlite3 floor of bench/run sqlite, and its row counter.
  *
- *   sqlite_raw run DIR PREFIX TENANTS PROCS SECONDS full|normal MAX_OPEN SEED
- *   sqlite_raw count DIR PREFIX TENANTS
+ *   sqlite_raw run DIR PREFIX TENANTS PROCS SECONDS full|normal MAX_OPEN SEED [COUNTS]
+ *   sqlite_raw count DIR PREFIX TENANTS [ROWS]
  *
  * run: PROCS forked processes, each for SECONDS, pick a random tenant file DIR/PREFIXn.db
  * (n in 1..TENANTS) and insert 20 rows into its items table in one transaction (BEGIN
@@ -10,10 +10,13 @@
  * POST /insert, minus HTTP, FastCGI and the tenancy chain. Each process keeps up to
  * MAX_OPEN handles open (WAL, busy_timeout 5 s, synchronous as asked, the statement
  * prepared once per handle), closing the oldest first, as tenancyd's per-worker pool does.
- * Prints one JSON line: transactions, rows, errors, seconds, rows_per_s.
+ * Prints one JSON line: transactions, rows, errors, seconds, rows_per_s. With COUNTS, also
+ * writes there one line "n transactions" per tenant that committed any, summed over the
+ * processes after their timed loops (so the counting costs the loop nothing): bench/run
+ * checks every tenant's file against what was committed to it.
  *
  * count: the total of items rows over the TENANTS files, and how many files could not be
- * read; one JSON line.
+ * read; one JSON line. With ROWS, also one line "n rows" per tenant there (-1: unreadable).
  *
  * Exit status 0, or 1 when anything failed.
  */
@@ -26,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -130,8 +134,9 @@ static int one_tx(handle *h, long k)
 
 static int run(int argc, char **argv)
 {
-    if (argc != 10)
+    if (argc != 10 && argc != 11)
         return 2;
+    const char *counts_path = argc == 11 ? argv[10] : NULL;
     const char *dir = argv[2], *prefix = argv[3], *sync = argv[7];
     long tenants = atol(argv[4]), procs = atol(argv[5]), max_open = atol(argv[8]);
     double secs = atof(argv[6]);
@@ -142,6 +147,11 @@ static int run(int argc, char **argv)
     int fds[2];
     if (pipe(fds) != 0)
         return 1;
+    /* committed transactions per tenant, summed by the processes when they are done */
+    long *committed = mmap(NULL, ((size_t)tenants + 1) * sizeof(long), PROT_READ | PROT_WRITE,
+                           MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (committed == MAP_FAILED)
+        return 1;
     double t0 = now_s();
     for (long p = 0; p < procs; p++) {
         pid_t pid = fork();
@@ -151,21 +161,29 @@ static int run(int argc, char **argv)
             close(fds[0]);
             rng = (seed + 1) * 0x9E3779B97F4A7C15ull + (uint64_t)p * 7919 + 1;
             H = calloc((size_t)tenants + 1, sizeof(*H));
+            long *mine = calloc((size_t)tenants + 1, sizeof(long));
+            if (H == NULL || mine == NULL)
+                _exit(1);
             long tx = 0, err = 0;
             double end = now_s() + secs;
             while (now_s() < end) {
                 long n = 1 + (long)(rnd() % (uint64_t)tenants);
                 handle *h = get_handle(dir, prefix, n, tenants, max_open, sync);
-                if (h == NULL || one_tx(h, tx) != 0)
+                if (h == NULL || one_tx(h, tx) != 0) {
                     err++;
-                else
+                } else {
                     tx++;
+                    mine[n]++;
+                }
                 if (err > 1000)
                     break;
             }
             for (long i = 1; i <= tenants; i++)
                 if (H[i].db != NULL)
                     close_handle(&H[i]);
+            for (long i = 1; i <= tenants; i++)
+                if (mine[i] > 0)
+                    __atomic_fetch_add(&committed[i], mine[i], __ATOMIC_RELAXED);
             char line[128];
             int l = snprintf(line, sizeof(line), "%ld %ld\n", tx, err);
             if (write(fds[1], line, (size_t)l) != l)
@@ -185,6 +203,16 @@ static int run(int argc, char **argv)
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
             bad++;
     double el = now_s() - t0;
+    if (counts_path != NULL) {
+        FILE *cf = fopen(counts_path, "w");
+        for (long i = 1; cf != NULL && i <= tenants; i++)
+            if (committed[i] > 0)
+                fprintf(cf, "%ld %ld\n", i, committed[i]);
+        if (cf == NULL || fclose(cf) != 0) {
+            fprintf(stderr, "sqlite_raw: cannot write %s\n", counts_path);
+            bad++;
+        }
+    }
     printf("{\"transactions\":%ld,\"rows\":%ld,\"errors\":%ld,\"failed_processes\":%d,"
            "\"seconds\":%.3f,\"rows_per_s\":%.1f,\"procs\":%ld,\"max_open\":%ld,\"synchronous\":\"%s\"}\n",
            tx, tx * ROWS_PER_TX, err, bad, el, (double)tx * ROWS_PER_TX / el, procs, max_open, sync);
@@ -193,11 +221,16 @@ static int run(int argc, char **argv)
 
 static int count(int argc, char **argv)
 {
-    if (argc != 5)
+    if (argc != 5 && argc != 6)
         return 2;
     const char *dir = argv[2], *prefix = argv[3];
     long tenants = atol(argv[4]), unreadable = 0;
     int64_t total = 0;
+    FILE *rows = NULL;
+    if (argc == 6 && (rows = fopen(argv[5], "w")) == NULL) {
+        fprintf(stderr, "sqlite_raw: cannot write %s\n", argv[5]);
+        return 1;
+    }
     for (long n = 1; n <= tenants; n++) {
         char path[4096];
         snprintf(path, sizeof(path), "%s/%s%ld.db", dir, prefix, n);
@@ -206,12 +239,21 @@ static int count(int argc, char **argv)
         if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
             sqlite3_busy_timeout(db, 5000) == SQLITE_OK &&
             sqlite3_prepare_v2(db, "SELECT count(*) FROM items", -1, &st, NULL) == SQLITE_OK &&
-            sqlite3_step(st) == SQLITE_ROW)
+            sqlite3_step(st) == SQLITE_ROW) {
             total += sqlite3_column_int64(st, 0);
-        else
+            if (rows != NULL)
+                fprintf(rows, "%ld %" PRId64 "\n", n, (int64_t)sqlite3_column_int64(st, 0));
+        } else {
             unreadable++;
+            if (rows != NULL)
+                fprintf(rows, "%ld -1\n", n);
+        }
         sqlite3_finalize(st);
         sqlite3_close(db);
+    }
+    if (rows != NULL && fclose(rows) != 0) {
+        fprintf(stderr, "sqlite_raw: cannot write %s\n", argv[5]);
+        unreadable++;
     }
     printf("{\"tenants\":%ld,\"rows\":%" PRId64 ",\"unreadable\":%ld}\n", tenants, total, unreadable);
     return unreadable == 0 ? 0 : 1;
@@ -227,6 +269,6 @@ int main(int argc, char **argv)
         rc = count(argc, argv);
     if (rc == 2)
         fprintf(stderr, "usage: sqlite_raw run DIR PREFIX TENANTS PROCS SECONDS full|normal "
-                        "MAX_OPEN SEED\n       sqlite_raw count DIR PREFIX TENANTS\n");
+                        "MAX_OPEN SEED [COUNTS]\n       sqlite_raw count DIR PREFIX TENANTS [ROWS]\n");
     return rc;
 }

@@ -5,7 +5,7 @@
  *          [-H HOSTPATTERN] [-N TENANTS] [-u PATH] [-m METHOD] [-b BODY|@FILE]
  *          [-e EXPECT | --expect-file FILE] [--exact] [--expect-status CODE|Nxx|any]
  *          [--json FILE] [--log FILE] [--keepalive on|off] [--timeout MS] [--max-errors N]
- *          [--seed N]
+ *          [--seed N] [--tenant-counts FILE]
  *   hammer --selftest-server PORT [-a ADDR]
  *
  * Our integration, stress and benchmark scripts drive nginx on loopback with this and trust
@@ -59,6 +59,11 @@
  * attempt as it ends, "START END WHAT RESULT": START and END in milliseconds since the
  * epoch (the wall clock, so that a script can place each answer among the events it
  * caused), WHAT the status code or the error kind, RESULT ok, wrong, unexpected or error.
+ * With --tenant-counts FILE, one line per tenant number that was drawn: "TENANT OK OTHER
+ * UNANSWERED", the attempts that got an expected and right answer, that got another answer
+ * (unexpected status or WRONG), and that ended in an error (so may or may not have been
+ * acted on by the server); a writer's check of each tenant's storage needs them per
+ * tenant, not just the totals.
  * Exit status: 0 when there were responses and no error, no wrong answer, no unexpected
  * status, and the run was not cut short by a signal or the -n time limit; 1 otherwise;
  * 2 on a usage error.
@@ -140,6 +145,7 @@ struct opts {
     unsigned timeout_ms;
     uint64_t max_errors;        /* 0: no limit */
     uint64_t seed;
+    const char *tenant_counts;  /* NULL: no per-tenant counts */
     bool idempotent, head;
 };
 
@@ -188,6 +194,8 @@ static void usage(FILE *f)
         "      --timeout MS         per-request timeout, connect included (default 5000)\n"
         "      --max-errors N       stop issuing after N errors + wrong + unexpected\n"
         "      --seed N             seed of the tenant draw (default: time and pid)\n"
+        "      --tenant-counts FILE per tenant number: answers right, other answers, and\n"
+        "                           attempts without an answer (\"N OK OTHER UNANSWERED\")\n"
         "      --selftest-server P  run the parser test server on port P (see the source)\n"
         "  -h, --help               this text\n"
         "\n"
@@ -391,6 +399,12 @@ static struct {
     unsigned shown_err[E_KINDS];
 } S = {.lat_min = UINT64_MAX};
 
+/* Per tenant number, with --tenant-counts: indexed 1..O.tenants. */
+static struct tcount {
+    uint64_t ok, other, unanswered;
+} *TC;
+#define TC_MAX_TENANTS 10000000u   /* --tenant-counts allocates a slot per tenant number */
+
 static uint64_t failures(void)
 {
     return S.err[E_CONNECT] + S.err[E_RESET] + S.err[E_TIMEOUT] + S.err[E_PARSE] + S.wrong +
@@ -574,6 +588,8 @@ static void fail_attempt(struct conn *c, int kind, const char *detail)
     uint64_t now = mono_ns();
     S.err[kind]++;
     log_attempt(c, now, err_name[kind], "error");
+    if (TC != NULL)
+        TC[c->tenant].unanswered++;
     if (S.shown_err[kind] < SHOW_MAX) {
         S.shown_err[kind]++;
         show_failure(err_name[kind], S.err[kind], c, detail, false);
@@ -1064,6 +1080,7 @@ static void complete(struct conn *c, uint64_t now)
     if (us > S.lat_max)
         S.lat_max = us;
     const char *result = "ok";
+    bool right = false;
     if (c->status < O.status_lo || c->status > O.status_hi) {
         result = "unexpected";
         S.unexpected++;
@@ -1081,6 +1098,14 @@ static void complete(struct conn *c, uint64_t now)
             put_quoted(stderr, c->shown, c->shown_len);
             fputc('\n', stderr);
         }
+    } else {
+        right = true;
+    }
+    if (TC != NULL) {
+        if (right)
+            TC[c->tenant].ok++;
+        else
+            TC[c->tenant].other++;
     }
     if (log_f != NULL) {
         char code[8];
@@ -1364,6 +1389,17 @@ static int run(void)
             return 1;
         }
     }
+    if (TC != NULL) {
+        FILE *f = fopen(O.tenant_counts, "w");
+        for (uint32_t t = 1; f != NULL && t <= O.tenants; t++)
+            if (TC[t].ok + TC[t].other + TC[t].unanswered > 0)
+                fprintf(f, "%" PRIu32 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", t, TC[t].ok,
+                        TC[t].other, TC[t].unanswered);
+        if (f == NULL || fclose(f) != 0) {
+            fprintf(stderr, "hammer: cannot write %s: %s\n", O.tenant_counts, strerror(errno));
+            return 1;
+        }
+    }
     return run_ok() ? 0 : 1;
 }
 
@@ -1590,7 +1626,7 @@ static int selftest_server(int port)
 /* ---- main --------------------------------------------------------------------------------- */
 
 enum { OPT_EXPECT_STATUS = 256, OPT_JSON, OPT_LOG, OPT_KEEPALIVE, OPT_TIMEOUT, OPT_MAX_ERRORS,
-       OPT_SEED, OPT_SELFTEST, OPT_EXPECT_FILE, OPT_EXACT };
+       OPT_SEED, OPT_SELFTEST, OPT_EXPECT_FILE, OPT_EXACT, OPT_TENANT_COUNTS };
 
 static void parse_expect_status(const char *s)
 {
@@ -1629,6 +1665,7 @@ int main(int argc, char **argv)
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"max-errors", required_argument, NULL, OPT_MAX_ERRORS},
         {"seed", required_argument, NULL, OPT_SEED},
+        {"tenant-counts", required_argument, NULL, OPT_TENANT_COUNTS},
         {"selftest-server", required_argument, NULL, OPT_SELFTEST},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
@@ -1682,6 +1719,7 @@ int main(int argc, char **argv)
             O.seed = parse_uint(optarg, 0, UINT64_MAX, "bad --seed");
             seeded = true;
             break;
+        case OPT_TENANT_COUNTS: O.tenant_counts = optarg; break;
         case OPT_SELFTEST:
             selftest_port = (int)parse_uint(optarg, 1, 65535, "bad --selftest-server port");
             break;
@@ -1731,6 +1769,13 @@ int main(int argc, char **argv)
                    strcmp(O.method, "DELETE") == 0 || strcmp(O.method, "OPTIONS") == 0;
     if (O.count > 0 && O.conns > O.count)
         O.conns = (unsigned)O.count;   /* no idle connections that would only be opened */
+    if (O.tenant_counts != NULL) {
+        if (O.tenants > TC_MAX_TENANTS)
+            usage_error("--tenant-counts takes at most 10000000 tenants (-N)", NULL);
+        TC = calloc((size_t)O.tenants + 1, sizeof(*TC));
+        if (TC == NULL)
+            usage_error("--tenant-counts: out of memory", NULL);
+    }
 
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)O.conns + 32) {

@@ -107,6 +107,13 @@ assert_ge 350 "${J[wrong]}" "lying: only t7's answers are wrong"
 assert_contains "$(< "$T/lying.err")" \
     'Host t7.localhost: expected "host=t7.localhost\n", got 200 "host=t8.localhost\n"' \
     "lying: the first wrong answer is shown"
+# --tenant-counts: the same run tenant by tenant; only t7's answers are not right
+ham lying_tc "${H[@]}" -N 10 -c 20 -n 2000 -u /lying -e $'host=%h\n' --seed 7 --tenant-counts "$T/tc.txt"
+tc=$(awk '{ n++; ok += $2; other += $3; un += $4; if ($3 > 0) bad = bad " " $1 } END { printf "%d:%d:%d:%d:%s", n, ok, other, un, bad }' "$T/tc.txt")
+assert_eq "$tc" "10:$((2000 - J[wrong])):${J[wrong]}:0: 7" "tenant counts: 10 tenants, the wrong answers all t7's"
+ham slow_tc "${S[@]}" -N 3 -c 2 -n 4 -u /slow --timeout 300 --tenant-counts "$T/tc-slow.txt"
+assert_eq "$(awk '{ ok += $2; un += $4 } END { print ok ":" un }' "$T/tc-slow.txt")" "0:4" \
+    "tenant counts: timeouts are unanswered"
 ham lying_t7 -p "$NGINX_PORT" -H t7.localhost -c 5 -n 100 -u /lying -e $'host=%h\n'
 assert_eq "$RC:${J[wrong]}" 1:100 "lying to t7 only: 100 of 100 wrong"
 ham lying_t6 -p "$NGINX_PORT" -H t6.localhost -c 5 -n 100 -u /lying -e $'host=%h\n'

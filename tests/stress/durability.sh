@@ -15,8 +15,13 @@
 #   lost        a batch answered 2xx that does not have its 20 rows          must be 0
 #   half        a batch with some rows but not 20 (a transaction half-applied) must be 0
 #   foreign     a row in a tenant whose batch was sent to another tenant      must be 0
+#   phantom     a batch in storage that no request sent                        must be 0
 #   unacked     a batch whose commit happened but whose answer was not a 2xx (the worker
 #               or the master died between the commit and the answer): allowed, counted.
+# And tenant by tenant, every row of its table counted (the setup's batches included): it
+# must hold 20 rows per batch acknowledged to that tenant, plus 20 per batch sent to it
+# unacknowledged that committed anyway, never more than were sent; a tenant whose count is
+# off is a failure even when the totals balance (one tenant's loss hidden by another's gain).
 # The NORMAL window: SIGKILL of a process cannot lose a commit in NORMAL mode (the WAL was
 # written to the kernel before the commit returned: only its fsync waits), so the kill run
 # above must lose nothing there either. What NORMAL risks is an OS crash or power loss, which
@@ -24,7 +29,8 @@
 # quiet host), the WAL pages a batch adds, and so how many commits (and how many ms at that
 # rate) can sit between two WAL syncs (one per checkpoint, every wal_autocheckpoint = 1000
 # pages by default).
-# Output: a table and $STRESS_OUT/stress-durability.json. Fails when lost, half or foreign > 0.
+# Output: a table and $STRESS_OUT/stress-durability.json. Fails when lost, half, foreign or
+# phantom > 0 or when a tenant's row count is not what was acknowledged to it.
 . "$(dirname "$0")/common.sh"
 stress_args 30 10 "$@"
 need curl nginx sqlite3 psql "$TENANCY_CLI" "$JSON_CHECK"
@@ -91,11 +97,11 @@ rate() {   # rate TENANT N: sequential batches on one kept connection -> commits
         body=""
         for j in $(seq 0 19); do body="$body$((900000000 + k * 20 + j))\\n"; done
         [ "$k" -gt 1 ] && echo next >> "$cfg"
-        printf 'url = "http://127.0.0.1:%s/write?batch=rate-%s"\nheader = "Host: %s.localhost"\ndata-binary = "%s"\noutput = /dev/null\nwrite-out = "%%{http_code}\\n"\n' \
-            "$NGINX_PORT" "$k" "$s" "$body" >> "$cfg"
+        printf 'url = "http://127.0.0.1:%s/write?batch=rate-%s"\nheader = "Host: %s.localhost"\ndata-binary = "%s"\noutput = /dev/null\nwrite-out = "%s rate-%s %%{http_code}\\n"\n' \
+            "$NGINX_PORT" "$k" "$s" "$body" "$s" "$k" >> "$cfg"
     done
     t0=$(now_ms)
-    ok=$(curl -s -K "$cfg" | grep -c '^200$')
+    ok=$(curl -s -K "$cfg" | tee -a "$T/acks-setup" | grep -c ' 200$')
     t1=$(now_ms)
     [ "$ok" = "$n" ] || fail "rate run on $s: $ok of $n writes answered 200"
     echo $((n * 1000 / (t1 - t0 > 0 ? t1 - t0 : 1)))
@@ -116,10 +122,10 @@ wal_pages_per_commit=$(
         body=""
         for j in $(seq 0 19); do body="$body$((950000000 + k * 20 + j))\\n"; done
         [ "$k" -gt 1 ] && echo next >> "$cfg"
-        printf 'url = "http://127.0.0.1:%s/write?batch=wal-%s"\nheader = "Host: s1.localhost"\ndata-binary = "%s"\noutput = /dev/null\n' \
-            "$NGINX_PORT" "$k" "$body" >> "$cfg"
+        printf 'url = "http://127.0.0.1:%s/write?batch=wal-%s"\nheader = "Host: s1.localhost"\ndata-binary = "%s"\noutput = /dev/null\nwrite-out = "s1 wal-%s %%{http_code}\\n"\n' \
+            "$NGINX_PORT" "$k" "$body" "$k" >> "$cfg"
     done
-    curl -s -K "$cfg" > /dev/null
+    curl -s -K "$cfg" >> "$T/acks-setup"
     bytes=$(stat -c %s "$s1db-wal" 2>/dev/null || echo 0)
     page=$(sqlite3 "$s1db" "PRAGMA page_size;")
     # the WAL is a 32-byte header, then a 24-byte header before each page
@@ -184,14 +190,41 @@ for s in "${PGT[@]}"; do
         fail "cannot read t_$s"
 done
 declare -A HAVE=()
-half=0 foreign=0 unacked=0 lost=0
+half=0 foreign=0 unacked=0 lost=0 phantom=0
 while read -r s b n; do
     HAVE[$b]=$n
     [ "$n" = 20 ] || { half=$((half + 1)); log "HALF: $s has $n rows of batch $b"; }
     [ "${b%%-*}" = "$s" ] || { foreign=$((foreign + 1)); log "FOREIGN: $s holds batch $b"; }
     code=${ACK[$b]:-none}
+    [ "$code" = none ] && { phantom=$((phantom + 1)); log "PHANTOM: $s holds batch $b, which no request sent"; }
     [ "${code:0:1}" = 2 ] || unacked=$((unacked + 1))
 done < "$T/present"
+# Tenant by tenant, from the client's side (every request, the setup's too: "tenant batch
+# status"): batches acknowledged, and batches sent without a 2xx (which may have committed).
+declare -A T_ACK=() T_UNACK=()
+while read -r s b code; do
+    if [ "${code:0:1}" = 2 ]; then
+        T_ACK[$s]=$((${T_ACK[$s]:-0} + 1))
+    else
+        T_UNACK[$s]=$((${T_UNACK[$s]:-0} + 1))
+    fi
+done < <(cat "$T/acks-setup" "$T/acks")
+# ... and from the storage: every row of the tenant's table
+per_tenant="" tenants_off=0
+for s in "${ALL[@]}"; do
+    case $s in
+    p*) rows=$(psql_q -c "SELECT count(*) FROM t_$s.writes") ;;
+    *) rows=$(sqlite3 "$(sqlite3 "$T/state/control.db" "SELECT storage FROM tenants WHERE slug = '$s'")" "SELECT count(*) FROM writes") ;;
+    esac
+    [[ $rows =~ ^[0-9]+$ ]] || { fail "cannot count the rows of $s"; rows=-1; }
+    a=${T_ACK[$s]:-0} u=${T_UNACK[$s]:-0}
+    extra=$((rows - 20 * a))
+    if [ "$rows" -lt 0 ] || [ "$extra" -lt 0 ] || [ $((extra % 20)) -ne 0 ] || [ $((extra / 20)) -gt "$u" ]; then
+        tenants_off=$((tenants_off + 1))
+        log "TENANT $s: $rows rows; acknowledged $a batches ($((20 * a)) rows), $u more sent unacknowledged"
+    fi
+    per_tenant+="${per_tenant:+, }\"$s\": {\"rows\": $rows, \"acked_batches\": $a, \"unacked_sent\": $u, \"unacked_committed\": $((extra >= 0 ? extra / 20 : -1))}"
+done
 lost_full=0 lost_normal=0 lost_pg=0
 for b in "${!ACK[@]}"; do
     [ "${ACK[$b]:0:1}" = 2 ] || continue
@@ -204,12 +237,13 @@ done
 statuses=$(awk '{print $3}' "$T/acks" | sort | uniq -c | awk '{printf "%s\"%s\": %s", (n++ ? ", " : ""), $2, $1}')
 acked_by=$(awk '$3 ~ /^2/ {print substr($1,1,1)}' "$T/acks" | sort | uniq -c | awk '{printf "%s\"%s\": %s", (n++ ? ", " : ""), ($2=="f" ? "sqlite_full" : $2=="s" ? "sqlite_normal" : "postgres"), $1}')
 ok=true
-[ "$lost" -eq 0 ] && [ "$half" -eq 0 ] && [ "$foreign" -eq 0 ] && [ "$acked" -gt 0 ] && [ "$FAILED" -eq 0 ] || ok=false
+[ "$lost" -eq 0 ] && [ "$half" -eq 0 ] && [ "$foreign" -eq 0 ] && [ "$phantom" -eq 0 ] && [ "$tenants_off" -eq 0 ] && [ "$acked" -gt 0 ] && [ "$FAILED" -eq 0 ] || ok=false
 cat > "$STRESS_OUT/stress-durability.json" <<EOF
 {"suite": "durability", "seconds": $SECS, "writes": $total, "acked": $acked,
  "acked_by_backend": {$acked_by}, "status": {$statuses},
  "lost": $lost, "lost_by_backend": {"sqlite_full": $lost_full, "sqlite_normal": $lost_normal, "postgres": $lost_pg},
- "half_applied": $half, "foreign": $foreign, "committed_unacked": $unacked,
+ "half_applied": $half, "foreign": $foreign, "phantom": $phantom, "committed_unacked": $unacked,
+ "tenants_off": $tenants_off, "per_tenant": {$per_tenant},
  "faults": {"worker_kills": $kills, "master_kills": 1, "postgres_crashes": 1, "workers_gone_ms": $gone_ms},
  "normal_window": {"commits_per_s_full": $rate_full, "commits_per_s_normal": $rate_normal,
   "commits_per_s_postgres": $rate_pg, "wal_pages_per_commit": $wal_pages_per_commit,
@@ -220,7 +254,9 @@ EOF
 printf '\n%-34s %s\n' "durability, ${SECS} s of writes" "(20-row batches, 3 writers)"
 printf '  %-32s %s\n' "writes sent" "$total" "answered 2xx" "$acked ($acked_by)" \
     "statuses" "$statuses" "LOST (2xx, not all there)" "$lost" "HALF-APPLIED" "$half" \
-    "FOREIGN (in another tenant)" "$foreign" "committed, not acknowledged" "$unacked" \
+    "FOREIGN (in another tenant)" "$foreign" "PHANTOM (no request sent it)" "$phantom" \
+    "committed, not acknowledged" "$unacked" \
+    "TENANTS whose rows are off" "$tenants_off of ${#ALL[@]}" \
     "workers SIGKILLed" "$kills" "master SIGKILLed; workers gone" "1; $gone_ms ms" \
     "PostgreSQL crashed (immediate)" 1 \
     "commits/s FULL / NORMAL / PG" "$rate_full / $rate_normal / $rate_pg" \
@@ -230,4 +266,6 @@ echo "STRESS-RESULT $(tr -d '\n' < "$STRESS_OUT/stress-durability.json")"
 [ "$lost" -eq 0 ] || fail "$lost acknowledged writes lost"
 [ "$half" -eq 0 ] || fail "$half half-applied transactions"
 [ "$foreign" -eq 0 ] || fail "$foreign batches in another tenant's storage"
+[ "$phantom" -eq 0 ] || fail "$phantom batches that no request sent"
+[ "$tenants_off" -eq 0 ] || fail "$tenants_off tenants do not hold exactly the rows acknowledged to them"
 [ "$acked" -gt 0 ] || fail "no write was acknowledged"
