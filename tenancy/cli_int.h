@@ -202,6 +202,11 @@ typedef struct cli_jobs_ops {
     bool (*take)(void *ctx, const void *result);           /* in the parent: true = failed */
     void (*lost)(void *ctx, int idx, const char *why);     /* in the parent: its worker died
                                                               with it in hand (a failure) */
+    int (*idle)(void *ctx);                                /* in the parent, once the workers
+                                                              have their next tasks: slow
+                                                              bookkeeping that should not hold
+                                                              them up; returns tasks that
+                                                              turned failed; may be NULL */
     int hard_signal;   /* what a second SIGINT/SIGTERM sends the workers */
 } cli_jobs_ops;
 

@@ -252,6 +252,8 @@ void cli_jobs_run(cli_jobs *j, int limit, bool stop_on_error)
         }
         reap(j);
         hand_out_all(j);
+        if (j->ops->idle != NULL)
+            j->failed += j->ops->idle(j->ctx);
         draw_bar(j, false);
     }
 }

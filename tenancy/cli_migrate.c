@@ -19,9 +19,10 @@
  * Why the parent records, in batches, on a registry connection it opens after the fork:
  * one transaction per tenant, from N workers, made the workers queue for SQLite's write
  * lock (its busy handler sleeps) once per tenant, which cost a wave more than its DDL. A
- * batch is written every REG_BATCH results or CLI_FLUSH_MS, at the end of a canary and at
- * the end; a tenant whose copy could not be written is reported failed ("migrated to V, but
- * the registry could not record it"), as before. The tenant's version table stays the
+ * batch is written every REG_BATCH results or CLI_FLUSH_MS (once the workers have their
+ * next tenants, so they do not wait for it), at the end of a canary and at the end; a
+ * tenant whose copy could not be written is reported failed ("migrated to V, but the
+ * registry could not record it"), as before. The tenant's version table stays the
  * truth: a run killed between a tenant's commit and its batch leaves the old copy, which
  * the next run (the tenant current, its copy wrong) writes.
  *
@@ -455,13 +456,19 @@ static bool take_result(void *ctx, const void *result)
     j->nwarnings = res->nwarnings;
     set_text(&j->error, res->error);
     set_text(&j->warning, res->warning);
-    bool failed = j->status == JOB_FAILED;
     if (res->record)
         r->pend[r->npend++] = res->idx;
-    /* This tenant, should the batch turn it failed, is counted there. */
+    return j->status == JOB_FAILED;
+}
+
+/* After the workers got their next tenants: a batch that is due is written while they
+ * work. A tenant it turns failed is counted there. */
+static int record_due(void *ctx)
+{
+    run *r = ctx;
     if (r->npend >= REG_BATCH || clock_mono_ms() - r->recorded_ms >= CLI_FLUSH_MS)
-        r->j.failed += record_batch(r);
-    return failed;
+        return record_batch(r);
+    return 0;
 }
 
 static void lost_job(void *ctx, int idx, const char *why)
@@ -479,6 +486,7 @@ static const cli_jobs_ops migrate_ops = {
     .worker_end = worker_end,
     .take = take_result,
     .lost = lost_job,
+    .idle = record_due,
     .hard_signal = SIGKILL,
 };
 
