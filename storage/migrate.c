@@ -9,10 +9,14 @@
  * files 1-6 and reports version 6; the next run resumes at 7. One transaction for the whole
  * run would redo everything on each attempt and hold locks for its whole length.
  *
- * Why the version table is read with a plain SELECT first: a tenant that is up to date then
- * costs that one query. Only when it fails is the table created (CREATE TABLE IF NOT EXISTS,
- * resolved in the target's own file or schema, in the first file's transaction), never
- * looked up in a catalog-wide view.
+ * Why the version table is read with a plain SELECT first: on SQLite, a tenant that is up to
+ * date then costs that one query and no write lock on its file. On PostgreSQL the read is
+ * the second statement of the first file's transaction, after the advisory lock: a wave
+ * that applies a file to every tenant then pays one transaction per tenant and no second
+ * look under the lock, and an up-to-date tenant three round trips (the lock, the read, the
+ * rollback), none of which blocks its app. Only when the read fails is the table created
+ * (CREATE TABLE IF NOT EXISTS, resolved in the target's own file or schema, in the first
+ * file's transaction), never looked up in a catalog-wide view.
  *
  * Scripts are split with db.c's splitter (db_int.h), the one splitter of the project, so a
  * ';' inside a string, a comment, a dollar quote or a trigger body never ends a statement.
@@ -363,8 +367,10 @@ static int table_exists(tn_db *db, bool *exists)
     return rc;
 }
 
-/* The rows of the version table into *out (malloc'd), in version order. *missing is set
- * when the table does not exist (then TN_OK with no rows). */
+static int collect_applied(tn_db *db, tn_rows *rows, applied **out, int *n, migrate_error *e);
+
+/* The rows of the version table into *out (malloc'd). *missing is set when the table does
+ * not exist (then TN_OK with no rows). */
 static int read_applied(tn_db *db, applied **out, int *n, bool *missing, migrate_error *e)
 {
     *out = NULL;
@@ -393,7 +399,13 @@ static int read_applied(tn_db *db, applied **out, int *n, bool *missing, migrate
         set_error(e, NULL, 0, 0, tn_db_error(db));
         return rc;
     }
-    int cap = 0;
+    return collect_applied(db, rows, out, n, e);
+}
+
+/* The rows of a version-table query into *out (malloc'd); frees rows. */
+static int collect_applied(tn_db *db, tn_rows *rows, applied **out, int *n, migrate_error *e)
+{
+    int rc, cap = 0;
     applied *a = NULL;
     while ((rc = tn_rows_next(rows)) == TN_OK) {
         const char *v = tn_rows_get(rows, 0), *c = tn_rows_get(rows, 1);
@@ -556,7 +568,9 @@ static void abandon(tn_db *db)
         tn_db_rollback(db);
 }
 
-/* Apply one file in one transaction. *skipped: another run applied it meanwhile. With
+/* Apply one file in one transaction. *skipped: another run applied it meanwhile. locked:
+ * the transaction is open already, under the lock, and the version table was read in it
+ * (read_locked), so there is nothing to look at again. With
  * create_table (the version table was missing), the table is created first in the same
  * transaction, under the same lock: a new tenant's first migration costs one transaction,
  * not two (if the file fails, the table goes with it and the next run creates it again).
@@ -564,21 +578,24 @@ static void abandon(tn_db *db)
  * NOT EXISTS (PostgreSQL checks existence before it inserts into its catalog, so the loser
  * fails on pg_type's unique index): the advisory lock, or SQLite's write lock, serialises
  * them. */
-static int apply_one(tn_db *db, const struct migration *m, bool create_table, bool *skipped,
-                     migrate_error *e)
+static int apply_one(tn_db *db, const struct migration *m, bool create_table, bool locked,
+                     bool *skipped, migrate_error *e)
 {
     *skipped = false;
-    int rc = tn_db_begin(db);
-    if (rc != TN_OK) {
-        set_error(e, m->info.file, 0, 0, tn_db_error(db));
-        return rc;
+    int rc = TN_OK;
+    if (!locked) {
+        rc = tn_db_begin(db);
+        if (rc != TN_OK) {
+            set_error(e, m->info.file, 0, 0, tn_db_error(db));
+            return rc;
+        }
+        rc = lock_migrators(db);
     }
-    rc = lock_migrators(db);
     if (rc == TN_OK && create_table)
         rc = tn_db_exec(db, create_table_sql, 0, NULL);
     char have[80];
     const char *pv[] = {m->info.version};
-    if (rc == TN_OK) {
+    if (rc == TN_OK && !locked) {
         rc = db_query_value(db, have, sizeof(have),
                             "SELECT checksum FROM tenancy_migrations WHERE version = $1", 1, pv);
         if (rc == TN_OK) {   /* applied by someone else since we looked */
@@ -611,6 +628,38 @@ static int apply_one(tn_db *db, const struct migration *m, bool create_table, bo
     return rc;
 }
 
+/* PostgreSQL: open the first file's transaction, take the lock, then read the version
+ * table in it. What is read under the lock needs no second look before the first file, and
+ * the read needs no transaction of its own: a wave that applies a file to every tenant pays
+ * one transaction per tenant, with the scope, the role and the lock in the round trip of
+ * BEGIN (pg.c), as a hand-written script would. TN_OK with the transaction open; TN_DECLINED
+ * when the read failed (no version table, most likely: rolled back, and the caller reads
+ * as SQLite does, which tells a missing table from an error and creates it); or an error
+ * with e set. */
+static int read_locked(tn_db *db, applied **out, int *n, migrate_error *e)
+{
+    *out = NULL;
+    *n = 0;
+    int rc = tn_db_begin(db);
+    if (rc == TN_OK)
+        rc = lock_migrators(db);
+    tn_rows *rows = NULL;
+    if (rc == TN_OK)
+        rc = tn_db_query(db, &rows, "SELECT version, checksum FROM tenancy_migrations", 0, NULL);
+    if (rc == TN_OK)
+        rc = collect_applied(db, rows, out, n, e);
+    else
+        set_error(e, NULL, 0, 0, tn_db_error(db));
+    if (rc != TN_OK) {
+        abandon(db);
+        if (rc == TN_INVALID) {
+            memset(e, 0, sizeof(*e));
+            return TN_DECLINED;
+        }
+    }
+    return rc;
+}
+
 int migrate_apply(tn_db *db, const migration_set *s, migrate_result *res)
 {
     memset(res, 0, sizeof(*res));
@@ -620,8 +669,14 @@ int migrate_apply(tn_db *db, const migration_set *s, migrate_result *res)
     }
     applied *a = NULL;
     int na = 0;
-    bool missing = false;
-    int rc = read_applied(db, &a, &na, &missing, &res->error);
+    bool missing = false, locked = false;
+    int rc = TN_DECLINED;
+    if (is_pg(db) && s->n > 0) {
+        rc = read_locked(db, &a, &na, &res->error);
+        locked = rc == TN_OK;
+    }
+    if (rc == TN_DECLINED)
+        rc = read_applied(db, &a, &na, &missing, &res->error);
     if (rc != TN_OK)
         return rc;
     if (missing && s->n == 0)
@@ -635,6 +690,8 @@ int migrate_apply(tn_db *db, const migration_set *s, migrate_result *res)
     bool *done = calloc((size_t)s->n + 1, sizeof(bool));
     if (done == NULL) {
         free(a);
+        if (locked)
+            abandon(db);
         set_error(&res->error, NULL, 0, 0, "out of memory");
         return TN_NOMEM;
     }
@@ -656,6 +713,12 @@ int migrate_apply(tn_db *db, const migration_set *s, migrate_result *res)
     for (int j = 0; j < s->n; j++)
         if (!done[j])
             res->pending++;
+    if (locked && res->pending == 0) {   /* up to date: end the read's transaction */
+        rc = tn_db_rollback(db);
+        if (rc != TN_OK)
+            set_error(&res->error, NULL, 0, 0, tn_db_error(db));
+        locked = false;
+    }
 
     for (int j = 0; j < s->n && rc == TN_OK; j++) {
         if (done[j])
@@ -665,7 +728,8 @@ int migrate_apply(tn_db *db, const migration_set *s, migrate_result *res)
             warn(res, "%s is applied out of order (version %s is applied already)",
                  m->info.file, top);
         bool skipped = false;
-        rc = apply_one(db, m, create_table, &skipped, &res->error);
+        rc = apply_one(db, m, create_table, locked, &skipped, &res->error);
+        locked = false;
         if (rc != TN_OK)
             break;
         create_table = false;

@@ -84,11 +84,13 @@ typedef struct migrate_result {
     char warnings[MIGRATE_MAX_WARNINGS][256];
 } migrate_result;
 
-/* Bring the target up to date: read its version table (one query), create it when missing,
- * and apply each pending file in order, each in its own transaction with its version row.
- * On PostgreSQL each transaction first takes a transaction-scoped advisory lock keyed by the
- * schema, and every backend re-checks the version inside the transaction, so two runs on the
- * same target never apply a file twice. A failing file is rolled back (that file only: the
+/* Bring the target up to date: read its version table, create it when missing, and apply
+ * each pending file in order, each in its own transaction with its version row. On
+ * PostgreSQL each transaction first takes a transaction-scoped advisory lock keyed by the
+ * schema, and the version is read (the first file's transaction) or checked again (the
+ * others') under it, so two runs on the same target never apply a file twice; an up-to-date
+ * target costs that lock and read in a transaction that is rolled back. On SQLite the read
+ * is one query outside any transaction. A failing file is rolled back (that file only: the
  * ones before it stay applied) and the call stops there.
  *
  * TN_OK (res->to is the set's latest, or higher); otherwise the database's code with

@@ -246,7 +246,7 @@ static void notice_receiver(void *arg, const PGresult *res)
  * with 8 connections and 1,000 schemas). Judged per statement, conservatively:
  *
  *   LEFT_SESSION   a command tag outside the list below (SET, RESET, PREPARE, DECLARE CURSOR,
- *                  LISTEN, CREATE ..., DO, CALL, LOCK, EXPLAIN, ...), or a text naming TEMP
+ *                  LISTEN, CREATE FUNCTION, DO, CALL, LOCK, EXPLAIN, ...), or a text naming TEMP
  *                  (TEMP, TEMPORARY, pg_temp: a temporary table would shadow the next
  *                  tenant's), SET_CONFIG (a session setting, SET ROLE's too),
  *                  ADVISORY_LOCK (session-level locks survive a rollback), DBLINK, LISTEN,
@@ -254,8 +254,13 @@ static void notice_receiver(void *arg, const PGresult *res)
  *                  was handed out (anything may have been run on it)
  *                  -> DISCARD ALL and the session settings;
  *   LEFT_SEQUENCES an INSERT, UPDATE, DELETE or MERGE (a serial default or a trigger calls
- *                  nextval, and lastval() would answer the previous tenant's value), or a
- *                  text naming NEXTVAL or SETVAL -> DISCARD SEQUENCES;
+ *                  nextval, and lastval() would answer the previous tenant's value), a
+ *                  text naming NEXTVAL or SETVAL, or the schema DDL of a migration wave
+ *                  (CREATE, ALTER or DROP of a TABLE, INDEX, VIEW or SEQUENCE; COMMENT,
+ *                  GRANT, REVOKE: they change the catalog, which is not the session, but
+ *                  ALTER TABLE ... ADD COLUMN with a serial fills the existing rows with
+ *                  nextval) -> DISCARD SEQUENCES, so `tenancy migrate` does not pay a
+ *                  DISCARD ALL and the session settings at every tenant;
  *   LEFT_NONE      SELECT, SHOW, BEGIN, START TRANSACTION, COMMIT, ROLLBACK, SAVEPOINT,
  *                  RELEASE with none of those words -> nothing.
  *
@@ -276,6 +281,23 @@ static bool names_any(const char *sql, const char *const *words)
     return false;
 }
 
+/* A command tag of schema DDL that leaves nothing in the session but sequence state: the
+ * verb, one space, the object. A temporary object says TEMP in its text, caught before. */
+static bool schema_ddl(const char *tag)
+{
+    static const char *const verbs[] = {"CREATE ", "ALTER ", "DROP ", NULL};
+    static const char *const objects[] = {"TABLE", "INDEX", "VIEW", "SEQUENCE", NULL};
+    for (const char *const *v = verbs; *v != NULL; v++) {
+        size_t n = strlen(*v);
+        if (strncmp(tag, *v, n) != 0)
+            continue;
+        for (const char *const *o = objects; *o != NULL; o++)
+            if (strcmp(tag + n, *o) == 0)
+                return true;
+    }
+    return false;
+}
+
 static int statement_leftover(const char *sql, const PGresult *res)
 {
     static const char *const session_words[] = {"TEMP", "SET_CONFIG", "ADVISORY_LOCK",
@@ -291,7 +313,8 @@ static int statement_leftover(const char *sql, const PGresult *res)
     const char *tag = PQcmdStatus((PGresult *)res);
     size_t n = strcspn(tag, " ");
 #define TAG_IS(w) (n == sizeof(w) - 1 && strncmp(tag, w, n) == 0)
-    if (TAG_IS("INSERT") || TAG_IS("UPDATE") || TAG_IS("DELETE") || TAG_IS("MERGE"))
+    if (TAG_IS("INSERT") || TAG_IS("UPDATE") || TAG_IS("DELETE") || TAG_IS("MERGE") ||
+        TAG_IS("COMMENT") || TAG_IS("GRANT") || TAG_IS("REVOKE") || schema_ddl(tag))
         return LEFT_SEQUENCES;
     if (TAG_IS("SELECT") || TAG_IS("SHOW") || TAG_IS("BEGIN") || TAG_IS("COMMIT") ||
         TAG_IS("ROLLBACK") || TAG_IS("SAVEPOINT") || TAG_IS("RELEASE") ||

@@ -125,12 +125,14 @@ void cli_json_tenant(buf *b, const tenant_rec *t, const registry_domain *d, int 
  * (without "tenant" if that read fails: the change itself was made). */
 void cli_json_changed(cli *c, const char *slug);
 
-/* Deferred registry commits in a cli_jobs run (tenant create --from-file, migrate -j): each
- * worker defers its connection's commits (registry_defer_sync), flushes them at most every
- * CLI_FLUSH_MS with cli_flush_due and when it ends; the parent, once the workers are gone,
- * opens the registry (into c->reg) and flushes once more with cli_flush_all before it reports
- * anything. A killed worker loses nothing it committed; a power loss, at most the last
- * CLI_FLUSH_MS of entries. cli_flush_all: TN_OK, or the error with err set. */
+/* Deferred registry commits in a cli_jobs run: in tenant create --from-file each worker
+ * defers its connection's commits (registry_defer_sync), flushes them at most every
+ * CLI_FLUSH_MS with cli_flush_due and when it ends; in migrate the parent writes the
+ * results in batches on a connection of its own, deferred the same way. Either way the
+ * parent, once the workers are gone, flushes once more with cli_flush_all (opening the
+ * registry into c->reg when it is not open) before it reports anything. A killed worker
+ * loses nothing it committed; a power loss, at most the last CLI_FLUSH_MS of entries.
+ * cli_flush_all: TN_OK, or the error with err set. */
 #define CLI_FLUSH_MS 1000
 void cli_flush_due(registry *r, int64_t *flushed_ms);
 void cli_flush_now(registry *r);   /* a worker's, as it ends; NULL is fine */
@@ -200,6 +202,11 @@ typedef struct cli_jobs_ops {
     bool (*take)(void *ctx, const void *result);           /* in the parent: true = failed */
     void (*lost)(void *ctx, int idx, const char *why);     /* in the parent: its worker died
                                                               with it in hand (a failure) */
+    int (*idle)(void *ctx);                                /* in the parent, once the workers
+                                                              have their next tasks: slow
+                                                              bookkeeping that should not hold
+                                                              them up; returns tasks that
+                                                              turned failed; may be NULL */
     int hard_signal;   /* what a second SIGINT/SIGTERM sends the workers */
 } cli_jobs_ops;
 
@@ -223,8 +230,9 @@ typedef struct cli_jobs {
 } cli_jobs;
 
 /* Install the stop handlers (SIGINT, SIGTERM) and fork min(nworkers, ntasks) workers. The
- * caller's registry connection must be closed first (a worker opens its own). TN_OK, or
- * TN_IO with err set (cli_jobs_finish still ends the ones started). */
+ * caller's registry connection must be closed first (a worker opens its own; the caller
+ * may open one again once they are forked). TN_OK, or TN_IO with err set (cli_jobs_finish
+ * still ends the ones started). */
 int cli_jobs_start(cli_jobs *j, const cli_jobs_ops *ops, void *ctx, int ntasks, int nworkers,
                    char *err, size_t errlen);
 /* Hand out tasks [j->next, limit) until all came back or the run stopped (a signal, stop on

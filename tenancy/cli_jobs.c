@@ -19,8 +19,9 @@
  * decides), and die with the parent (PR_SET_PDEATHSIG, SIGTERM). Signals are blocked
  * across fork, so a child never runs the parent's handler.
  *
- * Must not: touch storage or the registry in the parent, or print anything but the
- * progress bar to stderr while running.
+ * Must not: touch storage or the registry in the runner's parent (the caller's take() may,
+ * on a connection it opened after the fork), or print anything but the progress bar to
+ * stderr while running.
  */
 #include "core/first.h"
 #include "tenancy/cli_int.h"
@@ -251,6 +252,8 @@ void cli_jobs_run(cli_jobs *j, int limit, bool stop_on_error)
         }
         reap(j);
         hand_out_all(j);
+        if (j->ops->idle != NULL)
+            j->failed += j->ops->idle(j->ctx);
         draw_bar(j, false);
     }
 }

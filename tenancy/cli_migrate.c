@@ -7,14 +7,24 @@
  *
  * Shape: the parent builds the list of tenants from the registry (one paged query per 1,000
  * tenants, no per-tenant lookups), closes its registry connection, then forks N workers
- * (the runner of cli_jobs.c, shared with `tenancy tenant create --from-file`).
- * Each worker opens its own registry connection and its own storage connections (a libpq
- * socket or a SQLite handle must never be shared across fork), takes one tenant at a time
- * from its task pipe (an index into the list it inherited), migrates it (storage/migrate.h:
- * one transaction per file), records the version and the error in the registry, and writes
- * one fixed-size result to the shared result pipe (smaller than PIPE_BUF, so results of
- * several workers never interleave). The parent hands out tenants as workers come back, so
- * a slow tenant never holds up the others, draws the progress bar, and prints the table.
+ * (the runner of cli_jobs.c, shared with `tenancy tenant create --from-file`; N is -j,
+ * DEFAULT_JOBS without it). Each worker opens its own storage connections (a libpq socket or
+ * a SQLite handle must never be shared across fork), takes one tenant at a time from its
+ * task pipe (an index into the list it inherited), migrates it (storage/migrate.h: one
+ * transaction per file), and writes one fixed-size result to the shared result pipe
+ * (smaller than PIPE_BUF, so results of several workers never interleave). The parent hands
+ * out tenants as workers come back, so a slow tenant never holds up the others, records the
+ * versions and errors in the registry, draws the progress bar, and prints the table.
+ *
+ * Why the parent records, in batches, on a registry connection it opens after the fork:
+ * one transaction per tenant, from N workers, made the workers queue for SQLite's write
+ * lock (its busy handler sleeps) once per tenant, which cost a wave more than its DDL. A
+ * batch is written every REG_BATCH results or CLI_FLUSH_MS (once the workers have their
+ * next tenants, so they do not wait for it), at the end of a canary and at the end; a
+ * tenant whose copy could not be written is reported failed ("migrated to V, but the
+ * registry could not record it"), as before. The tenant's version table stays the
+ * truth: a run killed between a tenant's commit and its batch leaves the old copy, which
+ * the next run (the tenant current, its copy wrong) writes.
  *
  * Why the parent hands out work (rather than giving each worker a fixed slice): --canary
  * and --stop-on-error need one place that decides whether to go on, and a wave is only as
@@ -32,8 +42,13 @@
  * Workers ignore SIGINT (the terminal sends it to the whole group) and die with the parent
  * (PR_SET_PDEATHSIG).
  *
- * Must not: touch storage in the parent, share a connection across fork, print anything
- * but the progress bar to stderr while running, or write to stdout before the end.
+ * Why DEFAULT_JOBS workers without -j: a wave's time is the server's (the DDL, its commit)
+ * and the round trips in between; one connection leaves the server idle during every round
+ * trip, a few keep it busy. Four is what a hand-written script over a few psql sessions
+ * would use, and few enough to leave a server's connection slots and CPUs to its apps.
+ *
+ * Must not: touch tenant storage in the parent, share a connection across fork, print
+ * anything but the progress bar to stderr while running, or write to stdout before the end.
  */
 #include "core/first.h"
 #include "tenancy/cli_int.h"
@@ -49,6 +64,8 @@
 #include <string.h>
 
 #define PAGE 1000
+#define DEFAULT_JOBS 4     /* workers without -j (see the banner) */
+#define REG_BATCH 256      /* results recorded in the registry in one transaction */
 
 /* ---- shared with cli_tenant.c -------------------------------------------------------------- */
 
@@ -190,6 +207,7 @@ typedef struct wire_result {
     int32_t status;              /* JOB_MIGRATED, JOB_CURRENT, JOB_FAILED */
     int32_t applied;
     int32_t nwarnings;
+    int32_t record;              /* the registry's copy differs: the parent writes `to`, error */
     int64_t ms;
     char from[MIGRATE_VERSION_MAX], to[MIGRATE_VERSION_MAX];
     char error[1600];
@@ -210,7 +228,6 @@ typedef struct pooled {
 typedef struct worker_ctx {
     const tenancy_config *tc;
     const migration_set *set;
-    registry *reg;
     pooled conns[MAX_PLACEMENTS];
     int nconns;
 } worker_ctx;
@@ -308,17 +325,9 @@ static void migrate_one(worker_ctx *w, const job *j, wire_result *r)
     r->status = rc != TN_OK ? JOB_FAILED : r->applied > 0 ? JOB_MIGRATED : JOB_CURRENT;
     snprintf(r->error, sizeof(r->error), "%s", rc != TN_OK ? err : "");
 
-    /* The registry's copy; an up-to-date tenant whose copy is right costs no write. */
-    const char *version = known ? r->to : j->reg_version;
-    if (!(strcmp(version, j->reg_version) == 0 && strcmp(r->error, j->reg_error) == 0)) {
-        char rerr[512];
-        int rr = registry_set_migration(w->reg, j->slug, version, r->error, rerr, sizeof(rerr));
-        if (rr != TN_OK && r->status != JOB_FAILED) {
-            r->status = JOB_FAILED;
-            snprintf(r->error, sizeof(r->error),
-                     "migrated to %s, but the registry could not record it: %s", r->to, rerr);
-        }
-    }
+    /* The registry's copy (r->to is the registry's own version when the tenant's is not
+     * known), written by the parent; an up-to-date tenant whose copy is right costs none. */
+    r->record = !(strcmp(r->to, j->reg_version) == 0 && strcmp(r->error, j->reg_error) == 0);
     r->ms = clock_mono_ms() - t0;
 }
 
@@ -329,9 +338,10 @@ typedef struct run {
     job_list *l;
     const migration_set *set;
     worker_ctx w;                /* in a worker */
-    int open_rc;                 /* in a worker: its registry_open */
-    char open_err[1024];
-    int64_t flushed_ms;          /* in a worker: its last registry flush (cli_flush_due) */
+    int *pend;                   /* in the parent: results the registry must record ... */
+    int npend;
+    int64_t recorded_ms;         /* ... since the last batch was written at this time */
+    int64_t flushed_ms;          /* the parent's last registry flush (cli_flush_due) */
     cli_jobs j;
 } run;
 
@@ -341,25 +351,12 @@ static void worker_begin(void *ctx)
     memset(&r->w, 0, sizeof(r->w));
     r->w.tc = &r->c->cfg->tenancy;
     r->w.set = r->set;
-    r->open_rc = registry_open(r->w.tc->registry_uri, NULL, &r->w.reg, r->open_err,
-                               sizeof(r->open_err));
-    if (r->open_rc == TN_OK)   /* its commits deferred: see cli_flush_due in cli_int.h */
-        r->open_rc = registry_defer_sync(r->w.reg, r->open_err, sizeof(r->open_err));
-    r->flushed_ms = clock_mono_ms();
 }
 
 static bool worker_task(void *ctx, int idx, void *result)
 {
     run *r = ctx;
-    wire_result *res = result;
-    if (r->open_rc != TN_OK) {
-        res->status = JOB_FAILED;
-        snprintf(res->error, sizeof(res->error), "the worker cannot open the registry: %s",
-                 r->open_err);
-    } else {
-        migrate_one(&r->w, &r->l->v[idx], res);
-        cli_flush_due(r->w.reg, &r->flushed_ms);
-    }
+    migrate_one(&r->w, &r->l->v[idx], result);
     return true;
 }
 
@@ -368,14 +365,82 @@ static void worker_end(void *ctx)
     run *r = ctx;
     for (int i = 0; i < r->w.nconns; i++)
         db_close(r->w.conns[i].db);
-    cli_flush_now(r->w.reg);
-    registry_close(r->w.reg);
 }
 
 static void set_text(char **dst, const char *s)
 {
     free(*dst);
     *dst = s != NULL && s[0] != '\0' ? strdup(s) : NULL;
+}
+
+/* A tenant migrated whose registry copy could not be written counts as failed. */
+static int record_failed(job *j, const char *why)
+{
+    if (j->status == JOB_FAILED)
+        return 0;   /* its own error says more */
+    char msg[1024];
+    snprintf(msg, sizeof(msg), "migrated to %s, but the registry could not record it: %s",
+             j->to, why);
+    j->status = JOB_FAILED;
+    set_text(&j->error, msg);
+    return 1;
+}
+
+/* Write the pending results to the registry in one transaction (its commit deferred, as
+ * cli_int.h says, and flushed by cli_flush_due and cli_flush_all). The connection is the
+ * parent's own, opened at the first batch, after the workers were forked. Returns how many
+ * tenants turned failed. */
+static int record_batch(run *r)
+{
+    cli *c = r->c;
+    int turned = 0;
+    r->recorded_ms = clock_mono_ms();
+    if (r->npend == 0)
+        return 0;
+    char err[600] = "";
+    int rc = TN_OK;
+    if (c->reg == NULL) {
+        const tenancy_config *tc = &c->cfg->tenancy;
+        rc = registry_open(tc->registry_uri, tc->gen_path, &c->reg, err, sizeof(err));
+        if (rc == TN_OK)
+            rc = registry_defer_sync(c->reg, err, sizeof(err));
+        r->flushed_ms = clock_mono_ms();
+    }
+    registry_migration_update *u = calloc((size_t)r->npend, sizeof(*u));
+    if (rc == TN_OK && u == NULL) {
+        rc = TN_NOMEM;
+        snprintf(err, sizeof(err), "out of memory");
+    }
+    if (rc == TN_OK) {
+        for (int i = 0; i < r->npend; i++) {
+            const job *j = &r->l->v[r->pend[i]];
+            u[i] = (registry_migration_update){j->slug, j->to, j->error ? j->error : "", 0};
+        }
+        rc = registry_set_migrations(c->reg, u, r->npend, err, sizeof(err));
+    }
+    for (int i = 0; i < r->npend; i++) {
+        job *j = &r->l->v[r->pend[i]];
+        if (rc != TN_OK && c->reg != NULL && u != NULL) {
+            /* The batch failed as a whole: one by one, so that only a tenant whose own row
+             * cannot be written is reported (as it was when each tenant wrote its own). */
+            char one[600];
+            int orc = registry_set_migration(c->reg, j->slug, u[i].version, u[i].last_error,
+                                             one, sizeof(one));
+            if (orc != TN_OK)
+                turned += record_failed(j, one);
+        } else if (rc != TN_OK) {
+            turned += record_failed(j, err);
+        } else if (u[i].rc == TN_NOTFOUND) {
+            char why[200];
+            snprintf(why, sizeof(why), "no tenant '%s'", j->slug);
+            turned += record_failed(j, why);
+        }
+    }
+    free(u);
+    r->npend = 0;
+    if (c->reg != NULL)
+        cli_flush_due(c->reg, &r->flushed_ms);
+    return turned;
 }
 
 static bool take_result(void *ctx, const void *result)
@@ -391,7 +456,19 @@ static bool take_result(void *ctx, const void *result)
     j->nwarnings = res->nwarnings;
     set_text(&j->error, res->error);
     set_text(&j->warning, res->warning);
+    if (res->record)
+        r->pend[r->npend++] = res->idx;
     return j->status == JOB_FAILED;
+}
+
+/* After the workers got their next tenants: a batch that is due is written while they
+ * work. A tenant it turns failed is counted there. */
+static int record_due(void *ctx)
+{
+    run *r = ctx;
+    if (r->npend >= REG_BATCH || clock_mono_ms() - r->recorded_ms >= CLI_FLUSH_MS)
+        return record_batch(r);
+    return 0;
 }
 
 static void lost_job(void *ctx, int idx, const char *why)
@@ -409,6 +486,7 @@ static const cli_jobs_ops migrate_ops = {
     .worker_end = worker_end,
     .take = take_result,
     .lost = lost_job,
+    .idle = record_due,
     .hard_signal = SIGKILL,
 };
 
@@ -673,7 +751,7 @@ int cli_migrate(cli *c, const cli_args *a)
     }
     if (all == (a->npos > 0))
         return cli_usage(c, "give --all or the slugs of the tenants to migrate (not both)");
-    int jobs = 1, canary = 0;
+    int jobs = DEFAULT_JOBS, canary = 0;
     int rc = cli_opt_int(c, a, "-j", 1, CLI_JOBS_MAX, &jobs);
     if (rc == 0)
         rc = cli_opt_int(c, a, "--canary", 1, 1000000, &canary);
@@ -702,6 +780,12 @@ int cli_migrate(cli *c, const cli_args *a)
     r.c = c;
     r.l = &l;
     r.set = set;
+    r.pend = calloc((size_t)(l.n > 0 ? l.n : 1), sizeof(*r.pend));
+    if (r.pend == NULL) {
+        free_jobs(&l);
+        migrate_free(set);
+        return cli_fail(c, TN_NOMEM, "out of memory");
+    }
     /* The workers open their own connections: the parent's must not be inherited in use. */
     registry_close(c->reg);
     c->reg = NULL;
@@ -709,9 +793,11 @@ int cli_migrate(cli *c, const cli_args *a)
     char err[512] = "";
     cli_preload_drivers(c);
     rc = cli_jobs_start(&r.j, &migrate_ops, &r, l.n, jobs, err, sizeof(err));
+    r.recorded_ms = clock_mono_ms();
     if (rc == TN_OK && l.n > 0) {
         if (canary > 0 && canary < l.n) {
             cli_jobs_run(&r.j, canary, stop_on_error);
+            r.j.failed += record_batch(&r);   /* the canaries' registry copies count too */
             if (r.j.failed > 0 && r.j.stopped == NULL)
                 r.j.stopped = "a canary failed";
         }
@@ -721,8 +807,10 @@ int cli_migrate(cli *c, const cli_args *a)
             r.j.stopped = "no worker left";   /* every worker died */
     }
     cli_jobs_finish(&r.j);
-    /* The workers' registry commits were deferred: one flush makes them durable before
-     * anything is reported. */
+    r.j.failed += record_batch(&r);
+    free(r.pend);
+    /* The registry commits were deferred: one flush makes them durable before anything is
+     * reported. */
     char ferr[600] = "";
     int frc = rc == TN_OK && r.j.done > 0 ? cli_flush_all(c, ferr, sizeof(ferr)) : TN_OK;
     double secs = (double)(clock_mono_ms() - r.j.t0) / 1000.0;

@@ -1074,6 +1074,43 @@ int registry_set_migration(registry *r, const char *slug, const char *version,
     return run_tx(r, do_update, &a, err, errlen, false);
 }
 
+struct batch_arg {
+    registry_migration_update *u;
+    int n;
+    const char *now;
+};
+
+static int do_batch(registry *r, void *arg, char *err, size_t errlen)
+{
+    struct batch_arg *b = arg;
+    for (int i = 0; i < b->n; i++) {
+        registry_migration_update *u = &b->u[i];
+        const char *p[] = {u->version, u->last_error, b->now, u->slug};
+        int rc = exec(r, err, errlen, "UPDATE tenants SET migration_version = $1, "
+                                      "last_error = $2, updated_at = $3 WHERE slug = $4",
+                      4, p);
+        if (rc != TN_OK)
+            return rc;
+        u->rc = tn_db_changes(r->db) == 0 ? TN_NOTFOUND : TN_OK;
+    }
+    return TN_OK;
+}
+
+int registry_set_migrations(registry *r, registry_migration_update *u, int n, char *err,
+                            size_t errlen)
+{
+    for (int i = 0; i < n; i++)
+        if (u[i].slug == NULL || u[i].version == NULL || u[i].last_error == NULL) {
+            fail(err, errlen, "registry_set_migrations: slug, version and last_error are "
+                              "required");
+            return TN_INVALID;
+        }
+    char now[24];
+    snprintf(now, sizeof(now), "%lld", (long long)now_s());
+    struct batch_arg b = {u, n, now};
+    return n > 0 ? run_tx(r, do_batch, &b, err, errlen, false) : TN_OK;
+}
+
 int registry_provisioned(registry *r, const char *slug, const char *version, int state,
                          char *err, size_t errlen)
 {

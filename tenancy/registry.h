@@ -130,6 +130,18 @@ int registry_show(registry *r, const char *slug, registry_list_fn fn, void *ctx)
 int registry_set_migration(registry *r, const char *slug, const char *version,
                            const char *last_error, char *err, size_t errlen);
 
+/* The same for many tenants in one transaction (tenancy migrate: one commit per batch,
+ * not per tenant; no generation bump either). Each entry's rc is set: TN_OK, or
+ * TN_NOTFOUND for a slug the registry no longer has (the others are recorded all the
+ * same). Returns TN_OK, TN_INVALID, or a storage error with err set (then nothing of the
+ * batch is recorded). */
+typedef struct registry_migration_update {
+    const char *slug, *version, *last_error;
+    int rc;
+} registry_migration_update;
+int registry_set_migrations(registry *r, registry_migration_update *u, int n, char *err,
+                            size_t errlen);
+
 /* The last step of provisioning: the version recorded, the last error cleared and the state
  * set (TENANT_ACTIVE, or TENANT_PROVISIONING to keep it unserved), in one transaction that
  * bumps the generation once. TN_OK, TN_NOTFOUND, TN_INVALID or a storage error. */

@@ -9,7 +9,8 @@
 # migration that fails for one tenant only (its data violates a new unique index) rolls that
 # tenant back to its last file and records the error, while the others are migrated and the
 # exit status is 1; running again resumes; --canary stops everything when a canary fails;
-# --stop-on-error stops handing out tenants; -j 4 over 200 tenants; the bulk create
+# --stop-on-error stops handing out tenants; -j 4 over 200 tenants; 4 workers without -j; a
+# registry that refuses one tenant's copy fails that tenant alone; the bulk create
 # (--from-file -j 4: every good line created, migrated and seeded, a bad slug and duplicates
 # refused alone, exit 1); --json parses
 # (tests/helpers/json_check); migrate status counts versions; a template clone.
@@ -296,6 +297,39 @@ SQL
     assert_eq "$RC" 0 "$b: everything at 0004 after the fix ($ERR)"
     jrun migrate status
     assert_eq "$(jget .behind)" 1 "$b: all at the latest but late"
+
+    # ---- the registry's copies: written in batches by the parent; one it refuses ----
+    # t012's and t013's copies are stale (their storage is at 0004), and the registry refuses
+    # any change to t012: t012 alone is reported, the rest of its batch is recorded.
+    if [ "$b" = sqlite ]; then
+        sqlite3 "$STATE/control.db" "UPDATE tenants SET migration_version = '0003' WHERE slug IN ('t012', 't013');
+            CREATE TRIGGER refuse_t012 BEFORE UPDATE ON tenants WHEN NEW.slug = 't012'
+            BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;"
+    else
+        psql -qAtX -v ON_ERROR_STOP=1 -c "UPDATE tenancy.tenants SET migration_version = '0003' WHERE slug IN ('t012', 't013')" \
+            -c 'CREATE FUNCTION tenancy.refuse() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION $e$refused by the test$e$; END$$' \
+            -c "CREATE TRIGGER refuse_t012 BEFORE UPDATE ON tenancy.tenants FOR EACH ROW WHEN (NEW.slug = 't012') EXECUTE FUNCTION tenancy.refuse()"
+    fi
+    jrun migrate --all
+    assert_eq "$(jget .jobs)" 4 "$b: 4 workers without -j"
+    assert_eq "$RC" 1 "$b: a copy the registry refuses fails the run"
+    assert_eq "$(jget .failed)" 1 "$b: t012 alone failed"
+    assert_eq "$(jget '.tenants[12].slug')" t012 "$b: slug order (t012)"
+    assert_contains "$(jget '.tenants[12].error')" "migrated to 0004, but the registry could not record it" \
+        "$b: t012's error says its copy was not written"
+    assert_contains "$(jget '.tenants[12].error')" "refused by the test" "$b: and why"
+    assert_eq "$(jget '.tenants[13].status')" current "$b: t013 current"
+    if [ "$b" = sqlite ]; then
+        sqlite3 "$STATE/control.db" "DROP TRIGGER refuse_t012"
+    else
+        psql -qAtX -v ON_ERROR_STOP=1 -c "DROP TRIGGER refuse_t012 ON tenancy.tenants" -c "DROP FUNCTION tenancy.refuse()"
+    fi
+    jrun migrate status
+    assert_eq "$(jget .behind)" 2 "$b: t012's copy still says 0003 (and late)"
+    run migrate --all
+    assert_eq "$RC" 0 "$b: t012's copy written once the registry takes it ($ERR)"
+    jrun migrate status
+    assert_eq "$(jget .behind)" 1 "$b: every copy right again but late's"
 
     # ---- a progress bar on a terminal only ----
     run migrate --all -j 2

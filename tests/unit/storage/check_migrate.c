@@ -594,6 +594,43 @@ START_TEST(test_pg_two_migrators)
 }
 END_TEST
 
+/* The same once the version table is there: each reads it under the lock, in the first
+ * pending file's transaction, so the one that waited sees what the other applied. */
+START_TEST(test_pg_two_migrators_read_locked)
+{
+    put("0001_items.sql", "CREATE TABLE items (id INTEGER PRIMARY KEY);");
+    migration_set *s = load();
+    migrate_result r;
+    apply_ok(s, &r);
+    migrate_free(s);
+    put("0002_slow.sql", "CREATE TABLE tags (id INTEGER);\nSELECT pg_sleep(0.3);");
+    put("0003_slow.sql", "ALTER TABLE items ADD COLUMN note TEXT;\nSELECT pg_sleep(0.2);");
+    s = load();
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        tn_db *d = open_target();
+        migrate_result cr;
+        int rc = migrate_apply(d, s, &cr);
+        if (rc != TN_OK)
+            fprintf(stderr, "read_locked: the second migrator: %s: %s\n", tn_rc_str(rc),
+                    cr.error.message);
+        db_close(d);
+        migrate_free(s);
+        _exit(rc == TN_OK ? cr.applied : 100);
+    }
+    apply_ok(s, &r);
+    int st = 0;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st));
+    ck_assert_int_lt(WEXITSTATUS(st), 100);
+    ck_assert_int_eq(r.applied + WEXITSTATUS(st), 2);
+    ck_assert_int_eq(count(adm, "SELECT count(*) FROM tn_mig_a.tenancy_migrations"), 3);
+    migrate_free(s);
+}
+END_TEST
+
 START_TEST(test_pg_database_clone)
 {
     EXPECT(adm, TN_OK, tn_db_exec(adm, "DROP DATABASE IF EXISTS tn_mig_tpl", 0, NULL));
@@ -820,6 +857,7 @@ Suite *migrate_suite(bool pg)
     if (pg) {
         tcase_add_test(tc, test_pg_scope_and_neighbour);
         tcase_add_test(tc, test_pg_two_migrators);
+        tcase_add_test(tc, test_pg_two_migrators_read_locked);
         tcase_add_test(tc, test_pg_database_clone);
     } else {
         tcase_add_test(tc, test_sqlite_trigger_body);

@@ -336,6 +336,12 @@ START_TEST(test_scope_wipe_per_leftover)
         {{"SELECT tn_scope_a.sneak()"}, false, true, SNEAKED, ""},
         /* what no statement shows: not wiped (placement.NAME.session_reset = always is) */
         {{"SELECT tn_scope_a.sneak()"}, false, false, SNEAKED, "a"},
+        /* schema DDL wipes only sequence state: a migration wave pays no DISCARD ALL per
+         * tenant (the sneaked setting survives), yet a serial added to rows filled with
+         * nextval leaves no lastval() behind */
+        {{"SELECT tn_scope_a.sneak()", "ALTER TABLE counted ADD COLUMN note TEXT"}, false,
+         false, SNEAKED, "a"},
+        {{"ALTER TABLE counted ADD COLUMN n SERIAL"}, true, false, "SELECT lastval()", NULL},
     };
     db_options o = {.statement_timeout_ms = 7000};
     tn_db *d = st_open(st_pg, &o);

@@ -839,6 +839,44 @@ START_TEST(test_list_callback)
 }
 END_TEST
 
+/* ---- migrations: a batch of copies in one transaction ----------------------------------------- */
+
+static void migration_is(const char *slug, const char *version, const char *error)
+{
+    char v[64];
+    const char *p[] = {slug};
+    ck_assert_int_eq(db_query_value(registry_db(R), v, sizeof(v),
+                                    "SELECT migration_version || '/' || last_error FROM tenants "
+                                    "WHERE slug = $1", 1, p),
+                     TN_OK);
+    char want[64];
+    snprintf(want, sizeof(want), "%s/%s", version, error);
+    ck_assert_str_eq(v, want);
+}
+
+/* Every row of the batch is written, a slug that is gone is marked and does not stop the
+ * others, and the generation does not move (no worker caches these columns). */
+START_TEST(test_set_migrations)
+{
+    ck_assert_int_eq(create("acme", "Acme", NULL, 0), TN_OK);
+    ck_assert_int_eq(create("beta", "Beta", NULL, 0), TN_OK);
+    GEN_IS(2);
+    registry_migration_update u[] = {{"acme", "0003", "", -1},
+                                     {"gone", "0003", "", -1},
+                                     {"beta", "0002", "0003_x.sql: boom", -1}};
+    OK(registry_set_migrations(R, u, 3, err, sizeof(err)));
+    ck_assert_int_eq(u[0].rc, TN_OK);
+    ck_assert_int_eq(u[1].rc, TN_NOTFOUND);
+    ck_assert_int_eq(u[2].rc, TN_OK);
+    migration_is("acme", "0003", "");
+    migration_is("beta", "0002", "0003_x.sql: boom");
+    GEN_IS(2);
+    registry_migration_update bad[] = {{"acme", NULL, "", -1}};
+    EXPECT(TN_INVALID, registry_set_migrations(R, bad, 1, err, sizeof(err)));
+    OK(registry_set_migrations(R, NULL, 0, err, sizeof(err)));
+}
+END_TEST
+
 /* ---- the generation ------------------------------------------------------------------------- */
 
 /* A reader first (a read-only mapping), then a change through the same handle: the bump must
@@ -887,6 +925,7 @@ Suite *registry_suite(bool pg)
     tcase_add_test(tc, test_list_paging);
     tcase_add_test(tc, test_list_search_literal);
     tcase_add_test(tc, test_list_callback);
+    tcase_add_test(tc, test_set_migrations);
     tcase_add_test(tc, test_generation_reader_then_writer);
     suite_add_tcase(s, tc);
     return s;
