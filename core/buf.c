@@ -17,7 +17,7 @@ void buf_free(buf *b)
     b->oom = false;
 }
 
-void buf_reset(buf *b)
+TN_HOT void buf_reset(buf *b)
 {
     b->len = 0;
     b->oom = false;
@@ -267,17 +267,18 @@ void buf_csv(buf *b, const char *s)
     buf_putc(b, '"');
 }
 
-size_t str_copy(char *dst, size_t n, const char *src)
+TN_HOT size_t str_copy(char *dst, size_t n, const char *src)
 {
     if (n == 0)
         return 0;
-    size_t len = strnlen(src, n - 1);
-    memcpy(dst, src, len);
+    size_t len = 0;   /* a loop, not strnlen + memcpy: see str_len in buf.h */
+    for (; len + 1 < n && src[len] != '\0'; len++)
+        dst[len] = src[len];
     dst[len] = '\0';
     return len;
 }
 
-size_t str_u64(char *dst, unsigned long long v)
+TN_HOT size_t str_u64(char *dst, unsigned long long v)
 {
     char tmp[24];
     size_t i = sizeof(tmp);
