@@ -27,19 +27,22 @@ struct __attribute__((aligned(64))) entry {
     char key[KEY_MAX];
 };
 
-struct lookup_cache {
+/* What a hit reads and writes (with the hit counter, st's first field) is in the first
+ * cache line: the struct is allocated aligned to one. */
+struct __attribute__((aligned(64))) lookup_cache {
     struct entry *t;        /* in t_mem, aligned */
-    void *t_mem;
     uint32_t cap;           /* power of two */
-    uint32_t n;
     uint32_t max;
-    int64_t ttl_ms, neg_ttl_ms;
     uint64_t generation;
     uint64_t clock;
+    uint32_t n;
+    uint32_t nretired;
+    lookup_stats st;
+    void *t_mem;
+    int64_t ttl_ms, neg_ttl_ms;
     uint64_t rng;
     tenant_rec **retired;   /* out of the table, maybe still in use: freed at the next sync */
-    uint32_t nretired, capretired;
-    lookup_stats st;
+    uint32_t capretired;
 };
 
 static TN_HOT uint64_t hash_key(int kind, const char *k, size_t n)
@@ -54,9 +57,10 @@ static TN_HOT uint64_t hash_key(int kind, const char *k, size_t n)
 
 lookup_cache *lookup_create(int max_entries, int64_t ttl_ms, int64_t negative_ttl_ms)
 {
-    lookup_cache *c = calloc(1, sizeof(*c));
+    lookup_cache *c = aligned_alloc(_Alignof(lookup_cache), sizeof(*c));
     if (c == NULL)
         return NULL;
+    memset(c, 0, sizeof(*c));
     c->max = max_entries > 0 ? (uint32_t)max_entries : 0;
     c->ttl_ms = ttl_ms;
     c->neg_ttl_ms = negative_ttl_ms;
@@ -169,8 +173,8 @@ static void remove_at(lookup_cache *c, uint32_t i)
     }
 }
 
-static TN_HOT struct entry *find(lookup_cache *c, uint64_t h, int kind, const char *key, size_t n,
-                          uint32_t *slot)
+static TN_HOT struct entry *find(lookup_cache *c, uint64_t h, int kind, const char *key,
+                                 size_t n, uint32_t *slot)
 {
     uint32_t mask = c->cap - 1;
     for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
@@ -208,8 +212,8 @@ static void evict_one(lookup_cache *c)
 }
 
 TN_HOT int lookup_get(lookup_cache *c, int kind, const char *key, int64_t now_ms,
-               lookup_fetch_fn fetch, void *ctx, uint64_t (*gen_now)(void *), void *gen_ctx,
-               const tenant_rec **out)
+                      lookup_fetch_fn fetch, void *ctx, uint64_t (*gen_now)(void *),
+                      void *gen_ctx, const tenant_rec **out)
 {
     *out = NULL;
     size_t n = str_len(key);

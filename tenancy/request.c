@@ -85,8 +85,9 @@ static const char *param(const tn_request *r, const char *name)
     return r->tp ? r->tp->param(r->tx, name) : NULL;
 }
 
-TN_HOT void request_init(tn_request *r, const tn_transport *tp, void *tx, arena *a, buf *headers,
-                  buf *out, int64_t max_body, const char *req_id, int64_t start_ns)
+TN_HOT void request_init(tn_request *r, const tn_transport *tp, void *tx, arena *a,
+                         buf *headers, buf *out, int64_t max_body, const char *req_id,
+                         int64_t start_ns)
 {
     memset(r, 0, sizeof(*r));
     r->tp = tp;
