@@ -8,6 +8,7 @@
  */
 #include "core/first.h"
 #include "core/arena.h"
+#include "core/buf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,7 +77,7 @@ static void run_cleanups(arena *a)
     }
 }
 
-void arena_reset(arena *a)
+TN_HOT void arena_reset(arena *a)
 {
     if (a == NULL)
         return;
@@ -105,7 +106,7 @@ void arena_destroy(arena *a)
     free(a);
 }
 
-void *arena_alloc(arena *a, size_t n)
+TN_HOT void *arena_alloc(arena *a, size_t n)
 {
     size_t need = ALIGN_UP(n ? n : 1);
     struct chunk *c = a->head;
@@ -152,7 +153,7 @@ void *arena_memdup(arena *a, const void *src, size_t n)
     return p;
 }
 
-char *arena_strndup(arena *a, const char *s, size_t n)
+TN_HOT char *arena_strndup(arena *a, const char *s, size_t n)
 {
     char *p = arena_alloc(a, n + 1);
     if (p == NULL)
@@ -162,9 +163,9 @@ char *arena_strndup(arena *a, const char *s, size_t n)
     return p;
 }
 
-char *arena_strdup(arena *a, const char *s)
+TN_HOT char *arena_strdup(arena *a, const char *s)
 {
-    return arena_strndup(a, s, strlen(s));
+    return arena_strndup(a, s, str_len(s));
 }
 
 char *arena_vsprintf(arena *a, const char *fmt, va_list ap)

@@ -54,6 +54,37 @@ size_t utf8_valid_prefix(const char *s, size_t n);
 /* Bounded string copy without printf (hot paths): at most n-1 bytes of src, always
  * NUL-terminated when n > 0; returns the bytes written (without the NUL). */
 size_t str_copy(char *dst, size_t n, const char *src);
+/* strlen, strchr and strcmp (== 0) for the short strings of the request path (params, host
+ * names, slugs), inline: the C library's versions are code on three pages of their own, and
+ * a request that runs after other processes have emptied the caches pays a TLB miss and
+ * cache-line misses for each (bench/README.md, chain_cold). */
+static inline size_t str_len(const char *s)
+{
+    size_t n = 0;
+    while (s[n] != '\0') {
+        n++;
+        __asm__("" : "+r"(n));   /* keeps GCC from turning the loop back into strlen() */
+    }
+    return n;
+}
+
+static inline const char *str_chr(const char *s, char c)
+{
+    for (;; s++) {
+        if (*s == c)
+            return s;
+        if (*s == '\0')
+            return NULL;
+    }
+}
+
+static inline bool str_eq(const char *a, const char *b)
+{
+    while (*a != '\0' && *a == *b)
+        a++, b++;
+    return *a == *b;
+}
+
 /* v in decimal at dst (room for 20 digits needed), no NUL; returns the digits written. */
 size_t str_u64(char *dst, unsigned long long v);
 /* v in lower-case hex at dst (room for 16 digits needed), no NUL; the digits written. */

@@ -72,7 +72,7 @@ int log_reopen(void)
     return log_open(path);
 }
 
-void log_set_context(const char *ctx)
+TN_HOT void log_set_context(const char *ctx)
 {
     if (ctx == NULL)
         log_ctx[0] = '\0';

@@ -39,8 +39,9 @@ const char *log_context(void);
 /* The process id shown on lines (refresh after fork). */
 void log_set_pid(void);
 
-void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void log_vmsg(int level, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+TN_COLD void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+TN_COLD void log_vmsg(int level, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 
 #define log_error(...) log_msg(TN_LOG_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(TN_LOG_WARN, __VA_ARGS__)

@@ -596,7 +596,7 @@ static void check_log_reopen(worker *w)
     open_access_log(w);
 }
 
-static void access_log_line(worker *w, const tn_request *r, int status, int64_t us)
+static TN_HOT void access_log_line(worker *w, const tn_request *r, int status, int64_t us)
 {
     check_log_reopen(w);   /* a rotation must not leave this line in the old file */
     if (w->alog == NULL)
@@ -641,12 +641,12 @@ static void access_log_line(worker *w, const tn_request *r, int status, int64_t 
 
 /* ---- the FastCGI transport of tenancy/request.h ------------------------------------------ */
 
-static const char *fx_param(void *tx, const char *name)
+static TN_HOT const char *fx_param(void *tx, const char *name)
 {
     return kv_env_get(((FCGX_Request *)tx)->envp, name);
 }
 
-static int fx_read(void *tx, char *p, int n)
+static TN_HOT int fx_read(void *tx, char *p, int n)
 {
     FCGX_Request *fx = tx;
     int got = FCGX_GetStr(p, n, fx->in);
@@ -656,7 +656,7 @@ static int fx_read(void *tx, char *p, int n)
 }
 
 /* libfcgi's own printf is never used (it has no %zu and silently stops): bytes only. */
-static int fx_write(void *tx, const char *p, size_t n)
+static TN_HOT int fx_write(void *tx, const char *p, size_t n)
 {
     FCGX_Request *fx = tx;
     while (n > 0) {
@@ -742,7 +742,7 @@ static const bool id_byte[256] = {
     ['0' ... '9'] = true, ['A' ... 'Z'] = true, ['a' ... 'z'] = true, ['-'] = true, ['_'] = true,
 };
 
-static void make_req_id(worker *w, char *out, size_t n, FCGX_Request *fx)
+static TN_HOT void make_req_id(worker *w, char *out, size_t n, FCGX_Request *fx)
 {
     const char *given = kv_env_get(fx->envp, "REQUEST_ID");
     if (given != NULL) {
@@ -801,7 +801,7 @@ static void admin_audit_pending(void *ctx, const char *id)
 }
 
 /* Run the request through the host's stages and the app. Returns the final HTTP status. */
-static int run_request(worker *w, tn_request *r)
+static TN_HOT int run_request(worker *w, tn_request *r)
 {
     if (past_queue_deadline(w, r)) {
         sb_inc(&w->sb->pool.rejected_deadline);
@@ -859,7 +859,7 @@ static void arm_read_timeout(const worker *w, struct conn *c)
  * request header is there (*req_id set; *whole when its STDIN is there too), TN_AGAIN when a
  * record was answered or skipped (look again), TN_DECLINED when more bytes are needed,
  * TN_DONE when the connection was answered and must close, TN_ERR to close it. */
-static int precheck(worker *w, int fd, unsigned *req_id, bool *whole)
+static TN_HOT int precheck(worker *w, int fd, unsigned *req_id, bool *whole)
 {
     ssize_t n = recv(fd, w->peek, w->peek_size, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0)
@@ -945,7 +945,7 @@ static bool drain_stdin(FCGX_Request *fx)
 
 /* Serve the request whose header precheck() found complete on fd. Returns true when the
  * connection stays open (kept); false when it was closed. */
-static bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
+static TN_HOT bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
 {
     const tn_config *cfg = w->cfg;
     int64_t timeout = cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : 3600000;
@@ -1036,7 +1036,7 @@ static bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
 
 /* A connection epoll reported readable: check it, and serve it when a request is there.
  * The connection is removed from the table while served and put back when kept. */
-static void handle_conn(worker *w, struct conn *c, int64_t now)
+static TN_HOT void handle_conn(worker *w, struct conn *c, int64_t now)
 {
     c->ready = false;
     for (;;) {
@@ -1092,7 +1092,7 @@ static void handle_conn(worker *w, struct conn *c, int64_t now)
 
 /* The chain tells the scoreboard which tenant this worker serves (slow and timeout logs,
  * and the master's clean-up of the per-tenant counts if the worker dies). */
-static void note_tenant(void *ctx, int64_t id, const char *slug)
+static TN_HOT void note_tenant(void *ctx, int64_t id, const char *slug)
 {
     sb_slot *s = ctx;
     __atomic_store_n(&s->tenant_id, id, __ATOMIC_RELEASE);

@@ -31,20 +31,21 @@ struct stage {
     void *arg;
 };
 
-static struct {
+/* What every request reads comes first, on two cache lines (the struct starts a line). */
+static struct __attribute__((aligned(64))) {
     chain_env env;
     bool ready;
+    bool in_request;
+    int nstages;
     lookup_cache *lookup;
+    registry *reg;
+    const tenant_rec *current; /* the tenant of the request (or tn_run) in progress */
+    bool table_full_logged;
     appcache *apps;
     storage_pool *pool;       /* tenants' storage connections, opened on first use */
-    registry *reg;
     int64_t reg_retry_ms;      /* no reconnect before (after a failure) */
     struct stage stages[MAX_STAGES];
-    int nstages;
     bool stages_open;
-    const tenant_rec *current; /* the tenant of the request (or tn_run) in progress */
-    bool in_request;
-    bool table_full_logged;
     arena *run_arena;
     buf run_headers, run_out;
 } ch;
@@ -129,7 +130,7 @@ static int fetch(void *ctx, int kind, const char *key, tenant_rec **out)
     return rc;
 }
 
-static uint64_t gen_now(void *ctx)
+static TN_HOT uint64_t gen_now(void *ctx)
 {
     (void)ctx;
     return ch.reg ? registry_generation(ch.reg) : 0;
@@ -137,25 +138,24 @@ static uint64_t gen_now(void *ctx)
 
 /* ---- identification ---------------------------------------------------------------------- */
 
-static bool is_central(const char *host)
+static TN_HOT bool is_central(const char *host)
 {
     const tenancy_config *c = ch.env.cfg;
     for (int i = 0; i < c->ncentrals; i++)
-        if (strcmp(c->centrals[i], host) == 0)
+        if (str_eq(c->centrals[i], host))
             return true;
     return false;
 }
 
-/* The slug a subdomain resolver sees in host, into out; false when host is not one label
- * below a base domain. */
-static bool subdomain_slug(const char *host, char *out, size_t n)
+/* The slug a subdomain resolver sees in host (hl bytes), into out; false when host is not
+ * one label below a base domain. */
+static TN_HOT bool subdomain_slug(const char *host, size_t hl, char *out, size_t n)
 {
     const tenancy_config *c = ch.env.cfg;
-    size_t hl = strlen(host);
     for (int i = 0; i < c->nbases; i++) {
         const char *base = c->bases[i];   /* ".example.com" */
-        size_t bl = strlen(base);
-        if (hl <= bl || strcmp(host + hl - bl, base) != 0)
+        size_t bl = str_len(base);
+        if (hl <= bl || !str_eq(host + hl - bl, base))
             continue;
         size_t sl = hl - bl;
         if (sl >= n || memchr(host, '.', sl) != NULL)
@@ -212,7 +212,7 @@ static int path_slug(tn_request *r, char *out, size_t n, const char **rest)
     return tenant_slug_valid(out) ? TN_OK : TN_NOTFOUND;
 }
 
-static int answer(tn_request *r, int status, const char *retry_after, const char *msg)
+static TN_COLD int answer(tn_request *r, int status, const char *retry_after, const char *msg)
 {
     if (retry_after != NULL)
         tn_add_header(r, "Retry-After", retry_after);
@@ -221,7 +221,7 @@ static int answer(tn_request *r, int status, const char *retry_after, const char
 }
 
 /* Find the request's tenant. TN_OK (r->tenant set, or r->central), or TN_DONE (answered). */
-static int identify(tn_request *r, int64_t now)
+static TN_HOT int identify(tn_request *r, int64_t now)
 {
     const tenancy_config *c = ch.env.cfg;
     r->stage = "identify";
@@ -241,7 +241,8 @@ static int identify(tn_request *r, int64_t now)
         return answer(r, 400, NULL, "the request carries no host name");
     }
     char host[256];
-    if (tenant_host_normalise(raw, host, sizeof(host)) == 0)
+    size_t hl = tenant_host_normalise(raw, host, sizeof(host));
+    if (hl == 0)
         return answer(r, 400, NULL, "invalid host name");
     if (is_central(host)) {
         r->central = true;
@@ -258,7 +259,7 @@ static int identify(tn_request *r, int64_t now)
             kind = LK_DOMAIN;
             break;
         case RES_SUBDOMAIN:
-            if (subdomain_slug(host, slug, sizeof(slug)))
+            if (subdomain_slug(host, hl, slug, sizeof(slug)))
                 key = slug;
             break;
         case RES_HEADER: {
@@ -298,7 +299,7 @@ static int identify(tn_request *r, int64_t now)
     return answer(r, 404, NULL, "no tenant at this address");
 }
 
-static int check_state(tn_request *r)
+static TN_HOT int check_state(tn_request *r)
 {
     r->stage = "state";
     switch (r->tenant->state) {
@@ -361,7 +362,9 @@ static void theme_css(const tenant_rec *t, buf *o)
     buf_puts(o, "}\n");
 }
 
-static int serve_theme(tn_request *r)
+/* Not inlined into chain_run: most requests are not for the theme, and its code would
+ * spread chain_run's over more cache lines. */
+static __attribute__((noinline)) int serve_theme(tn_request *r)
 {
     r->stage = "theme";
     const tenant_rec *t = r->tenant;
@@ -412,7 +415,7 @@ static int serve_theme(tn_request *r)
 
 /* ---- the chain ------------------------------------------------------------------------- */
 
-static void enter_context(tn_request *r)
+static TN_HOT void enter_context(tn_request *r)
 {
     ch.current = r->tenant;
     char ctx[160];   /* "req=<id> tenant=<slug>", without printf (every request) */
@@ -425,7 +428,7 @@ static void enter_context(tn_request *r)
         ch.env.note_tenant(ch.env.hook_ctx, r->tenant->id, r->tenant->slug);
 }
 
-int chain_run(tn_request *r, int (*handler)(tn_request *))
+TN_HOT int chain_run(tn_request *r, int (*handler)(tn_request *))
 {
     if (ch.current != NULL || ch.in_request) {
         /* A request must start with no tenant. Continuing could serve another tenant's
@@ -461,7 +464,7 @@ int chain_run(tn_request *r, int (*handler)(tn_request *))
             }
             r->tenant_counted = true;   /* admitted: limits_leave follows (TN_DECLINED too) */
             enter_context(r);
-            if (strcmp(r->path, "/_theme.css") == 0)
+            if (str_eq(r->path, "/_theme.css"))
                 return serve_theme(r);
         }
     }
@@ -482,7 +485,7 @@ int chain_run(tn_request *r, int (*handler)(tn_request *))
 }
 
 /* Give the request's storage back: rolled back if left open, checked, unscoped. */
-static void release_storage(tn_request *r)
+static TN_HOT void release_storage(tn_request *r)
 {
     if (r->db != NULL) {
         pool_release(ch.pool, r->db);
@@ -490,7 +493,7 @@ static void release_storage(tn_request *r)
     }
 }
 
-void chain_finish(tn_request *r, int status)
+TN_HOT void chain_finish(tn_request *r, int status)
 {
     release_storage(r);
     if (r->tenant != NULL && r->tenant_counted)

@@ -358,7 +358,7 @@ oom:
     return TN_NOMEM;
 }
 
-int tenancy_max_workers(const tenancy_config *c, int own, int max_children)
+TN_HOT int tenancy_max_workers(const tenancy_config *c, int own, int max_children)
 {
     if (own > 0)
         return own;

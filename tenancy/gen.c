@@ -79,6 +79,6 @@ void gen_close(gen_map *g)
     free(g);
 }
 
-uint64_t gen_read(const gen_map *g) { return __atomic_load_n(g->p, __ATOMIC_ACQUIRE); }
+TN_HOT uint64_t gen_read(const gen_map *g) { return __atomic_load_n(g->p, __ATOMIC_ACQUIRE); }
 
 uint64_t gen_bump(gen_map *g) { return __atomic_add_fetch(g->p, 1, __ATOMIC_ACQ_REL); }

@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 struct limits {
-    int64_t serving[LIMITS_WORKERS];   /* the tenant each worker slot is serving (0: none) */
+    /* high before serving: the first workers' slots share its cache line and page, where
+     * after 8 kB of slots it was a line and a page more for every request */
     int32_t high;                      /* 1 + the highest worker slot ever used */
+    int64_t serving[LIMITS_WORKERS];   /* the tenant each worker slot is serving (0: none) */
     limits_entry e[LIMITS_SLOTS];
 };
 
@@ -36,10 +38,11 @@ void limits_destroy(limits *l)
  * miss on every request, and a page of shared memory per tenant. */
 static uint32_t slot_of(int64_t id) { return (uint32_t)((uint64_t)id & (LIMITS_SLOTS - 1)); }
 
-/* The entry of id, claiming a free one when `claim`. NULL when absent (or no free slot
+/* The entry of id, claiming a free one when `claim` (and writing slug into it then, so that
+ * requests never read the slug's part of the entry). NULL when absent (or no free slot
  * within LIMITS_PROBE of its home: an entry is only ever placed there, so a lookup stops
  * there too, and a full table costs a request LIMITS_PROBE loads, not a scan of it all). */
-static limits_entry *find(limits *l, int64_t id, bool claim)
+static TN_HOT limits_entry *find(limits *l, int64_t id, bool claim, const char *slug)
 {
     uint32_t i = slot_of(id);
     for (uint32_t n = 0; n < LIMITS_PROBE; n++, i = (i + 1) & (LIMITS_SLOTS - 1)) {
@@ -53,8 +56,11 @@ static limits_entry *find(limits *l, int64_t id, bool claim)
             return NULL;
         int64_t expected = 0;
         if (__atomic_compare_exchange_n(&e->tenant_id, &expected, id, false, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_ACQUIRE))
+                                        __ATOMIC_ACQUIRE)) {
+            if (slug != NULL)   /* written once; readers tolerate a torn first write */
+                memcpy(e->slug, slug, strnlen(slug, sizeof(e->slug) - 1));
             return e;
+        }
         if (expected == id)
             return e;   /* another worker claimed it for the same tenant */
     }
@@ -62,7 +68,7 @@ static limits_entry *find(limits *l, int64_t id, bool claim)
 }
 
 /* Workers serving tenant id now, this one included (it published first: see limits.h). */
-static int serving_count(limits *l, int64_t id)
+static TN_HOT int serving_count(limits *l, int64_t id)
 {
     int high = __atomic_load_n(&l->high, __ATOMIC_SEQ_CST), n = 0;
     for (int i = 0; i < high; i++)
@@ -71,8 +77,8 @@ static int serving_count(limits *l, int64_t id)
     return n;
 }
 
-int limits_enter(limits *l, int worker, int64_t id, const char *slug, int cap,
-                 int64_t now_ms)
+TN_HOT int limits_enter(limits *l, int worker, int64_t id, const char *slug, int cap,
+                        int64_t now_ms)
 {
     if (l == NULL || id == 0 || worker < 0 || worker >= LIMITS_WORKERS)
         return TN_DECLINED;
@@ -81,7 +87,7 @@ int limits_enter(limits *l, int worker, int64_t id, const char *slug, int cap,
     while (high < worker + 1 && !__atomic_compare_exchange_n(&l->high, &high, worker + 1, true,
                                                               __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
         ;
-    limits_entry *e = find(l, id, true);
+    limits_entry *e = find(l, id, true, slug);
     if (cap > 0 && serving_count(l, id) > cap) {
         __atomic_store_n(&l->serving[worker], 0, __ATOMIC_SEQ_CST);
         if (e != NULL)
@@ -90,10 +96,6 @@ int limits_enter(limits *l, int worker, int64_t id, const char *slug, int cap,
     }
     if (e == NULL)
         return TN_DECLINED;
-    if (e->slug[0] == '\0' && slug != NULL) {
-        size_t n = strnlen(slug, sizeof(e->slug) - 1);
-        memcpy(e->slug, slug, n);   /* written once; readers tolerate a torn first write */
-    }
     int32_t now = __atomic_add_fetch(&e->inflight, 1, __ATOMIC_ACQ_REL);
     int32_t max = __atomic_load_n(&e->max_seen, __ATOMIC_RELAXED);
     while (now > max && !__atomic_compare_exchange_n(&e->max_seen, &max, now, true,
@@ -103,13 +105,13 @@ int limits_enter(limits *l, int worker, int64_t id, const char *slug, int cap,
     return TN_OK;
 }
 
-void limits_leave(limits *l, int worker, int64_t id, int status)
+TN_HOT void limits_leave(limits *l, int worker, int64_t id, int status)
 {
     if (l == NULL || id == 0)
         return;
     /* The counters first, the worker's mark last: a request admitted in between would
      * otherwise show one more in flight than the cap lets run. */
-    limits_entry *e = find(l, id, false);
+    limits_entry *e = find(l, id, false, NULL);
     if (e != NULL) {
         if (__atomic_sub_fetch(&e->inflight, 1, __ATOMIC_ACQ_REL) < 0)
             __atomic_store_n(&e->inflight, 0, __ATOMIC_RELAXED);   /* never below zero */
@@ -127,7 +129,7 @@ void limits_leave(limits *l, int worker, int64_t id, int status)
 
 bool limits_get(const limits *l, int64_t id, limits_entry *out)
 {
-    limits_entry *e = l ? find((limits *)l, id, false) : NULL;
+    limits_entry *e = l ? find((limits *)l, id, false, NULL) : NULL;
     if (e == NULL)
         return false;
     memcpy(out, e, sizeof(*out));

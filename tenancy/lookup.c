@@ -7,6 +7,7 @@
  */
 #include "core/first.h"
 #include "tenancy/lookup.h"
+#include "core/buf.h"
 #include "core/rc.h"
 
 #include <stdlib.h>
@@ -14,7 +15,9 @@
 
 #define KEY_MAX 254
 
-struct entry {
+/* Aligned to a cache line: a hit reads one entry, and with the entry's start on a line's,
+ * everything a hit reads (a key of up to 30 bytes included) is in that one line. */
+struct __attribute__((aligned(64))) entry {
     uint64_t hash;          /* 0: empty */
     tenant_rec *rec;        /* NULL: a negative entry */
     int64_t expires_ms;
@@ -24,21 +27,25 @@ struct entry {
     char key[KEY_MAX];
 };
 
-struct lookup_cache {
-    struct entry *t;
+/* What a hit reads and writes (with the hit counter, st's first field) is in the first
+ * cache line: the struct is allocated aligned to one. */
+struct __attribute__((aligned(64))) lookup_cache {
+    struct entry *t;        /* in t_mem, aligned */
     uint32_t cap;           /* power of two */
-    uint32_t n;
     uint32_t max;
-    int64_t ttl_ms, neg_ttl_ms;
     uint64_t generation;
     uint64_t clock;
+    uint32_t n;
+    uint32_t nretired;
+    lookup_stats st;
+    void *t_mem;
+    int64_t ttl_ms, neg_ttl_ms;
     uint64_t rng;
     tenant_rec **retired;   /* out of the table, maybe still in use: freed at the next sync */
-    uint32_t nretired, capretired;
-    lookup_stats st;
+    uint32_t capretired;
 };
 
-static uint64_t hash_key(int kind, const char *k, size_t n)
+static TN_HOT uint64_t hash_key(int kind, const char *k, size_t n)
 {
     uint64_t h = 1469598103934665603ull ^ (uint64_t)kind;   /* FNV-1a */
     for (size_t i = 0; i < n; i++) {
@@ -50,9 +57,10 @@ static uint64_t hash_key(int kind, const char *k, size_t n)
 
 lookup_cache *lookup_create(int max_entries, int64_t ttl_ms, int64_t negative_ttl_ms)
 {
-    lookup_cache *c = calloc(1, sizeof(*c));
+    lookup_cache *c = aligned_alloc(_Alignof(lookup_cache), sizeof(*c));
     if (c == NULL)
         return NULL;
+    memset(c, 0, sizeof(*c));
     c->max = max_entries > 0 ? (uint32_t)max_entries : 0;
     c->ttl_ms = ttl_ms;
     c->neg_ttl_ms = negative_ttl_ms;
@@ -61,11 +69,16 @@ lookup_cache *lookup_create(int max_entries, int64_t ttl_ms, int64_t negative_tt
         uint32_t cap = 16;
         while (cap < c->max * 2)
             cap <<= 1;
-        c->t = calloc(cap, sizeof(struct entry));
-        if (c->t == NULL) {
+        /* calloc (its pages come zeroed and untouched, so a big table costs memory only as it
+         * fills), one entry more to align the first to a line */
+        c->t_mem = calloc(cap + 1, sizeof(struct entry));
+        if (c->t_mem == NULL) {
             free(c);
             return NULL;
         }
+        uintptr_t a = ((uintptr_t)c->t_mem + _Alignof(struct entry) - 1) &
+                      ~(uintptr_t)(_Alignof(struct entry) - 1);
+        c->t = (struct entry *)a;
         c->cap = cap;
     }
     return c;
@@ -123,11 +136,11 @@ void lookup_destroy(lookup_cache *c)
         return;
     lookup_flush(c);
     free(c->retired);
-    free(c->t);
+    free(c->t_mem);
     free(c);
 }
 
-void lookup_sync(lookup_cache *c, uint64_t generation)
+TN_HOT void lookup_sync(lookup_cache *c, uint64_t generation)
 {
     free_retired(c);
     if (generation == c->generation)
@@ -160,8 +173,8 @@ static void remove_at(lookup_cache *c, uint32_t i)
     }
 }
 
-static struct entry *find(lookup_cache *c, uint64_t h, int kind, const char *key, size_t n,
-                          uint32_t *slot)
+static TN_HOT struct entry *find(lookup_cache *c, uint64_t h, int kind, const char *key,
+                                 size_t n, uint32_t *slot)
 {
     uint32_t mask = c->cap - 1;
     for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
@@ -198,12 +211,12 @@ static void evict_one(lookup_cache *c)
     }
 }
 
-int lookup_get(lookup_cache *c, int kind, const char *key, int64_t now_ms,
-               lookup_fetch_fn fetch, void *ctx, uint64_t (*gen_now)(void *), void *gen_ctx,
-               const tenant_rec **out)
+TN_HOT int lookup_get(lookup_cache *c, int kind, const char *key, int64_t now_ms,
+                      lookup_fetch_fn fetch, void *ctx, uint64_t (*gen_now)(void *),
+                      void *gen_ctx, const tenant_rec **out)
 {
     *out = NULL;
-    size_t n = strlen(key);
+    size_t n = str_len(key);
     if (n >= KEY_MAX)
         return TN_NOTFOUND;
     uint64_t h = hash_key(kind, key, n);

@@ -196,7 +196,7 @@ tn_db *registry_db(registry *r) { return r->db; }
 /* Map the generation file on first use (readers tolerate its absence: generation 0). A
  * writer that finds a read-only map (registry_generation ran first) maps it again
  * read-write: bumping through a PROT_READ mapping would crash the process. */
-static gen_map *gen_of(registry *r, bool writable)
+static TN_HOT gen_map *gen_of(registry *r, bool writable)
 {
     if (r->gen_path == NULL)
         return NULL;
@@ -222,7 +222,7 @@ static gen_map *gen_of(registry *r, bool writable)
     return r->gen;
 }
 
-uint64_t registry_generation(void *ctx)
+TN_HOT uint64_t registry_generation(void *ctx)
 {
     gen_map *g = gen_of(ctx, false);
     return g ? gen_read(g) : 0;

@@ -16,7 +16,7 @@
 
 #define FLUSH_AT 65536
 
-const char *http_reason(int status)
+TN_HOT const char *http_reason(int status)
 {
     switch (status) {
     case 100: return "Continue";
@@ -54,18 +54,18 @@ const char *http_reason(int status)
 }
 
 /* Lower-case host without port; "" when absent. Bracketed IPv6 literals keep brackets. */
-const char *request_normalise_host(arena *a, const char *h)
+TN_HOT const char *request_normalise_host(arena *a, const char *h)
 {
     if (h == NULL || *h == '\0')
         return "";
-    size_t n = strlen(h);
+    size_t n = str_len(h);
     const char *end = h + n;
     if (h[0] == '[') {
-        const char *close = strchr(h, ']');
+        const char *close = str_chr(h, ']');
         if (close != NULL)
             end = close + 1;
     } else {
-        const char *colon = strchr(h, ':');
+        const char *colon = str_chr(h, ':');
         if (colon != NULL)
             end = colon;
     }
@@ -74,8 +74,9 @@ const char *request_normalise_host(arena *a, const char *h)
     char *out = arena_strndup(a, h, (size_t)(end - h));
     if (out == NULL)
         return "";
-    for (char *p = out; *p; p++)
-        *p = (char)tolower((unsigned char)*p);
+    for (char *p = out; *p; p++)   /* ASCII: no locale table to read on every request */
+        if (*p >= 'A' && *p <= 'Z')
+            *p = (char)(*p + 32);
     return out;
 }
 
@@ -84,8 +85,9 @@ static const char *param(const tn_request *r, const char *name)
     return r->tp ? r->tp->param(r->tx, name) : NULL;
 }
 
-void request_init(tn_request *r, const tn_transport *tp, void *tx, arena *a, buf *headers,
-                  buf *out, int64_t max_body, const char *req_id, int64_t start_ns)
+TN_HOT void request_init(tn_request *r, const tn_transport *tp, void *tx, arena *a,
+                         buf *headers, buf *out, int64_t max_body, const char *req_id,
+                         int64_t start_ns)
 {
     memset(r, 0, sizeof(*r));
     r->tp = tp;
@@ -113,7 +115,7 @@ void request_init(tn_request *r, const tn_transport *tp, void *tx, arena *a, buf
         uri = param(r, "SCRIPT_NAME");
     if (uri == NULL || uri[0] == '\0')
         uri = "/";
-    const char *qm = strchr(uri, '?');
+    const char *qm = str_chr(uri, '?');
     r->path = qm ? arena_strndup(a, uri, (size_t)(qm - uri)) : arena_strdup(a, uri);
     if (r->path == NULL)
         r->path = "/";
@@ -139,7 +141,7 @@ const char *tn_query(const tn_request *r) { return r->query; }
 const char *tn_host(const tn_request *r) { return r->host; }
 const char *tn_request_id(const tn_request *r) { return r->req_id; }
 
-const char *tn_param(const tn_request *r, const char *name) { return param(r, name); }
+TN_HOT const char *tn_param(const tn_request *r, const char *name) { return param(r, name); }
 
 const char *tn_header(const tn_request *r, const char *name)
 {
@@ -271,7 +273,7 @@ int tn_add_header(tn_request *r, const char *name, const char *value)
     return r->headers->oom ? TN_NOMEM : TN_OK;
 }
 
-static int put(tn_request *r, const char *p, size_t n)
+static TN_HOT int put(tn_request *r, const char *p, size_t n)
 {
     if (r->tp == NULL || r->tp->write(r->tx, p, n) != 0) {
         r->io_error = true;
@@ -281,7 +283,7 @@ static int put(tn_request *r, const char *p, size_t n)
 }
 
 /* Hand the status line, headers and (when `final`) a Content-Length to libfcgi. */
-static int start_response(tn_request *r, bool final)
+static TN_HOT int start_response(tn_request *r, bool final)
 {
     /* built by hand: this runs for every request, and printf costs more than the rest */
     char head[128];
@@ -416,7 +418,7 @@ int tn_send_error(tn_request *r, int status, const char *message)
     return o->oom ? TN_NOMEM : TN_OK;
 }
 
-int request_finish(tn_request *r)
+TN_HOT int request_finish(tn_request *r)
 {
     if (r->io_error)
         return TN_IO;

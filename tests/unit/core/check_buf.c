@@ -92,6 +92,42 @@ START_TEST(test_utf8_prefix)
 }
 END_TEST
 
+/* The request path's inline strlen, strchr and strcmp (== 0). */
+START_TEST(test_str_len_chr_eq)
+{
+    ck_assert_uint_eq(str_len(""), 0);
+    ck_assert_uint_eq(str_len("t00042.bench.test"), 17);
+    const char *h = "acme.example.com:8080";
+    ck_assert_ptr_eq(str_chr(h, ':'), h + 16);
+    ck_assert_ptr_eq(str_chr(h, '\0'), h + 21);   /* the NUL is found, as strchr finds it */
+    ck_assert_ptr_null(str_chr(h, '?'));
+    ck_assert(str_eq("", ""));
+    ck_assert(str_eq("/_theme.css", "/_theme.css"));
+    ck_assert(!str_eq("/_theme.css", "/_theme.cs"));   /* a prefix either way is not equal */
+    ck_assert(!str_eq("/_theme.cs", "/_theme.css"));
+    ck_assert(!str_eq(".bench.test", ".bench.tesT"));
+}
+END_TEST
+
+/* buf_reset leaves an empty buf's memory alone, but a reset buf always reads as "". */
+START_TEST(test_reset_keeps_nul)
+{
+    buf b = BUF_INIT;
+    buf_reset(&b);   /* no memory yet */
+    ck_assert_ptr_null(b.p);
+    buf_puts(&b, "Status: 200");
+    buf_reset(&b);
+    ck_assert_uint_eq(b.len, 0);
+    ck_assert_str_eq(b.p, "");
+    buf_reset(&b);   /* already empty */
+    ck_assert_str_eq(b.p, "");
+    buf_append(&b, "", 0);
+    buf_reset(&b);
+    ck_assert_str_eq(b.p, "");
+    buf_free(&b);
+}
+END_TEST
+
 Suite *buf_suite(void);
 /* f writes v's digits (no NUL) and returns how many: they are want. */
 static void digits_are(size_t (*f)(char *, unsigned long long), unsigned long long v,
@@ -127,6 +163,8 @@ Suite *buf_suite(void)
     Suite *s = suite_create("buf");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_str_copy_u64);
+    tcase_add_test(tc, test_str_len_chr_eq);
+    tcase_add_test(tc, test_reset_keeps_nul);
     tcase_add_test(tc, test_append_and_printf);
     tcase_add_test(tc, test_json_escaping);
     tcase_add_test(tc, test_html_and_csv);
