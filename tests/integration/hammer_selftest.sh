@@ -24,24 +24,8 @@ wait_until 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$ST_PORT" ||
     fatal "the selftest server did not start"
 
 NGINX_PORT=$(free_port)
-mkdir -p "$T/nginx"
-user=""
-[ "$(id -u)" = 0 ] && user="user root;"
-cat > "$T/nginx.conf" <<NGX
-daemon off;
-$user
-worker_processes 1;
-pid $T/nginx/nginx.pid;
-error_log $T/nginx-error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
+{ nginx_conf_head; cat <<NGX
     default_type text/plain;
-    client_body_temp_path $T/nginx/body;
-    fastcgi_temp_path $T/nginx/fastcgi;
-    proxy_temp_path $T/nginx/proxy;
-    uwsgi_temp_path $T/nginx/uwsgi;
-    scgi_temp_path $T/nginx/scgi;
     map \$host \$answer_host { t7.localhost t8.localhost; default \$host; }
     server {
         listen 127.0.0.1:$NGINX_PORT;
@@ -57,6 +41,7 @@ http {
     }
 }
 NGX
+} > "$T/nginx.conf"
 nginx -t -c "$T/nginx.conf" -e "$T/nginx-error.log" >/dev/null 2>&1 ||
     hard_error "nginx config is invalid: $(nginx -t -c "$T/nginx.conf" -e "$T/nginx-error.log" \
         2>&1)"

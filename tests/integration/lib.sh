@@ -192,15 +192,14 @@ NGINX_PORT=
 # (a reload or a dead worker closing a connection under nginx) it is there to see; nginx still
 # logs each one, and nginx_upstream_errors reads them. (Debian's fastcgi_params already passes
 # HTTP_HOST as \$host; TENANT_HOST is the param tenancyd's chain reads by default.)
-nginx_start() {
-    need nginx
-    local upstream=${1:-unix:$T/fcgi.sock}
-    local extra=${2:-}
-    NGINX_PORT=$(free_port)
-    mkdir -p "$T/nginx"
+# nginx_conf_head: the start of a test's nginx.conf on stdout (one worker; this test's pid
+# file, error log and temp folders; the http block opened). The caller writes the rest and
+# closes the http block.
+nginx_conf_head() {
     local user=""
     [ "$(id -u)" = 0 ] && user="user root;"
-    cat > "$T/nginx.conf" <<NGX
+    mkdir -p "$T/nginx"
+    cat <<NGX
 daemon off;
 $user
 worker_processes 1;
@@ -214,6 +213,15 @@ http {
     proxy_temp_path $T/nginx/proxy;
     uwsgi_temp_path $T/nginx/uwsgi;
     scgi_temp_path $T/nginx/scgi;
+NGX
+}
+
+nginx_start() {
+    need nginx
+    local upstream=${1:-unix:$T/fcgi.sock}
+    local extra=${2:-}
+    NGINX_PORT=$(free_port)
+    { nginx_conf_head; cat <<NGX
     upstream tenancy { server $upstream; keepalive 64; keepalive_timeout 60s; }
     server {
         listen 127.0.0.1:$NGINX_PORT;
@@ -232,6 +240,7 @@ http {
     }
 }
 NGX
+    } > "$T/nginx.conf"
     nginx -t -c "$T/nginx.conf" -e "$T/nginx-error.log" >/dev/null 2>&1 ||
         hard_error "generated nginx config is invalid: $(nginx -t -c "$T/nginx.conf" -e "$T/nginx-error.log" 2>&1)"
     nginx -c "$T/nginx.conf" -e "$T/nginx-error.log" >> "$T/nginx.log" 2>&1 &

@@ -128,25 +128,7 @@ for want in "server unix:$T/fcgi.sock;" "listen 127.0.0.1:$NGINX_PORT default_se
     "fastcgi_next_upstream off;" "keepalive 64;" "include /etc/nginx/fastcgi_params;"; do
     grep -q "^ *$want" "$T/site.conf" || fatal "doc/examples/nginx.conf no longer has '$want' where this test expects it"
 done
-user=""
-[ "$(id -u)" = 0 ] && user="user root;"
-cat > "$T/nginx.conf" <<NGX
-daemon off;
-$user
-worker_processes 1;
-pid $T/nginx/nginx.pid;
-error_log $T/nginx-error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_temp_path $T/nginx/body;
-    fastcgi_temp_path $T/nginx/fastcgi;
-    proxy_temp_path $T/nginx/proxy;
-    uwsgi_temp_path $T/nginx/uwsgi;
-    scgi_temp_path $T/nginx/scgi;
-    include $T/site.conf;
-}
-NGX
+{ nginx_conf_head; echo "    include $T/site.conf;"; echo "}"; } > "$T/nginx.conf"
 nginx -t -c "$T/nginx.conf" -e "$T/nginx-error.log" > "$T/nginx-t.log" 2>&1 ||
     fatal "the example nginx config is invalid: $(cat "$T/nginx-t.log")"
 nginx -c "$T/nginx.conf" -e "$T/nginx-error.log" >> "$T/nginx.log" 2>&1 &
