@@ -558,14 +558,10 @@ START_TEST(test_pg_scope_and_neighbour)
 }
 END_TEST
 
-/* Two migrators on one schema at once (the advisory lock and the re-check inside each
- * transaction): every file applied exactly once between them, neither fails. */
-START_TEST(test_pg_two_migrators)
+/* Apply s here and, at the same time, in a forked second migrator on its own connection;
+ * both must succeed. Returns the files the two applied between them (*r: this side's). */
+static int race_second_migrator(migration_set *s, const char *what, migrate_result *r)
 {
-    put("0001_slow.sql", "CREATE TABLE items (id INTEGER PRIMARY KEY);\nSELECT pg_sleep(0.3);");
-    put("0002_tags.sql", m2);
-    put("0003_slow.sql", "ALTER TABLE items ADD COLUMN note TEXT;\nSELECT pg_sleep(0.2);");
-    migration_set *s = load();
     fflush(NULL);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
@@ -574,7 +570,7 @@ START_TEST(test_pg_two_migrators)
         migrate_result cr;
         int rc = migrate_apply(d, s, &cr);
         if (rc != TN_OK)
-            fprintf(stderr, "two_migrators: the second migrator: %s: %s\n", tn_rc_str(rc),
+            fprintf(stderr, "%s: the second migrator: %s: %s\n", what, tn_rc_str(rc),
                     cr.error.message);
         /* Freed before _exit: under valgrind (--error-exitcode) a leak would change the
          * exit status this test counts with. */
@@ -582,13 +578,24 @@ START_TEST(test_pg_two_migrators)
         migrate_free(s);
         _exit(rc == TN_OK ? cr.applied : 100);
     }
-    migrate_result r;
-    apply_ok(s, &r);
+    apply_ok(s, r);
     int st = 0;
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     ck_assert(WIFEXITED(st));
     ck_assert_int_lt(WEXITSTATUS(st), 100);
-    ck_assert_int_eq(r.applied + WEXITSTATUS(st), 3);
+    return r->applied + WEXITSTATUS(st);
+}
+
+/* Two migrators on one schema at once (the advisory lock and the re-check inside each
+ * transaction): every file applied exactly once between them, neither fails. */
+START_TEST(test_pg_two_migrators)
+{
+    put("0001_slow.sql", "CREATE TABLE items (id INTEGER PRIMARY KEY);\nSELECT pg_sleep(0.3);");
+    put("0002_tags.sql", m2);
+    put("0003_slow.sql", "ALTER TABLE items ADD COLUMN note TEXT;\nSELECT pg_sleep(0.2);");
+    migration_set *s = load();
+    migrate_result r;
+    ck_assert_int_eq(race_second_migrator(s, "two_migrators", &r), 3);
     ck_assert_int_eq(count(adm, "SELECT count(*) FROM tn_mig_a.tenancy_migrations"), 3);
     migrate_free(s);
 }
@@ -606,26 +613,7 @@ START_TEST(test_pg_two_migrators_read_locked)
     put("0002_slow.sql", "CREATE TABLE tags (id INTEGER);\nSELECT pg_sleep(0.3);");
     put("0003_slow.sql", "ALTER TABLE items ADD COLUMN note TEXT;\nSELECT pg_sleep(0.2);");
     s = load();
-    fflush(NULL);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        tn_db *d = open_target();
-        migrate_result cr;
-        int rc = migrate_apply(d, s, &cr);
-        if (rc != TN_OK)
-            fprintf(stderr, "read_locked: the second migrator: %s: %s\n", tn_rc_str(rc),
-                    cr.error.message);
-        db_close(d);
-        migrate_free(s);
-        _exit(rc == TN_OK ? cr.applied : 100);
-    }
-    apply_ok(s, &r);
-    int st = 0;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    ck_assert(WIFEXITED(st));
-    ck_assert_int_lt(WEXITSTATUS(st), 100);
-    ck_assert_int_eq(r.applied + WEXITSTATUS(st), 2);
+    ck_assert_int_eq(race_second_migrator(s, "read_locked", &r), 2);
     ck_assert_int_eq(count(adm, "SELECT count(*) FROM tn_mig_a.tenancy_migrations"), 3);
     migrate_free(s);
 }
