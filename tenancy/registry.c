@@ -1060,18 +1060,16 @@ int registry_show(registry *r, const char *slug, registry_list_fn fn, void *ctx)
 int registry_set_migration(registry *r, const char *slug, const char *version,
                            const char *last_error, char *err, size_t errlen)
 {
-    if (version == NULL || last_error == NULL) {
-        fail(err, errlen, "registry_set_migration: version and last_error are required");
-        return TN_INVALID;
-    }
-    char now[24];
-    snprintf(now, sizeof(now), "%lld", (long long)now_s());
-    struct upd_arg a = {"UPDATE tenants SET migration_version = $1, last_error = $2, "
-                        "updated_at = $3 WHERE slug = $4",
-                        4, {version, last_error, now, slug}, slug};
-    /* No generation bump: no worker caches these columns, and a migration wave over 10,000
+    /* A batch of one (registry_set_migrations), so the statement is written once. No
+     * generation bump: no worker caches these columns, and a migration wave over 10,000
      * tenants must not flush every worker's lookup cache 10,000 times. */
-    return run_tx(r, do_update, &a, err, errlen, false);
+    registry_migration_update u = {slug, version, last_error, TN_OK};
+    int rc = registry_set_migrations(r, &u, 1, err, errlen);
+    if (rc == TN_OK && u.rc == TN_NOTFOUND) {
+        fail(err, errlen, "no tenant '%s'", slug);
+        return TN_NOTFOUND;
+    }
+    return rc;
 }
 
 struct batch_arg {
