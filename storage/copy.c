@@ -483,14 +483,6 @@ static void note(copy_table *t, arena *a, const char *fmt, ...)
         t->notes[t->nnotes++] = s;
 }
 
-static bool strs_ok(copy_table *t)
-{
-    for (int i = 0; i < t->ncols; i++)
-        if (t->cols[i].name == NULL || t->cols[i].type == NULL)
-            return false;
-    return true;
-}
-
 /* Each column name must be quotable; checked once here so later steps cannot fail on it. */
 static int check_idents(const copy_table *t, char *err, size_t errlen)
 {
@@ -509,252 +501,77 @@ static int check_idents(const copy_table *t, char *err, size_t errlen)
     return TN_OK;
 }
 
-static int describe_sqlite(tn_db *db, const char *table, arena *a, copy_table *t, char *err,
-                           size_t errlen)
+/* The catalog's columns as the copy carries them: generated ones left out (their values are
+ * computed), SQLite's booleans by the copy's own type grammar, no default on an id. */
+static int take_columns(const db_table_desc *d, arena *a, copy_table *t, char *err,
+                        size_t errlen)
 {
-    const char *p[] = {table};
-    char v[32];
-    int rc = db_query_value(db, v, sizeof(v),
-                            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
-                            "name = $1", 1, p);
-    if (rc != TN_OK || atoi(v) == 0) {
-        msg(err, errlen, "table %s: %s", table, rc != TN_OK ? tn_db_error(db) : "no such table");
-        return rc != TN_OK ? rc : TN_NOTFOUND;
-    }
-    /* Columns (generated ones are hidden from table_info: noted below). */
-    tn_rows *rows = NULL;
-    rc = tn_db_query(db, &rows, "SELECT name, type, \"notnull\", dflt_value, pk FROM "
-                                "pragma_table_info($1) ORDER BY cid", 1, p);
-    if (rc != TN_OK) {
-        msg(err, errlen, "table %s: %s", table, tn_db_error(db));
-        return rc;
-    }
-    int npk = 0;
-    while ((rc = tn_rows_next(rows)) == TN_OK && t->ncols < MAX_COLS) {
+    bool pg = strcmp(d->backend, "postgres") == 0;
+    int generated = 0;
+    for (int i = 0; i < d->ncols; i++) {
+        const db_column *dc = &d->cols[i];
+        if (dc->generated) {
+            generated++;
+            if (pg)
+                note(t, a, "%s.%s: a generated column, not copied (its values are computed)",
+                     d->name, dc->name);
+            continue;
+        }
+        if (t->ncols == MAX_COLS) {
+            msg(err, errlen, "table %s: too many columns", d->name);
+            return TN_TOOBIG;
+        }
         copy_column *c = &t->cols[t->ncols++];
-        c->name = arena_strdup(a, tn_rows_get(rows, 0));
-        c->type = arena_strdup(a, tn_rows_get(rows, 1) ? tn_rows_get(rows, 1) : "");
-        c->notnull = atoi(tn_rows_get(rows, 2)) != 0;
-        const char *d = tn_rows_get(rows, 3);
-        c->dflt = d ? arena_strdup(a, d) : NULL;
-        c->pk = atoi(tn_rows_get(rows, 4));
-        if (c->pk > 0)
-            npk++;
+        c->name = dc->name;
+        c->type = dc->type;
+        c->notnull = dc->notnull;
+        c->pk = dc->pk;
+        c->identity = dc->identity;
+        c->custom = dc->custom;
+        c->dflt = dc->identity && pg ? NULL : dc->dflt;
         type_parts tp;
-        c->boolean = type_parse(c->type, &tp) &&
-                     (strcmp(tp.base, "boolean") == 0 || strcmp(tp.base, "bool") == 0);
+        c->boolean = pg ? dc->boolean
+                        : type_parse(c->type, &tp) &&
+                              (strcmp(tp.base, "boolean") == 0 || strcmp(tp.base, "bool") == 0);
     }
-    tn_rows_free(rows);
-    if (rc != TN_DONE) {
-        msg(err, errlen, "table %s: %s", table, rc == TN_OK ? "too many columns" : tn_db_error(db));
-        return rc == TN_OK ? TN_TOOBIG : rc;
-    }
-    if (!strs_ok(t))
-        return oom(err, errlen);
-    rc = db_query_value(db, v, sizeof(v), "SELECT count(*) FROM pragma_table_xinfo($1) WHERE "
-                                          "hidden IN (2, 3)", 1, p);
-    if (rc == TN_OK && atoi(v) > 0)
-        note(t, a, "%s: %s generated column(s) not carried (their values are computed)", table, v);
-    /* What a portable definition leaves behind, said once per table. */
-    if (db_query_value(db, v, sizeof(v), "SELECT count(DISTINCT id) FROM "
-                                         "pragma_foreign_key_list($1)", 1, p) == TN_OK &&
-        atoi(v) > 0)
-        note(t, a, "%s: %s foreign key(s) not carried", table, v);
-    if (db_query_value(db, v, sizeof(v), "SELECT count(*) FROM sqlite_master WHERE type = "
-                                         "'trigger' AND tbl_name = $1", 1, p) == TN_OK &&
-        atoi(v) > 0)
-        note(t, a, "%s: %s trigger(s) not carried", table, v);
-    /* INTEGER PRIMARY KEY is the rowid (generated ids) unless the table is WITHOUT ROWID,
-     * which has an index for its primary key. */
-    rc = db_query_value(db, v, sizeof(v), "SELECT count(*) FROM pragma_index_list($1) WHERE "
-                                          "origin = 'pk'", 1, p);
-    if (rc != TN_OK) {
-        msg(err, errlen, "table %s: %s", table, tn_db_error(db));
-        return rc;
-    }
-    bool pk_index = atoi(v) > 0;
-    for (int i = 0; i < t->ncols && npk == 1 && !pk_index; i++)
-        if (t->cols[i].pk == 1 && strcasecmp(t->cols[i].type, "integer") == 0)
-            t->cols[i].identity = true;
-
-    /* Indexes on plain columns. */
-    rc = tn_db_query(db, &rows, "SELECT name, \"unique\", origin, partial FROM "
-                                "pragma_index_list($1) ORDER BY name", 1, p);
-    if (rc != TN_OK) {
-        msg(err, errlen, "table %s: %s", table, tn_db_error(db));
-        return rc;
-    }
-    typedef struct { const char *name; bool unique, skip; } ix;
-    ix list[MAX_INDEXES];
-    int nl = 0;
-    while ((rc = tn_rows_next(rows)) == TN_OK) {
-        if (strcmp(tn_rows_get(rows, 2), "pk") == 0)
-            continue;
-        if (nl == MAX_INDEXES) {
-            note(t, a, "%s: indexes after the first %d not carried", table, MAX_INDEXES);
-            break;
-        }
-        list[nl].name = arena_strdup(a, tn_rows_get(rows, 0));
-        list[nl].unique = atoi(tn_rows_get(rows, 1)) != 0;
-        list[nl].skip = atoi(tn_rows_get(rows, 3)) != 0;
-        if (list[nl].skip)
-            note(t, a, "%s: partial index %s not carried", table, list[nl].name);
-        nl++;
-    }
-    tn_rows_free(rows);
-    if (rc != TN_DONE && rc != TN_OK) {
-        msg(err, errlen, "table %s: %s", table, tn_db_error(db));
-        return rc;
-    }
-    for (int k = 0; k < nl; k++) {
-        if (list[k].skip || list[k].name == NULL)
-            continue;
-        const char *ip[] = {list[k].name};
-        rc = tn_db_query(db, &rows, "SELECT name FROM pragma_index_info($1) ORDER BY seqno", 1, ip);
-        if (rc != TN_OK) {
-            msg(err, errlen, "index %s: %s", list[k].name, tn_db_error(db));
-            return rc;
-        }
-        copy_index *x = &t->idx[t->nidx];
-        x->cols = arena_alloc(a, 32 * sizeof(char *));
-        x->ncols = 0;
-        bool expr = false;
-        while ((rc = tn_rows_next(rows)) == TN_OK) {
-            const char *cn = tn_rows_get(rows, 0);
-            if (cn == NULL || x->ncols == 32)
-                expr = true;
-            else if (x->cols != NULL)
-                x->cols[x->ncols++] = arena_strdup(a, cn);
-        }
-        tn_rows_free(rows);
-        if (rc != TN_DONE) {
-            msg(err, errlen, "index %s: %s", list[k].name, tn_db_error(db));
-            return rc;
-        }
-        if (expr || x->ncols == 0) {
-            note(t, a, "%s: index %s on an expression not carried", table, list[k].name);
-            continue;
-        }
-        x->unique = list[k].unique;
-        /* SQLite names the index of a UNIQUE constraint sqlite_autoindex_<table>_<n>. */
-        x->name = strncmp(list[k].name, "sqlite_", 7) == 0 ? NULL : list[k].name;
-        t->nidx++;
-    }
+    if (!pg && generated > 0)
+        note(t, a, "%s: %d generated column(s) not carried (their values are computed)",
+             d->name, generated);
     return TN_OK;
 }
 
-static int describe_pg(tn_db *db, const char *table, arena *a, copy_table *t, char *err,
-                       size_t errlen)
+/* Indexes on plain columns; the primary key's is the table's own. SQLite names the index of
+ * a UNIQUE constraint sqlite_autoindex_<table>_<n>: it gets a name of ours in the target. */
+static void take_indexes(const db_table_desc *d, arena *a, copy_table *t)
 {
-    const char *p[] = {table};
-    char oid[32];
-    int rc = db_query_value(db, oid, sizeof(oid),
-                            "SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = "
-                            "c.relnamespace WHERE n.nspname = current_schema() AND c.relname = $1 "
-                            "AND c.relkind IN ('r', 'p')", 1, p);
-    if (rc != TN_OK) {
-        msg(err, errlen, "table %s: %s", table,
-            rc == TN_NOTFOUND ? "no such table" : tn_db_error(db));
-        return rc;
-    }
-    const char *o[] = {oid};
-    tn_rows *rows = NULL;
-    rc = tn_db_query(db, &rows,
-                     "SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull::int, "
-                     " COALESCE((SELECT array_position(k.conkey, a.attnum) FROM pg_constraint k "
-                     "  WHERE k.conrelid = a.attrelid AND k.contype = 'p'), 0), "
-                     " (a.attidentity IN ('a', 'd') OR COALESCE(pg_get_expr(d.adbin, d.adrelid) "
-                     "  LIKE 'nextval(%', false))::int, "
-                     " (ty.typnamespace = 'pg_catalog'::regnamespace)::int, "
-                     " pg_get_expr(d.adbin, d.adrelid), (a.atttypid = 'boolean'::regtype)::int, "
-                     " (a.attgenerated = 's')::int "
-                     "FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid "
-                     "LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
-                     "WHERE a.attrelid = $1::oid AND a.attnum > 0 AND NOT a.attisdropped "
-                     "ORDER BY a.attnum", 1, o);
-    if (rc != TN_OK) {
-        msg(err, errlen, "table %s: %s", table, tn_db_error(db));
-        return rc;
-    }
-    while ((rc = tn_rows_next(rows)) == TN_OK && t->ncols < MAX_COLS) {
-        const char *name = tn_rows_get(rows, 0);
-        if (atoi(tn_rows_get(rows, 8)) != 0) {
-            note(t, a, "%s.%s: a generated column, not copied (its values are computed)", table,
-                 name);
+    bool pg = strcmp(d->backend, "postgres") == 0;
+    for (int i = 0; i < d->nidx; i++) {
+        const db_index *dx = &d->idx[i];
+        if (dx->primary)
             continue;
-        }
-        copy_column *c = &t->cols[t->ncols++];
-        c->custom = atoi(tn_rows_get(rows, 5)) == 0;
-        c->name = arena_strdup(a, name);
-        c->type = arena_strdup(a, tn_rows_get(rows, 1));
-        c->notnull = atoi(tn_rows_get(rows, 2)) != 0;
-        c->pk = atoi(tn_rows_get(rows, 3));
-        c->identity = atoi(tn_rows_get(rows, 4)) != 0;
-        const char *d = tn_rows_get(rows, 6);
-        c->dflt = d && !c->identity ? arena_strdup(a, d) : NULL;
-        c->boolean = atoi(tn_rows_get(rows, 7)) != 0;
-    }
-    tn_rows_free(rows);
-    if (rc != TN_DONE) {
-        msg(err, errlen, "table %s: %s", table, rc == TN_OK ? "too many columns" : tn_db_error(db));
-        return rc == TN_OK ? TN_TOOBIG : rc;
-    }
-    if (!strs_ok(t))
-        return oom(err, errlen);
-
-    char v[32];
-    if (db_query_value(db, v, sizeof(v), "SELECT count(*) FROM pg_constraint WHERE conrelid = "
-                                         "$1::oid AND contype IN ('f', 'c', 'x')", 1, o) == TN_OK &&
-        atoi(v) > 0)
-        note(t, a, "%s: %s foreign key, check or exclusion constraint(s) not carried", table, v);
-    if (db_query_value(db, v, sizeof(v), "SELECT count(*) FROM pg_trigger WHERE tgrelid = "
-                                         "$1::oid AND NOT tgisinternal", 1, o) == TN_OK &&
-        atoi(v) > 0)
-        note(t, a, "%s: %s trigger(s) not carried", table, v);
-    rc = tn_db_query(db, &rows,
-                     "SELECT ic.relname, ix.indisunique::int, "
-                     " (ix.indexprs IS NOT NULL OR ix.indpred IS NOT NULL "
-                     "  OR am.amname <> 'btree')::int, "
-                     " (SELECT string_agg(a.attname, ',' ORDER BY k.ord) "
-                     "  FROM unnest(ix.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord) "
-                     "  JOIN pg_attribute a ON a.attrelid = ix.indrelid AND a.attnum = k.attnum) "
-                     "FROM pg_index ix JOIN pg_class ic ON ic.oid = ix.indexrelid "
-                     "JOIN pg_am am ON am.oid = ic.relam "
-                     "WHERE ix.indrelid = $1::oid AND NOT ix.indisprimary ORDER BY ic.relname",
-                     1, o);
-    if (rc != TN_OK) {
-        msg(err, errlen, "indexes of %s: %s", table, tn_db_error(db));
-        return rc;
-    }
-    while ((rc = tn_rows_next(rows)) == TN_OK) {
-        const char *iname = tn_rows_get(rows, 0);
-        if (atoi(tn_rows_get(rows, 2)) != 0 || tn_rows_get(rows, 3) == NULL) {
+        if (pg && (!dx->plain || dx->partial || dx->ncols == 0)) {
             note(t, a, "%s: index %s (an expression, partial or not a btree) not carried",
-                 table, iname);
+                 d->name, dx->name);
             continue;
         }
         if (t->nidx == MAX_INDEXES) {
-            note(t, a, "%s: indexes after the first %d not carried", table, MAX_INDEXES);
+            note(t, a, "%s: indexes after the first %d not carried", d->name, MAX_INDEXES);
             break;
         }
-        copy_index *x = &t->idx[t->nidx];
-        char *cols = arena_strdup(a, tn_rows_get(rows, 3));
-        x->cols = arena_alloc(a, 32 * sizeof(char *));
-        if (cols == NULL || x->cols == NULL)
-            break;
-        x->ncols = 0;
-        for (char *s = strtok(cols, ","); s != NULL && x->ncols < 32; s = strtok(NULL, ","))
-            x->cols[x->ncols++] = s;
-        x->name = arena_strdup(a, iname);
-        x->unique = atoi(tn_rows_get(rows, 1)) != 0;
-        t->nidx++;
+        if (!pg && dx->partial) {
+            note(t, a, "%s: partial index %s not carried", d->name, dx->name);
+            continue;
+        }
+        if (!pg && (!dx->plain || dx->ncols == 0 || dx->ncols > 32)) {
+            note(t, a, "%s: index %s on an expression not carried", d->name, dx->name);
+            continue;
+        }
+        copy_index *x = &t->idx[t->nidx++];
+        x->name = !pg && strncmp(dx->name, "sqlite_", 7) == 0 ? NULL : dx->name;
+        x->unique = dx->unique;
+        x->ncols = dx->ncols < 32 ? dx->ncols : 32;
+        x->cols = dx->cols;
     }
-    tn_rows_free(rows);
-    if (rc != TN_DONE && rc != TN_OK) {
-        msg(err, errlen, "indexes of %s: %s", table, tn_db_error(db));
-        return rc;
-    }
-    return TN_OK;
 }
 
 int copy_describe(tn_db *db, const char *table, arena *a, copy_table **out, char *err,
@@ -771,8 +588,23 @@ int copy_describe(tn_db *db, const char *table, arena *a, copy_table **out, char
     t->notes = arena_calloc(a, MAX_NOTES * sizeof(char *));
     if (t->name == NULL || t->cols == NULL || t->idx == NULL || t->notes == NULL)
         return oom(err, errlen);
-    int rc = is_pg(db) ? describe_pg(db, table, a, t, err, errlen)
-                       : describe_sqlite(db, table, a, t, err, errlen);
+    db_table_desc *desc = NULL;
+    int rc = db_describe(db, NULL, table, a, &desc);
+    if (rc != TN_OK)
+        msg(err, errlen, "table %s: %s", table, tn_db_error(db));
+    if (rc == TN_OK)
+        rc = take_columns(desc, a, t, err, errlen);
+    if (rc == TN_OK) {
+        /* What a portable definition leaves behind, said once per table. */
+        if (is_pg(db) && desc->nfkeys + desc->nchecks > 0)
+            note(t, a, "%s: %d foreign key, check or exclusion constraint(s) not carried",
+                 table, desc->nfkeys + desc->nchecks);
+        else if (!is_pg(db) && desc->nfkeys > 0)
+            note(t, a, "%s: %d foreign key(s) not carried", table, desc->nfkeys);
+        if (desc->ntriggers > 0)
+            note(t, a, "%s: %d trigger(s) not carried", table, desc->ntriggers);
+        take_indexes(desc, a, t);
+    }
     if (rc == TN_OK)
         rc = check_idents(t, err, errlen);
     /* A default that is not a literal or the current time is dropped here, with a note, so
@@ -785,10 +617,6 @@ int copy_describe(tn_db *db, const char *table, arena *a, copy_table **out, char
             c->dflt = NULL;
         }
     }
-    for (int i = 0; i < t->nidx && rc == TN_OK; i++)
-        for (int k = 0; k < t->idx[i].ncols; k++)
-            if (t->idx[i].cols[k] == NULL)
-                rc = oom(err, errlen);
     if (rc == TN_OK)
         *out = t;
     return rc;
@@ -1076,25 +904,30 @@ struct copy_writer {
     buf full;                /* the statement of a full batch (VALUES), or the only one */
 };
 
-static void insert_head(buf *b, const copy_table *def, bool pg)
+/* The quoting cannot fail after check_idents, and is checked all the same: an identifier
+ * that is not plain never reaches the statement. */
+static int insert_head(buf *b, const copy_table *def, bool pg, char *err, size_t errlen)
 {
-    char q[72];
     buf_puts(b, "INSERT INTO ");
-    db_quote_ident(def->name, q, sizeof(q));
-    buf_puts(b, q);
+    if (!put_ident(b, def->name, "table", err, errlen))
+        return TN_INVALID;
     buf_puts(b, " (");
     for (int i = 0; i < def->ncols; i++) {
-        db_quote_ident(def->cols[i].name, q, sizeof(q));
         buf_puts(b, i ? ", " : "");
-        buf_puts(b, q);
+        if (!put_ident(b, def->cols[i].name, "column", err, errlen))
+            return TN_INVALID;
     }
     /* An identity column GENERATED ALWAYS takes the copied ids only with this. */
     buf_puts(b, pg ? ") OVERRIDING SYSTEM VALUE " : ") ");
+    return TN_OK;
 }
 
-static void insert_sql(buf *b, const copy_table *def, bool pg, int nrows)
+static int insert_sql(buf *b, const copy_table *def, bool pg, int nrows, char *err,
+                      size_t errlen)
 {
-    insert_head(b, def, pg);
+    int rc = insert_head(b, def, pg, err, errlen);
+    if (rc != TN_OK)
+        return rc;
     buf_puts(b, "VALUES ");
     int p = 1;
     for (int r = 0; r < nrows; r++) {
@@ -1107,6 +940,7 @@ static void insert_sql(buf *b, const copy_table *def, bool pg, int nrows)
         }
         buf_putc(b, ')');
     }
+    return b->oom ? oom(err, errlen) : TN_OK;
 }
 
 /* PostgreSQL: INSERT ... SELECT * FROM unnest($1::T1[], ...) with the target's own column
@@ -1117,11 +951,10 @@ static bool unnest_sql(tn_db *dst, const copy_table *def, buf *b)
     arena *a = arena_create(0);
     copy_table *have = NULL;
     char e[256];
-    bool ok = a != NULL && copy_describe(dst, def->name, a, &have, e, sizeof(e)) == TN_OK;
-    if (ok) {
-        insert_head(b, def, true);
+    bool ok = a != NULL && copy_describe(dst, def->name, a, &have, e, sizeof(e)) == TN_OK &&
+              insert_head(b, def, true, e, sizeof(e)) == TN_OK;
+    if (ok)
         buf_puts(b, "SELECT * FROM unnest(");
-    }
     for (int i = 0; ok && i < def->ncols; i++) {
         const copy_column *tc = NULL;
         for (int k = 0; k < have->ncols && tc == NULL; k++)
@@ -1179,10 +1012,10 @@ int copy_write_open(tn_db *dst, const copy_table *def, copy_writer **out, char *
         copy_write_close(w);
         return oom(err, errlen);
     }
-    insert_sql(&w->full, def, w->to_pg, w->per_batch);
-    if (w->full.oom) {
+    int rc = insert_sql(&w->full, def, w->to_pg, w->per_batch, err, errlen);
+    if (rc != TN_OK) {
         copy_write_close(w);
-        return oom(err, errlen);
+        return rc;
     }
     *out = w;
     return TN_OK;
@@ -1219,8 +1052,14 @@ int copy_write_flush(copy_writer *w, char *err, size_t errlen)
         rc = tn_db_exec(w->db, w->full.p, w->n * w->def->ncols, w->params);
     } else {
         buf sql = BUF_INIT;
-        insert_sql(&sql, w->def, w->to_pg, w->n);
-        rc = sql.oom ? TN_NOMEM : tn_db_exec(w->db, sql.p, w->n * w->def->ncols, w->params);
+        rc = insert_sql(&sql, w->def, w->to_pg, w->n, err, errlen);
+        if (rc != TN_OK) {   /* err says why */
+            buf_free(&sql);
+            w->n = 0;
+            arena_reset(w->a);
+            return rc;
+        }
+        rc = tn_db_exec(w->db, sql.p, w->n * w->def->ncols, w->params);
         buf_free(&sql);
     }
     if (rc != TN_OK)

@@ -4,20 +4,17 @@
  * Owns: parsing connection URIs and picking a driver, the argument checks every public
  * tn_db_* / tn_rows_* function makes before a driver runs, the transaction flag, the error
  * buffer, the list of open row sets (so closing or resetting a connection can never leave a
- * row set pointing at freed driver state), identifier quoting, and splitting scripts into
- * statements.
- *
- * The PostgreSQL driver is loaded on first use (see "the PostgreSQL driver" below), so a
- * host that only opens sqlite: URIs never maps libpq.
+ * row set pointing at freed driver state), and db_query_value. Loading
+ * the PostgreSQL driver is db_load.c's (so a host that only opens sqlite: URIs never maps
+ * libpq), SQL text (identifier quoting, scripts) is script.c's, the catalog is catalog.c's, the read-only sandbox
+ * readonly.c's.
  *
  * Must not: include sqlite3.h or libpq-fe.h (drivers own those), put anything but a
  * db_quote_ident() result or constant text into SQL, log, or abort.
  */
 #include "core/first.h"
 #include "storage/db_int.h"
-#include "core/log.h"
 
-#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,86 +46,6 @@ static bool txn_open(const tn_db *db)
 {
     db_txn st = db->drv->txn_state(db);
     return st == DB_TXN_OPEN || st == DB_TXN_FAILED;
-}
-
-/* ---- the PostgreSQL driver ----------------------------------------------------------------
- *
- * libpq costs every exec of tenancyd ~12 ms of relocation and ~5 MB of mappings, whether or
- * not a PostgreSQL URI is ever opened, so the driver is a module (storage/pgdriver.so,
- * linked with libpq) that is dlopen()ed the first time one is: from $TENANCY_PGDRIVER when
- * set (the build tree, tests), else from PGDRIVER_PATH (the installed one). A failed load is
- * not retried (the message is kept for every later open). A program that links pg.c itself
- * defines tn_pgdriver_entry, and then that one is used and nothing is loaded.
- */
-
-#ifndef PGDRIVER_PATH
-#define PGDRIVER_PATH "pgdriver.so"
-#endif
-
-extern db_pg_entry_fn tn_pgdriver_entry __attribute__((weak));
-
-static void host_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void host_log(int level, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    log_vmsg(level, fmt, ap);
-    va_end(ap);
-}
-
-static const db_host the_host = {
-    .abi = DB_HOST_ABI,
-    .sizeof_db = sizeof(tn_db),
-    .sizeof_rows = sizeof(tn_rows),
-    .sizeof_driver = sizeof(db_driver),
-    .set_error = db_set_error,
-    .rows_link = db_rows_link,
-    .rows_detach_all = db_rows_detach_all,
-    .log = host_log,
-};
-
-static const db_driver *pg_driver;
-static bool pg_tried;
-static char pg_load_error[DB_ERRLEN];
-
-/* The PostgreSQL driver, loaded on the first call; NULL with err set when it cannot be. */
-static const db_driver *pg_load(char *err, size_t errlen)
-{
-    if (!pg_tried) {
-        pg_tried = true;
-        db_pg_entry_fn *entry = tn_pgdriver_entry;
-        const char *path = NULL;
-        char why[DB_ERRLEN] = "";
-        if (entry == NULL) {
-            path = secure_getenv("TENANCY_PGDRIVER");
-            if (path == NULL || *path == '\0')
-                path = PGDRIVER_PATH;
-            void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-            if (h == NULL) {
-                const char *e = dlerror();
-                snprintf(pg_load_error, sizeof(pg_load_error),
-                         "the PostgreSQL driver cannot be loaded (%s; set TENANCY_PGDRIVER to "
-                         "the path of pgdriver.so)",
-                         e != NULL ? e : path);
-                goto out;
-            }
-            *(void **)&entry = dlsym(h, DB_PG_ENTRY);
-            if (entry == NULL) {
-                snprintf(pg_load_error, sizeof(pg_load_error),
-                         "the PostgreSQL driver %s has no %s: not a tenancy driver", path,
-                         DB_PG_ENTRY);
-                goto out;   /* the handle stays: unloading code we touched is not worth it */
-            }
-        }
-        pg_driver = entry(&the_host, why, sizeof(why));
-        if (pg_driver == NULL)
-            snprintf(pg_load_error, sizeof(pg_load_error), "%s: %s",
-                     path != NULL ? path : "the PostgreSQL driver", why);
-    }
-out:
-    if (pg_driver == NULL)
-        set_errbuf(err, errlen, pg_load_error);
-    return pg_driver;
 }
 
 /* ---- opening ----------------------------------------------------------------------------- */
@@ -201,7 +118,7 @@ int db_preload(const char *uri, char *err, size_t errlen)
     case BACKEND_SQLITE:
         return TN_OK;
     case BACKEND_PG:
-        return pg_load(err, errlen) != NULL ? TN_OK : TN_IO;
+        return db_pg_load(err, errlen) != NULL ? TN_OK : TN_IO;
     default:
         set_errbuf(err, errlen, "unknown database URI");
         return TN_INVALID;
@@ -228,7 +145,7 @@ int db_open(const char *uri, const db_options *opt, tn_db **out, char *err, size
                    "postgresql://...)");
         return TN_INVALID;
     }
-    const db_driver *drv = b == BACKEND_SQLITE ? &db_sqlite_driver : pg_load(err, errlen);
+    const db_driver *drv = b == BACKEND_SQLITE ? &db_sqlite_driver : db_pg_load(err, errlen);
     if (drv == NULL)
         return TN_IO;
     db_options o = {0};
@@ -302,7 +219,7 @@ int db_uri_with(const char *uri, const char *dbname, const char *user, const cha
         set_errbuf(err, errlen, "not a PostgreSQL URI");
         return TN_INVALID;
     }
-    const db_driver *drv = pg_load(err, errlen);
+    const db_driver *drv = db_pg_load(err, errlen);
     if (drv == NULL)
         return TN_IO;
     static const char prefix[] = "postgres:";
@@ -634,310 +551,7 @@ int tn_db_rollback(tn_db *db)
     return rc;
 }
 
-/* ---- identifiers --------------------------------------------------------------------------- */
-
-static bool ident_start(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
-}
-
-static bool ident_digit(unsigned char c)
-{
-    return c >= '0' && c <= '9';
-}
-
-/* Why so strict: the identifier is then safe without escaping in both dialects, fits
- * PostgreSQL's NAMEDATALEN (63 bytes) so it is never silently truncated, and means the
- * same thing on a file system (SQLite tenants are files named after it). */
-int db_quote_ident(const char *ident, char *out, size_t outlen)
-{
-    if (ident == NULL || out == NULL || !ident_start((unsigned char)ident[0]))
-        return TN_INVALID;
-    size_t n = 1;
-    for (; ident[n] != '\0'; n++) {
-        unsigned char c = (unsigned char)ident[n];
-        if (n >= 63 || !(ident_start(c) || ident_digit(c)))
-            return TN_INVALID;
-    }
-    if (outlen < n + 3)
-        return TN_INVALID;
-    out[0] = '"';
-    memcpy(out + 1, ident, n);
-    out[n + 1] = '"';
-    out[n + 2] = '\0';
-    return TN_OK;
-}
-
-/* ---- the script splitter ------------------------------------------------------------------ */
-
-void db_split_init(db_splitter *s, db_dialect dialect, const char *sql, size_t len)
-{
-    s->dialect = dialect;
-    s->p = sql;
-    s->end = sql + len;
-    s->line = 1;
-}
-
-static bool word_char(unsigned char c)
-{
-    return ident_start(c) || ident_digit(c) || c == '$' || c >= 0x80;
-}
-
-static bool word_is(const char *w, size_t n, const char *kw)
-{
-    size_t k = strlen(kw);
-    if (n != k)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)w[i];
-        if (c >= 'a' && c <= 'z')
-            c = (unsigned char)(c - 'a' + 'A');
-        if (c != (unsigned char)kw[i])
-            return false;
-    }
-    return true;
-}
-
-/* Skip a quoted run that opens at s->p with `open` and closes with `close`; a doubled
- * close char stands for itself; `backslash` makes \x an escape (PostgreSQL E''). */
-static bool skip_quoted(db_splitter *s, char close, bool doubled, bool backslash)
-{
-    const char *p = s->p + 1;
-    for (; p < s->end; p++) {
-        if (*p == '\n')
-            s->line++;
-        if (backslash && *p == '\\' && p + 1 < s->end) {
-            p++;
-            if (*p == '\n')
-                s->line++;
-            continue;
-        }
-        if (*p == close) {
-            if (doubled && p + 1 < s->end && p[1] == close) {
-                p++;
-                continue;
-            }
-            s->p = p + 1;
-            return true;
-        }
-    }
-    return false;
-}
-
-static bool skip_block_comment(db_splitter *s)
-{
-    bool nest = s->dialect == DB_DIALECT_PG;   /* SQLite ends at the first close */
-    int depth = 1;
-    const char *p = s->p + 2;
-    while (p < s->end) {
-        if (*p == '\n') {
-            s->line++;
-        } else if (*p == '*' && p + 1 < s->end && p[1] == '/') {
-            p += 2;
-            if (--depth == 0) {
-                s->p = p;
-                return true;
-            }
-            continue;
-        } else if (nest && *p == '/' && p + 1 < s->end && p[1] == '*') {
-            depth++;
-            p += 2;
-            continue;
-        }
-        p++;
-    }
-    return false;
-}
-
-/* At a '$' that does not continue a word: a dollar quote ($$ or $tag$) or not (a $1
- * parameter). Returns 1 skipped, 0 not a dollar quote, -1 unterminated. */
-static int skip_dollar(db_splitter *s)
-{
-    const char *q = s->p + 1;
-    if (q < s->end && ident_start((unsigned char)*q)) {
-        while (q < s->end && (ident_start((unsigned char)*q) || ident_digit((unsigned char)*q) ||
-                              (unsigned char)*q >= 0x80))
-            q++;
-    }
-    if (q >= s->end || *q != '$')
-        return 0;
-    size_t taglen = (size_t)(q - s->p) + 1;   /* "$tag$" */
-    const char *tag = s->p;
-    for (const char *p = q + 1; p < s->end; p++) {
-        if (*p == '\n')
-            s->line++;
-        if (*p == '$' && (size_t)(s->end - p) >= taglen && memcmp(p, tag, taglen) == 0) {
-            s->p = p + taglen;
-            return 1;
-        }
-    }
-    return -1;
-}
-
-enum { KW_START, KW_CREATE, KW_BODY, KW_OTHER };
-
-int db_split_next(db_splitter *s, const char **stmt, size_t *len, int *line)
-{
-    const char *start = NULL;
-    int start_line = 0, kw = KW_START, parens = 0, blocks = 0;
-    while (s->p < s->end) {
-        unsigned char c = (unsigned char)*s->p;
-        const char *next = s->p + 1 < s->end ? s->p + 1 : NULL;
-        if (c == '\n') {
-            s->line++;
-            s->p++;
-            continue;
-        }
-        if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
-            s->p++;
-            continue;
-        }
-        if (c == '-' && next != NULL && *next == '-') {
-            while (s->p < s->end && *s->p != '\n')
-                s->p++;
-            continue;
-        }
-        if (c == '/' && next != NULL && *next == '*') {
-            int open_line = s->line;
-            if (!skip_block_comment(s)) {
-                *line = open_line;
-                return -1;
-            }
-            continue;
-        }
-        if (c == ';' && parens == 0 && blocks == 0) {
-            s->p++;
-            if (start == NULL)   /* an empty statement */
-                continue;
-            *stmt = start;
-            *len = (size_t)(s->p - 1 - start);
-            *line = start_line;
-            return 1;
-        }
-        if (start == NULL) {
-            start = s->p;
-            start_line = s->line;
-        }
-        int open_line = s->line;
-        bool ok = true;
-        if (c == '\'') {
-            ok = skip_quoted(s, '\'', true, false);
-        } else if (c == '"') {
-            ok = skip_quoted(s, '"', true, false);
-        } else if (c == '`' && s->dialect == DB_DIALECT_SQLITE) {
-            ok = skip_quoted(s, '`', true, false);
-        } else if (c == '[' && s->dialect == DB_DIALECT_SQLITE) {
-            ok = skip_quoted(s, ']', false, false);
-        } else if (c == '$' && s->dialect == DB_DIALECT_PG) {
-            int r = skip_dollar(s);
-            ok = r >= 0;
-            if (r == 0)
-                s->p++;
-        } else if (ident_start(c) || c >= 0x80) {
-            const char *w = s->p;
-            while (s->p < s->end && word_char((unsigned char)*s->p))
-                s->p++;
-            size_t n = (size_t)(s->p - w);
-            if (s->dialect == DB_DIALECT_PG && n == 1 && (*w == 'E' || *w == 'e') &&
-                s->p < s->end && *s->p == '\'') {
-                ok = skip_quoted(s, '\'', true, true);   /* E'...' */
-            } else if (kw == KW_START) {
-                kw = word_is(w, n, "CREATE") ? KW_CREATE : KW_OTHER;
-            } else if (kw == KW_CREATE) {
-                if (word_is(w, n, "TRIGGER") || word_is(w, n, "FUNCTION") ||
-                    word_is(w, n, "PROCEDURE"))
-                    kw = KW_BODY;
-                else if (!(word_is(w, n, "OR") || word_is(w, n, "REPLACE") ||
-                           word_is(w, n, "TEMP") || word_is(w, n, "TEMPORARY") ||
-                           word_is(w, n, "CONSTRAINT")))
-                    kw = KW_OTHER;
-            } else if (kw == KW_BODY) {
-                if (word_is(w, n, "BEGIN") || word_is(w, n, "CASE"))
-                    blocks++;
-                else if (word_is(w, n, "END") && blocks > 0)
-                    blocks--;
-            }
-        } else if (ident_digit(c)) {
-            while (s->p < s->end && word_char((unsigned char)*s->p))
-                s->p++;   /* 1e5, 0x1F: not words */
-        } else {
-            if (c == '(')
-                parens++;
-            else if (c == ')' && parens > 0)
-                parens--;
-            s->p++;
-        }
-        if (!ok) {
-            *line = open_line;
-            return -1;
-        }
-    }
-    if (start == NULL)
-        return 0;
-    *stmt = start;
-    *len = (size_t)(s->end - start);
-    *line = start_line;
-    return 1;
-}
-
-bool db_sql_is_blank(db_dialect dialect, const char *sql, size_t len)
-{
-    db_splitter s;
-    const char *stmt;
-    size_t n;
-    int line;
-    db_split_init(&s, dialect, sql, len);
-    return db_split_next(&s, &stmt, &n, &line) == 0;
-}
-
-/* ---- scripts and helpers ------------------------------------------------------------------- */
-
-/* The whole script is split once before anything runs, so a script with an unterminated
- * quote changes nothing. Statements then run one by one (each in its own implicit
- * transaction unless the caller opened one): wrap the call in tn_db_begin/commit to make
- * a migration all-or-nothing. */
-int db_exec_script(tn_db *db, const char *sql)
-{
-    if (db == NULL)
-        return TN_INVALID;
-    clear_error(db);
-    db->changes = 0;
-    if (sql == NULL)
-        return db_set_error(db, TN_INVALID, "no SQL given");
-    size_t total = strlen(sql);
-    db_splitter s;
-    const char *stmt;
-    size_t len, longest = 0;
-    int line, r;
-    db_split_init(&s, db->drv->dialect, sql, total);
-    while ((r = db_split_next(&s, &stmt, &len, &line)) == 1) {
-        if (len > longest)
-            longest = len;
-    }
-    if (r < 0)
-        return db_set_error(db, TN_INVALID,
-                            "script: unterminated string, quoted name or comment at line %d",
-                            line);
-    char *copy = malloc(longest + 1);
-    if (copy == NULL)
-        return db_set_error(db, TN_NOMEM, "script: out of memory");
-    int rc = TN_OK, n = 0;
-    db_split_init(&s, db->drv->dialect, sql, total);
-    while (db_split_next(&s, &stmt, &len, &line) == 1) {
-        n++;
-        memcpy(copy, stmt, len);
-        copy[len] = '\0';
-        rc = db->drv->exec(db, copy, 0, NULL, DB_EXEC_NOCACHE);
-        if (rc != TN_OK) {
-            char why[DB_ERRLEN];
-            snprintf(why, sizeof(why), "%s", db->err);
-            db_set_error(db, rc, "script statement %d (line %d): %s", n, line, why);
-            break;
-        }
-    }
-    free(copy);
-    return rc;
-}
+/* ---- helpers ---------------------------------------------------------------------------------- */
 
 /* A value longer than outlen - 1 is TN_TOOBIG (out is then ""), never cut silently. */
 int db_query_value(tn_db *db, char *out, size_t outlen, const char *sql, int nparams,
@@ -968,117 +582,4 @@ int db_query_value(tn_db *db, char *out, size_t outlen, const char *sql, int npa
     }
     tn_rows_free(rows);
     return rc;
-}
-
-/* ---- binding only the placeholders a statement uses ----------------------------------------
- * Seeds run one set of values ($1 slug, $2 name, $3 id) through statements that each use some
- * of them, while both drivers insist that every parameter given is used. The placeholders are
- * found with the splitter's own rules (skip_quoted, skip_block_comment, skip_dollar), so a
- * "$2" inside a string, a quoted name, a comment or a dollar quote is left alone. */
-
-static int placeholder_at(const char *p, const char *end, long *n)
-{
-    const char *q = p + 1;
-    long v = 0;
-    while (q < end && ident_digit((unsigned char)*q)) {
-        if (v <= DB_MAX_PARAMS)
-            v = v * 10 + (*q - '0');
-        q++;
-    }
-    *n = v;
-    return (int)(q - p) > 1 ? (int)(q - p) : 0;
-}
-
-int db_sql_bind_used(db_dialect dialect, const char *stmt, size_t len, int nparams, char **out,
-                     int *used, int *nused, long *bad)
-{
-    *out = NULL;
-    *nused = 0;
-    *bad = 0;
-    if (nparams < 0 || nparams > 64)
-        return TN_INVALID;
-    int rank[64] = {0};   /* 1-based new number of each parameter used, 0 when unused */
-    for (int pass = 0; pass < 2; pass++) {
-        char *o = pass == 1 ? *out : NULL;
-        db_splitter s;
-        db_split_init(&s, dialect, stmt, len);
-        const char *copied = stmt;   /* pass 1: text up to here is in o */
-        while (s.p < s.end) {
-            unsigned char c = (unsigned char)*s.p;
-            const char *next = s.p + 1 < s.end ? s.p + 1 : NULL;
-            bool ok = true;
-            if (c == '-' && next != NULL && *next == '-') {
-                while (s.p < s.end && *s.p != '\n')
-                    s.p++;
-            } else if (c == '/' && next != NULL && *next == '*') {
-                ok = skip_block_comment(&s);
-            } else if (c == '\'') {
-                ok = skip_quoted(&s, '\'', true, false);
-            } else if (c == '"') {
-                ok = skip_quoted(&s, '"', true, false);
-            } else if (c == '`' && dialect == DB_DIALECT_SQLITE) {
-                ok = skip_quoted(&s, '`', true, false);
-            } else if (c == '[' && dialect == DB_DIALECT_SQLITE) {
-                ok = skip_quoted(&s, ']', false, false);
-            } else if (c == '$') {
-                int r = dialect == DB_DIALECT_PG ? skip_dollar(&s) : 0;
-                long n;
-                int plen = r == 0 ? placeholder_at(s.p, s.end, &n) : 0;
-                ok = r >= 0;
-                if (plen > 0) {
-                    if (n < 1 || n > nparams) {
-                        free(*out);
-                        *out = NULL;
-                        *bad = n;
-                        return TN_INVALID;
-                    }
-                    if (pass == 0) {
-                        rank[n - 1] = 1;
-                    } else {
-                        memcpy(o, copied, (size_t)(s.p - copied));
-                        o += s.p - copied;
-                        o += sprintf(o, "$%d", rank[n - 1]);
-                        copied = s.p + plen;
-                    }
-                    s.p += plen;
-                } else if (r == 0) {
-                    s.p++;
-                }
-            } else if (ident_start(c) || c >= 0x80) {
-                const char *w = s.p;
-                while (s.p < s.end && word_char((unsigned char)*s.p))
-                    s.p++;   /* a$1 is a name, not a placeholder */
-                if (dialect == DB_DIALECT_PG && s.p - w == 1 && (*w == 'E' || *w == 'e') &&
-                    s.p < s.end && *s.p == '\'')
-                    ok = skip_quoted(&s, '\'', true, true);
-            } else if (ident_digit(c)) {
-                while (s.p < s.end && word_char((unsigned char)*s.p))
-                    s.p++;
-            } else {
-                s.p++;
-            }
-            if (!ok) {
-                free(*out);
-                *out = NULL;
-                return TN_INVALID;
-            }
-        }
-        if (pass == 0) {
-            /* Ranks in increasing order of the original numbers; each new number is at most
-             * as long as the old one, so the copy never grows. */
-            for (int i = 0; i < nparams; i++)
-                if (rank[i]) {
-                    used[*nused] = i;
-                    rank[i] = ++*nused;
-                }
-            *out = malloc(len + 1);
-            if (*out == NULL)
-                return TN_NOMEM;
-        } else {
-            memcpy(o, copied, (size_t)(s.end - copied));
-            o += s.end - copied;
-            *o = '\0';
-        }
-    }
-    return TN_OK;
 }

@@ -22,7 +22,9 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
+#include "core/arena.h"
 #include "core/rc.h"
 
 typedef struct db_options {
@@ -124,9 +126,130 @@ const char *db_uri_backend(const char *uri);
  * TN_OK or an error as tn_db_exec. */
 int db_exec_script(tn_db *db, const char *sql);
 
+/* True when sql holds no statement: only blanks, comments and ';' (an unterminated comment
+ * holds none). */
+bool db_text_is_blank(const char *sql);
+
 /* A single text value from a query (first column of the first row) into out.
  * TN_OK, TN_NOTFOUND (no row or NULL), or an error. */
 int db_query_value(tn_db *db, char *out, size_t outlen, const char *sql, int nparams,
                    const char *const *params);
+
+/* ---- describe: the catalog, read in one place per dialect (catalog.c) ------------------- */
+
+/* A column as the catalog has it. */
+typedef struct db_column {
+    const char *name;
+    const char *type;       /* SQLite: as declared (any text, possibly ""); PostgreSQL:
+                               format_type() */
+    bool notnull;
+    const char *dflt;       /* the default as the catalog writes it, or NULL */
+    int pk;                 /* 1-based position in the primary key; 0: not in it */
+    bool identity;          /* a generated id: SQLite's INTEGER PRIMARY KEY of a rowid table,
+                               a PostgreSQL identity column or a serial (nextval default) */
+    bool boolean;           /* declared boolean */
+    bool custom;            /* PostgreSQL: a type outside pg_catalog (an enum, a domain) */
+    bool generated;         /* computed from other columns (GENERATED ALWAYS AS) */
+} db_column;
+
+typedef struct db_index {
+    const char *name;
+    bool unique;
+    bool primary;           /* the primary key's own index */
+    bool partial;           /* has a WHERE */
+    bool plain;             /* on plain columns only (PostgreSQL: and a btree): cols has them
+                               all; false: cols may be short */
+    int ncols;
+    const char **cols;
+    const char *def;        /* for people: PostgreSQL pg_get_indexdef(), SQLite the columns
+                               ("a, b", "(expression)" for an expression) */
+} db_index;
+
+typedef struct db_fkey {
+    const char *name;       /* PostgreSQL: the constraint's name; SQLite: its id */
+    const char *def;        /* for people: pg_get_constraintdef(), or SQLite's
+                               "(a) REFERENCES t (b) ON UPDATE ... ON DELETE ..." */
+} db_fkey;
+
+/* One table: columns in their order, every index (the primary key's included), the foreign
+ * keys, what else hangs on it, and the planner's row estimate. Allocated from the caller's
+ * arena; valid as long as it. */
+typedef struct db_table_desc {
+    const char *name;
+    const char *backend;    /* "sqlite" or "postgres" */
+    int ncols;
+    db_column *cols;
+    int nidx;
+    db_index *idx;
+    int nfkeys;
+    db_fkey *fkeys;
+    int nchecks;            /* PostgreSQL: CHECK and exclusion constraints (SQLite: 0) */
+    int ntriggers;
+    int64_t rows_estimate;  /* PostgreSQL: reltuples; -1 unknown (SQLite, never analyzed) */
+} db_table_desc;
+
+/* The definition of `table` in `schema` (NULL: the connection's own: SQLite's main,
+ * PostgreSQL's current_schema()). Only that schema's catalog rows are read: a relation is
+ * found by its namespace and name, then everything by its OID (never a catalog-wide scan).
+ * SQLite takes no schema but "main". TN_OK, TN_NOTFOUND (no such table, a message in the
+ * handle), TN_INVALID, TN_NOMEM or a storage error. */
+int db_describe(tn_db *db, const char *schema, const char *table, arena *a,
+                db_table_desc **out);
+
+/* The tables of `schema` (NULL as above; partitions left out: they are read through their
+ * parent), each given to fn with, per foreign key, the table of the same schema it references
+ * (parent NULL for a table without one; a table with several keys comes once per key), in
+ * name order. fn returns TN_OK to go on. TN_OK or the first error. */
+int db_describe_tables(tn_db *db, const char *schema,
+                       int (*fn)(void *ctx, const char *table, const char *parent), void *ctx);
+
+/* ---- reading with a time limit, and the sandboxed query (readonly.c) ---------------------- */
+
+typedef struct db_read_opts {
+    int64_t timeout_ms;     /* the time limit of every statement until db_read_end */
+    const char *schema;     /* PostgreSQL: the search_path of the transaction (NULL: none) */
+    const char *role;       /* PostgreSQL: the role the transaction runs as (NULL: the login) */
+    bool strict;            /* PostgreSQL: refuse a role that can act outside the database (a
+                               superuser, or a member of pg_execute_server_program,
+                               pg_read_server_files, pg_write_server_files, pg_signal_backend) */
+} db_read_opts;
+
+/* Start reading: SQLite arms a deadline (statements past it are interrupted: TN_TIMEOUT);
+ * PostgreSQL opens a READ ONLY transaction with a transaction-local statement_timeout,
+ * search_path and role, and checks that it is read-only (and, strict, the role). TN_OK, or
+ * an error with the message in the handle (nothing left open). End with db_read_end, which
+ * rolls back whatever was read or done. */
+int db_read_begin(tn_db *db, const db_read_opts *o);
+void db_read_end(tn_db *db);
+
+/* What db_query_capped read: column names, and rows of text values (NULL for SQL NULL,
+ * SQLite blobs as x'hex'), allocated from the caller's arena. */
+typedef struct db_result {
+    int ncols;
+    const char **cols;
+    int nrows;
+    const char ***rows;
+    bool truncated;         /* there were more than row_cap rows */
+} db_result;
+
+/* Run one statement of someone else's (an operator's SQL) read-only, in the sandbox: inside
+ * db_read_begin(o, made strict) and db_read_end, at most row_cap rows. SQLite (open the file
+ * read-only): one statement only, refused unless sqlite3_stmt_readonly(), under an allow list
+ * authorizer (SELECT, reads, the reading PRAGMAs, a list of built-in functions: nothing
+ * else, so fts3_tokenizer() and load_extension() never run) for that statement alone.
+ * PostgreSQL (log in as the tenant's own role): READ ONLY, always rolled back, the rows
+ * through a cursor that stops at row_cap + 1, and a statement that was given a transaction
+ * id (it wrote despite READ ONLY) refused and its rows dropped. TN_OK with *out; TN_DENIED
+ * (refused: the handle says by what rule), TN_TIMEOUT, TN_INVALID, TN_NOMEM or a storage
+ * error, with the message in the handle. */
+int db_query_capped(tn_db *db, const char *sql, int row_cap, const db_read_opts *o, arena *a,
+                    db_result **out);
+
+/* SQLite: copy the file at `from` into a new file `to` (VACUUM INTO on a private, hardened
+ * connection of its own: tenant connections refuse ATTACH, which VACUUM INTO needs), waiting
+ * up to busy_timeout_ms for a writer. TN_OK, TN_BUSY, TN_IO, with err set. `to` must not
+ * exist. */
+int db_sqlite_vacuum_into(const char *from, const char *to, int busy_timeout_ms, char *err,
+                          size_t errlen);
 
 #endif

@@ -130,6 +130,19 @@ extern const db_driver db_sqlite_driver;
 struct sqlite3;
 int db_sqlite_harden(struct sqlite3 *h, char *err, size_t errlen);
 
+/* sqlite.c, for sqlite_read.c and readonly.c: a deadline past which the connection's
+ * statements are interrupted (SQLITE_INTERRUPT, TN_TIMEOUT), 0 for none; and the driver's own
+ * authorizer put back after a statement ran under another (TN_OK or TN_ERR). */
+void db_sqlite_deadline(tn_db *db, int64_t deadline_ms);
+int db_sqlite_own_authorizer(tn_db *db);
+
+/* sqlite_read.c: SQLite's half of db_query_capped (inside db_read_begin; res zeroed). */
+int db_sqlite_query_capped(tn_db *db, const char *sql, int row_cap, arena *a, db_result *res);
+
+/* readonly.c: rows (n of them) in an array of at least n + 1 (the old one left to the arena);
+ * NULL when out of memory. */
+void *db_result_grow(arena *a, const char ***rows, int n, int *cap);
+
 /*
  * The PostgreSQL driver is a loadable module (storage/pgdriver.so) so that a host that
  * only uses SQLite never maps libpq. A module cannot count on the executable exporting
@@ -154,6 +167,10 @@ typedef struct db_host {
  * not match what it was built for. */
 typedef const db_driver *db_pg_entry_fn(const db_host *host, char *err, size_t errlen);
 db_pg_entry_fn tn_pgdriver_entry;
+
+/* db_load.c: the PostgreSQL driver, loaded on the first call; NULL with err set when it
+ * cannot be (the failure is kept: never retried). */
+const db_driver *db_pg_load(char *err, size_t errlen);
 
 /* For target.c: a PostgreSQL URI (postgres:CONNINFO or postgresql://...) with its database
  * replaced by dbname, as "postgres:CONNINFO" in out. Loads the driver when needed. TN_OK,

@@ -34,7 +34,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -874,11 +873,10 @@ static int sync_path(const char *path)
 
 /*
  * SQLite: VACUUM INTO needs ATTACH, which every tenant connection denies (sqlite.c's
- * authorizer), so the template is read through a private connection that runs this one
- * constant statement, with the new file's path bound as a parameter. VACUUM INTO reads in
- * one transaction: a consistent copy even while the template is written to. The connection
- * is hardened like every other (db_sqlite_harden): the template is a tenant file like any,
- * and its schema is not to be trusted.
+ * authorizer), so the template is read through db_sqlite_vacuum_into's private connection
+ * (sqlite_read.c), which runs that one constant statement with the new file's path bound as
+ * a parameter, hardened like every other. VACUUM INTO reads in one transaction: a consistent
+ * copy even while the template is written to.
  */
 static int clone_sqlite(const storage_target *from, const storage_target *to, char *err,
                         size_t errlen)
@@ -889,36 +887,7 @@ static int clone_sqlite(const storage_target *from, const storage_target *to, ch
     if (stat(from->name, &st) < 0)
         return tn_errf(err, errlen, TN_NOTFOUND, "the template's file %s: %s", from->name,
                        strerror(errno));
-    sqlite3 *h = NULL;
-    int rc = TN_OK;
-    int s = sqlite3_open_v2(from->name, &h, SQLITE_OPEN_READWRITE, NULL);
-    if (s != SQLITE_OK) {
-        rc = tn_errf(err, errlen, TN_IO, "cannot open the template %s: %s", from->name,
-                     h ? sqlite3_errmsg(h) : sqlite3_errstr(s));
-        sqlite3_close(h);
-        return rc;
-    }
-    char why[256];
-    rc = db_sqlite_harden(h, why, sizeof(why));
-    if (rc != TN_OK) {
-        sqlite3_close(h);
-        return tn_errf(err, errlen, rc, "cannot open the template %s: %s", from->name, why);
-    }
-    sqlite3_busy_timeout(h, from->busy_timeout_ms > 0 ? from->busy_timeout_ms : 5000);
-    sqlite3_stmt *stmt = NULL;
-    s = sqlite3_prepare_v2(h, "VACUUM INTO ?1", -1, &stmt, NULL);
-    if (s == SQLITE_OK)
-        s = sqlite3_bind_text(stmt, 1, to->name, -1, SQLITE_STATIC);
-    if (s == SQLITE_OK) {
-        s = sqlite3_step(stmt);
-        if (s == SQLITE_DONE)
-            s = SQLITE_OK;
-    }
-    if (s != SQLITE_OK)
-        rc = tn_errf(err, errlen, s == SQLITE_BUSY ? TN_BUSY : TN_IO,
-                     "VACUUM INTO from the template %s: %s", from->name, sqlite3_errmsg(h));
-    sqlite3_finalize(stmt);
-    sqlite3_close(h);
+    int rc = db_sqlite_vacuum_into(from->name, to->name, from->busy_timeout_ms, err, errlen);
     if (rc == TN_OK && sync_path(to->name) < 0)
         rc = tn_errf(err, errlen, TN_IO, "cannot sync %s: %s", to->name, strerror(errno));
     if (rc != TN_OK) {   /* we checked it did not exist: whatever is there is ours */

@@ -56,6 +56,7 @@
 #include "core/first.h"
 #include "storage/db_int.h"
 #include "core/rc.h"
+#include "core/clock.h"
 
 #include <sqlite3.h>
 #include <stdio.h>
@@ -94,6 +95,7 @@ typedef struct sqlite_db {
     struct timespec busy_since;   /* when the current wait for a lock began */
     bool denied;           /* the authorizer refused something since the last prepare: SQLite
                               reports a refused function as SQLITE_ERROR, not SQLITE_AUTH */
+    int64_t deadline_ms;   /* db_sqlite_deadline: interrupt statements past it (0: none) */
     bool own;              /* the driver's own constant PRAGMA is being prepared (the open's,
                               db_defer_sync's): not judged as a caller's */
 } sqlite_db;
@@ -218,6 +220,30 @@ static int authorizer(void *ud, int action, const char *a1, const char *a2, cons
     if (verdict != SQLITE_OK)
         ((sqlite_db *)ud)->denied = true;
     return verdict;
+}
+
+int db_sqlite_own_authorizer(tn_db *db)
+{
+    return sqlite3_set_authorizer(SDB(db)->h, authorizer, db) == SQLITE_OK ? TN_OK : TN_ERR;
+}
+
+/* ---- the deadline ------------------------------------------------------------------------ */
+
+/* Every PROGRESS_OPS virtual machine instructions: often enough that a runaway statement
+ * stops soon after its deadline, rarely enough to cost nothing measurable. */
+#define PROGRESS_OPS 1000
+
+static int past_deadline(void *arg)
+{
+    return clock_mono_ms() > ((const sqlite_db *)arg)->deadline_ms ? 1 : 0;
+}
+
+void db_sqlite_deadline(tn_db *db, int64_t deadline_ms)
+{
+    sqlite_db *d = SDB(db);
+    d->deadline_ms = deadline_ms;
+    sqlite3_progress_handler(d->h, deadline_ms > 0 ? PROGRESS_OPS : 0,
+                             deadline_ms > 0 ? past_deadline : NULL, d);
 }
 
 /* ---- statements and the cache ------------------------------------------------------------ */

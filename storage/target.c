@@ -901,29 +901,33 @@ static int graph_emit(table_graph *g, int (*fn)(void *ctx, const char *table), v
     return rc;
 }
 
-/* Tables of a SQLite file, with the table each foreign key references (NULL for none). */
-static const char SQLITE_TABLES_SQL[] =
-    "SELECT m.name, f.\"table\" FROM sqlite_master m "
-    "LEFT JOIN pragma_foreign_key_list(m.name) f "
-    "WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
-    "ORDER BY m.name";
+/* db_describe_tables' pairs, kept until every table is in the graph (an edge needs both). */
+struct table_pairs {
+    table_graph *g;
+    char **pairs;
+    int npairs, cap;
+};
 
-/* Tables of one schema (found through pg_depend by its OID: see the banner), each with the
- * table a foreign key of it references inside the same schema. Partitions are left out:
- * their rows are read and written through their partitioned parent. */
-static const char PG_TABLES_SQL[] =
-    "WITH t AS ("
-    " SELECT c.oid, c.relname FROM pg_catalog.pg_depend d"
-    " JOIN pg_catalog.pg_class c ON c.oid = d.objid"
-    " WHERE d.refclassid = 'pg_catalog.pg_namespace'::pg_catalog.regclass"
-    " AND d.refobjid = (SELECT n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = $1)"
-    " AND d.refobjsubid = 0"
-    " AND d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass"
-    " AND c.relkind IN ('r', 'p') AND NOT c.relispartition)"
-    " SELECT t.relname, p.relname FROM t"
-    " LEFT JOIN pg_catalog.pg_constraint k ON k.conrelid = t.oid AND k.contype = 'f'"
-    " LEFT JOIN t p ON p.oid = k.confrelid"
-    " ORDER BY 1, 2";
+static int collect_pair(void *ctx, const char *child, const char *parent)
+{
+    struct table_pairs *tp = ctx;
+    int rc = graph_add_table(tp->g, child);
+    if (rc != TN_OK || parent == NULL)
+        return rc;
+    if (tp->npairs + 2 > tp->cap) {
+        int cap = tp->cap ? tp->cap * 2 : 32;
+        char **np = realloc(tp->pairs, (size_t)cap * sizeof(*np));
+        if (np == NULL)
+            return TN_NOMEM;
+        tp->pairs = np;
+        tp->cap = cap;
+    }
+    tp->pairs[tp->npairs] = strdup(child);
+    tp->pairs[tp->npairs + 1] = strdup(parent);
+    tp->npairs += 2;
+    return tp->pairs[tp->npairs - 2] == NULL || tp->pairs[tp->npairs - 1] == NULL ? TN_NOMEM
+                                                                                : TN_OK;
+}
 
 int target_tables(tn_db *db, const storage_target *t, int (*fn)(void *ctx, const char *table),
                   void *ctx)
@@ -938,47 +942,17 @@ int target_tables(tn_db *db, const storage_target *t, int (*fn)(void *ctx, const
     if (sqlite != (t->kind == TARGET_SQLITE))
         return db_set_error(db, TN_INVALID, "the connection is not of the target's backend");
 
-    const char *nsp[] = {t->kind == TARGET_PG_SCHEMA ? t->name : "public"};
-    tn_rows *rows = NULL;
-    rc = sqlite ? tn_db_query(db, &rows, SQLITE_TABLES_SQL, 0, NULL)
-                : tn_db_query(db, &rows, PG_TABLES_SQL, 1, nsp);
-    if (rc != TN_OK)
-        return rc;
     table_graph g = {0};
-    /* two passes over the rows: every table first, then the edges between them */
-    char **pairs = NULL;
-    int npairs = 0, cap = 0;
-    while (rc == TN_OK && (rc = tn_rows_next(rows)) == TN_OK) {
-        const char *child = tn_rows_get(rows, 0), *parent = tn_rows_get(rows, 1);
-        if (child == NULL)
-            continue;
-        rc = graph_add_table(&g, child);
-        if (rc == TN_OK && parent != NULL) {
-            if (npairs + 2 > cap) {
-                cap = cap ? cap * 2 : 32;
-                char **np = realloc(pairs, (size_t)cap * sizeof(*np));
-                if (np == NULL) {
-                    rc = TN_NOMEM;
-                    break;
-                }
-                pairs = np;
-            }
-            pairs[npairs] = strdup(child);
-            pairs[npairs + 1] = strdup(parent);
-            npairs += 2;
-            if (pairs[npairs - 2] == NULL || pairs[npairs - 1] == NULL)
-                rc = TN_NOMEM;
-        }
-    }
-    tn_rows_free(rows);
-    if (rc == TN_DONE)
-        rc = TN_OK;
-    for (int i = 0; rc == TN_OK && i < npairs; i += 2)   /* SQLite keeps the DDL's spelling */
-        rc = graph_add_edge(&g, graph_find(&g, pairs[i], false),
-                            graph_find(&g, pairs[i + 1], sqlite));
-    for (int i = 0; i < npairs; i++)
-        free(pairs[i]);
-    free(pairs);
+    struct table_pairs tp = {.g = &g};
+    /* The schema target_tables lists: the tenant's own, or public in its own database. */
+    rc = db_describe_tables(db, sqlite ? NULL : t->kind == TARGET_PG_SCHEMA ? t->name : "public",
+                            collect_pair, &tp);
+    for (int i = 0; rc == TN_OK && i < tp.npairs; i += 2)   /* SQLite keeps the DDL's spelling */
+        rc = graph_add_edge(&g, graph_find(&g, tp.pairs[i], false),
+                            graph_find(&g, tp.pairs[i + 1], sqlite));
+    for (int i = 0; i < tp.npairs; i++)
+        free(tp.pairs[i]);
+    free(tp.pairs);
     if (rc == TN_NOMEM)
         db_set_error(db, rc, "out of memory");
     else if (rc == TN_OK)
