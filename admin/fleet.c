@@ -636,7 +636,7 @@ int page_tenant(adm_req *a, const char *slug)
     char err[512];
     rc = store_open(a, r, false, &s, err, sizeof(err));
     if (rc == TN_OK)
-        rc = store_ro_begin(&s, adm.env.cfg->query_timeout_ms, false, err, sizeof(err));
+        rc = store_ro_begin(&s, adm.env.cfg->query_timeout_ms, err, sizeof(err));
     if (rc != TN_OK) {
         buf_puts(o, "<p class=\"muted\">");
         buf_html(o, err);

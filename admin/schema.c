@@ -4,9 +4,8 @@
  * column) and the row view.
  *
  * Only the tenant's own schema or file is read. A table must be one of target_tables()'s
- * before anything else runs; PostgreSQL catalog reads are filtered by the tenant's
- * namespace OID (never a catalog-wide scan: the O(N^2) trap at 10,000 schemas); SQLite's
- * come from pragma_table_info/index_list/foreign_key_list of that one file. Table and column
+ * before anything else runs; its definition comes from db_describe (storage/catalog.c: the
+ * tenant's schema only, never a catalog-wide scan, or SQLite's one file). Table and column
  * names enter SQL only through db_quote_ident (store_quote), and a table always qualified by
  * the tenant's schema (store_relation: unqualified, a table named like a pg_catalog view
  * would be that view); a name it refuses is shown but cannot be browsed, sorted or filtered.
@@ -30,71 +29,33 @@
 #define CELL_MAX 160
 #define MAX_COLS 256
 
-typedef struct col {
-    const char *name, *type, *dflt;
-    bool notnull;
-    int pk;                 /* position in the primary key (0: not in it) */
-} col;
-
 typedef struct tinfo {
-    col cols[MAX_COLS];
+    const db_table_desc *d;  /* columns, indexes, foreign keys (storage/catalog.c) */
+    const db_column *cols;
     int ncols;
     const char *pk;         /* the single-column primary key, or NULL */
     int npk;
 } tinfo;
 
-static const char *dup0(adm_req *a, const char *s) { return tn_strdup(a->r, s ? s : ""); }
-
-/* Columns and the primary key. TN_OK or an error (err set). */
+/* The table's definition and its primary key. TN_OK or an error (err set). */
 static int load_columns(adm_req *a, adm_store *s, const char *table, tinfo *ti, char *err,
                         size_t errlen)
 {
     memset(ti, 0, sizeof(*ti));
-    tn_rows *rows = NULL;
-    int rc;
-    if (s->sqlite) {
-        const char *p[] = {table};
-        rc = tn_db_query(s->db, &rows,
-                         "SELECT name, type, \"notnull\", dflt_value, pk FROM "
-                         "pragma_table_info($1) ORDER BY cid", 1, p);
-    } else {
-        const char *p[] = {s->nsp_oid, table};
-        rc = tn_db_query(s->db, &rows,
-                         "SELECT a.attname, format_type(a.atttypid, a.atttypmod), "
-                         "CASE WHEN a.attnotnull THEN '1' ELSE '0' END, "
-                         "pg_get_expr(d.adbin, d.adrelid), "
-                         "COALESCE((SELECT array_position(i.indkey::int2[], a.attnum) - "
-                         "array_lower(i.indkey::int2[], 1) + 1 FROM pg_index i "
-                         "WHERE i.indrelid = c.oid AND i.indisprimary), 0)::text "
-                         "FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid "
-                         "LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum "
-                         "WHERE c.relnamespace = $1::oid AND c.relname = $2 AND a.attnum > 0 "
-                         "AND NOT a.attisdropped ORDER BY a.attnum", 2, p);
-    }
-    if (rc != TN_OK) {
-        snprintf(err, errlen, "%s", tn_db_error(s->db));
-        return rc;
-    }
-    while ((rc = tn_rows_next(rows)) == TN_OK && ti->ncols < MAX_COLS) {
-        col *c = &ti->cols[ti->ncols++];
-        c->name = dup0(a, tn_rows_get(rows, 0));
-        c->type = dup0(a, tn_rows_get(rows, 1));
-        const char *nn = tn_rows_get(rows, 2);
-        c->notnull = nn && strcmp(nn, "0") != 0;
-        c->dflt = tn_rows_get(rows, 3) ? dup0(a, tn_rows_get(rows, 3)) : NULL;
-        c->pk = atoi(tn_rows_get(rows, 4) ? tn_rows_get(rows, 4) : "0");
-        if (c->pk > 0) {
+    db_table_desc *d = NULL;
+    int rc = db_describe(s->db, s->sqlite ? NULL : s->schema, table, a->r->arena, &d);
+    if (rc != TN_OK)
+        return tn_errf(err, errlen, rc, "%s", tn_db_error(s->db));
+    ti->d = d;
+    ti->cols = d->cols;
+    ti->ncols = d->ncols < MAX_COLS ? d->ncols : MAX_COLS;
+    for (int i = 0; i < ti->ncols; i++)
+        if (ti->cols[i].pk > 0) {
             ti->npk++;
-            ti->pk = c->name;
+            ti->pk = ti->cols[i].name;
         }
-    }
-    tn_rows_free(rows);
     if (ti->npk != 1)
         ti->pk = NULL;
-    if (rc != TN_OK && rc != TN_DONE) {
-        snprintf(err, errlen, "%s", tn_db_error(s->db));
-        return rc;
-    }
     return TN_OK;
 }
 
@@ -129,7 +90,7 @@ static int open_table(adm_req *a, const char *slug, const char *table, adm_tenan
     char err[512];
     rc = store_open(a, t->rec, false, s, err, sizeof(err));
     if (rc == TN_OK)
-        rc = store_ro_begin(s, adm.env.cfg->query_timeout_ms, false, err, sizeof(err));
+        rc = store_ro_begin(s, adm.env.cfg->query_timeout_ms, err, sizeof(err));
     if (rc != TN_OK) {
         store_close(s);
         free(t->rec);
@@ -185,14 +146,14 @@ static void table_head(adm_req *a, const char *slug, const char *table, bool str
 
 /* ---- structure ------------------------------------------------------------------------------ */
 
-static void structure(adm_req *a, adm_store *s, const char *table, const tinfo *ti)
+static void structure(adm_req *a, const tinfo *ti)
 {
     buf *o = a->out;
     buf_puts(o, "<section class=\"block\"><h2>Columns</h2><table class=\"grid\" id=\"columns\">"
                 "<thead><tr><th>#</th><th>Column</th><th>Type</th><th>Null</th><th>Default</th>"
                 "<th>Key</th></tr></thead><tbody>");
     for (int i = 0; i < ti->ncols; i++) {
-        const col *c = &ti->cols[i];
+        const db_column *c = &ti->cols[i];
         buf_printf(o, "<tr><td class=\"num muted\">%d</td><td class=\"mono\">", i + 1);
         buf_html(o, c->name);
         buf_puts(o, "</td><td class=\"mono type\">");
@@ -212,92 +173,37 @@ static void structure(adm_req *a, adm_store *s, const char *table, const tinfo *
 
     /* Indexes */
     buf_puts(o, "<section class=\"block\"><h2>Indexes</h2>");
-    tn_rows *rows = NULL;
-    int rc;
-    if (s->sqlite) {
-        const char *p[] = {table};
-        rc = tn_db_query(s->db, &rows,
-                         "SELECT l.name, l.\"unique\", l.origin, l.partial, "
-                         "(SELECT group_concat(COALESCE(i.name, '(expression)'), ', ') FROM "
-                         "pragma_index_info(l.name) i) FROM pragma_index_list($1) l "
-                         "ORDER BY l.name", 1, p);
-    } else {
-        const char *p[] = {s->nsp_oid, table};
-        rc = tn_db_query(s->db, &rows,
-                         "SELECT ic.relname, CASE WHEN i.indisunique THEN '1' ELSE '0' END, "
-                         "CASE WHEN i.indisprimary THEN 'pk' ELSE '' END, '', "
-                         "pg_get_indexdef(i.indexrelid) FROM pg_index i "
-                         "JOIN pg_class c ON c.oid = i.indrelid "
-                         "JOIN pg_class ic ON ic.oid = i.indexrelid "
-                         "WHERE c.relnamespace = $1::oid AND c.relname = $2 ORDER BY ic.relname",
-                         2, p);
+    const db_table_desc *d = ti->d;
+    for (int i = 0; i < d->nidx; i++) {
+        const db_index *x = &d->idx[i];
+        if (i == 0)
+            buf_puts(o, "<table class=\"grid\" id=\"indexes\"><thead><tr><th>Index</th>"
+                        "<th>Unique</th><th>Definition</th></tr></thead><tbody>");
+        buf_puts(o, "<tr><td class=\"mono\">");
+        buf_html(o, x->name);
+        if (x->primary)
+            buf_puts(o, " <span class=\"tag\">primary key</span>");
+        buf_puts(o, x->unique ? "</td><td>unique</td><td class=\"mono\">"
+                              : "</td><td class=\"muted\">—</td><td class=\"mono\">");
+        buf_html(o, x->def);
+        buf_puts(o, "</td></tr>");
     }
-    int n = 0;
-    if (rc == TN_OK) {
-        while (tn_rows_next(rows) == TN_OK) {
-            if (n++ == 0)
-                buf_puts(o, "<table class=\"grid\" id=\"indexes\"><thead><tr><th>Index</th>"
-                            "<th>Unique</th><th>Definition</th></tr></thead><tbody>");
-            const char *u = tn_rows_get(rows, 1), *origin = tn_rows_get(rows, 2);
-            buf_puts(o, "<tr><td class=\"mono\">");
-            buf_html(o, tn_rows_get(rows, 0) ? tn_rows_get(rows, 0) : "");
-            if (origin && strcmp(origin, "pk") == 0)
-                buf_puts(o, " <span class=\"tag\">primary key</span>");
-            buf_puts(o, u && strcmp(u, "0") != 0 ? "</td><td>unique</td><td class=\"mono\">"
-                                                 : "</td><td class=\"muted\">—</td><td class=\"mono\">");
-            buf_html(o, tn_rows_get(rows, 4) ? tn_rows_get(rows, 4) : "");
-            buf_puts(o, "</td></tr>");
-        }
-        tn_rows_free(rows);
-    }
-    buf_puts(o, n ? "</tbody></table>" : "<p class=\"muted\">No indexes.</p>");
+    buf_puts(o, d->nidx ? "</tbody></table>" : "<p class=\"muted\">No indexes.</p>");
     buf_puts(o, "</section>");
 
     /* Foreign keys */
     buf_puts(o, "<section class=\"block\"><h2>Foreign keys</h2>");
-    if (s->sqlite) {
-        const char *p[] = {table};
-        rc = tn_db_query(s->db, &rows,
-                         "SELECT id, group_concat(\"from\", ', '), \"table\", "
-                         "group_concat(COALESCE(\"to\", '(primary key)'), ', '), on_update, "
-                         "on_delete FROM pragma_foreign_key_list($1) GROUP BY id ORDER BY id",
-                         1, p);
-    } else {
-        const char *p[] = {s->nsp_oid, table};
-        rc = tn_db_query(s->db, &rows,
-                         "SELECT con.conname, pg_get_constraintdef(con.oid), '', '', '', '' "
-                         "FROM pg_constraint con JOIN pg_class c ON c.oid = con.conrelid "
-                         "WHERE c.relnamespace = $1::oid AND c.relname = $2 AND "
-                         "con.contype = 'f' ORDER BY con.conname", 2, p);
+    for (int i = 0; i < d->nfkeys; i++) {
+        if (i == 0)
+            buf_puts(o, "<table class=\"grid\" id=\"fkeys\"><thead><tr><th>Key</th>"
+                        "<th>Definition</th></tr></thead><tbody>");
+        buf_puts(o, "<tr><td class=\"mono\">");
+        buf_html(o, d->fkeys[i].name);
+        buf_puts(o, "</td><td class=\"mono\">");
+        buf_html(o, d->fkeys[i].def);
+        buf_puts(o, "</td></tr>");
     }
-    n = 0;
-    if (rc == TN_OK) {
-        while (tn_rows_next(rows) == TN_OK) {
-            if (n++ == 0)
-                buf_puts(o, "<table class=\"grid\" id=\"fkeys\"><thead><tr><th>Key</th>"
-                            "<th>Definition</th></tr></thead><tbody>");
-            buf_puts(o, "<tr><td class=\"mono\">");
-            buf_html(o, tn_rows_get(rows, 0) ? tn_rows_get(rows, 0) : "");
-            buf_puts(o, "</td><td class=\"mono\">");
-            if (s->sqlite) {
-                buf_puts(o, "(");
-                buf_html(o, tn_rows_get(rows, 1) ? tn_rows_get(rows, 1) : "");
-                buf_puts(o, ") REFERENCES ");
-                buf_html(o, tn_rows_get(rows, 2) ? tn_rows_get(rows, 2) : "");
-                buf_puts(o, " (");
-                buf_html(o, tn_rows_get(rows, 3) ? tn_rows_get(rows, 3) : "");
-                buf_puts(o, ") ON UPDATE ");
-                buf_html(o, tn_rows_get(rows, 4) ? tn_rows_get(rows, 4) : "");
-                buf_puts(o, " ON DELETE ");
-                buf_html(o, tn_rows_get(rows, 5) ? tn_rows_get(rows, 5) : "");
-            } else {
-                buf_html(o, tn_rows_get(rows, 1) ? tn_rows_get(rows, 1) : "");
-            }
-            buf_puts(o, "</td></tr>");
-        }
-        tn_rows_free(rows);
-    }
-    buf_puts(o, n ? "</tbody></table>" : "<p class=\"muted\">No foreign keys.</p>");
+    buf_puts(o, d->nfkeys ? "</tbody></table>" : "<p class=\"muted\">No foreign keys.</p>");
     buf_puts(o, "</section>");
 }
 
@@ -664,7 +570,7 @@ int page_table(adm_req *a, const char *slug, const char *table)
     page_begin(a, title, "table", slug);
     table_head(a, slug, table, structure_view);
     if (structure_view)
-        structure(a, &s, table, ti);
+        structure(a, ti);
     else
         rows_view(a, &s, slug, table, ti);
     close_table(&t, &s);

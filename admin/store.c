@@ -2,15 +2,12 @@
  * store.c — one tenant's storage, opened for the panel to read.
  *
  * SQLite: the tenant's file opened read-only (db_open with ?mode=ro and read_only), so the
- * database refuses every write whatever SQL reaches it; a deadline is enforced with
- * sqlite3_progress_handler. PostgreSQL: target_open (scoped to the tenant's schema, or its
- * own database); reads then run in a READ ONLY transaction with a transaction-local
- * statement_timeout, search_path and the tenant's role (store_ro_begin); the SQL console's
- * connection logs in as the tenant's own role (one per query, never kept), and refuses to go
- * on when that role could act outside the database (a superuser, or a member of
- * pg_execute_server_program, pg_read_server_files, pg_write_server_files or
- * pg_signal_backend): those could run programs, read files or stop other sessions even in a
- * read-only transaction.
+ * database refuses every write whatever SQL reaches it. PostgreSQL: target_open (scoped to
+ * the tenant's schema, or its own database); the SQL console's connection logs in as the
+ * tenant's own role (one per query, never kept). Reads run inside db_read_begin (storage:
+ * SQLite's deadline; PostgreSQL's READ ONLY transaction with a transaction-local
+ * statement_timeout, search_path and the tenant's role, which for the console refuses to go
+ * on when that role could act outside the database).
  *
  * Must not: read another tenant's schema or file (catalog reads are filtered by this
  * tenant's namespace OID), or leave a transaction open (store_ro_end, store_close).
@@ -22,7 +19,6 @@
 #include "tenancy/placement.h"
 #include "tenancy/rolekey.h"
 
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,7 +225,6 @@ void store_close(adm_store *s)
     if (s->db == NULL)
         return;
     if (s->sqlite) {
-        sqlite3_progress_handler(tn_db_native(s->db), 0, NULL, NULL);
         db_close(s->db);
     } else {
         if (!db_is_clean(s->db))
@@ -244,83 +239,20 @@ void store_close(adm_store *s)
 
 /* ---- read-only transactions and deadlines -------------------------------------------------- */
 
-static int progress(void *arg)
+int store_ro_begin(adm_store *s, int64_t timeout_ms, char *err, size_t errlen)
 {
-    const adm_store *s = arg;
-    return clock_mono_ms() > s->deadline_ms ? 1 : 0;
-}
-
-int store_ro_begin(adm_store *s, int64_t timeout_ms, bool console, char *err, size_t errlen)
-{
-    if (s->sqlite) {
-        s->deadline_ms = clock_mono_ms() + timeout_ms;
-        sqlite3_progress_handler(tn_db_native(s->db), 1000, progress, s);
-        return TN_OK;
-    }
-    int rc = tn_db_exec(s->db, "BEGIN READ ONLY", 0, NULL);
-    if (rc != TN_OK) {
-        snprintf(err, errlen, "%s", tn_db_error(s->db));
-        return rc;
-    }
-    char ms[24], path[80] = "";
-    snprintf(ms, sizeof(ms), "%lld", (long long)timeout_ms);
-    if (s->schema[0] != '\0' && db_quote_ident(s->schema, path, sizeof(path)) != TN_OK) {
-        snprintf(err, errlen, "the tenant's schema name cannot be quoted");
-        store_ro_end(s);
-        return TN_INVALID;
-    }
-    /* The panel's own reads of a tenant (the explorer, the table browser) run with the
-     * tenant role's rights too, as the tenant's requests do. */
-    const char *p[] = {ms, path, s->target.role != NULL ? s->target.role : ""};
-    tn_rows *rows = NULL;
-    rc = tn_db_query(s->db, &rows,
-                     "SELECT set_config('statement_timeout', $1, true), "
-                     "CASE WHEN $2 = '' THEN '' ELSE set_config('search_path', $2, true) END, "
-                     "CASE WHEN $3 = '' THEN '' ELSE set_config('role', $3, true) END, "
-                     "current_setting('transaction_read_only'), "
-                     "(SELECT r.rolsuper "
-                     " OR pg_has_role(current_user, 'pg_execute_server_program', 'MEMBER') "
-                     " OR pg_has_role(current_user, 'pg_read_server_files', 'MEMBER') "
-                     " OR pg_has_role(current_user, 'pg_write_server_files', 'MEMBER') "
-                     " OR pg_has_role(current_user, 'pg_signal_backend', 'MEMBER') "
-                     " FROM pg_roles r WHERE r.rolname = current_user)::text",
-                     3, p);
-    if (rc == TN_OK && tn_rows_next(rows) == TN_OK) {
-        const char *ro = tn_rows_get(rows, 3), *danger = tn_rows_get(rows, 4);
-        if (ro == NULL || strcmp(ro, "on") != 0) {
-            snprintf(err, errlen, "the transaction is not read-only");
-            rc = TN_DENIED;
-        } else if (console && (danger == NULL || strcmp(danger, "false") != 0)) {
-            snprintf(err, errlen,
-                     "the SQL console does not run as a PostgreSQL superuser or a member of "
-                     "pg_execute_server_program, pg_read_server_files, pg_write_server_files "
-                     "or pg_signal_backend: the tenant's role %s was given rights it must not "
-                     "have (see tenancy check)", s->target.role ? s->target.role : "");
-            rc = TN_DENIED;
-        }
-    } else if (rc == TN_OK) {
-        snprintf(err, errlen, "cannot set up the read-only transaction");
-        rc = TN_ERR;
-    } else {
-        snprintf(err, errlen, "%s", tn_db_error(s->db));
-    }
-    tn_rows_free(rows);
+    db_read_opts o = {.timeout_ms = timeout_ms,
+                      .schema = s->sqlite ? NULL : s->schema,
+                      .role = s->target.role};
+    int rc = db_read_begin(s->db, &o);
     if (rc != TN_OK)
-        store_ro_end(s);
+        tn_errf(err, errlen, rc, "%s", tn_db_error(s->db));
     return rc;
 }
 
 void store_ro_end(adm_store *s)
 {
-    if (s->db == NULL)
-        return;
-    if (s->sqlite) {
-        sqlite3_progress_handler(tn_db_native(s->db), 0, NULL, NULL);
-        return;
-    }
-    tn_db_rollback(s->db);
-    if (!db_is_clean(s->db))
-        db_reset(s->db);
+    db_read_end(s->db);
 }
 
 /* ---- tables -------------------------------------------------------------------------------- */

@@ -16,7 +16,6 @@ typedef struct adm_store {
     bool sqlite;
     char schema[128];             /* PostgreSQL: the tenant's schema (public in its own database) */
     char nsp_oid[24];             /* PostgreSQL: the namespace's OID, as text */
-    int64_t deadline_ms;          /* SQLite: the running statement's deadline */
     bool console;
     int uses;                     /* PostgreSQL: requests this connection has served */
     char key[640];                /* PostgreSQL: which kept connection it is */
@@ -31,11 +30,12 @@ int store_open(adm_req *a, const tenant_rec *t, bool console, adm_store *s, char
 void store_close(adm_store *s);   /* a clean PostgreSQL connection is kept for the next */
 void store_fini(void);              /* close the kept connections */
 
-/* Start reading: SQLite arms a deadline of timeout_ms; PostgreSQL opens a READ ONLY
- * transaction with statement_timeout and search_path set for it alone, and checks that it
- * is read-only (and, for the console, that the role cannot act outside the database).
- * TN_OK, or an error with err set (nothing is left open). End with store_ro_end. */
-int store_ro_begin(adm_store *s, int64_t timeout_ms, bool console, char *err, size_t errlen);
+/* Start reading (db_read_begin: SQLite arms a deadline of timeout_ms; PostgreSQL opens a
+ * READ ONLY transaction with statement_timeout, search_path and the tenant's role set for
+ * it alone, and checks that it is read-only and, for the console, that the role cannot act
+ * outside the database). TN_OK, or an error with err set (nothing is left open). End with
+ * store_ro_end. */
+int store_ro_begin(adm_store *s, int64_t timeout_ms, char *err, size_t errlen);
 void store_ro_end(adm_store *s);
 
 /* The tenant's tables (target_tables), sorted by name, into an arena array. Count, or -1

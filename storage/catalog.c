@@ -421,6 +421,7 @@ int db_describe(tn_db *db, const char *schema, const char *table, arena *a, db_t
         return TN_INVALID;
     if (table == NULL || a == NULL || out == NULL)
         return db_set_error(db, TN_INVALID, "db_describe: no table, arena or result");
+    db->err[0] = '\0';
     db_table_desc *t = arena_calloc(a, sizeof(*t));
     if (t == NULL)
         return db_set_error(db, TN_NOMEM, "out of memory");

@@ -184,6 +184,7 @@ int db_read_begin(tn_db *db, const db_read_opts *o)
         return TN_INVALID;
     if (o == NULL || o->timeout_ms <= 0)
         return db_set_error(db, TN_INVALID, "db_read_begin: no time limit");
+    db->err[0] = '\0';
     if (!is_pg(db)) {
         db_sqlite_deadline(db, clock_mono_ms() + o->timeout_ms);
         return TN_OK;
@@ -213,6 +214,7 @@ int db_query_capped(tn_db *db, const char *sql, int row_cap, const db_read_opts 
         return TN_INVALID;
     if (sql == NULL || o == NULL || a == NULL || out == NULL || row_cap < 0)
         return db_set_error(db, TN_INVALID, "db_query_capped: no SQL, options, arena or result");
+    db->err[0] = '\0';
     db_result *res = arena_calloc(a, sizeof(*res));
     if (res == NULL)
         return db_set_error(db, TN_NOMEM, "out of memory");
