@@ -11,9 +11,9 @@
  * schema of its own database: its connections are scoped to "public", so unqualified names
  * behave as in schema mode.
  *
- * Listing a schema's tables goes through pg_depend (every table records a dependency on
- * its namespace, which is what DROP SCHEMA ... CASCADE follows) by the
- * pg_depend_reference_index, then pg_class and pg_constraint by OID: the cost is the
+ * Listing a schema's tables (db_describe_tables, catalog.c) goes through pg_depend (every
+ * table records a dependency on its namespace, which is what DROP SCHEMA ... CASCADE
+ * follows) by the pg_depend_reference_index, then pg_class and pg_constraint by OID: the cost is the
  * schema's own objects. pg_class.relnamespace has no index, so "WHERE relnamespace = oid"
  * would read all of pg_class (130,000 rows at 10,000 tenants of a dozen relations) for
  * every tenant, the O(N^2) of a migration wave.
