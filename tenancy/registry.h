@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "core/rc.h"
+#include "storage/db.h"
 #include "tenancy/tenant.h"
 
 typedef struct registry registry;
