@@ -45,7 +45,6 @@ int log_reopen(void);
 /* The request context printed in brackets on every line until cleared (NULL or ""). The
  * string is copied; at most 255 bytes are kept. */
 void log_set_context(const char *ctx);
-const char *log_context(void);
 
 /* The process id shown on lines (refresh after fork). */
 void log_set_pid(void);

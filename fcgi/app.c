@@ -55,15 +55,6 @@ int app_load(const char *path, tn_app_module *m, char *err, size_t errlen)
         dlclose(h);
         return TN_INVALID;
     }
-    m->handle = h;
     m->app = app;
     return TN_OK;
-}
-
-void app_unload(tn_app_module *m)
-{
-    if (m->handle != NULL)
-        dlclose(m->handle);
-    m->handle = NULL;
-    m->app = NULL;
 }

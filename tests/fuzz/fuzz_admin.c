@@ -82,7 +82,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     tcfg.base_domains = "example.com";
     tcfg.central_domains = HOST;
     tcfg.state_dir = dir;
-    FZ_ASSERT(tenancy_config_finish(&tcfg, 4, cfg_arena, err, sizeof(err)) == TN_OK, "%s", err);
+    FZ_ASSERT(tenancy_config_finish(&tcfg, cfg_arena, err, sizeof(err)) == TN_OK, "%s", err);
     FZ_ASSERT(conf_defaults(admin_config_table, &acfg, cfg_arena, &cerr) == TN_OK, "defaults");
     acfg.host = HOST;
     acfg.query_timeout_ms = 200;

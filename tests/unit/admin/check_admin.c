@@ -296,7 +296,7 @@ static void setup(void)
              pg_uri ? "registry = " : "", pg_uri ? pg_uri : "", pg_uri ? "\n" : "");
     ck_assert_int_eq(finish_text(text, &acfg, &tcfg, cfg_arena, err), TN_OK);
     /* tenancy_config_finish fills registry_uri and gen_path */
-    ck_assert_int_eq(tenancy_config_finish(&tcfg, 4, cfg_arena, err, sizeof(err)), TN_OK);
+    ck_assert_int_eq(tenancy_config_finish(&tcfg, cfg_arena, err, sizeof(err)), TN_OK);
     registry *reg = NULL;
     ck_assert_int_eq(registry_open(tcfg.registry_uri, tcfg.gen_path, &reg, err, sizeof(err)),
                      TN_OK);
