@@ -4,8 +4,9 @@
  * The SQL is the same for both backends except the DDL (id columns) and where the tables
  * live (PostgreSQL: schema "tenancy", set once as this connection's search_path; the
  * connection is the registry's own and is never lent to tenant code). All statements are
- * parameterized. Must not: scan the tenants table outside registry_list's paged query, or
- * change anything outside a transaction.
+ * parameterized. Must not: scan the tenants table outside registry_list's paged query,
+ * change anything outside a transaction, or create or read the tables of other modules kept
+ * in the same database (the admin panel's: admin/sessions.c).
  */
 #include "core/first.h"
 #include "tenancy/registry.h"
@@ -65,14 +66,6 @@ static const char *const ddl_sqlite =
     " is_primary INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX IF NOT EXISTS domains_tenant ON domains(tenant_id);"
     "CREATE INDEX IF NOT EXISTS tenants_state ON tenants(state, slug);"
-    /* the admin panel's sessions and login throttling (admin/auth.c) */
-    "CREATE TABLE IF NOT EXISTS admin_sessions ("
-    " id_hash TEXT PRIMARY KEY, csrf TEXT NOT NULL, username TEXT NOT NULL,"
-    " client TEXT NOT NULL, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL,"
-    " pw_fp TEXT NOT NULL DEFAULT '');"
-    "CREATE TABLE IF NOT EXISTS admin_throttle ("
-    " key TEXT PRIMARY KEY, failures BIGINT NOT NULL, first_at BIGINT NOT NULL,"
-    " locked_until BIGINT NOT NULL);"
     "INSERT INTO tenancy_meta (key, value) VALUES ('schema_version', '1') "
     " ON CONFLICT (key) DO NOTHING;";
 
@@ -99,13 +92,6 @@ static const char *const ddl_pg =
     " is_primary INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX IF NOT EXISTS domains_tenant ON tenancy.domains(tenant_id);"
     "CREATE INDEX IF NOT EXISTS tenants_state ON tenancy.tenants(state, slug);"
-    "CREATE TABLE IF NOT EXISTS tenancy.admin_sessions ("
-    " id_hash TEXT PRIMARY KEY, csrf TEXT NOT NULL, username TEXT NOT NULL,"
-    " client TEXT NOT NULL, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL,"
-    " pw_fp TEXT NOT NULL DEFAULT '');"
-    "CREATE TABLE IF NOT EXISTS tenancy.admin_throttle ("
-    " key TEXT PRIMARY KEY, failures BIGINT NOT NULL, first_at BIGINT NOT NULL,"
-    " locked_until BIGINT NOT NULL);"
     "INSERT INTO tenancy.tenancy_meta (key, value) VALUES ('schema_version', '1') "
     " ON CONFLICT (key) DO NOTHING;";
 
@@ -228,61 +214,6 @@ TN_HOT uint64_t registry_generation(void *ctx)
     return g ? gen_read(g) : 0;
 }
 
-/* Columns added to a table after its first version. CREATE TABLE IF NOT EXISTS leaves a
- * table an older `tenancy init` made as it was, so registry_upgrade adds each one it lacks.
- * A column added later must have a default (existing rows get it) and be listed here as
- * well as in both DDL scripts above. */
-static const struct added_column {
-    const char *table, *column, *definition;
-} added_columns[] = {
-    /* the password fingerprint a session was opened under (admin/auth.c); '' in rows from
-     * before it existed, which then match no user and are refused */
-    {"admin_sessions", "pw_fp", "TEXT NOT NULL DEFAULT ''"},
-};
-
-static int column_exists(registry *r, const char *table, const char *column)
-{
-    char v[8];
-    const char *p[] = {table, column};
-    return db_query_value(r->db, v, sizeof(v),
-                          r->pg ? "SELECT 1 FROM information_schema.columns WHERE "
-                                  "table_schema = 'tenancy' AND table_name = $1 AND "
-                                  "column_name = $2"
-                                : "SELECT 1 FROM pragma_table_info($1) WHERE name = $2",
-                          2, p);
-}
-
-int registry_upgrade(registry *r, char *err, size_t errlen)
-{
-    for (size_t i = 0; i < TN_ARRAY_LEN(added_columns); i++) {
-        const struct added_column *c = &added_columns[i];
-        int rc = column_exists(r, c->table, c->column);
-        if (rc == TN_OK)
-            continue;
-        if (rc != TN_NOTFOUND) {
-            fail(err, errlen, "registry: cannot read the columns of %s: %s", c->table,
-                 tn_db_error(r->db));
-            return rc;
-        }
-        char qt[80], qc[80], sql[300];
-        if (db_quote_ident(c->table, qt, sizeof(qt)) != TN_OK ||
-            db_quote_ident(c->column, qc, sizeof(qc)) != TN_OK)
-            return TN_INVALID;   /* our own constants: cannot happen */
-        snprintf(sql, sizeof(sql), "ALTER TABLE %s ADD COLUMN %s %s", qt, qc, c->definition);
-        rc = tn_db_exec(r->db, sql, 0, NULL);
-        /* Another process (a second worker, another host) may have added it meanwhile:
-         * what counts is that it is there now. */
-        if (rc != TN_OK && column_exists(r, c->table, c->column) != TN_OK) {
-            fail(err, errlen, "registry: cannot add the column %s.%s (run 'tenancy init' as "
-                 "the registry's owner): %s", c->table, c->column, tn_db_error(r->db));
-            return rc;
-        }
-        if (rc == TN_OK)
-            log_info("registry: added the column %s.%s", c->table, c->column);
-    }
-    return TN_OK;
-}
-
 int registry_init(registry *r, char *err, size_t errlen)
 {
     int rc = db_exec_script(r->db, r->pg ? ddl_pg : ddl_sqlite);
@@ -290,9 +221,6 @@ int registry_init(registry *r, char *err, size_t errlen)
         fail(err, errlen, "registry: cannot create the tables: %s", tn_db_error(r->db));
         return rc;
     }
-    rc = registry_upgrade(r, err, errlen);
-    if (rc != TN_OK)
-        return rc;
     if (r->gen_path != NULL && (gen_of(r, true) == NULL || !r->gen_writable)) {
         fail(err, errlen, "registry: cannot create the generation file %s", r->gen_path);
         return TN_IO;

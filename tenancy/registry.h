@@ -40,13 +40,6 @@ int registry_flush(registry *r, char *err, size_t errlen);
  * (idempotent). */
 int registry_init(registry *r, char *err, size_t errlen);
 
-/* Add the columns a registry made by an older `tenancy init` lacks (registry_init does it
- * too; the admin panel calls it when it opens the registry, so an upgraded host works
- * before anyone reruns init). Idempotent, and cheap when nothing is missing (one catalog
- * read per added column). TN_OK, or a storage error with err set (say, a PostgreSQL role
- * that may not ALTER the table). */
-int registry_upgrade(registry *r, char *err, size_t errlen);
-
 /* TN_OK when registry_init has run on this database; TN_NOTFOUND ("the registry is not
  * initialised (run 'tenancy init')") when not, TN_IO when it cannot be reached. Changes
  * nothing (tools check this before their first statement). */
