@@ -36,8 +36,11 @@ void registry_close(registry *r);
 int registry_defer_sync(registry *r, char *err, size_t errlen);
 int registry_flush(registry *r, char *err, size_t errlen);
 
-/* Create the tables when missing, and the generation file when a path was given
- * (idempotent). */
+/* Create the registry's tables when missing (one schema for SQLite and PostgreSQL; a
+ * registry of an earlier layout is left as it is), and the generation file when a path was
+ * given (idempotent). Only the registry's own tables: other modules that keep tables in
+ * the same database make their own (the panel's: admin/sessions.h). TN_OK, or a storage
+ * error, TN_NOMEM or TN_IO (the generation file) with err set. */
 int registry_init(registry *r, char *err, size_t errlen);
 
 /* TN_OK when registry_init has run on this database; TN_NOTFOUND ("the registry is not
