@@ -227,19 +227,24 @@ int auth_session(adm_req *a)
     /* The session holds only while its user has the password it was opened with: a new
      * password or a user taken out of the file ends it here, whoever changed the file. */
     rc = session_holds(s.user, s.pw_fp);
-    if (rc != TN_OK) {
+    if (rc == TN_OK) {
+        a->user = tn_strdup(a->r, s.user);
+        a->csrf = tn_strdup(a->r, s.csrf);
+        if (a->user == NULL || a->csrf == NULL) {
+            a->user = a->csrf = NULL;
+            rc = TN_NOMEM;
+        }
+    } else {
         if (rc == TN_DENIED) {
             log_info("admin: a session of '%s' ended: the password changed or the user was "
                      "removed", s.user);
             if (sessions_end(db, h) != TN_OK)
                 log_warn("admin: cannot delete an ended session: %s", tn_db_error(db));
         }
-        return TN_NOTFOUND;
+        rc = TN_NOTFOUND;
     }
-    a->user = tn_strdup(a->r, s.user);
-    a->csrf = tn_strdup(a->r, s.csrf);
-    explicit_bzero(&s, sizeof(s));
-    return a->user != NULL && a->csrf != NULL ? TN_OK : TN_NOMEM;
+    explicit_bzero(&s, sizeof(s));   /* the CSRF token */
+    return rc;
 }
 
 bool auth_csrf_ok(adm_req *a)
