@@ -3,7 +3,7 @@
  *
  * Shape: http.c owns admin_handle(): the per-request context (adm_req), the router, the
  * page frame and the response headers every answer carries. auth.c owns logins, sessions,
- * CSRF and throttling; fleet.c the fleet and tenant pages; schema.c the schema explorer and
+ * CSRF and throttling (sessions.c their tables); fleet.c the fleet and tenant pages; schema.c the schema explorer and
  * the table browser; console.c the SQL console; actions.c the actions; audit.c the audit
  * log; host.c the host page; store.c opening one tenant's storage. Pages are built in one buffer
  * (a->out) and sent whole, so an error found half-way can still answer with its own status.

@@ -5,8 +5,8 @@
  * passwd`, the hash being libxcrypt's yescrypt ($y$, salted, slow). A login for an unknown
  * user still runs one yescrypt, so timing does not tell which users exist.
  *
- * Sessions are kept server-side, in the registry (table admin_sessions, created by `tenancy
- * init`): workers are separate processes and any of them may get the next request, and a
+ * Sessions are kept server-side, in the registry's database (the panel's own table, through
+ * sessions.c): workers are separate processes and any of them may get the next request, and a
  * stored session can be ended for good (logout, expiry) where a signed cookie stays valid
  * until it expires. The cookie holds 32 random bytes (getrandom); the registry holds only
  * their SHA-256, so reading the registry gives no usable session. Cookies are HttpOnly,
@@ -16,13 +16,13 @@
  * login form has its own double-submit token (a short-lived cookie and a form field), and
  * a login POST that says it comes from another site (Origin, else Referer) is refused.
  *
- * A session belongs to its user's password: the row keeps a fingerprint of the user's hash
- * line (pw_fp, the SHA-256 of the hash), and every request compares it with the password
- * file. A new password (`tenancy admin passwd`, which also deletes the user's sessions) or a
- * user taken out of the file ends the sessions even if nobody deleted them; such a session
- * is deleted when it is refused.
+ * A session belongs to its user's password: the session keeps a fingerprint of the user's
+ * hash line (the SHA-256 of the hash), and every request compares it with the password
+ * file. A new password (`tenancy admin passwd`, which only writes the file) or a user taken
+ * out of the file ends the user's sessions: each is deleted when it is refused, and a login
+ * sweeps away the others (and the expired ones).
  *
- * Throttling, in the registry too (table admin_throttle) so that it holds across workers and
+ * Throttling, in the registry's database too (sessions.c) so that it holds across workers and
  * restarts: failures are counted per client address and per account within 15 minutes; from
  * the 5th failure of an address (10th of an account) further attempts are refused with 429
  * for a lock that doubles with each failure (1 minute up to 1 hour; 15 minutes for an
@@ -35,6 +35,7 @@
  */
 #include "core/first.h"
 #include "admin/admin_int.h"
+#include "admin/sessions.h"
 #include "core/arena.h"
 #include "core/kv.h"
 #include "core/log.h"
@@ -194,59 +195,56 @@ static int user_fingerprint(const char *user, char fp[65])
 
 /* ---- sessions ------------------------------------------------------------------------------ */
 
+/* Whether a session opened under the fingerprint `stored_fp` still holds for `user`:
+ * TN_OK, TN_DENIED (the password changed or the user is gone: the session is over for good),
+ * TN_IO (the password file cannot be read: refused now, but not ended). A row from before
+ * fingerprints existed has '' and matches nobody. */
+static int session_holds(const char *user, const char *stored_fp)
+{
+    char fp[65];
+    int rc = user_fingerprint(user, fp);
+    if (rc == TN_IO)
+        return TN_IO;
+    return rc == TN_OK && ct_equal(fp, stored_fp) ? TN_OK : TN_DENIED;
+}
+
 int auth_session(adm_req *a)
 {
     const char *id = get_cookie(a, COOKIE);
     if (id == NULL || !token_ok(id))
         return TN_NOTFOUND;
-    char h[65], now[24];
+    char h[65];
     sha256_hex(id, strlen(id), h);
-    i64s(now, sizeof(now), now_s());
-    const char *p[] = {h, now};
-    tn_rows *rows = NULL;
     tn_db *db = registry_db(adm.reg);
-    int rc = tn_db_query(db, &rows,
-                         "SELECT username, csrf, pw_fp FROM admin_sessions WHERE id_hash = $1 "
-                         "AND expires_at > $2", 2, p);
+    session_rec s;
+    int rc = sessions_find(db, h, now_s(), &s);
+    if (rc == TN_NOTFOUND)
+        return rc;
     if (rc != TN_OK) {
-        log_error("admin: reading sessions failed: %s (is the registry initialised with this "
-                  "version? run 'tenancy init')", tn_db_error(registry_db(adm.reg)));
+        log_error("admin: reading sessions failed: %s", tn_db_error(db));
         return rc;
     }
-    rc = tn_rows_next(rows);
-    char stored_fp[65] = "";
-    const char *user = NULL, *csrf = NULL;
-    if (rc == TN_OK) {
-        user = tn_strdup(a->r, tn_rows_get(rows, 0));
-        csrf = tn_strdup(a->r, tn_rows_get(rows, 1));
-        const char *fp = tn_rows_get(rows, 2);
-        snprintf(stored_fp, sizeof(stored_fp), "%s", fp ? fp : "");
-        rc = user && csrf ? TN_OK : TN_NOMEM;
-    } else if (rc == TN_DONE) {
-        rc = TN_NOTFOUND;
-    }
-    tn_rows_free(rows);
-    if (rc != TN_OK)
-        return rc;
     /* The session holds only while its user has the password it was opened with: a new
-     * password or a user taken out of the file ends it here, even when nothing deleted it
-     * (the password file edited by hand, `tenancy admin passwd` unable to reach the
-     * registry). A row from before pw_fp existed has '' and matches nobody. */
-    char fp[65];
-    int frc = user_fingerprint(user, fp);
-    if (frc != TN_OK || !ct_equal(fp, stored_fp)) {
-        if (frc != TN_IO) {   /* an unreadable file refuses, but ends nothing for good */
+     * password or a user taken out of the file ends it here, whoever changed the file. */
+    rc = session_holds(s.user, s.pw_fp);
+    if (rc == TN_OK) {
+        a->user = tn_strdup(a->r, s.user);
+        a->csrf = tn_strdup(a->r, s.csrf);
+        if (a->user == NULL || a->csrf == NULL) {
+            a->user = a->csrf = NULL;
+            rc = TN_NOMEM;
+        }
+    } else {
+        if (rc == TN_DENIED) {
             log_info("admin: a session of '%s' ended: the password changed or the user was "
-                     "removed", user);
-            const char *d[] = {h};
-            if (tn_db_exec(db, "DELETE FROM admin_sessions WHERE id_hash = $1", 1, d) != TN_OK)
+                     "removed", s.user);
+            if (sessions_end(db, h) != TN_OK)
                 log_warn("admin: cannot delete an ended session: %s", tn_db_error(db));
         }
-        return TN_NOTFOUND;
+        rc = TN_NOTFOUND;
     }
-    a->user = user;
-    a->csrf = csrf;
-    return TN_OK;
+    explicit_bzero(&s, sizeof(s));   /* the CSRF token */
+    return rc;
 }
 
 bool auth_csrf_ok(adm_req *a)
@@ -384,59 +382,36 @@ static bool password_ok(const char *user, const char *password, char fp[65])
 
 /* ---- throttling ------------------------------------------------------------------------------- */
 
-/* Seconds the key is still locked (0: not locked). */
+/* Seconds the key is still locked (0: not locked, or the counter cannot be read). */
 static int64_t locked_for(tn_db *db, const char *key, int64_t now)
 {
-    char v[32];
-    const char *p[] = {key};
-    if (db_query_value(db, v, sizeof(v), "SELECT locked_until FROM admin_throttle WHERE key = $1",
-                       1, p) != TN_OK)
+    int64_t until;
+    if (throttle_locked_until(db, key, &until) != TN_OK)
         return 0;
-    int64_t until = atoll(v);
     return until > now ? until - now : 0;
 }
 
 static void note_failure(tn_db *db, const char *key, int limit, int64_t lock_max, int64_t now)
 {
-    /* Counted in one statement: reading the count and writing it back plus one lost all but
-     * one of the failures that overlapped in several workers, so parallel guesses went past
-     * the limit uncounted. The upsert adds one under the row's lock (PostgreSQL) or the
-     * write lock (SQLite) and returns the new count; a window that has passed starts again
-     * at this failure. */
-    char n[24], since[24], v[24];
-    i64s(n, sizeof(n), now);
-    i64s(since, sizeof(since), now - WINDOW_S);
-    const char *p[] = {key, n, since};
-    if (db_query_value(db, v, sizeof(v),
-                       "INSERT INTO admin_throttle (key, failures, first_at, locked_until) "
-                       "VALUES ($1, 1, $2, 0) ON CONFLICT (key) DO UPDATE SET "
-                       "failures = CASE WHEN admin_throttle.first_at < $3 THEN 1 "
-                       "ELSE admin_throttle.failures + 1 END, "
-                       "first_at = CASE WHEN admin_throttle.first_at < $3 "
-                       "THEN excluded.first_at ELSE admin_throttle.first_at END "
-                       "RETURNING failures", 3, p) != TN_OK) {
+    int64_t failures;
+    if (throttle_fail(db, key, now, now - WINDOW_S, &failures) != TN_OK) {
         log_error("admin: cannot record a failed login: %s", tn_db_error(db));
         return;
     }
-    int64_t failures = atoll(v);
     if (failures < limit)
         return;
     int64_t lock = 60;
     for (int64_t i = limit; i < failures && lock < lock_max; i++)
         lock *= 2;
-    char u[24];
-    i64s(u, sizeof(u), now + (lock < lock_max ? lock : lock_max));
-    /* Only ever later: of two failures setting the lock at once, the longer lock stays. */
-    const char *q[] = {key, u};
-    if (tn_db_exec(db, "UPDATE admin_throttle SET locked_until = $2 WHERE key = $1 AND "
-                       "locked_until < $2", 2, q) != TN_OK)
+    if (throttle_lock(db, key, now + (lock < lock_max ? lock : lock_max)) != TN_OK)
         log_error("admin: cannot record a login lock: %s", tn_db_error(db));
 }
 
-static void clear_failures(tn_db *db, const char *k1, const char *k2)
+/* The sweep's view of a session's holder: the current fingerprint of the user's password. */
+static int current_fingerprint(void *ctx, const char *user, char fp[65])
 {
-    const char *p[] = {k1, k2};
-    tn_db_exec(db, "DELETE FROM admin_throttle WHERE key = $1 OR key = $2", 2, p);
+    (void)ctx;
+    return user_fingerprint(user, fp);
 }
 
 /* ---- login and logout ------------------------------------------------------------------------ */
@@ -492,23 +467,21 @@ int auth_login_post(adm_req *a)
         a->user = NULL;
         return auth_login_page(a, 401, "Wrong user name or password.");
     }
-    clear_failures(db, kaddr, kuser);
+    throttle_clear(db, kaddr, kuser);
 
-    char id[64], csrf[64], h[65], created[24], expires[24];
+    char id[64], csrf[64], h[65];
     if (auth_random_token(id, sizeof(id), 32) != TN_OK ||
         auth_random_token(csrf, sizeof(csrf), 32) != TN_OK)
         return send_message(a, 500, "Error", "No random bytes available.");
     sha256_hex(id, strlen(id), h);
     int64_t ttl = adm.env.cfg->session_ttl_ms / 1000;
-    i64s(created, sizeof(created), now);
-    i64s(expires, sizeof(expires), now + ttl);
-    const char *p[] = {h, csrf, user, a->client, created, expires, fp};
-    /* Expired sessions go now (logins are rare; nothing else scans the table). */
-    const char *np[] = {created};
-    tn_db_exec(db, "DELETE FROM admin_sessions WHERE expires_at <= $1", 1, np);
-    if (tn_db_exec(db,
-                   "INSERT INTO admin_sessions (id_hash, csrf, username, client, created_at, "
-                   "expires_at, pw_fp) VALUES ($1, $2, $3, $4, $5, $6, $7)", 7, p) != TN_OK) {
+    /* Expired sessions, and those of a password that changed or a user that is gone, go now:
+     * logins are rare, and nothing else scans the table (a refused session is deleted when
+     * it comes back; this catches the ones that never do). */
+    int swept = sessions_sweep(db, now, current_fingerprint, NULL);
+    if (swept < 0)
+        log_warn("admin: cannot sweep the ended sessions: %s", tn_db_error(db));
+    if (sessions_add(db, h, csrf, user, a->client, now, now + ttl, fp) != TN_OK) {
         log_error("admin: cannot store a session: %s", tn_db_error(db));
         adm_registry_failed(a);
         return send_message(a, 503, "Error", "The session could not be stored.");
@@ -525,8 +498,7 @@ int auth_logout(adm_req *a)
     if (id != NULL && token_ok(id)) {
         char h[65];
         sha256_hex(id, strlen(id), h);
-        const char *p[] = {h};
-        tn_db_exec(registry_db(adm.reg), "DELETE FROM admin_sessions WHERE id_hash = $1", 1, p);
+        sessions_end(registry_db(adm.reg), h);
     }
     audit(a, "logout", NULL, "", "ok");
     set_cookie(a, COOKIE, "", 0);

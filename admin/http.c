@@ -13,6 +13,7 @@
  */
 #include "core/first.h"
 #include "admin/admin_int.h"
+#include "admin/sessions.h"
 #include "admin/store.h"
 #include "core/clock.h"
 #include "core/kv.h"
@@ -79,9 +80,8 @@ registry *adm_registry(adm_req *a)
             adm.reg = NULL;
             adm.reg_retry_ms = now + 1000;
         } else if (registry_ready(adm.reg, err, sizeof(err)) != TN_OK ||
-                   registry_upgrade(adm.reg, err, sizeof(err)) != TN_OK) {
-            /* registry_upgrade: a registry from an older `tenancy init` gets the columns
-             * the panel's statements name (admin_sessions.pw_fp) */
+                   sessions_prepare(registry_db(adm.reg), err, sizeof(err)) != TN_OK) {
+            /* sessions_prepare: the panel's own tables, made or brought up to date */
             log_error("admin: %s", err);
             registry_close(adm.reg);
             adm.reg = NULL;

@@ -45,8 +45,8 @@ char *store_relation(adm_store *s, arena *ar, const char *table)
 
 
 /* ---- kept PostgreSQL connections -------------------------------------------------------------
- * A new backend pays for its catalog caches on its first queries (at 10,000 schemas, ~100 ms
- * of planning for the first catalog query), so each worker keeps a few of its panel's
+ * A new backend pays for its catalog caches on its first queries (with many schemas, the
+ * planning of the first catalog query alone is slow), so each worker keeps a few of its panel's
  * connections between requests, one per (server, database, console or not). They are the
  * panel's own: never lent to tenant code. A connection is kept only when it is clean after the
  * request (its read-only transaction rolled back); a console connection is also reset with

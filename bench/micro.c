@@ -732,7 +732,7 @@ static void chain_switch(int kind)
     }
     free(text);
     char err[512];
-    if (tenancy_config_finish(&chain_cfg, 2, chain_cfg_arena, err, sizeof(err)) != TN_OK)
+    if (tenancy_config_finish(&chain_cfg, chain_cfg_arena, err, sizeof(err)) != TN_OK)
         die("config: %s", err);
     chain_env env = {.cfg = &chain_cfg, .max_children = 2, .lim = lim,
                      .note_tenant = note_tenant, .hook_ctx = NULL};

@@ -36,7 +36,6 @@ struct arena {
     struct cleanup *cleanups;
     size_t chunk_size;
     size_t used;
-    size_t held;
     size_t mallocs;
 };
 
@@ -48,7 +47,6 @@ static struct chunk *chunk_new(arena *a, size_t size)
     c->next = NULL;
     c->size = size;
     c->used = 0;
-    a->held += size;
     a->mallocs++;
     return c;
 }
@@ -85,10 +83,8 @@ TN_HOT void arena_reset(arena *a)
     struct chunk *c = a->head;
     while (c != NULL) {
         struct chunk *next = c->next;
-        if (c != a->base) {
-            a->held -= c->size;
+        if (c != a->base)
             free(c);
-        }
         c = next;
     }
     a->base->used = 0;
@@ -219,5 +215,4 @@ int arena_cleanup_add(arena *a, void (*fn)(void *), void *data)
 }
 
 size_t arena_used(const arena *a) { return a->used; }
-size_t arena_held(const arena *a) { return a->held; }
 size_t arena_mallocs(const arena *a) { return a->mallocs; }

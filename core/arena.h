@@ -40,9 +40,8 @@ char *arena_vsprintf(arena *a, const char *fmt, va_list ap) __attribute__((forma
  * memory (fn is then NOT registered: the caller still owns data). */
 int arena_cleanup_add(arena *a, void (*fn)(void *), void *data);
 
-/* Bytes handed out since the last reset, and bytes held from malloc (for status). */
+/* Bytes handed out since the last reset. */
 size_t arena_used(const arena *a);
-size_t arena_held(const arena *a);
 
 /* How many times a chunk had to be malloc'ed since creation (the hot-path check). */
 size_t arena_mallocs(const arena *a);

@@ -191,17 +191,6 @@ static int set_value(const conf_opt *o, void *obj, const char *value, arena *a, 
     return TN_ERR;
 }
 
-int conf_set(const conf_opt *table, void *obj, const char *key, const char *value, arena *a,
-             char *err, size_t errlen)
-{
-    const conf_opt *o = conf_find(table, key);
-    if (o == NULL) {
-        snprintf(err, errlen, "unknown option '%s'", key);
-        return TN_NOTFOUND;
-    }
-    return set_value(o, obj, value, a, err, errlen);
-}
-
 int conf_defaults(const conf_opt *table, void *obj, arena *a, conf_error *err)
 {
     for (const conf_opt *o = table; o->key != NULL; o++) {

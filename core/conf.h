@@ -80,10 +80,6 @@ int conf_load_targets(const conf_target *t, int n, const char *path, arena *a,
 int conf_parse_text_targets(const conf_target *t, int n, const char *name, const char *text,
                             arena *a, conf_unknown_fn unknown, conf_error *err);
 
-/* Set one option from text. TN_OK, TN_NOTFOUND (no such key), TN_INVALID (msg in err). */
-int conf_set(const conf_opt *table, void *obj, const char *key, const char *value, arena *a,
-             char *err, size_t errlen);
-
 const conf_opt *conf_find(const conf_opt *table, const char *key);
 
 /* The current value of an option in file syntax, into out. */

@@ -80,8 +80,6 @@ TN_HOT void log_set_context(const char *ctx)
         str_copy(log_ctx, sizeof(log_ctx), ctx);   /* per request: no printf */
 }
 
-const char *log_context(void) { return log_ctx; }
-
 void log_timestamp(char *out, size_t n)
 {
     /* The part up to the seconds changes once a second: formatted then, per thread (the

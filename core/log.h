@@ -15,7 +15,18 @@
 
 #include <stdarg.h>
 
-#include "core/rc.h"   /* TN_LOG_* levels live in the public header */
+#include "core/rc.h"
+
+/* The levels, most severe first. Apps log through tn_log with the same values, so
+ * include/tenancy.h declares them too; fcgi/app.c asserts that the two agree, and the one
+ * guard TN_LOG_DECLARED keeps a single declaration when a file sees both headers. */
+#define TN_LOG_LIST(X) X(TN_LOG_ERROR, 0) X(TN_LOG_WARN, 1) X(TN_LOG_INFO, 2) X(TN_LOG_DEBUG, 3)
+#ifndef TN_LOG_DECLARED
+#define TN_LOG_DECLARED
+#define TN_LOG_ENUMERATOR(name, value) name = value,
+enum { TN_LOG_LIST(TN_LOG_ENUMERATOR) };
+#undef TN_LOG_ENUMERATOR
+#endif
 
 /* Name shown in every line ("tenancyd", "tenancy"), and the most verbose level written. */
 void log_init(const char *ident, int level);
@@ -34,7 +45,6 @@ int log_reopen(void);
 /* The request context printed in brackets on every line until cleared (NULL or ""). The
  * string is copied; at most 255 bytes are kept. */
 void log_set_context(const char *ctx);
-const char *log_context(void);
 
 /* The process id shown on lines (refresh after fork). */
 void log_set_pid(void);

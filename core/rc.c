@@ -1,5 +1,6 @@
 /*
- * rc.c — names of the return codes, for logs and error messages.
+ * rc.c — names of the return codes (from the one list in rc.h), for logs and error
+ * messages, and the helper that fills an error buffer.
  */
 #include "core/first.h"
 #include "core/rc.h"
@@ -21,20 +22,9 @@ int tn_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
 const char *tn_rc_str(int rc)
 {
     switch (rc) {
-    case TN_OK: return "ok";
-    case TN_ERR: return "error";
-    case TN_AGAIN: return "try again";
-    case TN_DECLINED: return "declined";
-    case TN_BUSY: return "busy";
-    case TN_NOTFOUND: return "not found";
-    case TN_INVALID: return "invalid";
-    case TN_TOOBIG: return "too big";
-    case TN_TIMEOUT: return "timed out";
-    case TN_DENIED: return "denied";
-    case TN_EXISTS: return "exists";
-    case TN_NOMEM: return "out of memory";
-    case TN_IO: return "i/o error";
-    case TN_DONE: return "done";
+#define TN_RC_CASE(name, value, text) case name: return text;
+    TN_RC_LIST(TN_RC_CASE)
+#undef TN_RC_CASE
     default: return "unknown";
     }
 }

@@ -3,12 +3,29 @@
  * Must not: call the app's init or handler (worker.c does, with its context set).
  */
 #include "core/first.h"
+/* The public header before core/rc.h: the codes declared in this file are then the ones apps
+ * are built with, and the assert below compares core's list with them. */
+#ifdef TN_CORE_RC_H
+#error "fcgi/app.c must see include/tenancy.h before core/rc.h"
+#endif
 #include "fcgi/app.h"
+#include "core/log.h"
 #include "core/rc.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
+
+/* An app returns codes and passes log levels compiled from include/tenancy.h, and the host
+ * reads them with core's: the two must agree value for value. */
+#define TN_RC_SAME(name, value, text)                                                        \
+    _Static_assert(name == (value), #name " differs between include/tenancy.h and core/rc.h");
+TN_RC_LIST(TN_RC_SAME)
+#undef TN_RC_SAME
+#define TN_LOG_SAME(name, value)                                                             \
+    _Static_assert(name == (value), #name " differs between include/tenancy.h and core/log.h");
+TN_LOG_LIST(TN_LOG_SAME)
+#undef TN_LOG_SAME
 
 int app_load(const char *path, tn_app_module *m, char *err, size_t errlen)
 {
@@ -38,15 +55,6 @@ int app_load(const char *path, tn_app_module *m, char *err, size_t errlen)
         dlclose(h);
         return TN_INVALID;
     }
-    m->handle = h;
     m->app = app;
     return TN_OK;
-}
-
-void app_unload(tn_app_module *m)
-{
-    if (m->handle != NULL)
-        dlclose(m->handle);
-    m->handle = NULL;
-    m->app = NULL;
 }

@@ -12,13 +12,12 @@
 #include "tenancy.h"
 
 typedef struct tn_app_module {
-    void *handle;
     const tn_app *app;
 } tn_app_module;
 
-/* dlopen the module and check its `tenancy_app` symbol and ABI version.
+/* dlopen the module and check its `tenancy_app` symbol and ABI version. A loaded module
+ * stays for the life of the process (a worker loads one and exits with it).
  * Returns TN_OK, or TN_NOTFOUND / TN_INVALID with a message in err. */
 int app_load(const char *path, tn_app_module *m, char *err, size_t errlen);
-void app_unload(tn_app_module *m);
 
 #endif

@@ -214,7 +214,7 @@ static int validate(tn_config *c, conf_error *err)
     if (netaddr_list_parse(c->status_allow, c->arena, &c->status_allowed, msg, sizeof(msg)) !=
         TN_OK)
         return fail(err, "status_allow: %s", msg);
-    if (tenancy_config_finish(&c->tenancy, c->max_children, c->arena, msg, sizeof(msg)) != TN_OK)
+    if (tenancy_config_finish(&c->tenancy, c->arena, msg, sizeof(msg)) != TN_OK)
         return fail(err, "%s", msg);
     if (admin_config_finish(&c->admin, &c->tenancy, c->arena, msg, sizeof(msg)) != TN_OK)
         return fail(err, "%s", msg);

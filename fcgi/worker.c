@@ -28,8 +28,8 @@
  * thread holds at all times except while it serves a request (serve_one touches no other
  * connection), so the thread acts only then, and only for the request it was woken for. A
  * fast request pays two uncontended mutex operations and one store; passing at the start
- * of every request instead cost about 7 us of CPU per request under load, moving
- * connections back and forth between workers that were idle for microseconds.
+ * of every request instead cost CPU on every request under load, moving connections back
+ * and forth between workers that were idle for microseconds.
  *
  * One request. First a peek at the stream (proto.c) answers GET_VALUES, refuses unknown
  * roles and impossible parameter lengths; then libfcgi reads the params from the

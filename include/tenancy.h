@@ -38,7 +38,11 @@ extern "C" {
 #define TN_EXPORT
 #endif
 
-/* One return-code vocabulary for the whole project (host, modules and apps). */
+/* One return-code vocabulary for the whole project (host, modules and apps). The host
+ * declares the same codes, value for value, in its own core (checked when it is built);
+ * TN_RC_DECLARED keeps the one declaration when a file sees both. */
+#ifndef TN_RC_DECLARED
+#define TN_RC_DECLARED
 typedef enum tn_rc {
     TN_OK = 0,          /* done */
     TN_ERR = -1,        /* failed; errno or the log says why */
@@ -55,6 +59,7 @@ typedef enum tn_rc {
     TN_IO = -12,        /* the peer or a file failed (write error, client gone) */
     TN_DONE = 1         /* a stage answered the request itself: stop the chain */
 } tn_rc;
+#endif
 
 /* A short, static, lower-case name for a return code ("ok", "not found", ...). */
 const char *tn_rc_str(int rc);
@@ -117,7 +122,10 @@ int tn_send_error(tn_request *r, int status, const char *message);
 
 /* Write to the host's error log with this request's context (request id, tenant, pid).
  * Levels: */
+#ifndef TN_LOG_DECLARED
+#define TN_LOG_DECLARED
 enum { TN_LOG_ERROR = 0, TN_LOG_WARN = 1, TN_LOG_INFO = 2, TN_LOG_DEBUG = 3 };
+#endif
 void tn_log(const tn_request *r, int level, const char *fmt, ...) TN_PRINTF(3, 4);
 
 /* ---- The tenant -----------------------------------------------------------------------------

@@ -26,6 +26,7 @@
 
 #include "core/arena.h"
 #include "core/rc.h"
+#include "tenancy.h"   /* the public tn_db_* and tn_rows_* this layer implements */
 
 typedef struct db_options {
     int busy_timeout_ms;      /* SQLite: wait this long for a lock (default 5000) */

@@ -18,7 +18,7 @@
 
 /* ---- the PostgreSQL driver ----------------------------------------------------------------
  *
- * libpq costs every exec of tenancyd ~12 ms of relocation and ~5 MB of mappings, whether or
+ * Linked in, libpq would cost every exec of tenancyd its relocations and mappings, whether or
  * not a PostgreSQL URI is ever opened, so the driver is a module (storage/pgdriver.so,
  * linked with libpq) that is dlopen()ed the first time one is: from $TENANCY_PGDRIVER when
  * set (the build tree, tests), else from PGDRIVER_PATH (the installed one). A failed load is

@@ -242,8 +242,8 @@ static void notice_receiver(void *arg, const PGresult *res)
  *
  * A change of scope wipes the session only when a statement since the last wipe may have left
  * something in it for the next tenant: wiping at every change costs a DISCARD ALL and the
- * session settings again (~35 % of the server's throughput on a one-query request, measured
- * with 8 connections and 1,000 schemas). Judged per statement, conservatively:
+ * session settings again, a large share of the server's work when a request runs one
+ * query. Judged per statement, conservatively:
  *
  *   LEFT_SESSION   a command tag outside the list below (SET, RESET, PREPARE, DECLARE CURSOR,
  *                  LISTEN, CREATE FUNCTION, DO, CALL, LOCK, EXPLAIN, ...), or a text naming TEMP
@@ -615,7 +615,7 @@ static int wipe_needed(const pg_db *d)
 /* The scope of one transaction. After our BEGIN: SET LOCAL (scope_sql, built once per scope
  * from the quoted identifier db_quote_ident made) — a utility statement, with no function to look
  * up and nothing to plan, which counts where concurrent DDL keeps resetting the backends'
- * catalog caches (tenant creation: about 0.2 ms a statement there). In the autocommit form
+ * catalog caches (tenant creation does). In the autocommit form
  * there is no transaction block, where PostgreSQL before 17 answers SET LOCAL with a
  * WARNING (its effect is the same): set_config(..., true) says it without one. */
 static const char SCOPE_SQL[] = "SELECT pg_catalog.set_config('search_path', $1, true)";

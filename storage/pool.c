@@ -5,8 +5,8 @@
  * a hash of entries by target, an LRU list per class, and the few entries lent out right
  * now. Three classes, because the three placements cost different things:
  *
- *   SQLite files      an LRU of open handles keyed by path. Opening costs ~0.7 ms (open,
- *                     PRAGMAs, schema read) and a kept handle ~20 µs per statement, so
+ *   SQLite files      an LRU of open handles keyed by path. Opening one (open, PRAGMAs,
+ *                     schema read) costs many statements on a kept handle, so
  *                     handles are kept; each holds 3 file descriptors in WAL (the file, -wal,
  *                     -shm), so the bound is sqlite_max_open and also what RLIMIT_NOFILE
  *                     leaves after 64 for everything else.
@@ -14,8 +14,8 @@
  *                     tenants, scoped per acquire (db_set_schema_scope: the scope rides with
  *                     each transaction's first statement, and a change of tenant wipes what
  *                     the previous one may have left in the session, in the same round
- *                     trip). A backend caches the catalog of every schema it touches (~20 KB
- *                     each, never given back), so the connection is closed on release once
+ *                     trip). A backend caches the catalog of every schema it touches (memory
+ *                     it never gives back), so the connection is closed on release once
  *                     it has served the target's max_tenants distinct schemas (default
  *                     pg_max_tenants); the next acquire connects again.
  *   database mode     an LRU of connections keyed by (server, database), bounded by

@@ -615,9 +615,10 @@ static int run_setup(sqlite_db *d, const char *sql, const char *want, char *err,
 }
 
 /* Waiting for a lock (busy_timeout_ms in all). SQLite's own handler sleeps 1, 2, 5, 10, 15,
- * 20, 25, 25, 25, 50, 50, 100 ms between tries, so a writer queued behind commits of half a
- * millisecond (one fsync) sleeps for many: 16 tenant creations at once on one registry
- * showed a per-tenant p99 of 500 ms. This one tries again after 50 us, doubling up to 2 ms. */
+ * 20, 25, 25, 25, 50, 50, 100 ms between tries, so a writer queued behind commits that each
+ * take one fsync sleeps through many of them: concurrent tenant creations on one registry
+ * spent their time in those sleeps rather than waiting for the lock. This one tries again
+ * after 50 us, doubling up to 2 ms. */
 static int busy_wait(void *arg, int tries)
 {
     sqlite_db *d = arg;

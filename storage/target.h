@@ -165,7 +165,7 @@ typedef struct pool_limits {
                                    descriptors the process may open (3 per handle in WAL) */
     int pg_max_tenants;         /* schema mode: recycle a server connection after it has
                                    served this many distinct schemas (backend catalog memory
-                                   grows ~20 KB per schema touched and never shrinks) */
+                                   grows with each schema touched and never shrinks) */
     int pg_db_max_open;         /* database mode: connections kept open (LRU) */
     /* The password of a tenant role, for targets with login_as_role (asked at connect time
      * only): TN_OK with 64 hex digits in out, TN_NOTFOUND to connect without one (a server

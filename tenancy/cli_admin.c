@@ -13,21 +13,17 @@
  * Without an option the password is asked twice on the terminal (not echoed); --stdin reads
  * one line; --generate makes a random one and prints it (make demo's one-time password).
  *
- * Then the user's open sessions of the panel are deleted from the registry (table
- * admin_sessions): a new password ends every login made with the old one. Best effort: the
- * panel refuses those sessions anyway at their next request (each keeps a fingerprint of the
- * password it was opened under, admin/auth.c), so a registry that is not there yet or
- * cannot be reached is a warning, not a failure: the password is already changed.
+ * A new password ends every login made with the old one without this command doing more:
+ * each panel session keeps a fingerprint of the password it was opened under, and the panel
+ * refuses (and deletes) a session whose fingerprint is no longer its user's (admin/auth.c).
  *
  * Owns: the password file's format and writing it. Must not: print a password except the
- * one --generate made, keep one in memory longer than needed, or touch the registry but to
- * delete the user's sessions.
+ * one --generate made, keep one in memory longer than needed, or touch the registry (the
+ * panel's sessions are the panel's: admin/sessions.c).
  */
 #include "core/first.h"
 #include "tenancy/cli_int.h"
 #include "core/rc.h"
-#include "storage/db.h"
-#include "tenancy/registry.h"
 
 #include <crypt.h>
 #include <errno.h>
@@ -94,20 +90,21 @@ static int generate(char *out, size_t n)
     return 0;
 }
 
-/* The file with `user`'s line replaced (or added) into b. */
-static int new_contents(const char *path, const char *user, const char *hash, buf *b, char *err,
-                        size_t errlen)
+/* The file with `user`'s line replaced (*replaced: the user had a password) or added, into
+ * b. */
+static int new_contents(const char *path, const char *user, const char *hash, buf *b,
+                        bool *replaced, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "re");
-    bool replaced = false;
+    *replaced = false;
     size_t ul = strlen(user);
     if (f != NULL) {
         char line[2048];
         while (fgets(line, sizeof(line), f) != NULL) {
             if (strncmp(line, user, ul) == 0 && line[ul] == ':') {
-                if (!replaced)
+                if (!*replaced)
                     buf_printf(b, "%s:%s\n", user, hash);
-                replaced = true;
+                *replaced = true;
                 continue;
             }
             buf_puts(b, line);
@@ -119,7 +116,7 @@ static int new_contents(const char *path, const char *user, const char *hash, bu
         snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
         return TN_IO;
     }
-    if (!replaced)
+    if (!*replaced)
         buf_printf(b, "%s:%s\n", user, hash);
     return b->oom ? TN_NOMEM : TN_OK;
 }
@@ -152,39 +149,6 @@ static int write_file(cli *c, const char *path, const buf *b, char *err, size_t 
         return TN_IO;
     }
     return TN_OK;
-}
-
-/* Delete `user`'s panel sessions; the number deleted, or -1 (a warning on stderr) when the
- * registry could not be used. A SQLite registry that does not exist is not created (there
- * are no sessions to end: 0). */
-static int end_sessions(cli *c, const char *user)
-{
-    const tenancy_config *tc = &c->cfg->tenancy;
-    char err[1024];
-    if (cli_registry_missing(tc, err, sizeof(err)))
-        return 0;
-    registry *reg = NULL;
-    int n = -1;
-    if (registry_open(tc->registry_uri, NULL, &reg, err, sizeof(err)) == TN_OK &&
-        registry_ready(reg, err, sizeof(err)) == TN_OK) {
-        const char *p[] = {user};
-        tn_rows *rows = NULL;
-        if (tn_db_query(registry_db(reg), &rows,
-                        "DELETE FROM admin_sessions WHERE username = $1 RETURNING 1", 1,
-                        p) == TN_OK) {
-            n = 0;
-            while (tn_rows_next(rows) == TN_OK)
-                n++;
-            tn_rows_free(rows);
-        } else {
-            snprintf(err, sizeof(err), "%s", tn_db_error(registry_db(reg)));
-        }
-    }
-    registry_close(reg);
-    if (n < 0)
-        fprintf(stderr, "tenancy: warning: the sessions of '%s' could not be ended now (%s); "
-                        "the panel refuses them at their next request\n", user, err);
-    return n;
 }
 
 int cli_admin_passwd(cli *c, const cli_args *a)
@@ -229,7 +193,8 @@ int cli_admin_passwd(cli *c, const cli_args *a)
     }
     buf b = BUF_INIT;
     char err[4400];
-    int rc = new_contents(path, user, hash, &b, err, sizeof(err));
+    bool replaced;
+    int rc = new_contents(path, user, hash, &b, &replaced, err, sizeof(err));
     explicit_bzero(&cd, sizeof(cd));
     if (rc == TN_OK)
         rc = write_file(c, path, &b, err, sizeof(err));
@@ -238,17 +203,13 @@ int cli_admin_passwd(cli *c, const cli_args *a)
         explicit_bzero(pw, sizeof(pw));
         return cli_fail(c, rc, "%s", err);
     }
-    int ended = end_sessions(c, user);
     if (c->json) {
         buf_puts(&c->out, "{\"ok\":true,\"user\":");
         buf_json_str(&c->out, user);
         buf_puts(&c->out, ",\"file\":");
         buf_json_str(&c->out, path);
-        buf_puts(&c->out, ",\"sessions_ended\":");
-        if (ended < 0)
-            buf_puts(&c->out, "null");
-        else
-            buf_i64(&c->out, ended);
+        buf_puts(&c->out, ",\"replaced\":");
+        buf_puts(&c->out, replaced ? "true" : "false");
         if (gen) {
             buf_puts(&c->out, ",\"password\":");
             buf_json_str(&c->out, pw);
@@ -259,8 +220,9 @@ int cli_admin_passwd(cli *c, const cli_args *a)
             printf("password of '%s' set in %s: %s\n", user, path, pw);
         else
             printf("password of '%s' set in %s\n", user, path);
-        if (ended > 0)
-            printf("%d open session%s of '%s' ended\n", ended, ended == 1 ? "" : "s", user);
+        if (replaced)
+            printf("the panel refuses the sessions '%s' opened with the old password from now "
+                   "on\n", user);
     }
     explicit_bzero(pw, sizeof(pw));
     return 0;

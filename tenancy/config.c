@@ -179,11 +179,6 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
     return TN_OK;
 }
 
-const char *resolver_name(int kind)
-{
-    return kind >= 0 && kind < RES_NKINDS ? kind_names[kind] : "unknown";
-}
-
 /* Split a comma/space list into an arena array. */
 static int split(const char *text, arena *a, const char ***out)
 {
@@ -203,8 +198,7 @@ static int split(const char *text, arena *a, const char ***out)
     return n;
 }
 
-int tenancy_config_finish(tenancy_config *c, int max_children, arena *a, char *err,
-                          size_t errlen)
+int tenancy_config_finish(tenancy_config *c, arena *a, char *err, size_t errlen)
 {
     const char **names;
     int n = split(c->resolvers, a, &names);
@@ -351,7 +345,6 @@ int tenancy_config_finish(tenancy_config *c, int max_children, arena *a, char *e
     }
     c->max_workers_pct = *end == '%' ? (int)v : 0;
     c->max_workers_abs = *end == '%' ? 0 : (int)v;
-    (void)max_children;
     return TN_OK;
 oom:
     snprintf(err, errlen, "out of memory");

@@ -98,14 +98,11 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
 /* A placement by name, or NULL. */
 const placement *tenancy_placement(const tenancy_config *c, const char *name);
 
-/* Parse the text options into their forms; `max_children` resolves a percentage.
- * TN_OK or TN_INVALID with a message naming the option. */
-int tenancy_config_finish(tenancy_config *c, int max_children, arena *a, char *err,
-                          size_t errlen);
+/* Parse the text options into their forms (a percentage of tenant.max_workers is resolved
+ * later, by tenancy_max_workers). TN_OK or TN_INVALID with a message naming the option. */
+int tenancy_config_finish(tenancy_config *c, arena *a, char *err, size_t errlen);
 
 /* The per-tenant worker cap for a tenant whose own cap is `own` (0: the default). */
 int tenancy_max_workers(const tenancy_config *c, int own, int max_children);
-
-const char *resolver_name(int kind);
 
 #endif

@@ -1,11 +1,12 @@
 /*
  * registry.c — the tenant registry over the storage driver layer (see registry.h).
  *
- * The SQL is the same for both backends except the DDL (id columns) and where the tables
- * live (PostgreSQL: schema "tenancy", set once as this connection's search_path; the
- * connection is the registry's own and is never lent to tenant code). All statements are
- * parameterized. Must not: scan the tenants table outside registry_list's paged query, or
- * change anything outside a transaction.
+ * The SQL is the same for both backends: the schema is one text with a small dialect map
+ * (the id column, and where the tables live: PostgreSQL schema "tenancy", set once as this
+ * connection's search_path; the connection is the registry's own and is never lent to
+ * tenant code). All statements are parameterized. Must not: scan the tenants table outside
+ * registry_list's paged query, change anything outside a transaction, or create or read the
+ * tables of other modules kept in the same database (the admin panel's: admin/sessions.c).
  */
 #include "core/first.h"
 #include "tenancy/registry.h"
@@ -43,10 +44,21 @@ struct registry {
     "t.id, t.slug, t.name, t.state, t.placement, t.storage, t.max_workers, t.created_at, "    \
     "t.updated_at, t.settings"
 
-static const char *const ddl_sqlite =
-    "CREATE TABLE IF NOT EXISTS tenancy_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS tenants ("
-    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+/* PostgreSQL: the schema the registry's tables live in (this connection's search_path). */
+#define PG_SCHEMA "tenancy"
+
+/* The registry's tables, written once for both backends. A word between '@' is the
+ * dialect's (dialect_words below): the few things the two spell differently. Everything
+ * else uses TEXT, INTEGER and BIGINT, alike in both, so the two registries have the same
+ * tables and columns (tests/unit/tenancy/check_registry.c compares their catalogs). Only
+ * IF NOT EXISTS statements: `tenancy init` may run again on a registry of any earlier
+ * layout. A column added to a table later also needs a step that adds it to the registries
+ * made before (CREATE TABLE IF NOT EXISTS leaves an existing table as it is). */
+static const char registry_schema[] =
+    "@create schema@"
+    "CREATE TABLE IF NOT EXISTS @ns@tenancy_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS @ns@tenants ("
+    " id @id@,"
     " slug TEXT NOT NULL UNIQUE,"
     " name TEXT NOT NULL,"
     " state TEXT NOT NULL DEFAULT 'active',"
@@ -59,55 +71,49 @@ static const char *const ddl_sqlite =
     " created_at BIGINT NOT NULL,"
     " updated_at BIGINT NOT NULL,"
     " deleted_at BIGINT);"
-    "CREATE TABLE IF NOT EXISTS domains ("
+    "CREATE TABLE IF NOT EXISTS @ns@domains ("
     " domain TEXT PRIMARY KEY,"
-    " tenant_id BIGINT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,"
+    " tenant_id BIGINT NOT NULL REFERENCES @ns@tenants(id) ON DELETE CASCADE,"
     " is_primary INTEGER NOT NULL DEFAULT 0);"
-    "CREATE INDEX IF NOT EXISTS domains_tenant ON domains(tenant_id);"
-    "CREATE INDEX IF NOT EXISTS tenants_state ON tenants(state, slug);"
-    /* the admin panel's sessions and login throttling (admin/auth.c) */
-    "CREATE TABLE IF NOT EXISTS admin_sessions ("
-    " id_hash TEXT PRIMARY KEY, csrf TEXT NOT NULL, username TEXT NOT NULL,"
-    " client TEXT NOT NULL, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL,"
-    " pw_fp TEXT NOT NULL DEFAULT '');"
-    "CREATE TABLE IF NOT EXISTS admin_throttle ("
-    " key TEXT PRIMARY KEY, failures BIGINT NOT NULL, first_at BIGINT NOT NULL,"
-    " locked_until BIGINT NOT NULL);"
-    "INSERT INTO tenancy_meta (key, value) VALUES ('schema_version', '1') "
+    "CREATE INDEX IF NOT EXISTS domains_tenant ON @ns@domains(tenant_id);"
+    "CREATE INDEX IF NOT EXISTS tenants_state ON @ns@tenants(state, slug);"
+    "INSERT INTO @ns@tenancy_meta (key, value) VALUES ('schema_version', '1') "
     " ON CONFLICT (key) DO NOTHING;";
 
-static const char *const ddl_pg =
-    "CREATE SCHEMA IF NOT EXISTS tenancy;"
-    "CREATE TABLE IF NOT EXISTS tenancy.tenancy_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS tenancy.tenants ("
-    " id BIGSERIAL PRIMARY KEY,"
-    " slug TEXT NOT NULL UNIQUE,"
-    " name TEXT NOT NULL,"
-    " state TEXT NOT NULL DEFAULT 'active',"
-    " placement TEXT NOT NULL DEFAULT 'sqlite',"
-    " storage TEXT NOT NULL DEFAULT '',"
-    " settings TEXT NOT NULL DEFAULT '{}',"
-    " max_workers INTEGER NOT NULL DEFAULT 0,"
-    " migration_version TEXT NOT NULL DEFAULT '',"
-    " last_error TEXT NOT NULL DEFAULT '',"
-    " created_at BIGINT NOT NULL,"
-    " updated_at BIGINT NOT NULL,"
-    " deleted_at BIGINT);"
-    "CREATE TABLE IF NOT EXISTS tenancy.domains ("
-    " domain TEXT PRIMARY KEY,"
-    " tenant_id BIGINT NOT NULL REFERENCES tenancy.tenants(id) ON DELETE CASCADE,"
-    " is_primary INTEGER NOT NULL DEFAULT 0);"
-    "CREATE INDEX IF NOT EXISTS domains_tenant ON tenancy.domains(tenant_id);"
-    "CREATE INDEX IF NOT EXISTS tenants_state ON tenancy.tenants(state, slug);"
-    "CREATE TABLE IF NOT EXISTS tenancy.admin_sessions ("
-    " id_hash TEXT PRIMARY KEY, csrf TEXT NOT NULL, username TEXT NOT NULL,"
-    " client TEXT NOT NULL, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL,"
-    " pw_fp TEXT NOT NULL DEFAULT '');"
-    "CREATE TABLE IF NOT EXISTS tenancy.admin_throttle ("
-    " key TEXT PRIMARY KEY, failures BIGINT NOT NULL, first_at BIGINT NOT NULL,"
-    " locked_until BIGINT NOT NULL);"
-    "INSERT INTO tenancy.tenancy_meta (key, value) VALUES ('schema_version', '1') "
-    " ON CONFLICT (key) DO NOTHING;";
+/* The dialect map: each word of the schema in SQLite's and PostgreSQL's spelling. */
+static const struct dialect_word {
+    const char *word, *sqlite, *pg;
+} dialect_words[] = {
+    /* where the tables are created: PostgreSQL gives the registry a schema of its own */
+    {"@create schema@", "", "CREATE SCHEMA IF NOT EXISTS " PG_SCHEMA ";"},
+    {"@ns@", "", PG_SCHEMA "."},
+    /* a table's own 64-bit id, given by the database; with AUTOINCREMENT SQLite never hands
+     * out a deleted row's id again, as a PostgreSQL sequence does not */
+    {"@id@", "INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSERIAL PRIMARY KEY"},
+};
+
+/* The schema in one backend's spelling, into b. TN_OK, TN_NOMEM, or TN_INVALID for an '@'
+ * that starts no word of the map (a mistake in the text above). */
+static int schema_for(bool pg, buf *b)
+{
+    for (const char *p = registry_schema; *p != '\0';) {
+        const char *at = strchr(p, '@');
+        if (at == NULL) {
+            buf_puts(b, p);
+            break;
+        }
+        buf_append(b, p, (size_t)(at - p));
+        const struct dialect_word *w = NULL;
+        for (size_t i = 0; w == NULL && i < TN_ARRAY_LEN(dialect_words); i++)
+            if (strncmp(at, dialect_words[i].word, strlen(dialect_words[i].word)) == 0)
+                w = &dialect_words[i];
+        if (w == NULL)
+            return TN_INVALID;
+        buf_puts(b, pg ? w->pg : w->sqlite);
+        p = at + strlen(w->word);
+    }
+    return b->oom ? TN_NOMEM : TN_OK;
+}
 
 static void fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void fail(char *err, size_t errlen, const char *fmt, ...)
@@ -124,7 +130,7 @@ static int set_search_path(registry *r)
 {
     if (!r->pg)
         return TN_OK;
-    const char *p[] = {"tenancy"};
+    const char *p[] = {PG_SCHEMA};
     return tn_db_exec(r->db, "SELECT set_config('search_path', $1, false)", 1, p);
 }
 
@@ -228,76 +234,26 @@ TN_HOT uint64_t registry_generation(void *ctx)
     return g ? gen_read(g) : 0;
 }
 
-/* Columns added to a table after its first version. CREATE TABLE IF NOT EXISTS leaves a
- * table an older `tenancy init` made as it was, so registry_upgrade adds each one it lacks.
- * A column added later must have a default (existing rows get it) and be listed here as
- * well as in both DDL scripts above. */
-static const struct added_column {
-    const char *table, *column, *definition;
-} added_columns[] = {
-    /* the password fingerprint a session was opened under (admin/auth.c); '' in rows from
-     * before it existed, which then match no user and are refused */
-    {"admin_sessions", "pw_fp", "TEXT NOT NULL DEFAULT ''"},
-};
-
-static int column_exists(registry *r, const char *table, const char *column)
-{
-    char v[8];
-    const char *p[] = {table, column};
-    return db_query_value(r->db, v, sizeof(v),
-                          r->pg ? "SELECT 1 FROM information_schema.columns WHERE "
-                                  "table_schema = 'tenancy' AND table_name = $1 AND "
-                                  "column_name = $2"
-                                : "SELECT 1 FROM pragma_table_info($1) WHERE name = $2",
-                          2, p);
-}
-
-int registry_upgrade(registry *r, char *err, size_t errlen)
-{
-    for (size_t i = 0; i < TN_ARRAY_LEN(added_columns); i++) {
-        const struct added_column *c = &added_columns[i];
-        int rc = column_exists(r, c->table, c->column);
-        if (rc == TN_OK)
-            continue;
-        if (rc != TN_NOTFOUND) {
-            fail(err, errlen, "registry: cannot read the columns of %s: %s", c->table,
-                 tn_db_error(r->db));
-            return rc;
-        }
-        char qt[80], qc[80], sql[300];
-        if (db_quote_ident(c->table, qt, sizeof(qt)) != TN_OK ||
-            db_quote_ident(c->column, qc, sizeof(qc)) != TN_OK)
-            return TN_INVALID;   /* our own constants: cannot happen */
-        snprintf(sql, sizeof(sql), "ALTER TABLE %s ADD COLUMN %s %s", qt, qc, c->definition);
-        rc = tn_db_exec(r->db, sql, 0, NULL);
-        /* Another process (a second worker, another host) may have added it meanwhile:
-         * what counts is that it is there now. */
-        if (rc != TN_OK && column_exists(r, c->table, c->column) != TN_OK) {
-            fail(err, errlen, "registry: cannot add the column %s.%s (run 'tenancy init' as "
-                 "the registry's owner): %s", c->table, c->column, tn_db_error(r->db));
-            return rc;
-        }
-        if (rc == TN_OK)
-            log_info("registry: added the column %s.%s", c->table, c->column);
-    }
-    return TN_OK;
-}
-
 int registry_init(registry *r, char *err, size_t errlen)
 {
-    int rc = db_exec_script(r->db, r->pg ? ddl_pg : ddl_sqlite);
+    buf sql = BUF_INIT;
+    int rc = schema_for(r->pg, &sql);
     if (rc != TN_OK) {
-        fail(err, errlen, "registry: cannot create the tables: %s", tn_db_error(r->db));
-        return rc;
+        tn_errf(err, errlen, rc, "registry: %s", rc == TN_NOMEM ? "out of memory"
+                                                 : "the schema has a word the dialects lack");
+        goto done;
     }
-    rc = registry_upgrade(r, err, errlen);
-    if (rc != TN_OK)
-        return rc;
-    if (r->gen_path != NULL && (gen_of(r, true) == NULL || !r->gen_writable)) {
-        fail(err, errlen, "registry: cannot create the generation file %s", r->gen_path);
-        return TN_IO;
+    rc = db_exec_script(r->db, sql.p);
+    if (rc != TN_OK) {
+        tn_errf(err, errlen, rc, "registry: cannot create the tables: %s", tn_db_error(r->db));
+        goto done;
     }
-    return TN_OK;
+    if (r->gen_path != NULL && (gen_of(r, true) == NULL || !r->gen_writable))
+        rc = tn_errf(err, errlen, TN_IO, "registry: cannot create the generation file %s",
+                     r->gen_path);
+done:
+    buf_free(&sql);
+    return rc;
 }
 
 int registry_ready(registry *r, char *err, size_t errlen)

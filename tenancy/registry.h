@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "core/rc.h"
+#include "storage/db.h"
 #include "tenancy/tenant.h"
 
 typedef struct registry registry;
@@ -35,16 +36,12 @@ void registry_close(registry *r);
 int registry_defer_sync(registry *r, char *err, size_t errlen);
 int registry_flush(registry *r, char *err, size_t errlen);
 
-/* Create the tables when missing, and the generation file when a path was given
- * (idempotent). */
+/* Create the registry's tables when missing (one schema for SQLite and PostgreSQL; a
+ * registry of an earlier layout is left as it is), and the generation file when a path was
+ * given (idempotent). Only the registry's own tables: other modules that keep tables in
+ * the same database make their own (the panel's: admin/sessions.h). TN_OK, or a storage
+ * error, TN_NOMEM or TN_IO (the generation file) with err set. */
 int registry_init(registry *r, char *err, size_t errlen);
-
-/* Add the columns a registry made by an older `tenancy init` lacks (registry_init does it
- * too; the admin panel calls it when it opens the registry, so an upgraded host works
- * before anyone reruns init). Idempotent, and cheap when nothing is missing (one catalog
- * read per added column). TN_OK, or a storage error with err set (say, a PostgreSQL role
- * that may not ALTER the table). */
-int registry_upgrade(registry *r, char *err, size_t errlen);
 
 /* TN_OK when registry_init has run on this database; TN_NOTFOUND ("the registry is not
  * initialised (run 'tenancy init')") when not, TN_IO when it cannot be reached. Changes

@@ -21,6 +21,7 @@
 #include "core/arena.h"
 #include "core/buf.h"
 #include "core/rc.h"
+#include "tenancy.h"   /* the app API implemented here */
 
 typedef struct tn_transport {
     /* A request parameter (CGI-style name) or NULL. */

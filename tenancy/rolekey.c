@@ -76,12 +76,12 @@ int rolekey_password(const tenancy_config *c, const char *role, char out[65], ch
 
 /* ---- the SCRAM verifier (RFC 5802, RFC 7677; what PostgreSQL stores) ----------------------
  *
- * libpq's PQencryptPasswordConn makes one with 4,096 PBKDF2 iterations: about 9 ms of CPU,
- * which tripled the time of a bulk tenant create. The iterations slow down the guessing of
- * a password from a stolen verifier; these passwords are 256-bit HMAC outputs, which no
- * number of guesses reaches, so a few iterations lose nothing, and each console login (the
- * client computes the same PBKDF2) gets cheaper too. The password is hex, which SASLprep
- * leaves as it is. */
+ * libpq's PQencryptPasswordConn makes one with 4,096 PBKDF2 iterations, whose CPU time
+ * dominated a bulk tenant create (bench/README.md, "What tenant roles cost"). The iterations
+ * slow down the guessing of a password from a stolen verifier; these passwords are 256-bit
+ * HMAC outputs, which no number of guesses reaches, so a few iterations lose nothing, and
+ * each console login (the client computes the same PBKDF2) gets cheaper too. The password
+ * is hex, which SASLprep leaves as it is. */
 
 static void b64(const uint8_t *in, size_t n, char *out)
 {

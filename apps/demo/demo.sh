@@ -93,7 +93,7 @@ cli tenant create globex --name "Globex Corporation" --setting theme.primary=#19
 cli tenant create initech --name "Initech" --setting theme.primary=#2f9e44
 # The admin panel's password: a new random one for each demo run, printed below.
 admin_pw=$("$builddir/tenancy/tenancy" -c "$dir/tenancyd.conf" admin passwd --generate |
-    awk 'NR == 1 {print $NF}')   # line 1: the password; a second may count ended sessions
+    awk 'NR == 1 {print $NF}')   # line 1: the password; a second may say old sessions end
 user=""
 [ "$(id -u)" = 0 ] && user="user root;"
 mkdir -p "$dir/nginx"

@@ -27,6 +27,7 @@
 #include "core/first.h"
 #include "admin/admin.h"
 #include "admin/config.h"
+#include "admin/sessions.h"
 #include "core/conf.h"
 #include "core/log.h"
 #include "core/rc.h"
@@ -82,7 +83,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     tcfg.base_domains = "example.com";
     tcfg.central_domains = HOST;
     tcfg.state_dir = dir;
-    FZ_ASSERT(tenancy_config_finish(&tcfg, 4, cfg_arena, err, sizeof(err)) == TN_OK, "%s", err);
+    FZ_ASSERT(tenancy_config_finish(&tcfg, cfg_arena, err, sizeof(err)) == TN_OK, "%s", err);
     FZ_ASSERT(conf_defaults(admin_config_table, &acfg, cfg_arena, &cerr) == TN_OK, "defaults");
     acfg.host = HOST;
     acfg.query_timeout_ms = 200;
@@ -118,16 +119,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     db_close(db);
     FZ_ASSERT(registry_set_storage(reg, "acme", "sqlite", path, err, sizeof(err)) == TN_OK, "%s",
               err);
-    /* The session, as a login would have stored it. */
-    char h[65], now[24], exp[24];
+    /* The session, as a login would have stored it (in the panel's table, made first as
+     * the panel's first request would). */
+    char h[65];
     fz_sha256_hex((const unsigned char *)SESSION_ID, strlen(SESSION_ID), h);
-    snprintf(now, sizeof(now), "%lld", (long long)time(NULL));
-    snprintf(exp, sizeof(exp), "%lld", (long long)time(NULL) + 86400 * 365);
-    const char *p[] = {h, CSRF, "fz", "127.0.0.1", now, exp};
-    FZ_ASSERT(tn_db_exec(registry_db(reg),
-                         "INSERT INTO admin_sessions (id_hash, csrf, username, client, "
-                         "created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)",
-                         6, p) == TN_OK,
+    FZ_ASSERT(sessions_prepare(registry_db(reg), err, sizeof(err)) == TN_OK, "%s", err);
+    FZ_ASSERT(sessions_add(registry_db(reg), h, CSRF, "fz", "127.0.0.1", (int64_t)time(NULL),
+                           (int64_t)time(NULL) + 86400 * 365, "") == TN_OK,
               "%s", tn_db_error(registry_db(reg)));
     registry_close(reg);
 

@@ -101,7 +101,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     cfg.state_dir = dir;
     cfg.max_workers_text = "100%";
     char err[256];
-    FZ_ASSERT(tenancy_config_finish(&cfg, 4, cfg_arena, err, sizeof(err)) == TN_OK, "%s", err);
+    FZ_ASSERT(tenancy_config_finish(&cfg, cfg_arena, err, sizeof(err)) == TN_OK, "%s", err);
     registry *reg;
     FZ_ASSERT(registry_open(cfg.registry_uri, cfg.gen_path, &reg, err, sizeof(err)) == TN_OK,
               "%s", err);

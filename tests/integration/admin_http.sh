@@ -26,8 +26,9 @@
 #   - the panel is never a tenant: admin.localhost is the panel even with a tenant `admin`,
 #     and a tenant's host never serves the panel;
 #   - a login POST from another origin (Origin, or Referer without Origin) is 403;
-#   - a session ends with its password: `tenancy admin passwd` deletes the user's sessions,
-#     and a password file edited by hand (the user removed) refuses them at once;
+#   - a session ends with its password: after `tenancy admin passwd` (which leaves the
+#     panel's tables alone) the panel refuses and deletes the user's old sessions, and a
+#     password file edited by hand (the user removed) refuses them at once;
 #   - login throttling per client address, holding across workers; parallel failures are
 #     each counted (run last: it locks this test's address out).
 . "$(dirname "$0")/lib.sh"
@@ -542,13 +543,19 @@ JAR=$T/jar.pw
 rm -f "$JAR"
 assert_eq "$(login "$PASSWORD")" 303 "logged in again"
 assert_eq "$(req GET /)" 200 "the new session works"
+before=$(sqlite3 "$T/state/control.db" "SELECT count(*) FROM admin_sessions WHERE username = 'admin'")
 out=$(printf '%s\n' "$PASSWORD" | tn_cli admin passwd --stdin)
-assert_contains "$out" "of 'admin' ended" "admin passwd says it ended the sessions"
-assert_eq "$(sqlite3 "$T/state/control.db" "SELECT count(*) FROM admin_sessions WHERE username = 'admin'")" 0 \
-    "admin passwd deleted the user's sessions"
+assert_contains "$out" "refuses the sessions 'admin' opened with the old password" \
+    "admin passwd says the old sessions are refused from now on"
+assert_eq "$(sqlite3 "$T/state/control.db" "SELECT count(*) FROM admin_sessions WHERE username = 'admin'")" "$before" \
+    "admin passwd leaves the panel's sessions table alone"
 assert_eq "$(req GET /)" 303 "the session from before the new password no longer opens the panel"
+assert_eq "$(sqlite3 "$T/state/control.db" "SELECT count(*) FROM admin_sessions WHERE username = 'admin'")" "$((before - 1))" \
+    "the panel deleted the session it refused"
 assert_eq "$(login "$PASSWORD")" 303 "a login with the new hash"
 assert_eq "$(req GET /)" 200 "works"
+assert_eq "$(sqlite3 "$T/state/control.db" "SELECT count(*) FROM admin_sessions WHERE username = 'admin'")" 1 \
+    "the login swept the other sessions of the old password"
 cp "$T/state/admin.passwd" "$T/passwd.saved"
 sed -i '/^admin:/d' "$T/state/admin.passwd"   # the user removed by hand: nothing deletes sessions
 bad=0

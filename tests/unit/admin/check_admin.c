@@ -1,8 +1,9 @@
 /* check_admin.c — the admin panel in process: SHA-256, its options, random tokens, and
  * admin_handle() over a fake transport with a real registry (routes refused without a
  * session, the headers, a whole login, CSRF, where a login may come from, the __Host-
- * cookie over HTTPS, sessions that end with their password, the failure counter, a
- * registry from before admin_sessions.pw_fp), and the audit page (a console entry's start
+ * cookie over HTTPS, sessions that end with their password and are swept at a login, the
+ * failure counter, the panel's own tables made by the panel, a registry from before
+ * admin_sessions.pw_fp), and the audit page (a console entry's start
  * shown with its outcome, running, or the master's line for a worker that died). The
  * "handle" case runs on SQLite; with TENANCY_TEST_PG set (tests/unit/admin/run.sh starts a
  * cluster) "handle_pg" runs the same tests on a PostgreSQL registry. */
@@ -296,7 +297,7 @@ static void setup(void)
              pg_uri ? "registry = " : "", pg_uri ? pg_uri : "", pg_uri ? "\n" : "");
     ck_assert_int_eq(finish_text(text, &acfg, &tcfg, cfg_arena, err), TN_OK);
     /* tenancy_config_finish fills registry_uri and gen_path */
-    ck_assert_int_eq(tenancy_config_finish(&tcfg, 4, cfg_arena, err, sizeof(err)), TN_OK);
+    ck_assert_int_eq(tenancy_config_finish(&tcfg, cfg_arena, err, sizeof(err)), TN_OK);
     registry *reg = NULL;
     ck_assert_int_eq(registry_open(tcfg.registry_uri, tcfg.gen_path, &reg, err, sizeof(err)),
                      TN_OK);
@@ -650,15 +651,69 @@ START_TEST(test_session_ends_with_password)
 }
 END_TEST
 
-/* A registry made before admin_sessions had pw_fp: the panel adds the column when it opens
- * the registry, logins work, and a session row from then (pw_fp '') is refused. */
+/* Sessions of an old password that never come back (another browser) do not stay: the next
+ * login sweeps them away, and the expired ones with them; the current password's stay. */
+START_TEST(test_login_sweeps_ended_sessions)
+{
+    char *r, v[64];
+    /* each login from a browser of its own (a cookie jar of its own) */
+    ck_assert_int_eq(login("sesame+open", NULL), 303);
+    cookie[0] = '\0';
+    ck_assert_int_eq(login("sesame+open", NULL), 303);
+    reg_exec("INSERT INTO admin_sessions (id_hash, csrf, username, client, created_at, "
+             "expires_at, pw_fp) VALUES ('old', 'c', 'someone', '', 0, 1, 'x')");
+    ck_assert_str_eq(reg_value("SELECT count(*) FROM admin_sessions", NULL, v, sizeof(v)), "3");
+    cookie[0] = '\0';
+    ck_assert_int_eq(login("sesame+open", NULL), 303);   /* sweeps the expired one only */
+    ck_assert_str_eq(reg_value("SELECT count(*) FROM admin_sessions", NULL, v, sizeof(v)), "3");
+    write_password("admin", "sesame open");               /* a new hash: all three ended */
+    cookie[0] = '\0';
+    ck_assert_int_eq(login("sesame+open", NULL), 303);
+    ck_assert_str_eq(reg_value("SELECT count(*) FROM admin_sessions", NULL, v, sizeof(v)), "1");
+    ck_assert_int_eq(request("GET", "/", NULL, NULL, NULL, &r), 200);
+    free(r);
+}
+END_TEST
+
+/* Whether the registry has `table` ("1") or not ("0"). */
+static const char *has_table(const char *table, char *v, size_t n)
+{
+    return reg_value(pg_uri ? "SELECT count(*) FROM information_schema.tables WHERE "
+                              "table_schema = 'tenancy' AND table_name = $1"
+                            : "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                              "name = $1",
+                     table, v, n);
+}
+
+/* The panel's tables are its own: `tenancy init` (registry_init) makes neither, and the
+ * panel makes both when it first opens the registry. */
+START_TEST(test_panel_tables)
+{
+    char *r, v[64];
+    ck_assert_str_eq(has_table("admin_sessions", v, sizeof(v)), "0");
+    ck_assert_str_eq(has_table("admin_throttle", v, sizeof(v)), "0");
+    ck_assert_int_eq(request("GET", "/", NULL, NULL, NULL, &r), 303);
+    free(r);
+    ck_assert_str_eq(has_table("admin_sessions", v, sizeof(v)), "1");
+    ck_assert_str_eq(has_table("admin_throttle", v, sizeof(v)), "1");
+    ck_assert_int_eq(login("sesame+open", NULL), 303);
+    ck_assert_int_eq(request("GET", "/", NULL, NULL, NULL, &r), 200);
+    free(r);
+}
+END_TEST
+
+/* A registry of the previous layout, where an older `tenancy init` made the panel's tables,
+ * admin_sessions from before pw_fp: the panel adds the column when it opens the registry,
+ * logins work, and a session row from then (pw_fp '') is refused. `tenancy init` again
+ * leaves the panel's tables and their rows alone. */
 START_TEST(test_registry_upgrade)
 {
     char *r, v[64];
-    reg_exec("DROP TABLE admin_sessions;"
-             "CREATE TABLE admin_sessions (id_hash TEXT PRIMARY KEY, csrf TEXT NOT NULL, "
+    reg_exec("CREATE TABLE admin_sessions (id_hash TEXT PRIMARY KEY, csrf TEXT NOT NULL, "
              "username TEXT NOT NULL, client TEXT NOT NULL, created_at BIGINT NOT NULL, "
-             "expires_at BIGINT NOT NULL)");
+             "expires_at BIGINT NOT NULL);"
+             "CREATE TABLE admin_throttle (key TEXT PRIMARY KEY, failures BIGINT NOT NULL, "
+             "first_at BIGINT NOT NULL, locked_until BIGINT NOT NULL)");
     /* an old session: its id is 43 'A's */
     char h[65], row[512];
     const char *id = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
@@ -679,12 +734,14 @@ START_TEST(test_registry_upgrade)
     ck_assert_int_eq(login("sesame+open", NULL), 303);
     ck_assert_int_eq(request("GET", "/", NULL, NULL, NULL, &r), 200);
     free(r);
-    /* and `tenancy init` again finds nothing to add */
+    /* `tenancy init` again: the session stays and still opens the panel */
     char err[256];
     registry *reg = test_reg();
     ck_assert_int_eq(registry_init(reg, err, sizeof(err)), TN_OK);
-    ck_assert_int_eq(registry_upgrade(reg, err, sizeof(err)), TN_OK);
     registry_close(reg);
+    ck_assert_str_eq(reg_value("SELECT count(*) FROM admin_sessions", NULL, v, sizeof(v)), "1");
+    ck_assert_int_eq(request("GET", "/", NULL, NULL, NULL, &r), 200);
+    free(r);
 }
 END_TEST
 
@@ -735,6 +792,8 @@ Suite *admin_suite(void)
         tcase_add_test(t, test_login_origin);
         tcase_add_test(t, test_cookie_prefix);
         tcase_add_test(t, test_session_ends_with_password);
+        tcase_add_test(t, test_login_sweeps_ended_sessions);
+        tcase_add_test(t, test_panel_tables);
         tcase_add_test(t, test_registry_upgrade);
         tcase_add_test(t, test_failure_count);
         tcase_add_test(t, test_audit_page);

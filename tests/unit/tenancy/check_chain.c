@@ -107,7 +107,7 @@ static void setup(void)
     cfg.state_dir = dir;
     cfg.max_workers_text = "1";
     char err[256];
-    ck_assert_msg(tenancy_config_finish(&cfg, 4, cfg_arena, err, sizeof(err)) == TN_OK, "%s", err);
+    ck_assert_msg(tenancy_config_finish(&cfg, cfg_arena, err, sizeof(err)) == TN_OK, "%s", err);
     registry *reg;
     ck_assert_int_eq(registry_open(cfg.registry_uri, cfg.gen_path, &reg, err, sizeof(err)), TN_OK);
     ck_assert_msg(registry_init(reg, err, sizeof(err)) == TN_OK, "%s", err);

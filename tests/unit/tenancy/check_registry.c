@@ -215,6 +215,72 @@ START_TEST(test_init_twice)
 }
 END_TEST
 
+/* The tables and columns of a registry as text, "table(col!,col,...);..." ('!': the column
+ * refuses NULL; a primary key counts as such, as PostgreSQL makes it), from the catalog of
+ * its backend. SQLite's own bookkeeping table is not the registry's. */
+static void describe(registry *reg, char *out, size_t n)
+{
+    tn_db *db = registry_db(reg);
+    bool pg = strcmp(tn_db_backend(db), "postgres") == 0;
+    tn_rows *tables = NULL;
+    ck_assert_msg(tn_db_query(db, &tables,
+                              pg ? "SELECT table_name FROM information_schema.tables WHERE "
+                                   "table_schema = 'tenancy' ORDER BY table_name COLLATE \"C\""
+                                 : "SELECT name FROM sqlite_master WHERE type = 'table' AND "
+                                   "name <> 'sqlite_sequence' ORDER BY name",
+                              0, NULL) == TN_OK, "%s", tn_db_error(db));
+    char names[16][64];
+    int nt = 0;
+    while (nt < 16 && tn_rows_next(tables) == TN_OK)
+        snprintf(names[nt++], sizeof(names[0]), "%s", tn_rows_get(tables, 0));
+    tn_rows_free(tables);
+    size_t len = 0;
+    out[0] = '\0';
+    for (int i = 0; i < nt; i++) {
+        len += (size_t)snprintf(out + len, n - len, "%s(", names[i]);
+        const char *p[] = {names[i]};
+        tn_rows *cols = NULL;
+        ck_assert_msg(tn_db_query(db, &cols,
+                                  pg ? "SELECT column_name, is_nullable = 'NO' FROM "
+                                       "information_schema.columns WHERE table_schema = "
+                                       "'tenancy' AND table_name = $1 ORDER BY ordinal_position"
+                                     : "SELECT name, \"notnull\" OR pk > 0 FROM "
+                                       "pragma_table_info($1) ORDER BY cid",
+                                  1, p) == TN_OK, "%s", tn_db_error(db));
+        for (int c = 0; tn_rows_next(cols) == TN_OK; c++) {
+            const char *nn = tn_rows_get(cols, 1);
+            bool not_null = nn != NULL && (strcmp(nn, "1") == 0 || strcmp(nn, "t") == 0);
+            len += (size_t)snprintf(out + len, n - len, "%s%s%s", c ? "," : "",
+                                    tn_rows_get(cols, 0), not_null ? "!" : "");
+        }
+        tn_rows_free(cols);
+        len += (size_t)snprintf(out + len, n - len, ");");
+        ck_assert_uint_lt(len, n);
+    }
+}
+
+/* The one schema text makes the same registry on both backends: the same tables, the same
+ * columns in the same order, the same NOT NULLs (run in the PostgreSQL case, with a SQLite
+ * registry beside it). The panel's tables are not the registry's: init makes none. */
+START_TEST(test_same_schema)
+{
+    char want[2048], got[2048];
+    registry *lite = NULL;
+    char lite_uri[600];
+    snprintf(lite_uri, sizeof(lite_uri), "sqlite:%s/schema-%ld.db", tmpdir, (long)getpid());
+    OK(registry_open(lite_uri, NULL, &lite, err, sizeof(err)));
+    OK(registry_init(lite, err, sizeof(err)));
+    describe(lite, want, sizeof(want));
+    registry_close(lite);
+    describe(R, got, sizeof(got));
+    ck_assert_str_eq(got, want);
+    ck_assert_msg(strstr(want, "domains(domain!,tenant_id!,is_primary!);") != NULL, "%s", want);
+    ck_assert_msg(strstr(want, "tenants(id!,slug!,name!,state!,") != NULL, "%s", want);
+    ck_assert_msg(strstr(want, ",deleted_at);") != NULL, "%s", want);
+    ck_assert_msg(strstr(want, "admin_") == NULL, "%s", want);
+}
+END_TEST
+
 START_TEST(test_not_initialised)
 {
     registry_close(R);
@@ -927,6 +993,8 @@ Suite *registry_suite(bool pg)
     tcase_add_test(tc, test_list_callback);
     tcase_add_test(tc, test_set_migrations);
     tcase_add_test(tc, test_generation_reader_then_writer);
+    if (pg)
+        tcase_add_test(tc, test_same_schema);
     suite_add_tcase(s, tc);
     return s;
 }
