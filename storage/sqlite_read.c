@@ -105,7 +105,8 @@ static int sandbox_auth(void *ud, int action, const char *a1, const char *a2, co
         return r->what[0] != '\0'
                    ? SQLITE_DENY
                    : tn_errf(r->what, sizeof(r->what), SQLITE_DENY,
-                             "%.64s() is not one of the console's functions", a2 != NULL ? a2 : "?");
+                             "%.64s() is not one of the console's functions",
+                             a2 != NULL ? a2 : "?");
     case SQLITE_PRAGMA:
         for (int i = 0; a1 != NULL && about[i]; i++)
             if (sqlite3_stricmp(a1, about[i]) == 0)

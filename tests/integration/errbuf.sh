@@ -2,8 +2,9 @@
 # errbuf.sh — one way to fill an error buffer: tn_errf (core/rc.h). Fails when a C file of the
 # folders below formats a message into an error buffer with snprintf/vsnprintf itself, or
 # defines a printf-style helper of its own for a caller's (err, errlen). core/rc.c, where
-# tn_errf is written (and core/rc.h, where it is declared), is the one exception. Copying a message that is already made (saving a
-# connection's message before it is rewritten) is str_copy's job, not a format's.
+# tn_errf is written, and core/rc.h, where it is declared, are the exception. Copying a
+# message that is already made (one saved before the connection's is rewritten) is
+# str_copy's job, not a format's.
 #
 # The folders checked; the others join once they fill their buffers the same way.
 ERRBUF_DIRS="core storage"
