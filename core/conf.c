@@ -5,6 +5,7 @@
  */
 #include "core/first.h"
 #include "core/conf.h"
+#include "core/buf.h"
 #include "core/rc.h"
 
 #include <ctype.h>
@@ -102,10 +103,24 @@ int conf_parse_size(const char *s, int64_t *bytes)
 static int check_bounds(const conf_opt *o, long long v, char *err, size_t errlen)
 {
     if (o->min < o->max && (v < o->min || v > o->max)) {
-        snprintf(err, errlen, "%s: %lld is out of range [%lld, %lld]", o->key, v, o->min, o->max);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "%s: %lld is out of range [%lld, %lld]", o->key, v, o->min, o->max);
     }
     return TN_OK;
+}
+
+/* "key: expected one of a, b, c; got 'value'": the list is built first so that the message
+ * is filled once, like every other. */
+static int enum_error(const conf_opt *o, const char *value, char *err, size_t errlen)
+{
+    buf names = BUF_INIT;
+    for (int i = 0; o->names[i] != NULL; i++)
+        buf_printf(&names, "%s %s", i ? "," : "", o->names[i]);
+    int rc = names.oom ? tn_errf(err, errlen, TN_NOMEM, "%s: out of memory", o->key)
+                       : tn_errf(err, errlen, TN_INVALID, "%s: expected one of%s; got '%s'",
+                                 o->key, names.p != NULL ? names.p : "", value);
+    buf_free(&names);
+    return rc;
 }
 
 static int set_value(const conf_opt *o, void *obj, const char *value, arena *a, char *err,
@@ -115,8 +130,7 @@ static int set_value(const conf_opt *o, void *obj, const char *value, arena *a, 
     case CONF_STR: {
         char *copy = arena_strdup(a, value);
         if (copy == NULL) {
-            snprintf(err, errlen, "%s: out of memory", o->key);
-            return TN_NOMEM;
+            return tn_errf(err, errlen, TN_NOMEM, "%s: out of memory", o->key);
         }
         *FIELD(obj, o->offset, const char *) = copy;
         return TN_OK;
@@ -124,8 +138,8 @@ static int set_value(const conf_opt *o, void *obj, const char *value, arena *a, 
     case CONF_INT: {
         long long v;
         if (conf_parse_int(value, &v) != TN_OK || v < INT_MIN || v > INT_MAX) {
-            snprintf(err, errlen, "%s: expected an integer, got '%s'", o->key, value);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID,
+                           "%s: expected an integer, got '%s'", o->key, value);
         }
         if (check_bounds(o, v, err, errlen) != TN_OK)
             return TN_INVALID;
@@ -135,8 +149,8 @@ static int set_value(const conf_opt *o, void *obj, const char *value, arena *a, 
     case CONF_BOOL: {
         bool v;
         if (conf_parse_bool(value, &v) != TN_OK) {
-            snprintf(err, errlen, "%s: expected on or off, got '%s'", o->key, value);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID,
+                           "%s: expected on or off, got '%s'", o->key, value);
         }
         *FIELD(obj, o->offset, bool) = v;
         return TN_OK;
@@ -147,12 +161,11 @@ static int set_value(const conf_opt *o, void *obj, const char *value, arena *a, 
         int rc = o->type == CONF_DURATION ? conf_parse_duration(value, &v)
                                           : conf_parse_size(value, &v);
         if (rc != TN_OK) {
-            snprintf(err, errlen,
-                     o->type == CONF_DURATION
-                         ? "%s: expected a duration (e.g. 30s, 500ms, 2m), got '%s'"
-                         : "%s: expected a size (e.g. 512, 64k, 8M), got '%s'",
-                     o->key, value);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID,
+                           o->type == CONF_DURATION
+                               ? "%s: expected a duration (e.g. 30s, 500ms, 2m), got '%s'"
+                               : "%s: expected a size (e.g. 512, 64k, 8M), got '%s'",
+                           o->key, value);
         }
         if (check_bounds(o, v, err, errlen) != TN_OK)
             return TN_INVALID;
@@ -166,29 +179,20 @@ static int set_value(const conf_opt *o, void *obj, const char *value, arena *a, 
                 return TN_OK;
             }
         }
-        {
-            size_t n = (size_t)snprintf(err, errlen, "%s: expected one of", o->key);
-            for (int i = 0; o->names[i] != NULL && n < errlen; i++)
-                n += (size_t)snprintf(err + n, errlen - n, "%s %s", i ? "," : "", o->names[i]);
-            if (n < errlen)
-                snprintf(err + n, errlen - n, "; got '%s'", value);
-        }
-        return TN_INVALID;
+        return enum_error(o, value, err, errlen);
     case CONF_MODE: {
         char *end;
         errno = 0;
         long v = strtol(value, &end, 8);
         if (errno != 0 || *end != '\0' || end == value || v < 0 || v > 07777) {
-            snprintf(err, errlen, "%s: expected an octal mode such as 0660, got '%s'", o->key,
-                     value);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID,
+                           "%s: expected an octal mode such as 0660, got '%s'", o->key, value);
         }
         *FIELD(obj, o->offset, int) = (int)v;
         return TN_OK;
     }
     }
-    snprintf(err, errlen, "%s: unsupported option type", o->key);
-    return TN_ERR;
+    return tn_errf(err, errlen, TN_ERR, "%s: unsupported option type", o->key);
 }
 
 int conf_defaults(const conf_opt *table, void *obj, arena *a, conf_error *err)
@@ -253,8 +257,7 @@ int conf_parse_text_targets(const conf_target *t, int n, const char *name, const
     size_t total = 0;
     size_t base[16];
     if (n < 1 || n > (int)TN_ARRAY_LEN(base)) {
-        snprintf(err->msg, sizeof(err->msg), "bad number of option tables");
-        return TN_INVALID;
+        return tn_errf(err->msg, sizeof(err->msg), TN_INVALID, "bad number of option tables");
     }
     for (int i = 0; i < n; i++) {
         if (conf_defaults(t[i].table, t[i].obj, a, err) != TN_OK)
@@ -266,8 +269,7 @@ int conf_parse_text_targets(const conf_target *t, int n, const char *name, const
     int *seen = arena_calloc(a, (total + 1) * sizeof(int));
     char *copy = arena_strdup(a, text);
     if (seen == NULL || copy == NULL) {
-        snprintf(err->msg, sizeof(err->msg), "out of memory");
-        return TN_NOMEM;
+        return tn_errf(err->msg, sizeof(err->msg), TN_NOMEM, "out of memory");
     }
     char section[128] = "";
     int lineno = 0;
@@ -286,33 +288,32 @@ int conf_parse_text_targets(const conf_target *t, int n, const char *name, const
         if (*s == '[') {
             char *close = strchr(s, ']');
             if (close == NULL || close[1] != '\0') {
-                snprintf(err->msg, sizeof(err->msg), "malformed section header '%s'", s);
-                return TN_INVALID;
+                return tn_errf(err->msg, sizeof(err->msg), TN_INVALID,
+                               "malformed section header '%s'", s);
             }
             *close = '\0';
             char *sec = trim(s + 1);
             if (*sec != '\0' && !key_ok(sec)) {
-                snprintf(err->msg, sizeof(err->msg), "invalid section name '%s'", sec);
-                return TN_INVALID;
+                return tn_errf(err->msg, sizeof(err->msg), TN_INVALID,
+                               "invalid section name '%s'", sec);
             }
             snprintf(section, sizeof(section), "%s", sec);
             continue;
         }
         char *eq = strchr(s, '=');
         if (eq == NULL) {
-            snprintf(err->msg, sizeof(err->msg), "expected 'key = value', got '%s'", s);
-            return TN_INVALID;
+            return tn_errf(err->msg, sizeof(err->msg), TN_INVALID,
+                           "expected 'key = value', got '%s'", s);
         }
         *eq = '\0';
         char *k = trim(s);
         char *v = unquote(trim(eq + 1));
         if (v == NULL) {
-            snprintf(err->msg, sizeof(err->msg), "%s: unterminated quoted value", k);
-            return TN_INVALID;
+            return tn_errf(err->msg, sizeof(err->msg), TN_INVALID,
+                           "%s: unterminated quoted value", k);
         }
         if (!key_ok(k)) {
-            snprintf(err->msg, sizeof(err->msg), "invalid option name '%s'", k);
-            return TN_INVALID;
+            return tn_errf(err->msg, sizeof(err->msg), TN_INVALID, "invalid option name '%s'", k);
         }
         char key[256];
         if (section[0] != '\0')
@@ -329,8 +330,7 @@ int conf_parse_text_targets(const conf_target *t, int n, const char *name, const
             if (unknown != NULL)
                 rc = unknown(t[0].obj, key, v, a, err->msg, sizeof(err->msg));
             if (rc == TN_NOTFOUND) {
-                snprintf(err->msg, sizeof(err->msg), "unknown option '%s'", key);
-                return TN_INVALID;
+                return tn_errf(err->msg, sizeof(err->msg), TN_INVALID, "unknown option '%s'", key);
             }
             if (rc != TN_OK)
                 return TN_INVALID;
@@ -338,8 +338,8 @@ int conf_parse_text_targets(const conf_target *t, int n, const char *name, const
         }
         size_t idx = base[ti] + (size_t)(o - t[ti].table);
         if (seen[idx]) {
-            snprintf(err->msg, sizeof(err->msg), "%s: already set on line %d", key, seen[idx]);
-            return TN_INVALID;
+            return tn_errf(err->msg, sizeof(err->msg), TN_INVALID,
+                           "%s: already set on line %d", key, seen[idx]);
         }
         seen[idx] = lineno;
         int rc = set_value(o, t[ti].obj, v, a, err->msg, sizeof(err->msg));
@@ -364,16 +364,14 @@ int conf_load_targets(const conf_target *t, int n, const char *path, arena *a,
     err->line = 0;
     FILE *f = fopen(path, "re");
     if (f == NULL) {
-        snprintf(err->msg, sizeof(err->msg), "cannot open: %s", strerror(errno));
-        return TN_IO;
+        return tn_errf(err->msg, sizeof(err->msg), TN_IO, "cannot open: %s", strerror(errno));
     }
     char *text = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);
     if (mem == NULL) {
         fclose(f);
-        snprintf(err->msg, sizeof(err->msg), "out of memory");
-        return TN_NOMEM;
+        return tn_errf(err->msg, sizeof(err->msg), TN_NOMEM, "out of memory");
     }
     char chunk[4096];
     size_t got;
@@ -388,13 +386,12 @@ int conf_load_targets(const conf_target *t, int n, const char *path, arena *a,
     fclose(mem);
     if (rerr) {
         free(text);
-        snprintf(err->msg, sizeof(err->msg), "read error");
-        return TN_IO;
+        return tn_errf(err->msg, sizeof(err->msg), TN_IO, "read error");
     }
     if (bad) {
         free(text);
-        snprintf(err->msg, sizeof(err->msg), "file contains NUL bytes (not a text file)");
-        return TN_INVALID;
+        return tn_errf(err->msg, sizeof(err->msg), TN_INVALID,
+                       "file contains NUL bytes (not a text file)");
     }
     int rc = conf_parse_text_targets(t, n, path, text, a, unknown, err);
     free(text);

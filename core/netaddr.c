@@ -62,8 +62,7 @@ int netaddr_list_parse(const char *text, arena *a, netaddr_list **out, char *err
     netaddr_list *l = arena_calloc(a, sizeof(*l) + count * sizeof(struct entry));
     char *copy = arena_strdup(a, text);
     if (l == NULL || copy == NULL) {
-        snprintf(err, errlen, "out of memory");
-        return TN_NOMEM;
+        return tn_errf(err, errlen, TN_NOMEM, "out of memory");
     }
     char *save = NULL;
     for (char *tok = strtok_r(copy, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
@@ -72,8 +71,7 @@ int netaddr_list_parse(const char *text, arena *a, netaddr_list **out, char *err
             continue;
         }
         if (parse_one(tok, &l->e[l->n]) != TN_OK) {
-            snprintf(err, errlen, "'%s' is not an IP address or prefix", tok);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID, "'%s' is not an IP address or prefix", tok);
         }
         l->n++;
     }

@@ -1,6 +1,6 @@
 /*
- * rc.c — names of the return codes (from the one list in rc.h), for logs and error
- * messages, and the helper that fills an error buffer.
+ * rc.c — filling an error buffer (tn_errf, the only place a message is formatted into one)
+ * and the names of the return codes (from the one list in rc.h), for logs and error messages.
  */
 #include "core/first.h"
 #include "core/rc.h"
@@ -8,14 +8,19 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+int tn_verrf(char *err, size_t errlen, int rc, const char *fmt, va_list ap)
+{
+    if (err != NULL && errlen > 0)
+        vsnprintf(err, errlen, fmt, ap);
+    return rc;
+}
+
 int tn_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    rc = tn_verrf(err, errlen, rc, fmt, ap);
+    va_end(ap);
     return rc;
 }
 

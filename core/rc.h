@@ -12,6 +12,7 @@
 #ifndef TN_CORE_RC_H
 #define TN_CORE_RC_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 /* Every code once: X(name, value, short lower-case text). Add a code here and in
@@ -45,8 +46,15 @@ typedef enum tn_rc { TN_RC_LIST(TN_RC_ENUMERATOR) } tn_rc;
 const char *tn_rc_str(int rc);
 
 /* Write a message into a caller's error buffer (when err is non-NULL and errlen > 0) and
- * return rc: `return tn_errf(err, errlen, TN_IO, "cannot open %s", path);`. */
+ * return rc: `return tn_errf(err, errlen, TN_IO, "cannot open %s", path);`. The only way an
+ * error buffer is filled (tests/integration/errbuf.sh checks it), so every message is cut
+ * the same way and the code that goes with it travels in the same statement. */
 int tn_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* tn_errf for a module's own printf-style setter of a buffer it keeps (a connection's last
+ * error, db_set_error): the same fill, from a va_list. */
+int tn_verrf(char *err, size_t errlen, int rc, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
 
 #endif

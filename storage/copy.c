@@ -16,42 +16,27 @@
 #include "core/rc.h"
 
 #include <ctype.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-void copy_msg(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 bool copy_is_pg(tn_db *db)
 {
     return strcmp(tn_db_backend(db), "postgres") == 0;
 }
 
-/* Append a quoted identifier; false (with err) when it is not plain. */
-bool copy_put_ident(buf *b, const char *ident, const char *what, char *err, size_t errlen)
+/* Append a quoted identifier; TN_INVALID (with err) when it is not plain. */
+int copy_put_ident(buf *b, const char *ident, const char *what, char *err, size_t errlen)
 {
     char q[72];
-    if (db_quote_ident(ident, q, sizeof(q)) != TN_OK) {
-        copy_msg(err, errlen, "%s '%.80s' is not a plain identifier ([A-Za-z_][A-Za-z0-9_]*, at "
-                         "most 63 bytes): the copy cannot carry it", what, ident);
-        return false;
-    }
+    if (db_quote_ident(ident, q, sizeof(q)) != TN_OK)
+        return tn_errf(err, errlen, TN_INVALID,
+                       "%s '%.80s' is not a plain identifier ([A-Za-z_][A-Za-z0-9_]*, at most 63 "
+                       "bytes): the copy cannot carry it",
+                       what, ident);
     buf_puts(b, q);
-    return true;
-}
-
-int copy_oom(char *err, size_t errlen)
-{
-    copy_msg(err, errlen, "out of memory");
-    return TN_NOMEM;
+    return TN_OK;
 }
 
 /* ---- connections ---------------------------------------------------------------------------- */
@@ -82,8 +67,7 @@ static int open_sqlite(const storage_target *t, bool ro, tn_db **out, char *err,
     char uri[4200];
     if (snprintf(uri, sizeof(uri), "sqlite:%s?mode=%s", t->name, ro ? "ro" : "rw") >=
         (int)sizeof(uri)) {
-        copy_msg(err, errlen, "path too long: %.200s", t->name);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID, "path too long: %.200s", t->name);
     }
     db_options opt = {.busy_timeout_ms = t->busy_timeout_ms > 0 ? t->busy_timeout_ms : 5000,
                       .sync_normal = t->sync_normal, .read_only = ro};
@@ -99,7 +83,7 @@ int copy_source_open(const storage_target *t, bool lock, tn_db **out, char *err,
     if (rc != TN_OK)
         return rc;
     if (copy_is_pg(db) && (rc = pg_session(db, true, lock)) != TN_OK) {
-        copy_msg(err, errlen, "source: %s", tn_db_error(db));
+        rc = tn_errf(err, errlen, rc, "source: %s", tn_db_error(db));
         db_close(db);
         return rc;
     }
@@ -107,7 +91,7 @@ int copy_source_open(const storage_target *t, bool lock, tn_db **out, char *err,
      * read-only one (a snapshot from the first read). */
     rc = tn_db_begin(db);
     if (rc != TN_OK) {
-        copy_msg(err, errlen, "source: cannot begin: %s", tn_db_error(db));
+        rc = tn_errf(err, errlen, rc, "source: cannot begin: %s", tn_db_error(db));
         db_close(db);
         return rc;
     }
@@ -121,14 +105,14 @@ int copy_lock(tn_db *src, const char *table, char *err, size_t errlen)
         return TN_OK;   /* SQLite: the write lock of the whole file is held already */
     buf sql = BUF_INIT;
     buf_puts(&sql, "LOCK TABLE ");
-    if (!copy_put_ident(&sql, table, "table", err, errlen)) {
+    if (copy_put_ident(&sql, table, "table", err, errlen) != TN_OK) {
         buf_free(&sql);
         return TN_INVALID;
     }
     buf_puts(&sql, " IN SHARE MODE");
     int rc = sql.oom ? TN_NOMEM : tn_db_exec(src, sql.p, 0, NULL);
     if (rc != TN_OK)
-        copy_msg(err, errlen, "cannot lock table %s of the source: %s", table,
+        rc = tn_errf(err, errlen, rc, "cannot lock table %s of the source: %s", table,
             sql.oom ? "out of memory" : tn_db_error(src));
     buf_free(&sql);
     return rc;
@@ -149,7 +133,7 @@ int copy_target_open(const storage_target *t, tn_db **out, char *err, size_t err
     if (rc != TN_OK)
         return rc;
     if (copy_is_pg(db) && (rc = pg_session(db, false, false)) != TN_OK) {
-        copy_msg(err, errlen, "target: %s", tn_db_error(db));
+        rc = tn_errf(err, errlen, rc, "target: %s", tn_db_error(db));
         db_close(db);
         return rc;
     }
@@ -178,15 +162,15 @@ int copy_check_idents(const copy_table *t, char *err, size_t errlen)
 {
     char q[72];
     if (db_quote_ident(t->name, q, sizeof(q)) != TN_OK) {
-        copy_msg(err, errlen, "table '%.80s' is not a plain identifier: the copy cannot carry it",
-            t->name);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "table '%.80s' is not a plain identifier: the copy cannot carry it",
+                       t->name);
     }
     for (int i = 0; i < t->ncols; i++)
         if (db_quote_ident(t->cols[i].name, q, sizeof(q)) != TN_OK) {
-            copy_msg(err, errlen, "column %s.%.80s is not a plain identifier: the copy cannot "
-                             "carry it", t->name, t->cols[i].name);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID,
+                           "column %s.%.80s is not a plain identifier: the copy cannot carry it",
+                           t->name, t->cols[i].name);
         }
     return TN_OK;
 }
@@ -208,8 +192,7 @@ static int take_columns(const db_table_desc *d, arena *a, copy_table *t, char *e
             continue;
         }
         if (t->ncols == MAX_COLS) {
-            copy_msg(err, errlen, "table %s: too many columns", d->name);
-            return TN_TOOBIG;
+            return tn_errf(err, errlen, TN_TOOBIG, "table %s: too many columns", d->name);
         }
         copy_column *c = &t->cols[t->ncols++];
         c->name = dc->name;
@@ -270,18 +253,18 @@ int copy_describe(tn_db *db, const char *table, arena *a, copy_table **out, char
     *out = NULL;
     copy_table *t = arena_calloc(a, sizeof(*t));
     if (t == NULL)
-        return copy_oom(err, errlen);
+        return tn_errf(err, errlen, TN_NOMEM, "out of memory");
     t->name = arena_strdup(a, table);
     t->backend = copy_is_pg(db) ? "postgres" : "sqlite";
     t->cols = arena_calloc(a, MAX_COLS * sizeof(copy_column));
     t->idx = arena_calloc(a, MAX_INDEXES * sizeof(copy_index));
     t->notes = arena_calloc(a, MAX_NOTES * sizeof(char *));
     if (t->name == NULL || t->cols == NULL || t->idx == NULL || t->notes == NULL)
-        return copy_oom(err, errlen);
+        return tn_errf(err, errlen, TN_NOMEM, "out of memory");
     db_table_desc *desc = NULL;
     int rc = db_describe(db, NULL, table, a, &desc);
     if (rc != TN_OK)
-        copy_msg(err, errlen, "table %s: %s", table, tn_db_error(db));
+        rc = tn_errf(err, errlen, rc, "table %s: %s", table, tn_db_error(db));
     if (rc == TN_OK)
         rc = take_columns(desc, a, t, err, errlen);
     if (rc == TN_OK) {
@@ -337,7 +320,7 @@ int copy_create(tn_db *dst, const copy_table *def, char *err, size_t errlen)
     buf sql = BUF_INIT;
     int rc = TN_OK;
     buf_puts(&sql, "CREATE TABLE ");
-    if (!copy_put_ident(&sql, def->name, "table", err, errlen)) {
+    if (copy_put_ident(&sql, def->name, "table", err, errlen) != TN_OK) {
         rc = TN_INVALID;
         goto out;
     }
@@ -350,16 +333,17 @@ int copy_create(tn_db *dst, const copy_table *def, char *err, size_t errlen)
             buf_puts(&sql, ", ");
         copy_put_ident(&sql, c->name, "column", err, errlen);
         if (c->custom) {
-            copy_msg(err, errlen, "column %s.%s has type %.80s, defined in the tenant's schema: the "
-                             "portable copy carries built-in types only (a target made by the "
-                             "app's migrations can take it)", def->name, c->name, c->type);
-            rc = TN_INVALID;
+            rc = tn_errf(err, errlen, TN_INVALID,
+                         "column %s.%s has type %.80s, defined in the tenant's schema: the "
+                         "portable copy carries built-in types only (a target made by the "
+                         "app's migrations can take it)",
+                         def->name, c->name, c->type);
             goto out;
         }
         if (copy_type_for(c, def->backend, dstb, type, sizeof(type)) != TN_OK) {
-            copy_msg(err, errlen, "column %s.%s: type '%.80s' is outside what the copy can carry",
-                def->name, c->name, c->type);
-            rc = TN_INVALID;
+            rc = tn_errf(err, errlen, TN_INVALID,
+                         "column %s.%s: type '%.80s' is outside what the copy can carry",
+                         def->name, c->name, c->type);
             goto out;
         }
         if (c->identity && to_pg) {
@@ -397,12 +381,12 @@ int copy_create(tn_db *dst, const copy_table *def, char *err, size_t errlen)
     }
     buf_putc(&sql, ')');
     if (sql.oom) {
-        rc = copy_oom(err, errlen);
+        rc = tn_errf(err, errlen, TN_NOMEM, "out of memory");
         goto out;
     }
     rc = tn_db_exec(dst, sql.p, 0, NULL);
     if (rc != TN_OK) {
-        copy_msg(err, errlen, "cannot create table %s: %s", def->name, tn_db_error(dst));
+        rc = tn_errf(err, errlen, rc, "cannot create table %s: %s", def->name, tn_db_error(dst));
         goto out;
     }
     for (int i = 0; i < def->nidx; i++) {
@@ -418,19 +402,19 @@ int copy_create(tn_db *dst, const copy_table *def, char *err, size_t errlen)
         for (int k = 0; k < x->ncols; k++) {
             if (k > 0)
                 buf_puts(&sql, ", ");
-            if (!copy_put_ident(&sql, x->cols[k], "column", err, errlen)) {
+            if (copy_put_ident(&sql, x->cols[k], "column", err, errlen) != TN_OK) {
                 rc = TN_INVALID;
                 goto out;
             }
         }
         buf_putc(&sql, ')');
         if (sql.oom) {
-            rc = copy_oom(err, errlen);
+            rc = tn_errf(err, errlen, TN_NOMEM, "out of memory");
             goto out;
         }
         rc = tn_db_exec(dst, sql.p, 0, NULL);
         if (rc != TN_OK) {
-            copy_msg(err, errlen, "cannot create index %s on %s: %s", name, def->name,
+            rc = tn_errf(err, errlen, rc, "cannot create index %s on %s: %s", name, def->name,
                 tn_db_error(dst));
             goto out;
         }
@@ -446,13 +430,13 @@ int copy_clear(tn_db *dst, const char *table, char *err, size_t errlen)
 {
     buf sql = BUF_INIT;
     buf_puts(&sql, "DELETE FROM ");
-    if (!copy_put_ident(&sql, table, "table", err, errlen)) {
+    if (copy_put_ident(&sql, table, "table", err, errlen) != TN_OK) {
         buf_free(&sql);
         return TN_INVALID;
     }
     int rc = sql.oom ? TN_NOMEM : tn_db_exec(dst, sql.p, 0, NULL);
     if (rc != TN_OK)
-        copy_msg(err, errlen, "cannot empty %s: %s", table,
+        rc = tn_errf(err, errlen, rc, "cannot empty %s: %s", table,
             rc == TN_NOMEM ? "out of memory" : tn_db_error(dst));
     buf_free(&sql);
     return rc;
@@ -463,7 +447,7 @@ int copy_defer_constraints(tn_db *dst, char *err, size_t errlen)
     int rc = tn_db_exec(dst, copy_is_pg(dst) ? "SET CONSTRAINTS ALL DEFERRED"
                                         : "PRAGMA defer_foreign_keys = ON", 0, NULL);
     if (rc != TN_OK)
-        copy_msg(err, errlen, "cannot defer constraints: %s", tn_db_error(dst));
+        rc = tn_errf(err, errlen, rc, "cannot defer constraints: %s", tn_db_error(dst));
     return rc;
 }
 
@@ -473,7 +457,7 @@ int copy_count(tn_db *db, const char *table, int64_t *n, char *err, size_t errle
 {
     buf sql = BUF_INIT;
     buf_puts(&sql, "SELECT count(*) FROM ");
-    if (!copy_put_ident(&sql, table, "table", err, errlen)) {
+    if (copy_put_ident(&sql, table, "table", err, errlen) != TN_OK) {
         buf_free(&sql);
         return TN_INVALID;
     }
@@ -481,7 +465,7 @@ int copy_count(tn_db *db, const char *table, int64_t *n, char *err, size_t errle
     int rc = sql.oom ? TN_NOMEM : db_query_value(db, v, sizeof(v), sql.p, 0, NULL);
     buf_free(&sql);
     if (rc != TN_OK) {
-        copy_msg(err, errlen, "cannot count the rows of %s: %s", table,
+        rc = tn_errf(err, errlen, rc, "cannot count the rows of %s: %s", table,
             rc == TN_NOMEM ? "out of memory" : tn_db_error(db));
         return rc;
     }
@@ -507,7 +491,7 @@ int copy_fix_ids(tn_db *dst, const copy_table *def, char *err, size_t errlen)
         int rc = sql.oom ? TN_NOMEM : tn_db_exec(dst, sql.p, 2, p);
         buf_free(&sql);
         if (rc != TN_OK) {
-            copy_msg(err, errlen, "cannot set the id sequence of %s.%s: %s", def->name,
+            rc = tn_errf(err, errlen, rc, "cannot set the id sequence of %s.%s: %s", def->name,
                 def->cols[i].name, rc == TN_NOMEM ? "out of memory" : tn_db_error(dst));
             return rc;
         }

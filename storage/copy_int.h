@@ -1,6 +1,6 @@
 /*
  * copy_int.h — what copy.c, copy_types.c and copy_rows.c share (storage/ only): the limits of
- * a copy, the error helpers, quoting, and the type and default grammar.
+ * a copy, quoting, and the type and default grammar.
  *
  * Must not: be included outside storage/copy*.c.
  */
@@ -21,13 +21,10 @@
 #define FETCH_ROWS "2000"
 #define COPY_LOCK_TIMEOUT "30s"     /* PostgreSQL: how long a move waits for a writer */
 
-/* err gets the message (printf-style, cut at errlen). */
-void copy_msg(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-int copy_oom(char *err, size_t errlen);   /* "out of memory", TN_NOMEM */
 bool copy_is_pg(tn_db *db);
 
-/* Append a quoted identifier; false (with err) when it is not plain. */
-bool copy_put_ident(buf *b, const char *ident, const char *what, char *err, size_t errlen);
+/* Append a quoted identifier; TN_OK, or TN_INVALID (with err) when it is not plain. */
+int copy_put_ident(buf *b, const char *ident, const char *what, char *err, size_t errlen);
 
 /* The table's name and each column's must be quotable: TN_OK or TN_INVALID with err. */
 int copy_check_idents(const copy_table *t, char *err, size_t errlen);

@@ -51,7 +51,7 @@ int copy_read_open(tn_db *src, const copy_table *def, copy_reader **out, char *e
     copy_reader *r = calloc(1, sizeof(*r));
     if (r == NULL || (r->vals = calloc((size_t)def->ncols, sizeof(char *))) == NULL) {
         free(r);
-        return copy_oom(err, errlen);
+        return tn_errf(err, errlen, TN_NOMEM, "out of memory");
     }
     r->db = src;
     r->def = def;
@@ -92,7 +92,7 @@ int copy_read_open(tn_db *src, const copy_table *def, copy_reader **out, char *e
     }
     int rc;
     if (sql.oom)
-        rc = copy_oom(err, errlen);
+        rc = tn_errf(err, errlen, TN_NOMEM, "out of memory");
     else if (r->pg)
         rc = tn_db_exec(src, sql.p, 0, NULL);
     else
@@ -100,7 +100,7 @@ int copy_read_open(tn_db *src, const copy_table *def, copy_reader **out, char *e
     buf_free(&sql);
     if (rc != TN_OK) {
         if (rc != TN_NOMEM)
-            copy_msg(err, errlen, "cannot read table %s: %s", def->name, tn_db_error(src));
+            rc = tn_errf(err, errlen, rc, "cannot read table %s: %s", def->name, tn_db_error(src));
         copy_read_close(r);
         return rc;
     }
@@ -118,7 +118,8 @@ int copy_read_next(copy_reader *r, const char *const **vals, char *err, size_t e
             int rc = tn_db_query(r->db, &r->rows, "FETCH FORWARD " FETCH_ROWS " FROM tenancy_copy",
                                  0, NULL);
             if (rc != TN_OK) {
-                copy_msg(err, errlen, "cannot read table %s: %s", r->def->name, tn_db_error(r->db));
+                rc = tn_errf(err, errlen, rc, "cannot read table %s: %s", r->def->name,
+                             tn_db_error(r->db));
                 return rc;
             }
         }
@@ -131,7 +132,8 @@ int copy_read_next(copy_reader *r, const char *const **vals, char *err, size_t e
             return TN_OK;
         }
         if (rc != TN_DONE) {
-            copy_msg(err, errlen, "cannot read table %s: %s", r->def->name, tn_db_error(r->db));
+            rc = tn_errf(err, errlen, rc, "cannot read table %s: %s", r->def->name,
+                         tn_db_error(r->db));
             return rc;
         }
         /* The batch is over: SQLite's query was the whole table; a PostgreSQL batch that
@@ -178,12 +180,12 @@ struct copy_writer {
 static int insert_head(buf *b, const copy_table *def, bool pg, char *err, size_t errlen)
 {
     buf_puts(b, "INSERT INTO ");
-    if (!copy_put_ident(b, def->name, "table", err, errlen))
+    if (copy_put_ident(b, def->name, "table", err, errlen) != TN_OK)
         return TN_INVALID;
     buf_puts(b, " (");
     for (int i = 0; i < def->ncols; i++) {
         buf_puts(b, i ? ", " : "");
-        if (!copy_put_ident(b, def->cols[i].name, "column", err, errlen))
+        if (copy_put_ident(b, def->cols[i].name, "column", err, errlen) != TN_OK)
             return TN_INVALID;
     }
     /* An identity column GENERATED ALWAYS takes the copied ids only with this. */
@@ -209,7 +211,7 @@ static int insert_sql(buf *b, const copy_table *def, bool pg, int nrows, char *e
         }
         buf_putc(b, ')');
     }
-    return b->oom ? copy_oom(err, errlen) : TN_OK;
+    return b->oom ? tn_errf(err, errlen, TN_NOMEM, "out of memory") : TN_OK;
 }
 
 /* PostgreSQL: INSERT ... SELECT * FROM unnest($1::T1[], ...) with the target's own column
@@ -251,7 +253,7 @@ int copy_write_open(tn_db *dst, const copy_table *def, copy_writer **out, char *
         return TN_INVALID;
     copy_writer *w = calloc(1, sizeof(*w));
     if (w == NULL)
-        return copy_oom(err, errlen);
+        return tn_errf(err, errlen, TN_NOMEM, "out of memory");
     w->db = dst;
     w->def = def;
     w->to_pg = copy_is_pg(dst);
@@ -262,7 +264,7 @@ int copy_write_open(tn_db *dst, const copy_table *def, copy_writer **out, char *
         w->params = calloc((size_t)def->ncols, sizeof(char *));
         if (w->arrays == NULL || w->params == NULL) {
             copy_write_close(w);
-            return copy_oom(err, errlen);
+            return tn_errf(err, errlen, TN_NOMEM, "out of memory");
         }
         *out = w;
         return TN_OK;
@@ -279,7 +281,7 @@ int copy_write_open(tn_db *dst, const copy_table *def, copy_writer **out, char *
     w->params = calloc((size_t)w->per_batch * (size_t)def->ncols, sizeof(char *));
     if (w->a == NULL || w->params == NULL) {
         copy_write_close(w);
-        return copy_oom(err, errlen);
+        return tn_errf(err, errlen, TN_NOMEM, "out of memory");
     }
     int rc = insert_sql(&w->full, def, w->to_pg, w->per_batch, err, errlen);
     if (rc != TN_OK) {
@@ -332,7 +334,7 @@ int copy_write_flush(copy_writer *w, char *err, size_t errlen)
         buf_free(&sql);
     }
     if (rc != TN_OK)
-        copy_msg(err, errlen, "cannot insert into %s: %s", w->def->name,
+        rc = tn_errf(err, errlen, rc, "cannot insert into %s: %s", w->def->name,
             rc == TN_NOMEM ? "out of memory" : tn_db_error(w->db));
     w->n = 0;
     if (w->a != NULL)
@@ -372,7 +374,7 @@ int copy_write_row(copy_writer *w, const char *const *vals, char *err, size_t er
         for (int i = 0; i < w->def->ncols; i++) {
             const char *v = convert(w, &w->def->cols[i], vals[i]);
             if (v != NULL && (v = arena_strdup(w->a, v)) == NULL)
-                return copy_oom(err, errlen);
+                return tn_errf(err, errlen, TN_NOMEM, "out of memory");
             p[i] = v;
         }
     }

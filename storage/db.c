@@ -26,7 +26,7 @@ int db_set_error(tn_db *db, int rc, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(db->err, sizeof(db->err), fmt, ap);
+    rc = tn_verrf(db->err, sizeof(db->err), rc, fmt, ap);
     va_end(ap);
     return rc;
 }
@@ -36,10 +36,10 @@ static void clear_error(tn_db *db)
     db->err[0] = '\0';
 }
 
-static void set_errbuf(char *err, size_t errlen, const char *msg)
+static void clear_errbuf(char *err, size_t errlen)
 {
     if (err != NULL && errlen > 0)
-        snprintf(err, errlen, "%s", msg);
+        err[0] = '\0';
 }
 
 static bool txn_open(const tn_db *db)
@@ -113,15 +113,16 @@ int db_flush(tn_db *db)
 int db_preload(const char *uri, char *err, size_t errlen)
 {
     const char *target;
-    set_errbuf(err, errlen, "");
+    clear_errbuf(err, errlen);
     switch (pick_backend(uri, &target)) {
     case BACKEND_SQLITE:
         return TN_OK;
-    case BACKEND_PG:
-        return db_pg_load(err, errlen) != NULL ? TN_OK : TN_IO;
+    case BACKEND_PG: {
+        const db_driver *drv;
+        return db_pg_load(&drv, err, errlen);
+    }
     default:
-        set_errbuf(err, errlen, "unknown database URI");
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID, "unknown database URI");
     }
 }
 
@@ -132,22 +133,19 @@ int db_preload(const char *uri, char *err, size_t errlen)
 int db_open(const char *uri, const db_options *opt, tn_db **out, char *err, size_t errlen)
 {
     const char *target = NULL;
-    if (out == NULL) {
-        set_errbuf(err, errlen, "db_open: no place for the handle");
-        return TN_INVALID;
-    }
+    if (out == NULL)
+        return tn_errf(err, errlen, TN_INVALID, "db_open: no place for the handle");
     *out = NULL;
-    set_errbuf(err, errlen, "");
+    clear_errbuf(err, errlen);
     enum backend b = pick_backend(uri, &target);
-    if (b == BACKEND_NONE) {
-        set_errbuf(err, errlen,
-                   "unknown database URI (expected sqlite:PATH, postgres:CONNINFO or "
-                   "postgresql://...)");
-        return TN_INVALID;
-    }
-    const db_driver *drv = b == BACKEND_SQLITE ? &db_sqlite_driver : db_pg_load(err, errlen);
-    if (drv == NULL)
-        return TN_IO;
+    if (b == BACKEND_NONE)
+        return tn_errf(err, errlen, TN_INVALID,
+                       "unknown database URI (expected sqlite:PATH, postgres:CONNINFO or "
+                       "postgresql://...)");
+    const db_driver *drv = &db_sqlite_driver;
+    int rc = b == BACKEND_PG ? db_pg_load(&drv, err, errlen) : TN_OK;
+    if (rc != TN_OK)
+        return rc;
     db_options o = {0};
     if (opt != NULL)
         o = *opt;
@@ -164,7 +162,7 @@ int db_open(const char *uri, const db_options *opt, tn_db **out, char *err, size
         errlen = sizeof(scratch);
     }
     tn_db *db = NULL;
-    int rc = drv->open(target, &o, &db, err, errlen);
+    rc = drv->open(target, &o, &db, err, errlen);
     if (rc != TN_OK)
         return rc;
     db->drv = drv;
@@ -203,10 +201,8 @@ int db_reset(tn_db *db)
 int db_uri_with_dbname(const char *uri, const char *dbname, char *out, size_t outlen,
                        char *err, size_t errlen)
 {
-    if (dbname == NULL) {
-        set_errbuf(err, errlen, "no database name");
-        return TN_INVALID;
-    }
+    if (dbname == NULL)
+        return tn_errf(err, errlen, TN_INVALID, "no database name");
     return db_uri_with(uri, dbname, NULL, NULL, out, outlen, err, errlen);
 }
 
@@ -214,19 +210,16 @@ int db_uri_with(const char *uri, const char *dbname, const char *user, const cha
                 char *out, size_t outlen, char *err, size_t errlen)
 {
     const char *target = NULL;
-    set_errbuf(err, errlen, "");
-    if (out == NULL || outlen == 0 || pick_backend(uri, &target) != BACKEND_PG) {
-        set_errbuf(err, errlen, "not a PostgreSQL URI");
-        return TN_INVALID;
-    }
-    const db_driver *drv = db_pg_load(err, errlen);
-    if (drv == NULL)
-        return TN_IO;
+    clear_errbuf(err, errlen);
+    if (out == NULL || outlen == 0 || pick_backend(uri, &target) != BACKEND_PG)
+        return tn_errf(err, errlen, TN_INVALID, "not a PostgreSQL URI");
+    const db_driver *drv;
+    int rc = db_pg_load(&drv, err, errlen);
+    if (rc != TN_OK)
+        return rc;
     static const char prefix[] = "postgres:";
-    if (outlen <= sizeof(prefix)) {
-        set_errbuf(err, errlen, "no room for the URI");
-        return TN_TOOBIG;
-    }
+    if (outlen <= sizeof(prefix))
+        return tn_errf(err, errlen, TN_TOOBIG, "no room for the URI");
     memcpy(out, prefix, sizeof(prefix));
     char scratch[DB_ERRLEN];
     if (err == NULL || errlen == 0) {

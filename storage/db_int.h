@@ -168,9 +168,9 @@ typedef struct db_host {
 typedef const db_driver *db_pg_entry_fn(const db_host *host, char *err, size_t errlen);
 db_pg_entry_fn tn_pgdriver_entry;
 
-/* db_load.c: the PostgreSQL driver, loaded on the first call; NULL with err set when it
- * cannot be (the failure is kept: never retried). */
-const db_driver *db_pg_load(char *err, size_t errlen);
+/* db_load.c: the PostgreSQL driver in *drv, loaded on the first call. TN_OK, or TN_IO with
+ * err set and *drv NULL when it cannot be (the failure is kept: never retried). */
+int db_pg_load(const db_driver **drv, char *err, size_t errlen);
 
 /* For target.c: a PostgreSQL URI (postgres:CONNINFO or postgresql://...) with its database
  * replaced by dbname, as "postgres:CONNINFO" in out. Loads the driver when needed. TN_OK,

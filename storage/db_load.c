@@ -10,6 +10,7 @@
 #include "core/first.h"
 #include "storage/db_int.h"
 #include "core/log.h"
+#include "core/rc.h"
 
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -53,46 +54,44 @@ static const db_host the_host = {
 };
 
 static const db_driver *pg_driver;
-static bool pg_tried;
+static int pg_rc = TN_AGAIN;   /* TN_AGAIN until the one load; then its answer */
 static char pg_load_error[DB_ERRLEN];
 
-/* The PostgreSQL driver, loaded on the first call; NULL with err set when it cannot be. */
-const db_driver *db_pg_load(char *err, size_t errlen)
+/* The one load: pg_driver, or TN_IO with why in pg_load_error. */
+static int load(void)
 {
-    if (!pg_tried) {
-        pg_tried = true;
-        db_pg_entry_fn *entry = tn_pgdriver_entry;
-        const char *path = NULL;
-        char why[DB_ERRLEN] = "";
-        if (entry == NULL) {
-            path = secure_getenv("TENANCY_PGDRIVER");
-            if (path == NULL || *path == '\0')
-                path = PGDRIVER_PATH;
-            void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-            if (h == NULL) {
-                const char *e = dlerror();
-                snprintf(pg_load_error, sizeof(pg_load_error),
-                         "the PostgreSQL driver cannot be loaded (%s; set TENANCY_PGDRIVER to "
-                         "the path of pgdriver.so)",
-                         e != NULL ? e : path);
-                goto out;
-            }
-            *(void **)&entry = dlsym(h, DB_PG_ENTRY);
-            if (entry == NULL) {
-                snprintf(pg_load_error, sizeof(pg_load_error),
-                         "the PostgreSQL driver %s has no %s: not a tenancy driver", path,
-                         DB_PG_ENTRY);
-                goto out;   /* the handle stays: unloading code we touched is not worth it */
-            }
+    db_pg_entry_fn *entry = tn_pgdriver_entry;
+    const char *path = NULL;
+    char why[DB_ERRLEN] = "";
+    if (entry == NULL) {
+        path = secure_getenv("TENANCY_PGDRIVER");
+        if (path == NULL || *path == '\0')
+            path = PGDRIVER_PATH;
+        void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (h == NULL) {
+            const char *e = dlerror();
+            return tn_errf(pg_load_error, sizeof(pg_load_error), TN_IO,
+                           "the PostgreSQL driver cannot be loaded (%s; set TENANCY_PGDRIVER to "
+                           "the path of pgdriver.so)",
+                           e != NULL ? e : path);
         }
-        pg_driver = entry(&the_host, why, sizeof(why));
-        if (pg_driver == NULL)
-            snprintf(pg_load_error, sizeof(pg_load_error), "%s: %s",
-                     path != NULL ? path : "the PostgreSQL driver", why);
+        *(void **)&entry = dlsym(h, DB_PG_ENTRY);
+        if (entry == NULL)   /* the handle stays: unloading code we touched is not worth it */
+            return tn_errf(pg_load_error, sizeof(pg_load_error), TN_IO,
+                           "the PostgreSQL driver %s has no %s: not a tenancy driver", path,
+                           DB_PG_ENTRY);
     }
-out:
+    pg_driver = entry(&the_host, why, sizeof(why));
     if (pg_driver == NULL)
-        if (err != NULL && errlen > 0)
-            snprintf(err, errlen, "%s", pg_load_error);
-    return pg_driver;
+        return tn_errf(pg_load_error, sizeof(pg_load_error), TN_IO, "%s: %s",
+                       path != NULL ? path : "the PostgreSQL driver", why);
+    return TN_OK;
+}
+
+int db_pg_load(const db_driver **drv, char *err, size_t errlen)
+{
+    if (pg_rc == TN_AGAIN)
+        pg_rc = load();
+    *drv = pg_driver;
+    return pg_rc == TN_OK ? TN_OK : tn_errf(err, errlen, pg_rc, "%s", pg_load_error);
 }

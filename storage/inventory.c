@@ -24,8 +24,9 @@ static int list_files(const char *dir, const char *prefix, int (*fn)(void *, con
 {
     DIR *d = opendir(dir);
     if (d == NULL) {
-        snprintf(err, errlen, "cannot read the folder %.900s: %s", dir, strerror(errno));
-        return errno == ENOENT ? TN_NOTFOUND : TN_IO;
+        int e = errno;
+        return tn_errf(err, errlen, e == ENOENT ? TN_NOTFOUND : TN_IO,
+                       "cannot read the folder %.900s: %s", dir, strerror(e));
     }
     char **names = NULL;
     size_t n = 0, cap = 0;
@@ -66,9 +67,7 @@ static int list_files(const char *dir, const char *prefix, int (*fn)(void *, con
         free(names[i]);
     }
     free(names);
-    if (rc == TN_NOMEM)
-        snprintf(err, errlen, "out of memory");
-    return rc;
+    return rc == TN_NOMEM ? tn_errf(err, errlen, TN_NOMEM, "out of memory") : rc;
 }
 
 int inventory_list(target_kind kind, const char *where, const char *prefix,
@@ -107,10 +106,10 @@ int inventory_list(target_kind kind, const char *where, const char *prefix,
                 break;
         if (rc == TN_DONE)
             rc = TN_OK;
-        else if (rc != TN_OK || tn_db_error(db)[0] != '\0')
-            snprintf(err, errlen, "%s", tn_db_error(db));
+        else   /* the loop ends on TN_DONE or a failure */
+            rc = tn_errf(err, errlen, rc, "%s", tn_db_error(db));
     } else {
-        snprintf(err, errlen, "%s", tn_db_error(db));
+        rc = tn_errf(err, errlen, rc, "%s", tn_db_error(db));
     }
     tn_rows_free(rows);
     db_close(db);

@@ -26,6 +26,7 @@
  * put anything in SQL text but constants and db_quote_ident() results; log.
  */
 #include "core/first.h"
+#include "core/buf.h"
 #include "storage/migrate.h"
 #include "core/rc.h"
 #include "core/sha256.h"
@@ -334,13 +335,15 @@ static int record_version(tn_db *db, const struct migration *m, const char *now)
                           "VALUES ($1, $2, $3, $4)", 4, p);
 }
 
+/* The one way a migrate_error is set: where, and a message already made (by tn_errf, or the
+ * connection's own). */
 static void set_error(migrate_error *e, const char *file, int statement, int line,
                       const char *msg)
 {
-    snprintf(e->file, sizeof(e->file), "%s", file ? file : "");
+    str_copy(e->file, sizeof(e->file), file ? file : "");
     e->statement = statement;
     e->line = line;
-    snprintf(e->message, sizeof(e->message), "%s", msg);
+    str_copy(e->message, sizeof(e->message), msg);
 }
 
 typedef struct applied {
@@ -379,7 +382,7 @@ static int read_applied(tn_db *db, applied **out, int *n, bool *missing, migrate
     int rc = tn_db_query(db, &rows, "SELECT version, checksum FROM tenancy_migrations", 0, NULL);
     if (rc == TN_INVALID) {   /* no such table, most likely: make sure of it */
         char why[DB_ERRLEN];
-        snprintf(why, sizeof(why), "%s", tn_db_error(db));
+        str_copy(why, sizeof(why), tn_db_error(db));
         bool exists = true;
         if (table_exists(db, &exists) == TN_OK && !exists) {
             *missing = true;
@@ -538,12 +541,10 @@ static int run_statements(tn_db *db, const char *label, const char *sql, int npa
             long bad = 0;
             rc = db_sql_bind_used(dialect, stmt, len, nparams, &bound, used, &nused, &bad);
             if (rc != TN_OK) {
-                char msg[128];
-                if (rc == TN_NOMEM)
-                    snprintf(msg, sizeof(msg), "out of memory");
-                else
-                    snprintf(msg, sizeof(msg), "placeholder $%ld: only $1..$%d are bound", bad,
-                             nparams);
+                char msg[128] = "out of memory";
+                if (rc != TN_NOMEM)
+                    rc = tn_errf(msg, sizeof(msg), rc, "placeholder $%ld: only $1..$%d are bound",
+                                 bad, nparams);
                 set_error(e, label, n, line, msg);
                 break;
             }

@@ -52,7 +52,9 @@
 #include <time.h>
 
 /* db.c's functions, handed over by tn_pgdriver_entry (see db_int.h: a module cannot call
- * into the executable directly). */
+ * into the executable directly). tn_errf, the one way an error buffer is filled, is not
+ * among them: core/rc.c is a leaf that calls only libc, so the module is built with its own
+ * copy of it (Makefile.am), which also serves the entry's answer to a host it cannot trust. */
 static const db_host *host;
 #define db_set_error host->set_error
 #define db_rows_link host->rows_link
@@ -389,17 +391,17 @@ static int pg_open(const char *target, const db_options *opt, tn_db **out, char 
     if (parsed == NULL) {
         char line[DB_ERRLEN];
         first_line(line, sizeof(line), perr != NULL ? perr : "out of memory");
-        snprintf(err, errlen, "postgres: bad connection string: %s", line);
-        int rc = perr != NULL ? TN_INVALID : TN_NOMEM;
+        int rc = tn_errf(err, errlen, perr != NULL ? TN_INVALID : TN_NOMEM,
+                         "postgres: bad connection string: %s", line);
         PQfreemem(perr);
         return rc;
     }
     PQconninfoFree(parsed);
 
+    int rc;
     pg_db *d = calloc(1, sizeof(*d));
     if (d == NULL) {
-        snprintf(err, errlen, "postgres: out of memory");
-        return TN_NOMEM;
+        return tn_errf(err, errlen, TN_NOMEM, "postgres: out of memory");
     }
     d->base.opt = *opt;   /* session_setup reads it */
     /* A server that accepts the connection and never answers must not hold a worker for
@@ -412,12 +414,12 @@ static int pg_open(const char *target, const db_options *opt, tn_db **out, char 
     if (d->conn == NULL || PQstatus(d->conn) != CONNECTION_OK) {
         char line[DB_ERRLEN];
         first_line(line, sizeof(line), d->conn != NULL ? PQerrorMessage(d->conn) : NULL);
-        snprintf(err, errlen, "postgres: cannot connect: %s", line);
+        rc = tn_errf(err, errlen, TN_IO, "postgres: cannot connect: %s", line);
         goto fail;
     }
     PQsetNoticeReceiver(d->conn, notice_receiver, d);
     if (session_setup(d) != TN_OK) {
-        snprintf(err, errlen, "postgres: session setup failed: %s", d->base.err);
+        rc = tn_errf(err, errlen, TN_IO, "postgres: session setup failed: %s", d->base.err);
         goto fail;
     }
     d->base.drv = &db_pg_driver;
@@ -427,7 +429,7 @@ static int pg_open(const char *target, const db_options *opt, tn_db **out, char 
 fail:
     PQfinish(d->conn);   /* NULL is accepted */
     free(d);
-    return TN_IO;
+    return rc;
 }
 
 static void pg_close(tn_db *db)
@@ -486,8 +488,7 @@ static int note_error(pg_db *d, int rc, int new_rc, const char *saved)
 {
     if (rc == TN_OK)
         return new_rc;
-    snprintf(d->base.err, sizeof(d->base.err), "%s", saved);
-    return rc;
+    return db_set_error(&d->base, rc, "%s", saved);
 }
 
 /*
@@ -897,8 +898,8 @@ static int pg_reset(tn_db *db)
         return conn_error(d, TN_IO, "reset: cannot reconnect");
     int rc = session_setup(d);
     if (rc != TN_OK) {
-        char why[DB_ERRLEN];
-        snprintf(why, sizeof(why), "%s", d->base.err);
+        char why[sizeof(d->base.err)];   /* the message is rewritten from itself */
+        memcpy(why, d->base.err, sizeof(why));
         return db_set_error(db, TN_IO, "reset: session setup failed: %s", why);
     }
     db->err[0] = '\0';
@@ -1024,8 +1025,8 @@ static int pg_with_dbname(const char *target, const char *dbname, const char *us
     if (opts == NULL) {
         char line[DB_ERRLEN];
         first_line(line, sizeof(line), perr != NULL ? perr : "out of memory");
-        snprintf(err, errlen, "postgres: bad connection string: %s", line);
-        int rc = perr != NULL ? TN_INVALID : TN_NOMEM;
+        int rc = tn_errf(err, errlen, perr != NULL ? TN_INVALID : TN_NOMEM,
+                         "postgres: bad connection string: %s", line);
         PQfreemem(perr);
         return rc;
     }
@@ -1048,8 +1049,7 @@ static int pg_with_dbname(const char *target, const char *dbname, const char *us
         ok = append_kv(out, outlen, &len, "password", password);
     PQconninfoFree(opts);
     if (!ok) {
-        snprintf(err, errlen, "postgres: connection string too long");
-        return TN_TOOBIG;
+        return tn_errf(err, errlen, TN_TOOBIG, "postgres: connection string too long");
     }
     return TN_OK;
 }
@@ -1087,7 +1087,10 @@ const db_driver *tn_pgdriver_entry(const db_host *h, char *err, size_t errlen)
 {
     if (h == NULL || h->abi != DB_HOST_ABI || h->sizeof_db != sizeof(tn_db) ||
         h->sizeof_rows != sizeof(tn_rows) || h->sizeof_driver != sizeof(db_driver)) {
-        snprintf(err, errlen, "the PostgreSQL driver was built for another version of the host");
+        /* The entry answers NULL, not a code: its signature is what a stale module and a
+         * newer host still agree on. */
+        tn_errf(err, errlen, TN_INVALID,
+                "the PostgreSQL driver was built for another version of the host");
         return NULL;
     }
     host = h;

@@ -36,6 +36,7 @@
  * not clean, or allocate on the hit path (entries are found without building a key).
  */
 #include "core/first.h"
+#include "core/buf.h"
 #include "core/clock.h"
 #include "core/rc.h"
 #include "storage/target.h"
@@ -153,7 +154,8 @@ static uint32_t key_hash(int cls, const char *server, const char *name, int time
     return (h ^ (uint32_t)timeout_ms) * 16777619u;
 }
 
-static bool str_eq(const char *a, const char *b)
+/* Equal, NULL equal only to NULL (buf.h's str_eq takes two strings). */
+static bool same_str(const char *a, const char *b)
 {
     return a == NULL ? b == NULL : b != NULL && strcmp(a, b) == 0;
 }
@@ -163,7 +165,7 @@ static pool_entry *find(storage_pool *p, int cls, const char *server, const char
 {
     for (pool_entry *e = p->buckets[h & (p->nbuckets - 1)]; e != NULL; e = e->hnext)
         if (e->hash == h && e->cls == cls && e->timeout_ms == timeout_ms &&
-            str_eq(e->server, server) && str_eq(e->name, name))
+            same_str(e->server, server) && same_str(e->name, name))
             return e;
     return NULL;
 }
@@ -347,8 +349,8 @@ static void seen_add(pool_entry *e, const char *schema)
 static pool_down *down_find(storage_pool *p, uint32_t h, const char *server, const char *name)
 {
     for (int i = 0; i < p->ndown; i++)
-        if (p->down[i].hash == h && str_eq(p->down[i].server, server) &&
-            str_eq(p->down[i].name, name))
+        if (p->down[i].hash == h && same_str(p->down[i].server, server) &&
+            same_str(p->down[i].name, name))
             return &p->down[i];
     return NULL;
 }
@@ -384,7 +386,7 @@ static void down_note(storage_pool *p, uint32_t h, const char *server, const cha
                   : d->delay_ms * 2 > DOWN_MAX_MS ? DOWN_MAX_MS
                                                   : d->delay_ms * 2;
     d->retry_ms = clock_mono_ms() + d->delay_ms;
-    snprintf(d->err, sizeof(d->err), "%s", err != NULL ? err : "");
+    str_copy(d->err, sizeof(d->err), err != NULL ? err : "");
     p->st.pg_down++;
 }
 

@@ -76,26 +76,24 @@ static int pg_read_begin(tn_db *db, const db_read_opts *o)
     if (rc == TN_OK && tn_rows_next(rows) == TN_OK) {
         const char *ro = tn_rows_get(rows, 3), *danger = tn_rows_get(rows, 4);
         if (ro == NULL || strcmp(ro, "on") != 0) {
-            snprintf(why, sizeof(why), "the transaction is not read-only");
-            rc = TN_DENIED;
+            rc = tn_errf(why, sizeof(why), TN_DENIED, "the transaction is not read-only");
         } else if (o->strict && (danger == NULL || strcmp(danger, "false") != 0)) {
-            snprintf(why, sizeof(why),
-                     "the SQL console does not run as a PostgreSQL superuser or a member of "
-                     "pg_execute_server_program, pg_read_server_files, pg_write_server_files "
-                     "or pg_signal_backend: the tenant's role %s was given rights it must not "
-                     "have (see tenancy check)", o->role != NULL ? o->role : "");
-            rc = TN_DENIED;
+            rc = tn_errf(why, sizeof(why), TN_DENIED,
+                         "the SQL console does not run as a PostgreSQL superuser or a member of "
+                         "pg_execute_server_program, pg_read_server_files, pg_write_server_files "
+                         "or pg_signal_backend: the tenant's role %s was given rights it must "
+                         "not have (see tenancy check)",
+                         o->role != NULL ? o->role : "");
         }
     } else if (rc == TN_OK) {
-        snprintf(why, sizeof(why), "cannot set up the read-only transaction");
-        rc = TN_ERR;
+        rc = tn_errf(why, sizeof(why), TN_ERR, "cannot set up the read-only transaction");
     } else {
-        snprintf(why, sizeof(why), "%s", tn_db_error(db));
+        str_copy(why, sizeof(why), tn_db_error(db));
     }
     tn_rows_free(rows);
     if (rc != TN_OK) {
-        db_read_end(db);
-        db_set_error(db, rc, "%s", why);
+        db_read_end(db);   /* it clears the connection's message: why keeps it */
+        rc = db_set_error(db, rc, "%s", why);
     }
     return rc;
 }
@@ -227,7 +225,7 @@ int db_query_capped(tn_db *db, const char *sql, int row_cap, const db_read_opts 
                    : db_sqlite_query_capped(db, sql, row_cap, a, res);
     /* The end rolls back, which clears the message: keep the statement's. */
     char why[DB_ERRLEN];
-    snprintf(why, sizeof(why), "%s", tn_db_error(db));
+    str_copy(why, sizeof(why), tn_db_error(db));
     db_read_end(db);
     if (rc != TN_OK)
         return db_set_error(db, rc, "%s", why);

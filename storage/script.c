@@ -8,6 +8,7 @@
  * it was given (through the driver's exec).
  */
 #include "core/first.h"
+#include "core/buf.h"
 #include "storage/db_int.h"
 
 #include <stdio.h>
@@ -331,9 +332,9 @@ int db_exec_script(tn_db *db, const char *sql)
         copy[len] = '\0';
         rc = db->drv->exec(db, copy, 0, NULL, DB_EXEC_NOCACHE);
         if (rc != TN_OK) {
-            char why[DB_ERRLEN];
-            snprintf(why, sizeof(why), "%s", db->err);
-            db_set_error(db, rc, "script statement %d (line %d): %s", n, line, why);
+            char why[DB_ERRLEN];   /* the message is rewritten from itself */
+            str_copy(why, sizeof(why), db->err);
+            rc = db_set_error(db, rc, "script statement %d (line %d): %s", n, line, why);
             break;
         }
     }

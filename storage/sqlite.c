@@ -598,16 +598,17 @@ static int run_setup(sqlite_db *d, const char *sql, const char *want, char *err,
     d->own = false;
     int s = rc == SQLITE_OK ? sqlite3_step(st) : rc;
     if (s != SQLITE_ROW && s != SQLITE_DONE) {
-        snprintf(err, errlen, "sqlite: %s: %s", sql, sqlite3_errmsg(d->h));
+        rc = tn_errf(err, errlen, map_code(s) == TN_BUSY ? TN_BUSY : TN_IO, "sqlite: %s: %s", sql,
+                     sqlite3_errmsg(d->h));
         sqlite3_finalize(st);
-        return map_code(s) == TN_BUSY ? TN_BUSY : TN_IO;
+        return rc;
     }
     if (want != NULL) {
         const char *got = s == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
         if (got == NULL || sqlite3_stricmp(got, want) != 0) {
-            snprintf(err, errlen, "sqlite: %s gave '%s'", sql, got != NULL ? got : "");
-            sqlite3_finalize(st);
-            return TN_IO;
+            rc = tn_errf(err, errlen, TN_IO, "sqlite: %s gave '%s'", sql, got != NULL ? got : "");
+            sqlite3_finalize(st);   /* after the message: got is the statement's */
+            return rc;
         }
     }
     sqlite3_finalize(st);
@@ -643,10 +644,8 @@ static int sq_open(const char *target, const db_options *opt, tn_db **out, char 
 {
     const char *q = strchr(target, '?');
     size_t plen = q != NULL ? (size_t)(q - target) : strlen(target);
-    if (plen == 0) {
-        snprintf(err, errlen, "sqlite: no file name in the URI");
-        return TN_INVALID;
-    }
+    if (plen == 0)
+        return tn_errf(err, errlen, TN_INVALID, "sqlite: no file name in the URI");
     bool ro = opt->read_only, create = !ro;
     if (q != NULL) {
         const char *mode = q + 1;
@@ -656,8 +655,8 @@ static int sq_open(const char *target, const db_options *opt, tn_db **out, char 
         } else if (strcmp(mode, "mode=rw") == 0) {
             create = false;
         } else if (strcmp(mode, "mode=rwc") != 0) {
-            snprintf(err, errlen, "sqlite: unknown URI option '%s' (mode=ro|rw|rwc)", mode);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID,
+                           "sqlite: unknown URI option '%s' (mode=ro|rw|rwc)", mode);
         }
     }
     char *path = malloc(plen + 1);
@@ -665,8 +664,7 @@ static int sq_open(const char *target, const db_options *opt, tn_db **out, char 
     if (path == NULL || d == NULL) {
         free(path);
         free(d);
-        snprintf(err, errlen, "sqlite: out of memory");
-        return TN_NOMEM;
+        return tn_errf(err, errlen, TN_NOMEM, "sqlite: out of memory");
     }
     memcpy(path, target, plen);
     path[plen] = '\0';
@@ -676,9 +674,9 @@ static int sq_open(const char *target, const db_options *opt, tn_db **out, char 
                 (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX;
     int rc = sqlite3_open_v2(path, &d->h, flags, NULL);
     if (rc != SQLITE_OK) {
-        snprintf(err, errlen, "sqlite: cannot open %s: %s", path,
-                 d->h != NULL ? sqlite3_errmsg(d->h) : sqlite3_errstr(rc));
-        rc = rc == SQLITE_NOMEM ? TN_NOMEM : TN_IO;
+        rc = tn_errf(err, errlen, rc == SQLITE_NOMEM ? TN_NOMEM : TN_IO,
+                     "sqlite: cannot open %s: %s", path,
+                     d->h != NULL ? sqlite3_errmsg(d->h) : sqlite3_errstr(rc));
         goto fail;
     }
     sqlite3_extended_result_codes(d->h, 1);
@@ -689,9 +687,8 @@ static int sq_open(const char *target, const db_options *opt, tn_db **out, char 
     if (sqlite3_set_authorizer(d->h, authorizer, d) != SQLITE_OK ||
         sqlite3_busy_handler(d->h, opt->busy_timeout_ms > 0 ? busy_wait : NULL, d) !=
             SQLITE_OK) {
-        snprintf(err, errlen, "sqlite: cannot configure the connection: %s",
-                 sqlite3_errmsg(d->h));
-        rc = TN_ERR;
+        rc = tn_errf(err, errlen, TN_ERR, "sqlite: cannot configure the connection: %s",
+                     sqlite3_errmsg(d->h));
         goto fail;
     }
     if (!ro) {

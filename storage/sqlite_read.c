@@ -30,6 +30,7 @@
  */
 #include "core/first.h"
 #include "core/clock.h"
+#include "core/rc.h"
 #include "storage/db_int.h"
 
 #include <sqlite3.h>
@@ -90,6 +91,8 @@ static int sandbox_auth(void *ud, int action, const char *a1, const char *a2, co
                                            "compile_options", NULL};
     struct refusal *r = ud;
     (void)db, (void)trigger;
+    /* A refusal keeps the first reason (the statement's own, not one of what it expands to);
+     * tn_errf fills it and carries SQLite's answer, SQLITE_DENY. */
     switch (action) {
     case SQLITE_SELECT:
     case SQLITE_READ:
@@ -99,10 +102,11 @@ static int sandbox_auth(void *ud, int action, const char *a1, const char *a2, co
         for (int i = 0; a2 != NULL && sandbox_functions[i]; i++)
             if (sqlite3_stricmp(a2, sandbox_functions[i]) == 0)
                 return SQLITE_OK;
-        if (r->what[0] == '\0')
-            snprintf(r->what, sizeof(r->what), "%.64s() is not one of the console's functions",
-                     a2 != NULL ? a2 : "?");
-        return SQLITE_DENY;
+        return r->what[0] != '\0'
+                   ? SQLITE_DENY
+                   : tn_errf(r->what, sizeof(r->what), SQLITE_DENY,
+                             "%.64s() is not one of the console's functions",
+                             a2 != NULL ? a2 : "?");
     case SQLITE_PRAGMA:
         for (int i = 0; a1 != NULL && about[i]; i++)
             if (sqlite3_stricmp(a1, about[i]) == 0)
@@ -110,10 +114,11 @@ static int sandbox_auth(void *ud, int action, const char *a1, const char *a2, co
         for (int i = 0; a1 != NULL && settings[i]; i++)
             if (sqlite3_stricmp(a1, settings[i]) == 0 && a2 == NULL)
                 return SQLITE_OK;
-        if (r->what[0] == '\0')
-            snprintf(r->what, sizeof(r->what), "PRAGMA %.64s%s is not one the console reads",
-                     a1 != NULL ? a1 : "?", a2 != NULL ? " with a value" : "");
-        return SQLITE_DENY;
+        return r->what[0] != '\0'
+                   ? SQLITE_DENY
+                   : tn_errf(r->what, sizeof(r->what), SQLITE_DENY,
+                             "PRAGMA %.64s%s is not one the console reads", a1 != NULL ? a1 : "?",
+                             a2 != NULL ? " with a value" : "");
     case SQLITE_UPDATE:     /* a1 the table: see the banner */
         if (a1 != NULL && (strcmp(a1, "sqlite_master") == 0 || strcmp(a1, "sqlite_schema") == 0))
             return SQLITE_OK;
@@ -121,9 +126,9 @@ static int sandbox_auth(void *ud, int action, const char *a1, const char *a2, co
     default:
         break;
     }
-    if (r->what[0] == '\0')
-        snprintf(r->what, sizeof(r->what), "the console only reads");
-    return SQLITE_DENY;
+    return r->what[0] != '\0' ? SQLITE_DENY
+                               : tn_errf(r->what, sizeof(r->what), SQLITE_DENY,
+                                         "the console only reads");
 }
 
 /* One value as text: blobs as x'hex', so that a binary value is shown, not cut at a NUL. */
