@@ -47,6 +47,7 @@ int admin_config_finish(admin_config *c, const tenancy_config *tc, arena *a, cha
     char msg[256];
     c->enabled = false;
     c->host_norm = "";
+    c->tenancy = tc;
     if (c->host != NULL && c->host[0] != '\0') {
         char norm[256];
         if (tenant_host_normalise(c->host, norm, sizeof(norm)) == 0) {

@@ -20,7 +20,7 @@
  * Must not: run the operator's SQL on a writable connection, or on another tenant's storage.
  */
 #include "core/first.h"
-#include "admin/admin_int.h"
+#include "admin/pages.h"
 #include "admin/store.h"
 #include "core/clock.h"
 
