@@ -123,6 +123,12 @@ int config_add_part(const config_part *part)
     return TN_OK;
 }
 
+void config_clear_parts(void)
+{
+    while (nparts > 0)
+        parts[--nparts] = NULL;
+}
+
 const config_part *const *config_parts(void) { return parts; }
 
 void *config_part_of(const tn_config *c, const config_part *part)

@@ -112,6 +112,10 @@ typedef struct config_part {
  * there already. */
 int config_add_part(const config_part *part);
 
+/* Forget every part: for the unit tests that run several cases in one process (CK_FORK=no);
+ * the daemon never calls it. */
+void config_clear_parts(void);
+
 /* The parts added, in order (NULL-terminated), for --options and -T. */
 const config_part *const *config_parts(void);
 

@@ -49,6 +49,12 @@ void handlers_fini(void)
     }
 }
 
+void handlers_clear(void)
+{
+    handlers_fini();
+    list.n = 0;
+}
+
 TN_HOT const tn_handler *handlers_claim(tn_request *r)
 {
     for (int i = 0; i < list.n; i++) {

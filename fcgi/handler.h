@@ -33,6 +33,10 @@ int handlers_init(const tn_config *cfg, const tn_handler_env *base, const char *
 /* Every handler set up, in reverse order. */
 void handlers_fini(void);
 
+/* Forget every handler (finishing those set up): for the unit tests that run several cases
+ * in one process (CK_FORK=no); the daemon never calls it. */
+void handlers_clear(void);
+
 /* The first handler that claims r; NULL when none does (no handler without a claim
  * function was added). */
 const tn_handler *handlers_claim(tn_request *r);
