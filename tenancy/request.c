@@ -211,10 +211,15 @@ TN_HOT int request_route_host(tn_request *r, const char *const *params, int npar
     r->route_state = RH_ABSENT;
     if (raw == NULL)
         return r->route_state;
-    /* Room for the longest valid name (253) and its NUL: a longer one is invalid anyway. */
-    char *out = arena_alloc(r->arena, 254);
+    /* The name is never longer than the param; past the longest valid name (253) and its
+     * NUL it is invalid anyway. Sized to the name: the request arena stays as small as a
+     * request needs. */
+    size_t size = str_len(raw) + 1;
+    if (size > 254)
+        size = 254;
+    char *out = arena_alloc(r->arena, size);
     bool valid = false;
-    size_t n = out != NULL ? request_host_normalise(raw, out, 254, &valid) : 0;
+    size_t n = out != NULL ? request_host_normalise(raw, out, size, &valid) : 0;
     if (n > 0 && valid) {
         r->route_host = out;
         r->route_host_len = (uint16_t)n;
