@@ -279,7 +279,7 @@ tn_config *config_load(const char *path, conf_error *err)
 oom:
     snprintf(err->file, sizeof(err->file), "%s", path);
     err->line = 0;
-    snprintf(err->msg, sizeof(err->msg), "out of memory");
+    tn_errf(err->msg, sizeof(err->msg), TN_NOMEM, "out of memory");
 fail:
     arena_destroy(a);
     return NULL;
