@@ -30,7 +30,7 @@ int handlers_add(const tn_handler *h, const config_part *part);
  * handler's name (the handlers set up before it are finished again). */
 int handlers_init(const tn_config *cfg, const tn_handler_env *base, const char **failed);
 
-/* Every handler set up, in reverse order. */
+/* Finish every handler set up, in reverse order (a worker does not: it leaves with _exit). */
 void handlers_fini(void);
 
 /* Forget every handler (finishing those set up): for the unit tests that run several cases

@@ -487,7 +487,9 @@ void worker_main(const worker_args *a)
     sb_set_state(w.sb, w.slot, SB_EXITING);
     if (w.mod.app->fini != NULL)
         w.mod.app->fini();
-    handlers_fini();
+    /* No handlers_fini: the worker leaves with _exit and the kernel closes what the
+     * handlers hold. Closing storage here (a SQLite close checkpoints its WAL) would only
+     * delay the exit, and the master starts the replacement after it. */
     alarm_alog = NULL;
     alog_close(w.alog);
     _exit(WORKER_EXIT_OK);

@@ -42,7 +42,9 @@ typedef struct tn_handler {
     /* Per worker, after the fork, in list order. TN_OK, or an error: the worker does not
      * start. NULL: nothing to set up. */
     int (*init)(const tn_handler_env *env);
-    /* When the worker leaves, in reverse order (only after init succeeded). NULL: none. */
+    /* Undo init, in reverse order (only after init succeeded): when a later handler's init
+     * fails, and in a host that keeps its process (tests). A worker leaves with _exit
+     * without it. NULL: none. */
     void (*fini)(void);
     /* True when the request is this handler's. NULL: every request (the last handler). */
     bool (*claims)(tn_request *r);
