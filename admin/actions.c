@@ -18,7 +18,7 @@
  * Must not: change anything on a GET, or run the command through a shell.
  */
 #include "core/first.h"
-#include "admin/admin_int.h"
+#include "admin/pages.h"
 #include "core/clock.h"
 #include "core/log.h"
 

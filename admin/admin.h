@@ -1,13 +1,14 @@
 /*
- * admin.h — the admin web panel, as the host sees it: set up once per worker, then hand it
- * every request whose host is admin.host (fcgi/worker.c does both); and, for the master, the
- * one audit line it writes: the outcome of a console statement whose worker died under it
- * (fcgi/main.c wires that in; nothing else calls in).
+ * admin.h — the admin web panel, as the host sees it: a request handler (admin_handler: set
+ * up once per worker, it claims every request whose routing host is admin.host); and, for
+ * the master, the one audit line it writes: the outcome of a console statement whose worker
+ * died under it. The composition root (fcgi/main.c) wires both in; nothing else calls in.
  *
- * The panel lives on its own host name and is never reached through a tenant's domain: the
- * worker routes by the same host param the chain reads, before the chain runs, and the
- * chain counts admin.host among its central domains. The registry is opened lazily, on the
- * first panel request, never at start-up.
+ * The panel lives on its own host name and is never reached through a tenant's domain: it
+ * claims a request by the routing host the chain reads (request_route_host), and comes
+ * before the chain in the worker's list; the composition root counts admin.host among the
+ * chain's central domains. The registry is opened lazily, on the first panel request,
+ * never at start-up.
  */
 #ifndef TN_ADMIN_ADMIN_H
 #define TN_ADMIN_ADMIN_H
@@ -18,6 +19,7 @@
 #include "admin/config.h"
 #include "core/buf.h"
 #include "tenancy/config.h"
+#include "tenancy/handler.h"
 #include "tenancy/request.h"
 
 typedef struct admin_env {
@@ -39,6 +41,10 @@ typedef struct admin_env {
 
 /* An audit entry id: 16 hex digits and the NUL. */
 #define ADMIN_AUDIT_ID_SIZE 17
+
+/* The panel as a request handler (tenancy/handler.h). Its env->conf is the generation's
+ * admin_config, finished (admin_config_finish) against the tenancy options it names. */
+extern const tn_handler admin_handler;
 
 /* Per worker, after fork. Copies env (its pointers must outlive the worker's generation).
  * TN_OK or TN_NOMEM. */

@@ -33,7 +33,7 @@
  * the page unescaped.
  */
 #include "core/first.h"
-#include "admin/admin_int.h"
+#include "admin/pages.h"
 #include "core/log.h"
 #include "core/rc.h"
 

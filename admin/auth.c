@@ -34,7 +34,7 @@
  * Must not: log or store a password or a session id; compare secrets with strcmp.
  */
 #include "core/first.h"
-#include "admin/admin_int.h"
+#include "admin/pages.h"
 #include "admin/sessions.h"
 #include "core/arena.h"
 #include "core/kv.h"

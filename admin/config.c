@@ -47,11 +47,12 @@ int admin_config_finish(admin_config *c, const tenancy_config *tc, arena *a, cha
     char msg[256];
     c->enabled = false;
     c->host_norm = "";
+    c->tenancy = tc;
     if (c->host != NULL && c->host[0] != '\0') {
         char norm[256];
         if (tenant_host_normalise(c->host, norm, sizeof(norm)) == 0) {
-            snprintf(err, errlen, "admin.host: '%s' is not a host name", c->host);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID, "admin.host: '%s' is not a host name",
+                           c->host);
         }
         c->host_norm = arena_strdup(a, norm);
         c->enabled = true;
@@ -64,21 +65,19 @@ int admin_config_finish(admin_config *c, const tenancy_config *tc, arena *a, cha
                        ? c->audit_log_text
                        : arena_sprintf(a, "%s/admin-audit.log", sd);
     if (c->password_file == NULL || c->audit_log == NULL || c->host_norm == NULL) {
-        snprintf(err, errlen, "out of memory");
-        return TN_NOMEM;
+        return tn_errf(err, errlen, TN_NOMEM, "out of memory");
     }
     if (c->pg_console_user[0] != '\0') {
         /* A shared console role could read every tenant it was granted; the console now
          * logs in as each tenant's own role. Refused rather than ignored, so that nobody
          * believes a setting is in force that is not. */
-        snprintf(err, errlen, "admin.pg_console_user was removed: the SQL console logs in "
-                              "as the tenant's own PostgreSQL role (tenancyd.conf(5), "
-                              "placement.NAME.login); delete the line");
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "admin.pg_console_user was removed: the SQL console logs in as the "
+                       "tenant's own PostgreSQL role (tenancyd.conf(5), placement.NAME.login); "
+                       "delete the line");
     }
     if (netaddr_list_parse(c->allow, a, &c->allowed, msg, sizeof(msg)) != TN_OK) {
-        snprintf(err, errlen, "admin.allow: %s", msg);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID, "admin.allow: %s", msg);
     }
     return TN_OK;
 }

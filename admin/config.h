@@ -37,12 +37,14 @@ typedef struct admin_config {
     const char *password_file;     /* admin.password_file, or <state_dir>/admin.passwd */
     const char *audit_log;         /* admin.audit_log, or <state_dir>/admin-audit.log */
     netaddr_list *allowed;
+    const tenancy_config *tenancy; /* the options it was finished with (they outlive it) */
 } admin_config;
 
 extern const conf_opt admin_config_table[];
 
 /* Parse the text options; defaults that depend on the tenancy options (state_dir) are
- * resolved here. TN_OK or TN_INVALID with a message naming the option. */
+ * resolved here, and c keeps tc (the panel reads the registry and the placements from it).
+ * TN_OK or TN_INVALID with a message naming the option. */
 int admin_config_finish(admin_config *c, const tenancy_config *tc, arena *a, char *err,
                         size_t errlen);
 

@@ -19,7 +19,7 @@
  * or other than through db_query_capped.
  */
 #include "core/first.h"
-#include "admin/admin_int.h"
+#include "admin/pages.h"
 #include "admin/store.h"
 #include "core/clock.h"
 

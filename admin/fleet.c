@@ -10,7 +10,7 @@
  * Must not: list the registry without a LIMIT, or open a tenant's storage for the fleet.
  */
 #include "core/first.h"
-#include "admin/admin_int.h"
+#include "admin/pages.h"
 #include "admin/store.h"
 #include "core/log.h"
 #include "tenancy/lookup.h"

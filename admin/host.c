@@ -7,7 +7,7 @@
  * Must not: include fcgi/ headers (the host hands us the document).
  */
 #include "core/first.h"
-#include "admin/admin_int.h"
+#include "admin/pages.h"
 
 #include <string.h>
 

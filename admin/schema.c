@@ -18,7 +18,7 @@
  * parameters; only quoted identifiers and our own integers are written into SQL).
  */
 #include "core/first.h"
-#include "admin/admin_int.h"
+#include "admin/pages.h"
 #include "admin/store.h"
 #include "core/log.h"
 

@@ -13,7 +13,7 @@
  * tenant's namespace OID), or leave a transaction open (store_ro_end, store_close).
  */
 #include "core/first.h"
-#include "admin/admin_int.h"
+#include "admin/page.h"
 #include "admin/store.h"
 #include "core/clock.h"
 #include "tenancy/placement.h"

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "admin/admin_int.h"
+#include "admin/page.h"
 #include "storage/target.h"
 
 typedef struct adm_store {

@@ -265,7 +265,7 @@ typedef struct mem_tx {
     uint64_t writes;
 } mem_tx;
 
-/* The worker's own lookup over libfcgi's params (fcgi/worker.c fx_param). */
+/* The worker's own lookup over libfcgi's params (fcgi/serve.c fx_param). */
 static const char *mem_param(void *tx, const char *name)
 {
     return kv_env_get(((mem_tx *)tx)->env, name);
@@ -308,7 +308,7 @@ static tenancy_config chain_cfg;
 static arena *chain_cfg_arena;
 static limits *lim;
 
-/* The scoreboard hook tenancyd installs (fcgi/worker.c note_tenant, sb_set_tenant): publish
+/* The scoreboard hook tenancyd installs (fcgi/route.c note_tenant, sb_set_tenant): publish
  * the tenant of this worker, the slug copied under a sequence count. */
 static struct {
     int64_t id;
@@ -334,7 +334,7 @@ static int empty_handler(tn_request *r)
     return TN_OK;
 }
 
-/* One request through the chain, as fcgi/worker.c's serve_one does it minus FastCGI, the
+/* One request through the chain, as fcgi/serve.c's serve_one does it minus FastCGI, the
  * scoreboard and the access log. Returns the status. */
 static inline int one_request(uint32_t tenant, const char *uri_env, const char *doc_env)
 {

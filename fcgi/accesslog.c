@@ -1,6 +1,6 @@
 /*
  * accesslog.c — a worker's access log buffer (see accesslog.h).
- * Must not: format lines (worker.c does), or keep a line across a reopen.
+ * Must not: format lines (reqlog.c does), or keep a line across a reopen.
  */
 #include "core/first.h"
 #include "fcgi/accesslog.h"

@@ -1,6 +1,6 @@
 /*
  * app.c — app modules (see app.h).
- * Must not: call the app's init or handler (worker.c does, with its context set).
+ * Must not: call the app's init or handler (worker.c and route.c do, with its context set).
  */
 #include "core/first.h"
 /* The public header before core/rc.h: the codes declared in this file are then the ones apps

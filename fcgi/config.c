@@ -111,8 +111,33 @@ const conf_opt tn_config_table[] = {
     {NULL, 0, 0, NULL, 0, 0, NULL, 0, NULL},
 };
 
-const conf_opt *const tn_config_tables[] = {tn_config_table, tenancy_config_table,
-                                             admin_config_table, NULL};
+/* The parts added by the composition root (config_add_part), NULL-terminated. */
+static const config_part *parts[TN_MAX_CONFIG_PARTS + 1];
+static int nparts;
+
+int config_add_part(const config_part *part)
+{
+    if (nparts >= TN_MAX_CONFIG_PARTS)
+        return TN_INVALID;
+    parts[nparts++] = part;
+    return TN_OK;
+}
+
+void config_clear_parts(void)
+{
+    while (nparts > 0)
+        parts[--nparts] = NULL;
+}
+
+const config_part *const *config_parts(void) { return parts; }
+
+void *config_part_of(const tn_config *c, const config_part *part)
+{
+    for (int i = 0; i < nparts; i++)
+        if (parts[i] == part)
+            return c->parts[i];
+    return NULL;
+}
 
 const char *config_pm_name(int pm) { return pm_names[pm]; }
 
@@ -216,20 +241,10 @@ static int validate(tn_config *c, conf_error *err)
         return fail(err, "status_allow: %s", msg);
     if (tenancy_config_finish(&c->tenancy, c->arena, msg, sizeof(msg)) != TN_OK)
         return fail(err, "%s", msg);
-    if (admin_config_finish(&c->admin, &c->tenancy, c->arena, msg, sizeof(msg)) != TN_OK)
-        return fail(err, "%s", msg);
-    if (c->admin.enabled) {
-        /* The panel's host is a central domain: it never resolves to a tenant. */
-        tenancy_config *t = &c->tenancy;
-        const char **cent = arena_alloc(c->arena, (size_t)(t->ncentrals + 2) * sizeof(*cent));
-        if (cent == NULL)
-            return fail(err, "out of memory");
-        for (int i = 0; i < t->ncentrals; i++)
-            cent[i] = t->centrals[i];
-        cent[t->ncentrals] = c->admin.host_norm;
-        t->centrals = cent;
-        t->ncentrals++;
-    }
+    for (int i = 0; i < nparts; i++)
+        if (parts[i]->finish != NULL &&
+            parts[i]->finish(c, c->parts[i], msg, sizeof(msg)) != TN_OK)
+            return fail(err, "%s", msg);
     return TN_OK;
 }
 
@@ -243,25 +258,28 @@ static int placement_key(void *obj, const char *key, const char *value, arena *a
 tn_config *config_load(const char *path, conf_error *err)
 {
     arena *a = arena_create(8192);
-    if (a == NULL) {
-        snprintf(err->file, sizeof(err->file), "%s", path);
-        err->line = 0;
-        snprintf(err->msg, sizeof(err->msg), "out of memory");
-        return NULL;
-    }
-    tn_config *c = arena_calloc(a, sizeof(*c));
+    tn_config *c = a != NULL ? arena_calloc(a, sizeof(*c)) : NULL;
     if (c == NULL)
-        goto fail;
+        goto oom;
     c->arena = a;
-    conf_target targets[] = {{tn_config_table, c},
-                             {tenancy_config_table, &c->tenancy},
-                             {admin_config_table, &c->admin}};
-    if (conf_load_targets(targets, 3, path, a, placement_key, err) != TN_OK)
+    conf_target targets[2 + TN_MAX_CONFIG_PARTS] = {{tn_config_table, c},
+                                                    {tenancy_config_table, &c->tenancy}};
+    for (int i = 0; i < nparts; i++) {
+        c->parts[i] = arena_calloc(a, parts[i]->size);
+        if (c->parts[i] == NULL)
+            goto oom;
+        targets[2 + i] = (conf_target){parts[i]->table, c->parts[i]};
+    }
+    if (conf_load_targets(targets, 2 + nparts, path, a, placement_key, err) != TN_OK)
         goto fail;
     c->path = arena_strdup(a, path);
     if (validate(c, err) != TN_OK)
         goto fail;
     return c;
+oom:
+    snprintf(err->file, sizeof(err->file), "%s", path);
+    err->line = 0;
+    tn_errf(err->msg, sizeof(err->msg), TN_NOMEM, "out of memory");
 fail:
     arena_destroy(a);
     return NULL;

@@ -1,10 +1,14 @@
 /*
- * config.h — tenancyd's configuration: one struct per generation, one table of options.
+ * config.h — tenancyd's configuration: one struct per generation, the host's table of
+ * options, and the loader that reads every module's table from the one file.
  *
  * A generation is parsed into its own arena and either fully accepted or thrown away, so a
  * reload with a bad file never disturbs the running one (the master keeps the old
- * generation and logs file:line). Every option is a row of the table in config.c, documented
- * in doc/tenancyd.conf.5; tests/integration/optscan.sh fails when a row is undocumented.
+ * generation and logs file:line). The host's options and the tenancy chain's (which the
+ * master and the workers read themselves) are in every generation; any other module's
+ * options (the admin panel's) come as a part the composition root registers (config_part),
+ * so this folder never names that module. Every option is a row of a table, documented in
+ * doc/tenancyd.conf.5; tests/integration/optscan.sh fails when a row is undocumented.
  */
 #ifndef TN_FCGI_CONFIG_H
 #define TN_FCGI_CONFIG_H
@@ -15,7 +19,6 @@
 
 #include "core/arena.h"
 #include "core/conf.h"
-#include "admin/config.h"
 #include "core/netaddr.h"
 #include "tenancy/config.h"
 
@@ -23,6 +26,8 @@ enum pm_mode { PM_STATIC = 0, PM_DYNAMIC = 1, PM_ONDEMAND = 2 };
 
 /* Hard cap on workers of one generation; the scoreboard holds two generations. */
 #define TN_MAX_CHILDREN 512
+/* Most option tables a composition root may add (config_add_part). */
+#define TN_MAX_CONFIG_PARTS 8
 /* Most listen.shards (each shard is one more socket in the master and in nginx's upstream). */
 #define TN_MAX_SHARDS 64
 
@@ -83,10 +88,39 @@ typedef struct tn_config {
     netaddr_list *status_allowed;
 
     tenancy_config tenancy;    /* the tenancy chain's options (tenancy/config.h) */
-    admin_config admin;        /* the admin panel's options (admin/config.h) */
+    void *parts[TN_MAX_CONFIG_PARTS];   /* the registered parts' structs, in their order */
 } tn_config;
 
 extern const conf_opt tn_config_table[];
+
+/* A module's share of tenancyd.conf beyond the host's and the chain's options: its table,
+ * the struct the table fills (`size` bytes, zeroed, in the generation's arena), and a check
+ * run once the whole file is read. The composition root adds the parts before the first
+ * config_load; every generation (a reload's too) then reads them, in the order added. */
+typedef struct config_part {
+    const char *name;
+    const conf_opt *table;
+    size_t size;
+    /* Derived forms and checks, after the host's and the chain's (so it may read and extend
+     * gen->tenancy). TN_OK, or TN_INVALID / TN_NOMEM with err set: the generation is
+     * refused, its message reported without a line, as the host's own checks are. NULL:
+     * nothing to do. */
+    int (*finish)(tn_config *gen, void *obj, char *err, size_t errlen);
+} config_part;
+
+/* Add a part (before any config_load). TN_OK, or TN_INVALID when TN_MAX_CONFIG_PARTS are
+ * there already. */
+int config_add_part(const config_part *part);
+
+/* Forget every part: for the unit tests that run several cases in one process (CK_FORK=no);
+ * the daemon never calls it. */
+void config_clear_parts(void);
+
+/* The parts added, in order (NULL-terminated), for --options and -T. */
+const config_part *const *config_parts(void);
+
+/* The struct of `part` in generation c; NULL when the part was not added. */
+void *config_part_of(const tn_config *c, const config_part *part);
 
 /* Read and validate a whole configuration. Returns a new generation (owning its arena) or
  * NULL with err filled ("file:line: message" via conf_error_format). */
@@ -94,10 +128,6 @@ tn_config *config_load(const char *path, conf_error *err);
 
 /* Free a generation. NULL is accepted. */
 void config_free(tn_config *cfg);
-
-/* Every option table of tenancyd.conf, in order ({NULL, NULL} ends it), for --options and
- * the documentation check. */
-extern const conf_opt *const tn_config_tables[];
 
 /* The listen value names a unix socket (a path, or unix:PATH)? */
 bool config_listen_is_unix(const char *spec);

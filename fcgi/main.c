@@ -6,7 +6,11 @@
  *   tenancyd -c FILE -T     check, then print the effective configuration
  *   tenancyd --options      list every option with its default and help (for the docs check)
  *
- * The composition root: the only file that knows every module.
+ * The composition root: the only file that knows every module. It adds the admin panel's
+ * options to the loader (a config part) and puts the request handlers in the workers' list
+ * in their order: the panel (by its host), the host's endpoints (by their paths), then the
+ * tenancy chain with the app (every other request); and it points the master's hook for a
+ * worker that died under a console statement at the panel's audit log.
  */
 #include "core/first.h"
 #include "admin/admin.h"
@@ -14,7 +18,9 @@
 #include "core/rc.h"
 #include "fcgi/app.h"
 #include "fcgi/config.h"
+#include "fcgi/handler.h"
 #include "fcgi/master.h"
+#include "fcgi/route.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -35,11 +41,63 @@ static void usage(FILE *f)
                "  -V, --version       print the version\n");
 }
 
+/* The panel's options, once the host's and the chain's are in: admin_config_finish, then
+ * admin.host joins the central domains, so that no tenant is ever served at the panel's
+ * name (the panel claims its requests before the chain sees them anyway). */
+static int admin_part_finish(tn_config *gen, void *obj, char *err, size_t errlen)
+{
+    admin_config *ac = obj;
+    int rc = admin_config_finish(ac, &gen->tenancy, gen->arena, err, errlen);
+    if (rc != TN_OK || !ac->enabled)
+        return rc;
+    tenancy_config *t = &gen->tenancy;
+    const char **cent = arena_alloc(gen->arena, (size_t)(t->ncentrals + 2) * sizeof(*cent));
+    if (cent == NULL)
+        return tn_errf(err, errlen, TN_NOMEM, "out of memory");
+    for (int i = 0; i < t->ncentrals; i++)
+        cent[i] = t->centrals[i];
+    cent[t->ncentrals] = ac->host_norm;
+    t->centrals = cent;
+    t->ncentrals++;
+    return TN_OK;
+}
+
+static const config_part admin_part = {.name = "admin", .table = admin_config_table,
+                                       .size = sizeof(admin_config),
+                                       .finish = admin_part_finish};
+
+/* Every module's options and the workers' handlers, before the first configuration is read
+ * (a reload reads the same parts; every worker inherits the list). */
+static int compose(void)
+{
+    if (config_add_part(&admin_part) != TN_OK ||
+        handlers_add(&admin_handler, &admin_part) != TN_OK ||
+        handlers_add(&route_endpoints, NULL) != TN_OK || handlers_add(&route_chain, NULL) != TN_OK)
+        return TN_ERR;
+    return TN_OK;
+}
+
+static void list_table(const conf_opt *table)
+{
+    for (const conf_opt *o = table; o->key; o++)
+        printf("%s\t%s\t%s\n", o->key, o->def ? o->def : "", o->help);
+}
+
 static void list_options(void)
 {
-    for (int t = 0; tn_config_tables[t] != NULL; t++)
-        for (const conf_opt *o = tn_config_tables[t]; o->key; o++)
-            printf("%s\t%s\t%s\n", o->key, o->def ? o->def : "", o->help);
+    list_table(tn_config_table);
+    list_table(tenancy_config_table);
+    for (const config_part *const *p = config_parts(); *p != NULL; p++)
+        list_table((*p)->table);
+}
+
+/* tenancyd -T: every option's effective value, in the order of --options. */
+static void dump_config(const tn_config *cfg)
+{
+    conf_dump(tn_config_table, cfg, stdout);
+    conf_dump(tenancy_config_table, &cfg->tenancy, stdout);
+    for (const config_part *const *p = config_parts(); *p != NULL; p++)
+        conf_dump((*p)->table, config_part_of(cfg, *p), stdout);
 }
 
 /* The master's hook for a worker that died under a console statement: the audit log is the
@@ -48,7 +106,8 @@ static void audit_died(const tn_config *cfg, const char *audit_id, const char *r
                        const char *how)
 {
     char err[512];
-    if (admin_audit_died(&cfg->admin, audit_id, req_id, how, err, sizeof(err)) != TN_OK)
+    const admin_config *ac = config_part_of(cfg, &admin_part);
+    if (admin_audit_died(ac, audit_id, req_id, how, err, sizeof(err)) != TN_OK)
         log_error("cannot close audit entry %s (%s): %s", audit_id, how, err);
 }
 
@@ -83,6 +142,10 @@ int main(int argc, char **argv)
     const char *path = NULL;
     int test = 0;
     int c;
+    if (compose() != TN_OK) {
+        fprintf(stderr, "tenancyd: too many option tables or request handlers\n");
+        return 1;
+    }
     while ((c = getopt_long(argc, argv, "c:tTVh", longopts, NULL)) != -1) {
         switch (c) {
         case 'c': path = optarg; break;
@@ -114,11 +177,8 @@ int main(int argc, char **argv)
     if (test) {
         int rc = check_app(cfg->app) == TN_OK ? 0 : 1;
         if (rc == 0) {
-            if (test == 2) {
-                conf_dump(tn_config_table, cfg, stdout);
-                conf_dump(tenancy_config_table, &cfg->tenancy, stdout);
-                conf_dump(admin_config_table, &cfg->admin, stdout);
-            }
+            if (test == 2)
+                dump_config(cfg);
             fprintf(stderr, "tenancyd: configuration %s is valid\n", path);
         }
         config_free(cfg);

@@ -80,7 +80,7 @@ typedef struct master {
     child kids[SB_SLOTS];
     int sigfd;
     int wake[2];           /* workers write a byte when their app is ready (read end polled) */
-    int handoff[2];        /* workers pass connections to each other (worker.c) */
+    int handoff[2];        /* workers pass connections to each other (handoff.c) */
     /* ondemand: kept connections the last worker left (see park_take) */
     int parked[PARK_MAX];
     int64_t parked_until[PARK_MAX];
@@ -475,7 +475,7 @@ static void reap(master *m)
 
 /* ---- timeouts and slow requests ---------------------------------------------------------- */
 
-/* Wake a worker's handoff thread (see worker.c): its request has run keepalive_handoff_after,
+/* Wake a worker's handoff thread (see handoff.c): its request has run keepalive_handoff_after,
  * it holds other connections or some wait in the listen queue, and another worker is idle to
  * take them. Once per request. */
 static void ask_handoff(sb_slot *s)
@@ -536,7 +536,7 @@ static int watch_requests(master *m, int64_t now_ms)
             continue;
         int64_t ran_ms = (now_ns - start) / 1000000;
         /* It holds other connections, or new ones wait in the listen queue while a worker
-         * is idle (see hand_off_pending_accepts in worker.c). */
+         * is idle (see hand_off_pending_accepts in handoff.c). */
         if (handoff_after > 0 &&
             __atomic_load_n(&s->handoff_seq, __ATOMIC_RELAXED) != (uint32_t)s->req_seq &&
             (__atomic_load_n(&s->held, __ATOMIC_RELAXED) > 0 ||
@@ -582,7 +582,7 @@ static bool may_spawn(master *m, int64_t now) { return now >= m->next_spawn_ms; 
 /* ---- ondemand: kept connections while no worker runs -------------------------------------
  * An ondemand pool's last worker leaves on pm.idle_timeout holding connections the web
  * server keeps in its cache. Closing them would race with a request the web server may be
- * writing on one right then (lost, a POST answered 502: see worker.c), so the worker passes
+ * writing on one right then (lost, a POST answered 502: see conn.c), so the worker passes
  * them on the handoff socket as to another worker, and with no worker alive the master takes
  * them: it watches them, closes those the web server closes or that stay idle past
  * keepalive_timeout, and when a request arrives on one it starts a worker and passes them

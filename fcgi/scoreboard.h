@@ -59,7 +59,7 @@ typedef struct sb_slot {
     uint32_t held;           /* worker: connections it holds beside the current request */
     uint32_t handoff_seq;    /* master: low bits of the req_seq whose worker it asked to pass
                                 the connections it holds on (a futex word the worker's
-                                handoff thread waits on; see worker.c) */
+                                handoff thread waits on; see handoff.c) */
     char method[8];
     char uri[200];
     char tenant[64];

@@ -225,13 +225,8 @@ static TN_HOT int identify(tn_request *r, int64_t now)
 {
     const tenancy_config *c = ch.env.cfg;
     r->stage = "identify";
-    const char *raw = NULL;
-    for (int i = 0; i < c->nhparams && raw == NULL; i++) {
-        raw = tn_param(r, c->hparams[i]);
-        if (raw != NULL && raw[0] == '\0')
-            raw = NULL;
-    }
-    if (raw == NULL) {
+    int hs = request_route_host(r, (const char *const *)c->hparams, c->nhparams);
+    if (hs == RH_ABSENT) {
         static bool warned;
         if (!warned) {
             warned = true;
@@ -240,10 +235,10 @@ static TN_HOT int identify(tn_request *r, int64_t now)
         }
         return answer(r, 400, NULL, "the request carries no host name");
     }
-    char host[256];
-    size_t hl = tenant_host_normalise(raw, host, sizeof(host));
-    if (hl == 0)
+    if (hs != RH_OK)
         return answer(r, 400, NULL, "invalid host name");
+    const char *host = r->route_host;
+    size_t hl = r->route_host_len;
     if (is_central(host)) {
         r->central = true;
         return TN_OK;

@@ -817,6 +817,7 @@ int main(int argc, char **argv)
     }
 
     conf_error cerr;
+    config_add_part(&cli_admin_part);
     c.cfg = config_load(c.conf_path, &cerr);
     if (c.cfg == NULL) {
         char msg[1024];

@@ -23,6 +23,7 @@
  */
 #include "core/first.h"
 #include "tenancy/cli_int.h"
+#include "admin/config.h"
 #include "core/rc.h"
 
 #include <crypt.h>
@@ -151,6 +152,15 @@ static int write_file(cli *c, const char *path, const buf *b, char *err, size_t 
     return TN_OK;
 }
 
+static int admin_part_finish(tn_config *gen, void *obj, char *err, size_t errlen)
+{
+    return admin_config_finish(obj, &gen->tenancy, gen->arena, err, errlen);
+}
+
+const config_part cli_admin_part = {.name = "admin", .table = admin_config_table,
+                                    .size = sizeof(admin_config),
+                                    .finish = admin_part_finish};
+
 int cli_admin_passwd(cli *c, const cli_args *a)
 {
     const char *user = a->npos > 0 ? a->pos[0] : "admin";
@@ -159,7 +169,8 @@ int cli_admin_passwd(cli *c, const cli_args *a)
     bool from_stdin = cli_opt(a, "--stdin") != NULL, gen = cli_opt(a, "--generate") != NULL;
     if (from_stdin && gen)
         return cli_usage(c, "--stdin and --generate exclude each other");
-    const char *path = c->cfg->admin.password_file;
+    const admin_config *ac = config_part_of(c->cfg, &cli_admin_part);
+    const char *path = ac->password_file;
     char pw[PW_MAX + 2], again[PW_MAX + 2];
     if (gen) {
         if (generate(pw, sizeof(pw)) != 0)

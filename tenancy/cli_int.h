@@ -172,6 +172,9 @@ int cli_domain_remove(cli *c, const cli_args *a);
 int cli_settings_set(cli *c, const cli_args *a);
 int cli_settings_unset(cli *c, const cli_args *a);
 int cli_settings_get(cli *c, const cli_args *a);
+/* The panel's options (admin.*) as a part of the configuration, added by main() before it
+ * reads the file: the command reads admin.password_file. */
+extern const config_part cli_admin_part;
 int cli_admin_passwd(cli *c, const cli_args *a);   /* cli_admin.c */
 int cli_migrate(cli *c, const cli_args *a);   /* migrate, migrate status */
 /* cli_move.c and cli_lifecycle.c: a tenant's storage moved, exported, imported; the end of a

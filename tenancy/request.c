@@ -53,30 +53,100 @@ TN_HOT const char *http_reason(int status)
     }
 }
 
-/* Lower-case host without port; "" when absent. Bracketed IPv6 literals keep brackets. */
+/* ASCII only, without the C library's locale tables: a host name is ASCII, and the tables
+ * are cache lines and a page more for every request to read. */
+static inline char lower_ascii(char c) { return c >= 'A' && c <= 'Z' ? (char)(c + 32) : c; }
+static inline bool digit_ascii(char c) { return c >= '0' && c <= '9'; }
+static inline bool xdigit_ascii(char c)
+{
+    return digit_ascii(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* Is out (n bytes, lower case) a name a tenant can have: LDH labels of 1..63 bytes with no
+ * hyphen at a label's ends, and not an IPv4 literal? */
+static TN_HOT bool host_name_ok(const char *out, size_t n)
+{
+    size_t label = 0, last = 0;
+    for (size_t i = 0; i <= n; i++) {
+        char c = out[i];
+        if (c == '.' || c == '\0') {
+            if (label == 0 || label > 63 || out[i - 1] == '-' || out[i - label] == '-')
+                return false;
+            label = 0;
+            if (c == '.')
+                last = i + 1;
+            continue;
+        }
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
+            return false;
+        label++;
+    }
+    /* An IPv4 literal: browsers (the WHATWG URL rules) and inet_aton() read a name whose last
+     * label is a number - decimal, or hexadecimal after 0x - as an address ("1.2.3.4",
+     * "0x7f.1", "a.123"), so such a name never reaches us as a host name. */
+    const char *tail = out + last;
+    size_t k = 0;
+    if (tail[0] == '0' && tail[1] == 'x') {
+        for (k = 2; xdigit_ascii(tail[k]); k++)
+            ;
+    } else {
+        while (digit_ascii(tail[k]))
+            k++;
+    }
+    return tail[k] != '\0';
+}
+
+TN_HOT size_t request_host_normalise(const char *in, char *out, size_t outlen, bool *valid)
+{
+    *valid = false;
+    if (outlen == 0)
+        return 0;
+    out[0] = '\0';
+    if (in == NULL)
+        return 0;
+    const char *end = in;
+    bool literal = in[0] == '[';
+    if (literal) {
+        /* an IPv6 literal keeps its brackets (and is never a tenant's name) */
+        const char *close = str_chr(in, ']');
+        end = close != NULL ? close + 1 : in + str_len(in);
+    } else {
+        while (*end != '\0' && *end != ':')
+            end++;
+    }
+    size_t n = (size_t)(end - in);
+    if (n > 0 && end[-1] == '.')
+        n--;   /* "acme.example.com." is the same name */
+    if (n >= outlen)
+        return 0;   /* longer than out: no name (and never a valid one: see request.h) */
+    for (size_t i = 0; i < n; i++)
+        out[i] = lower_ascii(in[i]);
+    out[n] = '\0';
+    if (literal || n == 0 || n > 253)
+        return n;
+    if (*end == ':') {
+        /* Only a port may follow. */
+        const char *q = end + 1;
+        if (*q == '\0')
+            return n;
+        for (; *q; q++)
+            if (!digit_ascii(*q))
+                return n;
+    }
+    *valid = host_name_ok(out, n);
+    return n;
+}
+
 TN_HOT const char *request_normalise_host(arena *a, const char *h)
 {
     if (h == NULL || *h == '\0')
         return "";
-    size_t n = str_len(h);
-    const char *end = h + n;
-    if (h[0] == '[') {
-        const char *close = str_chr(h, ']');
-        if (close != NULL)
-            end = close + 1;
-    } else {
-        const char *colon = str_chr(h, ':');
-        if (colon != NULL)
-            end = colon;
-    }
-    if (end > h && end[-1] == '.')
-        end--;   /* "acme.example.com." is the same name */
-    char *out = arena_strndup(a, h, (size_t)(end - h));
+    size_t size = str_len(h) + 1;
+    char *out = arena_alloc(a, size);
     if (out == NULL)
         return "";
-    for (char *p = out; *p; p++)   /* ASCII: no locale table to read on every request */
-        if (*p >= 'A' && *p <= 'Z')
-            *p = (char)(*p + 32);
+    bool valid;
+    request_host_normalise(h, out, size, &valid);
     return out;
 }
 
@@ -125,6 +195,39 @@ TN_HOT void request_init(tn_request *r, const tn_transport *tp, void *tx, arena 
     if (h == NULL || *h == '\0')
         h = param(r, "SERVER_NAME");
     r->host = request_normalise_host(a, h);
+}
+
+TN_HOT int request_route_host(tn_request *r, const char *const *params, int nparams)
+{
+    if (r->route_state != RH_UNSET)
+        return r->route_state;
+    const char *raw = NULL;
+    for (int i = 0; i < nparams && raw == NULL; i++) {
+        raw = param(r, params[i]);
+        if (raw != NULL && raw[0] == '\0')
+            raw = NULL;
+    }
+    r->route_host = "";
+    r->route_state = RH_ABSENT;
+    if (raw == NULL)
+        return r->route_state;
+    /* The name is never longer than the param; past the longest valid name (253) and its
+     * NUL it is invalid anyway. Sized to the name: the request arena stays as small as a
+     * request needs. */
+    size_t size = str_len(raw) + 1;
+    if (size > 254)
+        size = 254;
+    char *out = arena_alloc(r->arena, size);
+    bool valid = false;
+    size_t n = out != NULL ? request_host_normalise(raw, out, size, &valid) : 0;
+    if (n > 0 && valid) {
+        r->route_host = out;
+        r->route_host_len = (uint16_t)n;
+        r->route_state = RH_OK;
+    } else {
+        r->route_state = RH_INVALID;
+    }
+    return r->route_state;
 }
 
 void request_init_detached(tn_request *r, arena *a, buf *headers, buf *out)

@@ -42,7 +42,10 @@ struct tn_request {
     const char *path;         /* the path the handler sees (a path-prefix resolver strips) */
     const char *orig_path;    /* the path as requested */
     const char *query;
-    const char *host;
+    const char *host;         /* HTTP_HOST or SERVER_NAME, normalised ("" when absent: tn_host) */
+    const char *route_host;   /* the name the request is routed by (request_route_host) */
+    uint16_t route_host_len;
+    uint8_t route_state;      /* RH_*: RH_UNSET until request_route_host ran */
     char req_id[40];
     int64_t start_ns;
     int64_t max_body;
@@ -81,8 +84,29 @@ int request_finish(tn_request *r);
 
 static inline bool request_started(const tn_request *r) { return r->started; }
 
-/* Lower-case a host name, drop the port and a trailing dot; "" for NULL. */
+/* The one host-name normaliser. Lower-cases ASCII, drops the port and one trailing dot; a
+ * bracketed IPv6 literal is kept whole, brackets included. Writes the name and its NUL into
+ * out and returns its length (0 and "" when in is NULL or the name does not fit in outlen).
+ * *valid says whether the name is one a tenant can have: LDH labels of 1-63 bytes (xn--
+ * punycode included), 253 bytes in all, nothing but digits after a ':', and no IP literal
+ * (a name whose last label is a decimal or 0x-hexadecimal number counts as one, as it does
+ * for browsers and inet_aton). Every host name of the host goes through it: the request's
+ * (below), the registry's domains, central and base domains, admin.host. */
+size_t request_host_normalise(const char *in, char *out, size_t outlen, bool *valid);
+
+/* request_host_normalise into the arena, whatever its validity; "" for NULL or "". */
 const char *request_normalise_host(arena *a, const char *h);
+
+/* How the request's routing host came out. */
+enum { RH_UNSET = 0, RH_OK, RH_ABSENT, RH_INVALID };
+
+/* The host the request is routed by: the first non-empty of `params` (tenant.host_params),
+ * through request_host_normalise. Computed on the first call and kept on the request
+ * (r->route_host and its length, r->route_state), so the worker's routing, the panel's claim and the
+ * chain's identification read one name; later calls return what the first found (they pass
+ * the same params: the generation's). RH_OK (r->route_host is the valid name), RH_ABSENT
+ * (no param set) or RH_INVALID (r->route_host is ""). */
+int request_route_host(tn_request *r, const char *const *params, int nparams);
 
 /* The HTTP reason phrase for a status code ("Not Found"). */
 const char *http_reason(int status);

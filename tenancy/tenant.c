@@ -8,6 +8,7 @@
 #include "core/arena.h"
 #include "core/buf.h"
 #include "core/rc.h"
+#include "tenancy/request.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -29,15 +30,6 @@ int tenant_state_parse(const char *name)
     return -1;
 }
 
-/* ASCII only, without the C library's locale tables: a host name is ASCII, and the tables
- * are cache lines and a page more for every request to read. */
-static inline char lower_ascii(char c) { return c >= 'A' && c <= 'Z' ? (char)(c + 32) : c; }
-static inline bool digit_ascii(char c) { return c >= '0' && c <= '9'; }
-static inline bool xdigit_ascii(char c)
-{
-    return digit_ascii(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
 TN_HOT bool tenant_slug_valid(const char *slug)
 {
     size_t n = slug ? str_len(slug) : 0;
@@ -55,60 +47,9 @@ TN_HOT size_t tenant_host_normalise(const char *in, char *out, size_t outlen)
 {
     if (in == NULL || outlen < 254)
         return 0;
-    size_t n = 0;
-    const char *p = in;
-    if (*p == '[')
-        return 0;   /* an IPv6 literal: never a tenant */
-    for (; *p && *p != ':'; p++) {
-        if (n >= 253 + 1)
-            return 0;
-        out[n++] = lower_ascii(*p);
-    }
-    if (*p == ':') {
-        /* Only a port may follow. */
-        const char *q = p + 1;
-        if (*q == '\0')
-            return 0;
-        for (; *q; q++)
-            if (!digit_ascii(*q))
-                return 0;
-    }
-    if (n > 0 && out[n - 1] == '.')
-        n--;
-    if (n == 0 || n > 253)
-        return 0;
-    out[n] = '\0';
-    /* LDH labels of 1..63 bytes, no hyphen at a label's ends. */
-    size_t label = 0, last = 0;
-    for (size_t i = 0; i <= n; i++) {
-        char c = out[i];
-        if (c == '.' || c == '\0') {
-            if (label == 0 || label > 63 || out[i - 1] == '-' || out[i - label] == '-')
-                return 0;
-            label = 0;
-            if (c == '.')
-                last = i + 1;
-            continue;
-        }
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
-            return 0;
-        label++;
-    }
-    /* An IPv4 literal: browsers (the WHATWG URL rules) and inet_aton() read a name whose last
-     * label is a number - decimal, or hexadecimal after 0x - as an address ("1.2.3.4",
-     * "0x7f.1", "a.123"), so such a name never reaches us as a host name. */
-    const char *tail = out + last;   /* the last label */
-    size_t k = 0;
-    if (tail[0] == '0' && tail[1] == 'x') {
-        for (k = 2; xdigit_ascii(tail[k]); k++)
-            ;
-    } else {
-        while (digit_ascii(tail[k]))
-            k++;
-    }
-    if (tail[k] == '\0')
-        return 0;
-    return n;
+    bool valid;
+    size_t n = request_host_normalise(in, out, outlen, &valid);
+    return valid ? n : 0;
 }
 
 /* ---- settings: a flat JSON object ------------------------------------------------------- */

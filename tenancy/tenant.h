@@ -50,12 +50,9 @@ int tenant_state_parse(const char *name);   /* -1 when unknown */
  * same rule as a DNS label, so `<slug>.<base domain>` is always a valid host. */
 bool tenant_slug_valid(const char *slug);
 
-/* Validate and normalise a host name in place: lower-case, port and trailing dot removed.
- * Accepts LDH labels of 1–63 bytes (xn-- punycode included), 253 bytes in all; refuses
- * anything else (IP literals included: a tenant is never addressed by IP; a name whose last
- * label is a decimal or 0x-hexadecimal number counts as one, as it does for browsers and
- * inet_aton). Returns the normalised length, or 0 when invalid. out must hold at least 254
- * bytes. */
+/* A host name a tenant can have, normalised: request_host_normalise's name when it says the
+ * name is valid (tenancy/request.h has the rule). Returns the normalised length, or 0 when
+ * invalid. out must hold at least 254 bytes. */
 size_t tenant_host_normalise(const char *in, char *out, size_t outlen);
 
 /* Build one allocation from parts (settings parsed from their JSON text: a flat object of

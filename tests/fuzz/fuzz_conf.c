@@ -4,7 +4,9 @@
  * cross-option checks (tenancy/config.c, core/netaddr.c).
  *
  * The input is the file's bytes. They go through conf_parse_text_targets with the three
- * tables of tenancyd.conf (host, tenancy, admin panel), and through config_load from a memfd, as tenancyd -t reads them.
+ * tables of tenancyd.conf (host, tenancy, admin panel), and through config_load from a
+ * memfd, as tenancyd -t reads them (with the admin panel's table added as a config part, as
+ * fcgi/main.c adds it).
  *
  * Invariants:
  *   - a parse error always names the file and a line within the text (1..lines), with a
@@ -35,24 +37,35 @@ static int placement_key(void *obj, const char *key, const char *value, arena *a
     return tenancy_config_placement(&((tn_config *)obj)->tenancy, key, value, a, err, errlen);
 }
 
-static int parse(const char *text, tn_config *c, arena *a, conf_error *err)
+/* The panel's options as config_load reads them: a part with its checks, as the composition
+ * root adds it (the parse below reaches only the table). */
+static int admin_finish(tn_config *gen, void *obj, char *err, size_t errlen)
+{
+    return admin_config_finish(obj, &gen->tenancy, gen->arena, err, errlen);
+}
+
+static const config_part admin_part = {.name = "admin", .table = admin_config_table,
+                                       .size = sizeof(admin_config), .finish = admin_finish};
+
+static int parse(const char *text, tn_config *c, admin_config *ac, arena *a, conf_error *err)
 {
     memset(c, 0, sizeof(*c));
+    memset(ac, 0, sizeof(*ac));
     c->arena = a;
     conf_target t[] = {{tn_config_table, c},
                        {tenancy_config_table, &c->tenancy},
-                       {admin_config_table, &c->admin}};
+                       {admin_config_table, ac}};
     return conf_parse_text_targets(t, 3, "fuzz.conf", text, a, placement_key, err);
 }
 
-static char *dump(const tn_config *c, size_t *len)
+static char *dump(const tn_config *c, const admin_config *ac, size_t *len)
 {
     char *out = NULL;
     FILE *f = open_memstream(&out, len);
     FZ_ASSERT(f != NULL, "open_memstream");
     conf_dump(tn_config_table, c, f);
     conf_dump(tenancy_config_table, &c->tenancy, f);
-    conf_dump(admin_config_table, &c->admin, f);
+    conf_dump(admin_config_table, ac, f);
     fclose(f);
     return out;
 }
@@ -60,6 +73,7 @@ static char *dump(const tn_config *c, size_t *len)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (memfd < 0) {
+        FZ_ASSERT(config_add_part(&admin_part) == TN_OK, "config_add_part");
         memfd = memfd_create("fuzz_conf", 0);
         FZ_ASSERT(memfd >= 0, "memfd_create");
         snprintf(memfd_path, sizeof(memfd_path), "/proc/self/fd/%d", memfd);
@@ -72,9 +86,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     arena *a = arena_create(0);
     tn_config c;
+    admin_config ac;
     conf_error err;
     memset(&err, 0, sizeof(err));
-    int rc = parse(text, &c, a, &err);
+    int rc = parse(text, &c, &ac, a, &err);
     FZ_ASSERT(rc == TN_OK || rc == TN_INVALID, "conf_parse_text_targets returned %d", rc);
     char msg[1024];
     if (rc != TN_OK) {
@@ -89,15 +104,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         /* The dump parses back to itself. */
         size_t dl, dl2;
-        char *d1 = dump(&c, &dl);
+        char *d1 = dump(&c, &ac, &dl);
         arena *a2 = arena_create(0);
         tn_config c2;
+        admin_config ac2;
         conf_error err2;
-        int rc2 = parse(d1, &c2, a2, &err2);
+        int rc2 = parse(d1, &c2, &ac2, a2, &err2);
         FZ_KNOWN("conf-dump", rc2 == TN_OK, "the dump does not parse: line %d: %s\n%s",
                  err2.line, err2.msg, d1);
         if (rc2 == TN_OK) {
-            char *d2 = dump(&c2, &dl2);
+            char *d2 = dump(&c2, &ac2, &dl2);
             FZ_KNOWN("conf-dump", dl == dl2 && memcmp(d1, d2, dl) == 0,
                      "the dump does not parse back to itself:\n%s----\n%s", d1, d2);
             free(d2);

@@ -1,7 +1,9 @@
 /*
- * fuzz_host.c — host names and tenant identification: tenant_host_normalise and
- * tenant_slug_valid (tenancy/tenant.c), request_normalise_host (tenancy/request.c), and the
- * chain's identify -> state -> theme path (tenancy/chain.c) run for real.
+ * fuzz_host.c — host names and tenant identification: the one normaliser
+ * request_host_normalise and its wrappers request_normalise_host (tenancy/request.c) and
+ * tenant_host_normalise, tenant_slug_valid (tenancy/tenant.c), the routing host a request
+ * computes once (request_route_host), and the chain's identify -> state -> theme path
+ * (tenancy/chain.c) run for real.
  *
  * Why the whole chain and not only the pure functions: the promise is "a request never sees
  * another tenant's data", and that depends on how identify combines the resolvers, the
@@ -24,6 +26,11 @@
  *   tenant_slug_valid      exactly [a-z0-9] or [a-z0-9][a-z0-9-]{0,61}[a-z0-9]; a valid slug
  *                          under a base domain is a valid host that normalises to itself;
  *   request_normalise_host no upper-case ASCII, no port;
+ *   request_host_normalise its name is request_normalise_host's, and it calls the name valid
+ *                          exactly when tenant_host_normalise accepts it (and then gives the
+ *                          same name);
+ *   request_route_host     the routing host the chain read is tenant_host_normalise's name of
+ *                          the TENANT_HOST param, or none when that refuses it;
  *   the chain              the status and the tenant the handler sees are the ones a model of
  *                          the documented rules gives (resolvers subdomain, host, header, path
  *                          in that order; central domain first; invalid host 400; a path with
@@ -267,6 +274,17 @@ static void check_names(const char *h)
         FZ_ASSERT(!(*p >= 'A' && *p <= 'Z'), "request_normalise_host kept upper case: %s", rh);
     if (in[0] != '[')
         FZ_ASSERT(strchr(rh, ':') == NULL, "request_normalise_host kept a port: %s", rh);
+    size_t il = strlen(in);
+    char *one = malloc(il + 1);
+    bool valid;
+    size_t ol = request_host_normalise(in, one, il + 1, &valid);
+    FZ_ASSERT(strlen(one) == ol && strcmp(one, rh) == 0,
+              "request_host_normalise('%s') = '%s', request_normalise_host '%s'", in, one, rh);
+    FZ_ASSERT(valid == (n > 0), "request_host_normalise('%s') valid %d, tenant_host_normalise %zu",
+              in, valid, n);
+    if (valid)
+        FZ_ASSERT(strcmp(one, o) == 0, "'%s': '%s' and '%s'", in, one, o);
+    free(one);
     free(o);
     free(in);
 }
@@ -428,6 +446,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     request_finish(&r);
     int status = r.status;
     chain_finish(&r, status);
+    if (r.route_state == RH_OK || r.route_state == RH_INVALID) {
+        char norm[254];
+        size_t nl = tenant_host_normalise(host, norm, sizeof(norm));
+        FZ_ASSERT(r.route_state == RH_OK ? nl > 0 && strcmp(r.route_host, norm) == 0 : nl == 0,
+                  "host '%s': the routing host is '%s' (state %d)", host, r.route_host,
+                  r.route_state);
+    }
 
     struct expect e;
     model(host, uri, hdr, trusted, method, &e);

@@ -9,7 +9,7 @@
  * cluster) "handle_pg" runs the same tests on a PostgreSQL registry. */
 #include "core/first.h"
 #include "admin/admin.h"
-#include "admin/admin_int.h"
+#include "admin/pages.h"
 #include "core/conf.h"
 #include "tenancy/registry.h"
 

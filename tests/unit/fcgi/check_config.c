@@ -77,6 +77,59 @@ START_TEST(test_every_option_has_help_and_valid_default)
 }
 END_TEST
 
+/* A part the composition root adds: its keys are read into its own struct of each
+ * generation, its check runs after the host's and the chain's, and its refusal refuses the
+ * generation. Without the part, its keys are unknown. */
+struct part_opts {
+    int n;
+    const char *word;
+};
+static const conf_opt part_table[] = {
+    {"part.n", CONF_INT, offsetof(struct part_opts, n), "7", 0, 100, NULL, 0, "a number"},
+    {"part.word", CONF_STR, offsetof(struct part_opts, word), "", 0, 0, NULL, 0, "a word"},
+    {NULL, 0, 0, NULL, 0, 0, NULL, 0, NULL},
+};
+
+static int part_finish(tn_config *gen, void *obj, char *err, size_t errlen)
+{
+    const struct part_opts *p = obj;
+    if (strcmp(p->word, "no") == 0)
+        return tn_errf(err, errlen, TN_INVALID, "part.word: no (%d children)", gen->max_children);
+    return TN_OK;
+}
+
+static const config_part part = {"part", part_table, sizeof(struct part_opts), part_finish};
+
+START_TEST(test_parts)
+{
+    conf_error err;
+    char msg[1024];
+    tn_config *c = load_text("app = /x.so\npart.n = 3\n", &err);
+    ck_assert_ptr_null(c);
+    ck_assert_int_eq(err.line, 2);   /* not added yet: an unknown option */
+    ck_assert_ptr_eq(config_parts()[0], NULL);
+
+    ck_assert_int_eq(config_add_part(&part), TN_OK);
+    ck_assert_ptr_eq(config_parts()[0], &part);
+    c = load_text("app = /x.so\n[part]\nn = 3\n", &err);
+    ck_assert_ptr_nonnull(c);
+    const struct part_opts *p = config_part_of(c, &part);
+    ck_assert_int_eq(p->n, 3);
+    ck_assert_str_eq(p->word, "");
+    config_free(c);
+
+    c = load_text("app = /x.so\npm.max_children = 9\npart.word = no\n", &err);
+    ck_assert_ptr_null(c);
+    conf_error_format(&err, msg, sizeof(msg));
+    ck_assert_msg(strstr(msg, "part.word: no (9 children)") != NULL, "%s", msg);
+
+    for (int i = 1; i < TN_MAX_CONFIG_PARTS; i++)
+        ck_assert_int_eq(config_add_part(&part), TN_OK);
+    ck_assert_int_eq(config_add_part(&part), TN_INVALID);
+    config_clear_parts();   /* the cases after it read files without the part */
+}
+END_TEST
+
 Suite *config_suite(void);
 Suite *config_suite(void)
 {
@@ -85,6 +138,7 @@ Suite *config_suite(void)
     tcase_add_test(tc, test_minimal_and_defaults);
     tcase_add_test(tc, test_sections_and_errors);
     tcase_add_test(tc, test_every_option_has_help_and_valid_default);
+    tcase_add_test(tc, test_parts);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -7,9 +7,11 @@ Suite *config_suite(void);
 Suite *listen_suite(void);
 Suite *guard_suite(void);
 Suite *accesslog_suite(void);
+Suite *handler_suite(void);
 
 int main(void)
 {
-    Suite *s[] = {proto_suite(), config_suite(), listen_suite(), guard_suite(), accesslog_suite()};
+    Suite *s[] = {proto_suite(), config_suite(),    listen_suite(),
+                  guard_suite(), accesslog_suite(), handler_suite()};
     return run_suites(s, (int)TN_ARRAY_LEN(s));
 }

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 Suite *tenant_suite(void);
+Suite *request_suite(void);   /* check_request.c: the host normaliser, the routing host */
 Suite *lookup_suite(void);
 Suite *appcache_suite(void);
 Suite *chain_suite(void);
@@ -72,9 +73,9 @@ int main(void)
         return 99;
     }
     registry_tests_init(dir, pg);
-    Suite *s[] = {tenant_suite(),  lookup_suite(),        appcache_suite(),
-                  chain_suite(),   registry_suite(false), registry_suite(true),
-                  dump_suite(),    rolekey_suite()};
+    Suite *s[] = {tenant_suite(),  request_suite(),       lookup_suite(),
+                  appcache_suite(), chain_suite(),        registry_suite(false),
+                  registry_suite(true), dump_suite(),     rolekey_suite()};
     int rc = run_suites(s, (int)TN_ARRAY_LEN(s));
     remove_dir(dir);
     return rc;

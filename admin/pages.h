@@ -1,92 +1,26 @@
 /*
- * admin_int.h — what the files of admin/ share (the .c files of admin/ only).
+ * pages.h — the panel's pages and what they share (the .c files of admin/ only): logins and
+ * sessions (auth.c; sessions.c keeps their tables), the fleet and one tenant (fleet.c), the
+ * schema explorer (schema.c), the SQL console (console.c), the actions (actions.c), the audit
+ * log (audit.c), the host page (host.c). router.c calls the page functions; the pages build on
+ * the page kit (page.h) and never call the router.
  *
- * Shape: http.c owns admin_handle(): the per-request context (adm_req), the router, the
- * page frame and the response headers every answer carries. auth.c owns logins, sessions,
- * CSRF and throttling (sessions.c their tables); fleet.c the fleet and tenant pages; schema.c the schema explorer and
- * the table browser; console.c the SQL console; actions.c the actions; audit.c the audit
- * log; host.c the host page; store.c opening one tenant's storage. Pages are built in one buffer
- * (a->out) and sent whole, so an error found half-way can still answer with its own status.
- *
- * Must not: be included outside admin/; write anything to a page that did not pass
- * buf_html/buf_json_str/buf_csv (or is a constant of ours); put an identifier into SQL
- * except through db_quote_ident.
+ * Must not: be included outside admin/; put an identifier into SQL except through
+ * db_quote_ident.
  */
-#ifndef TN_ADMIN_INT_H
-#define TN_ADMIN_INT_H
+#ifndef TN_ADMIN_PAGES_H
+#define TN_ADMIN_PAGES_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "admin/admin.h"
-#include "core/buf.h"
+#include "admin/page.h"
 #include "core/sha256.h"
 #include "storage/db.h"
 #include "storage/target.h"
 #include "tenancy/registry.h"
-#include "tenancy/request.h"
 #include "tenancy/tenant.h"
-
-/* Per-process state (one worker). */
-typedef struct admin_state {
-    admin_env env;
-    bool ready;
-    registry *reg;
-    int64_t reg_retry_ms;
-    buf out;                      /* the page or document being built */
-    char css_etag[24], js_etag[24];
-} admin_state;
-
-extern admin_state adm;
-
-typedef struct adm_req {
-    tn_request *r;
-    const char *path;             /* tn_path */
-    const char *client;           /* REMOTE_ADDR ("" when absent) */
-    bool post;
-    bool https;
-    const char *body;             /* POST form body (NUL-terminated) */
-    size_t body_len;
-    /* the session, when there is one */
-    const char *user;
-    const char *csrf;
-    buf *out;
-    const char *flash;            /* a message shown at the top of the next page */
-} adm_req;
-
-/* ---- http.c: responses and the page frame ------------------------------------------------ */
-
-/* The registry connection (opened on first use; NULL and an error page already sent when it
- * cannot be reached: callers return at once). */
-registry *adm_registry(adm_req *a);
-/* After a registry error that may have broken the connection. */
-void adm_registry_failed(adm_req *a);
-
-/* Form field of a POST body, or query argument of a GET; NULL when absent. */
-const char *adm_form(adm_req *a, const char *name);
-const char *adm_arg(adm_req *a, const char *name);
-
-/* The frame of every page after login: head, left navigation, main. `nav`: "fleet",
- * "host", "audit", "new" or a tenant slug (shows its sub-navigation). */
-void page_begin(adm_req *a, const char *title, const char *nav, const char *tenant);
-void page_end(adm_req *a);
-
-/* Send a->out as a page (text/html) or a document with the given type. */
-int send_html(adm_req *a, int status);
-int send_doc(adm_req *a, int status, const char *type, const char *disposition);
-/* A page with a title and one message (escaped). */
-int send_message(adm_req *a, int status, const char *title, const char *msg);
-/* 303 See Other to a path of the panel. */
-int send_redirect(adm_req *a, const char *location);
-/* {"error": msg} with the status (for /api/). */
-int send_json_error(adm_req *a, int status, const char *msg);
-
-/* Hidden CSRF field for a form. */
-void put_csrf(adm_req *a);
-
-/* Percent-encode s for a URL path segment or query value. */
-void put_url(buf *b, const char *s);
 
 /* ---- auth.c -------------------------------------------------------------------------------- */
 

@@ -1,0 +1,239 @@
+/*
+ * handoff.c — passing the connections a worker holds to the other workers (see worker.h).
+ *
+ * To free itself — when a request has run for keepalive_handoff_after while other workers
+ * are idle, or when it leaves (recycle, scale-down, reload) — a worker passes the
+ * connections it is not serving to the other workers over a datagram socket they all share
+ * (SCM_RIGHTS): the connection stays open throughout, and a request written meanwhile waits
+ * in its socket buffer for the worker that takes it.
+ *
+ * The handoff thread. While a request runs, the main thread is in app code and cannot look
+ * at its other connections, so passing them is the job of a second thread that sleeps on a
+ * futex word in the worker's scoreboard slot (handoff_seq). The master, which already
+ * watches every request's start, wakes it when the request has run keepalive_handoff_after
+ * and another worker is idle. The connection table is guarded by conns_mu, which the main
+ * thread holds at all times except while it serves a request (serve_one touches no other
+ * connection), so the thread acts only then, and only for the request it was woken for. A
+ * fast request pays two uncontended mutex operations and one store; passing at the start of
+ * every request instead would cost CPU on every request under load, moving connections
+ * back and forth between workers that were idle for a moment only.
+ *
+ * Must not: pass the connection being served, or act without conns_mu.
+ */
+#include "core/first.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/netaddr.h"
+#include "fcgi/worker_int.h"
+
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+bool handoff_send(int sock, int fd, const handoff_msg *msg)
+{
+    struct iovec iov = {.iov_base = (void *)msg, .iov_len = sizeof(*msg)};
+    union {
+        struct cmsghdr h;
+        char b[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof(ctl));
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+                        .msg_controllen = sizeof(ctl.b)};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    return sock >= 0 && sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(*msg);
+}
+
+int handoff_recv(int sock, handoff_msg *msg)
+{
+    for (;;) {
+        memset(msg, 0, sizeof(*msg));
+        msg->tag = 'k';
+        struct iovec iov = {.iov_base = msg, .iov_len = sizeof(*msg)};
+        union {
+            struct cmsghdr h;
+            char b[CMSG_SPACE(sizeof(int))];
+        } ctl;
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+                            .msg_controllen = sizeof(ctl.b)};
+        ssize_t got = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (got < 0)
+            return -1;   /* none left (or another process took it) */
+        int fd = -1;
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm != NULL; cm = CMSG_NXTHDR(&mh, cm))
+            if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+                cm->cmsg_len == CMSG_LEN(sizeof(int)))
+                memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+        if (got != (ssize_t)sizeof(*msg))
+            msg->req_start_ms = 0;
+        if (fd >= 0)
+            return fd;
+    }
+}
+
+/* Pass a connection this worker holds but is not serving to whichever worker reads the
+ * handoff socket next (see the banner). False when it could not be sent (no handoff socket,
+ * or its queue is full): the connection then stays here, untouched. */
+bool conn_hand_off(worker *w, struct conn *c)
+{
+    handoff_msg msg = {.tag = c->kept ? 'k' : 'n', .req_start_ms = c->req_start_ms};
+    if (!handoff_send(w->args->handoff[0], c->fd, &msg))
+        return false;
+    /* The copy in flight keeps the socket open, and with it our epoll registration (epoll
+     * forgets a socket only when its last reference goes): remove it before closing ours. */
+    if (c->registered)
+        epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    sb_inc(&w->sb->pool.keepalive_released);
+    conn_drop(w, c);
+    return true;
+}
+
+/* A slow request must not hold up the requests the web server sends on this worker's other
+ * connections: on a kept one it may send its next request at any time, and a new one
+ * accepted beside the slow request may hold a request already. Another worker could serve
+ * them at once: pass every one not being served on — a request already waiting in one
+ * included (the worker that takes it serves it at once), and one only partly there (seen
+ * while the web server was still writing it: its first-byte time goes with it). Called by
+ * the handoff thread, conns_mu held. */
+static void hand_off_held(worker *w)
+{
+    if (w->nconns == 0 || w->args->handoff[0] < 0)
+        return;
+    for (int i = w->nconns - 1; i >= 0; i--) {
+        struct conn *c = &w->conns[i];
+        if (c->serving)
+            continue;
+        if (!conn_hand_off(w, c))
+            return;   /* the queue is full: keep the rest */
+    }
+}
+
+/* Connections still in the listen queue while this worker is busy and others are idle: the
+ * listen socket is in every worker's epoll set with EPOLLEXCLUSIVE, so the wakeup for two
+ * connections that arrive together may reach this worker alone, which took one and is now
+ * in a slow request while the other waits for it. Accept them here and pass them on, as many
+ * as there are idle workers. Not where allowed_clients must be checked (that check logs, and
+ * this thread does not). A connection that cannot be passed stays here, served after the
+ * slow request. Called by the handoff thread, with conns_mu held. */
+static void hand_off_pending_accepts(worker *w, int64_t now)
+{
+    if (w->args->handoff[0] < 0 ||
+        (!w->args->lis->is_unix && !netaddr_list_any(w->cfg->allowed)))
+        return;
+    int idle = __atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED);
+    /* Its own shard first: no other worker accepts there. */
+    int lfd = w->args->shard_fd >= 0 ? w->args->shard_fd : w->args->lis->fd;
+    for (int k = 0; k < idle && w->nconns < w->max_conns; k++) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0 && lfd != w->args->lis->fd) {
+            lfd = w->args->lis->fd;
+            fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        }
+        if (fd < 0)
+            return;   /* none waiting (the listen sockets are non-blocking) */
+        sb_inc(&w->sb->pool.accepted);
+        struct conn *c = conn_add(w, fd, now);
+        if (c == NULL)
+            return;
+        mark_ready(w, c);
+        conn_hand_off(w, c);
+    }
+}
+
+static long futex(uint32_t *word, int op, uint32_t val)
+{
+    return syscall(SYS_futex, word, op, val, NULL, NULL, 0);
+}
+
+/* The handoff thread (see the banner): waits for the master's word, then passes this
+ * worker's other connections on if the request it was woken for is still running. */
+static void *handoff_thread(void *arg)
+{
+    worker *w = arg;
+    sb_slot *s = w->slot;
+    uint32_t seen = __atomic_load_n(&s->handoff_seq, __ATOMIC_ACQUIRE);
+    for (;;) {
+        uint32_t v = __atomic_load_n(&s->handoff_seq, __ATOMIC_ACQUIRE);
+        if (v == seen) {
+            futex(&s->handoff_seq, FUTEX_WAIT, v);   /* shared memory: not FUTEX_PRIVATE */
+            continue;
+        }
+        seen = v;
+        pthread_mutex_lock(&w->conns_mu);
+        if ((uint32_t)__atomic_load_n(&s->req_seq, __ATOMIC_ACQUIRE) == v &&
+            __atomic_load_n(&s->req_start_ns, __ATOMIC_ACQUIRE) != 0) {
+            hand_off_held(w);
+            hand_off_pending_accepts(w, clock_mono_ms());
+        }
+        pthread_mutex_unlock(&w->conns_mu);
+    }
+    return NULL;
+}
+
+/* Start the handoff thread with every signal blocked: signals sent to the worker (stop,
+ * SIGALRM, the parent-death SIGUSR2) must reach the main thread. False when it could not be
+ * started: the worker then works as before, without passing connections while it serves. */
+bool handoff_start_thread(worker *w)
+{
+    if (w->args->handoff[0] < 0 || w->cfg->keepalive_handoff_after_ms <= 0 ||
+        w->cfg->keepalive_timeout_ms <= 0)
+        return false;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&at, 64 * 1024);
+    pthread_t t;
+    int rc = pthread_create(&t, &at, handoff_thread, w);
+    pthread_attr_destroy(&at);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        log_warn("cannot start the handoff thread (%s): a slow request may hold up requests on "
+                 "this worker's kept connections", strerror(rc));
+        return false;
+    }
+    return true;
+}
+
+/* Take the connections other workers passed on, while the table has room. A request may
+ * already be waiting on one: each is looked at at once. */
+void handoff_take(worker *w, int64_t now)
+{
+    int sock = w->args->handoff[1];
+    while (sock >= 0 && w->nconns < w->max_conns) {
+        handoff_msg msg;
+        int fd = handoff_recv(sock, &msg);
+        if (fd < 0)
+            return;   /* none left (or another worker took it) */
+        struct conn *c = conn_add(w, fd, now);
+        if (c == NULL)
+            continue;
+        c->kept = msg.tag != 'n';
+        mark_ready(w, c);
+        c->deadline_ms = now + w->cfg->keepalive_timeout_ms;
+        if (msg.req_start_ms > 0) {
+            /* a request partly there: its bound runs from its first byte, as before */
+            c->req_start_ms = msg.req_start_ms;
+            c->deadline_ms = conn_header_deadline(w, msg.req_start_ms);
+        }
+    }
+}
+
+/* Another worker that is idle or serving (this one being SB_EXITING): one that will read
+ * the handoff socket. */
+bool handoff_others_running(worker *w)
+{
+    return __atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED) +
+               __atomic_load_n(&w->sb->pool.active_workers, __ATOMIC_RELAXED) > 0;
+}

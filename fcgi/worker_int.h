@@ -1,0 +1,149 @@
+/*
+ * worker_int.h — what the files of a worker share (fcgi/worker.c, conn.c, handoff.c,
+ * serve.c, reqlog.c, route.c only).
+ *
+ * Shape: worker.c owns the process (signals, set-up, the loop, leaving); conn.c the
+ * connection table; handoff.c passing connections to other workers and the thread that does
+ * it while a request runs; serve.c one request (the pre-check, libfcgi, the handlers, the
+ * answer); reqlog.c the access-log line; route.c fcgi's own request handlers and what the
+ * worker offers every handler. One worker per process: its state is one struct (below),
+ * static in worker.c, and the few words a signal handler reads are plain globals.
+ *
+ * Must not: be included outside those files.
+ */
+#ifndef TN_FCGI_WORKER_INT_H
+#define TN_FCGI_WORKER_INT_H
+
+#include <fcgiapp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/buf.h"
+#include "fcgi/accesslog.h"
+#include "fcgi/app.h"
+#include "fcgi/worker.h"
+#include "tenancy/handler.h"
+#include "tenancy/request.h"
+
+#define MAX_CONNS 1024      /* connections one worker holds at most (fewer if RLIMIT_NOFILE) */
+#define PEEK_SLACK 16384   /* record headers and padding around max_params */
+#define LISTEN_TAG UINT64_MAX
+#define HANDOFF_TAG (UINT64_MAX - 1)
+#define SHARD_TAG (UINT64_MAX - 2)
+
+struct conn {
+    int fd;
+    bool kept;            /* served a request before (FCGI_KEEP_CONN) */
+    bool ready;           /* epoll said readable (edge-triggered) and we have not looked */
+    bool registered;      /* in the epoll set (added only when it has to wait) */
+    bool serving;         /* a request of it is being served: not to be released */
+    bool rcvtimeo;        /* SO_RCVTIMEO set (see arm_read_timeout in serve.c) */
+    int64_t deadline_ms;  /* close when idle (or incomplete) past this */
+    int64_t req_start_ms; /* first byte of a request not yet complete (0: none) */
+    uint64_t ready_seq;   /* when it became ready, in the order epoll reported it */
+};
+
+typedef struct worker {
+    const worker_args *args;
+    const tn_config *cfg;
+    scoreboard *sb;
+    sb_slot *slot;
+    tn_app_module mod;
+    int ep;
+    pthread_mutex_t conns_mu;   /* the table: held by the main thread except in serve_one */
+    struct conn conns[MAX_CONNS];
+    int nconns;
+    int max_conns;
+    bool intake_paused;    /* table full: listen and handoff sockets out of the epoll set */
+    FCGX_Request fx;
+    arena *req_arena;
+    buf headers, out, line;
+    unsigned char *peek;   /* max_params + PEEK_SLACK: room for every checked param */
+    size_t peek_size;
+    uint64_t served;
+    uint64_t max_requests;
+    uint64_t req_counter;
+    uint64_t ready_seq;    /* the last conn.ready_seq given */
+    alog *alog;            /* the access log (NULL: off) */
+    uint32_t log_gen;
+    int64_t idle_since_ms;
+    int64_t now_ns;        /* the clock as of the last read: after a wait, after a request */
+    sigset_t wait_mask;    /* the mask while in epoll_pwait: stop signals unblocked */
+} worker;
+
+/* ---- worker.c: what the SIGALRM handler needs, written before a request's bytes are read */
+
+extern volatile sig_atomic_t alarm_fd;
+extern volatile sig_atomic_t alarm_may_answer;
+extern volatile sig_atomic_t alarm_armed;
+extern unsigned char alarm_reply[256];
+extern volatile sig_atomic_t alarm_reply_len;
+extern alog *volatile alarm_alog;   /* its gathered lines are written before the exit */
+/* The master died while a request was being set up (see on_master_gone). */
+extern volatile sig_atomic_t master_gone;
+void arm_master_gone_timer(void);
+
+/* ---- conn.c: the connection table ----------------------------------------------------- */
+
+static inline struct conn *conn_find(worker *w, int fd)
+{
+    for (int i = 0; i < w->nconns; i++)
+        if (w->conns[i].fd == fd)
+            return &w->conns[i];
+    return NULL;
+}
+
+/* A request (or the peer's close) is waiting on c: it queues behind the ones already waiting. */
+static inline void mark_ready(worker *w, struct conn *c)
+{
+    if (!c->ready) {
+        c->ready = true;
+        c->ready_seq = ++w->ready_seq;
+    }
+}
+
+/* Drop a connection from the table. Its descriptor is closed by the caller (or already);
+ * closing removes it from the epoll set, so no EPOLL_CTL_DEL is needed. */
+static inline void conn_forget(worker *w, struct conn *c)
+{
+    *c = w->conns[--w->nconns];
+}
+
+void conn_close_fd(const worker *w, int fd);
+void conn_close(worker *w, struct conn *c);
+void conn_drop(worker *w, struct conn *c);
+int64_t conn_header_deadline(const worker *w, int64_t start_ms);
+bool conn_register(worker *w, struct conn *c);
+struct conn *conn_add(worker *w, int fd, int64_t now);
+bool conn_has_input(int fd);
+bool conn_accept(worker *w, int lfd, int64_t now);
+struct conn *conn_oldest_ready(worker *w);
+void conn_set_intake(worker *w);
+int conn_table_size(void);
+
+/* ---- handoff.c: passing connections on ----------------------------------------------- */
+
+bool conn_hand_off(worker *w, struct conn *c);
+bool handoff_start_thread(worker *w);
+void handoff_take(worker *w, int64_t now);
+bool handoff_others_running(worker *w);
+
+/* ---- reqlog.c: the access log ----------------------------------------------------------- */
+
+void reqlog_open(worker *w);
+void reqlog_check_reopen(worker *w);
+void reqlog_line(worker *w, const tn_request *r, int status, int64_t us);
+
+/* ---- serve.c: one request --------------------------------------------------------------- */
+
+void serve_conn(worker *w, struct conn *c, int64_t now);
+
+/* ---- route.c: fcgi's own handlers (fcgi/route.h), what the worker offers every handler - */
+
+/* The worker's side of a handler's environment (status document, pending id). */
+void route_host_env(worker *w, tn_handler_env *env);
+
+#endif
