@@ -1,5 +1,5 @@
 /*
- * cli.c — `tenancy`, the command line of the tenant registry: main(), the command table,
+ * main.c — `tenancy`, the command line of the tenant registry: main(), the command table,
  * argument parsing, configuration, errors and output (see cli_int.h for the shape).
  *
  *   tenancy [-c FILE] [--json] COMMAND [ARGS]     (every command: tenancy -h, tenancy(1))
@@ -11,7 +11,7 @@
  * after a failure, or echo a PostgreSQL conninfo (it may hold a password).
  */
 #include "core/first.h"
-#include "tenancy/cli_int.h"
+#include "cli/cli_int.h"
 #include "core/clock.h"
 #include "core/conf.h"
 #include "core/log.h"
@@ -54,7 +54,7 @@ static const cli_optdef list_opts[] = {{"--state", CLI_VALUE, "STATE"},
                                        {NULL, 0, NULL}};
 static const cli_optdef set_opts[] = {{"--max-workers", CLI_VALUE, "N"}, {NULL, 0, NULL}};
 static const cli_optdef domain_add_opts[] = {{"--primary", CLI_FLAG, NULL}, {NULL, 0, NULL}};
-/* tenancy migrate (cli_migrate.c) */
+/* tenancy migrate (cli/migrate.c) */
 static const cli_optdef migrate_opts[] = {{"--all", CLI_FLAG, NULL},
                                           {"-j", CLI_VALUE, "N"},
                                           {"--canary", CLI_VALUE, "K"},
@@ -62,11 +62,11 @@ static const cli_optdef migrate_opts[] = {{"--all", CLI_FLAG, NULL},
                                           {"--status", CLI_FLAG, NULL},
                                           {NULL, 0, NULL}};
 
-/* tenancy admin passwd (cli_admin.c) */
+/* tenancy admin passwd (cli/admin.c) */
 static const cli_optdef admin_passwd_opts[] = {{"--stdin", CLI_FLAG, NULL},
                                                {"--generate", CLI_FLAG, NULL},
                                                {NULL, 0, NULL}};
-/* tenancy move, export, import, purge (cli_move.c, cli_lifecycle.c) */
+/* tenancy move, export, import, purge (cli/move.c, cli/lifecycle.c) */
 static const cli_optdef move_opts[] = {{"--to", CLI_VALUE, "PLACEMENT"},
                                        {"--drop-source", CLI_FLAG, NULL},
                                        {"--drain", CLI_VALUE, "SECONDS"},
@@ -129,7 +129,7 @@ static const cli_cmd commands[] = {
      "set the admin panel's password of USER (default admin): asked twice, read from stdin, "
      "or generated and printed",
      cli_admin_passwd, CLI_NO_REGISTRY},
-    /* cli_move.c, cli_lifecycle.c */
+    /* cli/move.c, cli/lifecycle.c */
     {"move", "SLUG", 1, 1, move_opts,
      "move a tenant's storage to another placement (copied, verified, then switched)",
      cli_move, 0},
@@ -369,17 +369,6 @@ void cli_put_cell(FILE *f, const char *s, int width)
         fputc(' ', f);
 }
 
-void cli_time(int64_t t, char *out, size_t n)
-{
-    out[0] = '\0';
-    if (t <= 0)
-        return;
-    time_t tt = (time_t)t;
-    struct tm tm;
-    if (gmtime_r(&tt, &tm) != NULL)
-        strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 void cli_json_tenant(buf *b, const tenant_rec *t, const registry_domain *d, int nd)
 {
     char ts[32];
@@ -397,10 +386,10 @@ void cli_json_tenant(buf *b, const tenant_rec *t, const registry_domain *d, int 
     buf_json_str(b, t->storage);
     buf_puts(b, ",\"max_workers\":");
     buf_i64(b, t->max_workers);
-    cli_time(t->created_at, ts, sizeof(ts));
+    ops_utc_time(t->created_at, ts, sizeof(ts));
     buf_puts(b, ",\"created_at\":");
     buf_json_str(b, ts);
-    cli_time(t->updated_at, ts, sizeof(ts));
+    ops_utc_time(t->updated_at, ts, sizeof(ts));
     buf_puts(b, ",\"updated_at\":");
     buf_json_str(b, ts);
     buf_puts(b, ",\"primary_domain\":");
@@ -475,46 +464,19 @@ static int mkdir_p(const char *path, char *err, size_t errlen)
     return TN_OK;
 }
 
-void cli_flush_now(registry *r)
+void cli_ops_env(cli *c, ops_env *e)
 {
-    char ignored[256];   /* a failure here: the parent's cli_flush_all says it */
-    if (r != NULL)
-        (void)registry_flush(r, ignored, sizeof(ignored));
-}
-
-void cli_flush_due(registry *r, int64_t *flushed_ms)
-{
-    int64_t now = clock_mono_ms();
-    if (now - *flushed_ms < CLI_FLUSH_MS)
-        return;
-    cli_flush_now(r);
-    *flushed_ms = now;
-}
-
-int cli_flush_all(cli *c, char *err, size_t errlen)
-{
-    const tenancy_config *tc = &c->cfg->tenancy;
-    int rc = TN_OK;
-    if (c->reg == NULL)
-        rc = registry_open(tc->registry_uri, tc->gen_path, &c->reg, err, errlen);
-    return rc == TN_OK ? registry_flush(c->reg, err, errlen) : rc;
-}
-
-void cli_preload_drivers(const cli *c)
-{
-    const tenancy_config *tc = &c->cfg->tenancy;
-    char err[256];
-    (void)db_preload(tc->registry_uri, err, sizeof(err));
-    for (int i = 0; i < tc->nplacements; i++)
-        if (tc->placements[i].server != NULL)
-            (void)db_preload(tc->placements[i].server, err, sizeof(err));
+    memset(e, 0, sizeof(*e));
+    e->tc = &c->cfg->tenancy;
+    e->conf_path = c->conf_path;
+    e->reg = c->reg;
 }
 
 /* The owner `user`/`group` of tenancyd.conf: the workers run as them and must open the
  * registry, and SQLite in WAL mode writes a -shm file beside the database even to read it.
  * So when root runs init, the state_dir, the SQLite file and the generation file are given
  * to them. *uid stays -1 when there is nothing to do. */
-int cli_workers_owner(const tn_config *cfg, uid_t *uid, gid_t *gid, char *err, size_t errlen)
+int cli_workers_owner(const cli_config *cfg, uid_t *uid, gid_t *gid, char *err, size_t errlen)
 {
     *uid = (uid_t)-1;
     *gid = (gid_t)-1;
@@ -817,7 +779,7 @@ int main(int argc, char **argv)
     }
 
     conf_error cerr;
-    c.cfg = config_load(c.conf_path, &cerr);
+    c.cfg = cli_config_load(c.conf_path, &cerr);
     if (c.cfg == NULL) {
         char msg[1024];
         conf_error_format(&cerr, msg, sizeof(msg));
@@ -831,7 +793,7 @@ int main(int argc, char **argv)
         status = cmd->run(&c, &a);
     status = finish(&c, status);
     registry_close(c.reg);
-    config_free(c.cfg);
+    cli_config_free(c.cfg);
     buf_free(&c.out);
     return status;
 }

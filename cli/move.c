@@ -1,5 +1,5 @@
 /*
- * cli_move.c — `tenancy move`, `tenancy export` and `tenancy import`: a tenant's storage
+ * move.c — `tenancy move`, `tenancy export` and `tenancy import`: a tenant's storage
  * copied to another placement, to a dump file, or from one.
  *
  * A move (ADR 0015 of tenancy-node, adapted): the tenant goes to state moving (the host
@@ -29,7 +29,7 @@
  * counts have been compared.
  */
 #include "core/first.h"
-#include "tenancy/cli_int.h"
+#include "cli/cli_int.h"
 #include "core/clock.h"
 #include "core/rc.h"
 #include "storage/copy.h"
@@ -162,8 +162,11 @@ static int target_begin(job *j, const char *version, bool force_defs, const char
 
     /* The app's migrations, when they give exactly the tenant's version. */
     char mdir[4096] = "";
-    if (j->tc->migrations != NULL && j->tc->migrations[0] != '\0')
-        cli_conf_path(j->c, j->tc->migrations, mdir, sizeof(mdir));
+    if (j->tc->migrations != NULL && j->tc->migrations[0] != '\0') {
+        ops_env e;
+        cli_ops_env(j->c, &e);
+        ops_conf_path(&e, j->tc->migrations, mdir, sizeof(mdir));
+    }
     j->why_defs = "copied from the source's definitions";
     if (force_defs) {
         j->why_defs = "copied from the source's definitions (--copy-definitions)";

@@ -1,6 +1,6 @@
 /*
- * cli_lifecycle.c — the end of a tenant's life and the check of the whole: `tenancy tenant
- * restore`, `tenancy purge` and `tenancy check` (`tenant delete` is in cli_tenant.c).
+ * lifecycle.c — the end of a tenant's life and the check of the whole: `tenancy tenant
+ * restore`, `tenancy purge` and `tenancy check` (`tenant delete` is in cli/tenant.c).
  *
  * Delete is soft: state deleting (the host answers 404) with deleted_at; for
  * storage.delete_grace the tenant can be restored as it was. A purge then removes it for
@@ -24,7 +24,7 @@
  * placement this host does not declare.
  */
 #include "core/first.h"
-#include "tenancy/cli_int.h"
+#include "cli/cli_int.h"
 #include "core/rc.h"
 #include "storage/inventory.h"
 #include "storage/target.h"
@@ -40,18 +40,6 @@
 
 #define STUCK_AFTER_S 3600
 
-static void put_duration(char *out, size_t n, int64_t s)
-{
-    if (s % 86400 == 0 && s > 0)
-        snprintf(out, n, "%lldd", (long long)(s / 86400));
-    else if (s % 3600 == 0 && s > 0)
-        snprintf(out, n, "%lldh", (long long)(s / 3600));
-    else if (s % 60 == 0 && s > 0)
-        snprintf(out, n, "%lldm", (long long)(s / 60));
-    else
-        snprintf(out, n, "%llds", (long long)s);
-}
-
 static int64_t grace_s(const cli *c)
 {
     return c->cfg->tenancy.delete_grace_ms / 1000;
@@ -63,21 +51,9 @@ int cli_tenant_restore(cli *c, const cli_args *a)
 {
     const char *slug = a->pos[0];
     char err[1024];
-    int64_t now = (int64_t)time(NULL), g = grace_s(c);
-    int rc = registry_restore(c->reg, slug, now - g, err, sizeof(err));
-    if (rc == TN_TIMEOUT) {
-        registry_life life;
-        char e2[256], del[32], end[32], gs[32];
-        if (registry_life_get(c->reg, slug, &life, e2, sizeof(e2)) == TN_OK &&
-            life.deleted_at > 0) {
-            cli_time(life.deleted_at, del, sizeof(del));
-            cli_time(life.deleted_at + g, end, sizeof(end));
-            put_duration(gs, sizeof(gs), g);
-            return cli_fail(c, rc, "the grace period of tenant '%s' ended at %s (deleted at %s, "
-                                   "storage.delete_grace %s): it can only be purged",
-                            slug, end, del, gs);
-        }
-    }
+    ops_env e;
+    cli_ops_env(c, &e);
+    int rc = ops_restore(&e, slug, err, sizeof(err));
     if (rc != TN_OK)
         return cli_fail(c, rc, "%s", err);
     if (c->json)
@@ -135,7 +111,7 @@ static int purge_one(void *ctx, const char *slug)
     }
     if (!p->now && life.deleted_at > 0 && life.deleted_at > p->cutoff) {
         char end[32];
-        cli_time(life.deleted_at + grace_s(c), end, sizeof(end));
+        ops_utc_time(life.deleted_at + grace_s(c), end, sizeof(end));
         purge_failed(p, slug, "its grace period ends at %s (--now purges it earlier)", end);
         return TN_OK;
     }
@@ -415,7 +391,7 @@ static int tenant_cb(void *ctx, const tenant_rec *t, const registry_domain *d, i
     char since[32];
     if ((t->state == TENANT_MOVING || t->state == TENANT_PROVISIONING) &&
         r->now - t->updated_at > STUCK_AFTER_S) {
-        cli_time(t->updated_at, since, sizeof(since));
+        ops_utc_time(t->updated_at, since, sizeof(since));
         problem(r, "stuck", t->slug, t->placement, t->storage,
                 "%s since %s (over an hour): a move or creation that died? 'tenancy tenant "
                 "resume' ends it; its half-made storage shows as an orphan",

@@ -1,5 +1,5 @@
 /*
- * cli_tenant.c — the `tenancy tenant ...` commands: create (with the provisioning of the
+ * tenant.c — the `tenancy tenant ...` commands: create (with the provisioning of the
  * tenant's storage), list, show, the state changes (suspend, resume, maintenance, delete)
  * and set.
  *
@@ -21,7 +21,7 @@
  * dropped: it is not ours.
  *
  * `tenant create --from-file FILE -j N` runs the same steps (provision_tenant: one function
- * for both) for each line of FILE on the parallel runner of cli_jobs.c: N forked workers,
+ * for both) for each line of FILE on the parallel runner of tenancy/ops_runner.c: N forked workers,
  * each keeping its registry connection and, in schema mode, one server connection for all
  * its tenants (provision_keep), so a tenant costs no process start and no new backend. Each
  * tenant stays its own unit: a failing one is undone alone and reported; the run goes on.
@@ -30,12 +30,13 @@
  * shown), or print to stdout before the change succeeded.
  */
 #include "core/first.h"
-#include "tenancy/cli_int.h"
+#include "cli/cli_int.h"
 #include "core/clock.h"
 #include "core/rc.h"
 #include "storage/migrate.h"
 #include "storage/target.h"
 #include "tenancy/lookup.h"
+#include "tenancy/ops_runner.h"
 #include "tenancy/placement.h"
 
 #include <errno.h>
@@ -105,11 +106,13 @@ static int provision_prepare(cli *c, const char *pname, provision_plan *p)
     if (p->placement == NULL)
         return cli_fail(c, TN_NOTFOUND, "no placement '%s' (sqlite, or one declared with "
                                          "placement.%s.dsn in tenancyd.conf)", pname, pname);
-    int rc = cli_migrations_load(c, &p->set);
-    if (rc != 0)
-        return rc;
+    ops_env e;
+    cli_ops_env(c, &e);
+    int rc = ops_migrations_load(&e, &p->set, err, sizeof(err));
+    if (rc != TN_OK)
+        return cli_fail(c, rc, "%s", err);
     if (!p->no_seed && tc->seed != NULL && tc->seed[0] != '\0') {
-        cli_conf_path(c, tc->seed, p->seed_path, sizeof(p->seed_path));
+        ops_conf_path(&e, tc->seed, p->seed_path, sizeof(p->seed_path));
         rc = migrate_read_file(p->seed_path, &p->seed_sql, err, sizeof(err));
         if (rc != TN_OK)
             return cli_fail(c, rc, "storage.seed: %s", err);
@@ -579,7 +582,7 @@ int cli_tenant_create(cli *c, const cli_args *a)
 /* FILE: one tenant a line, tab-separated: SLUG [NAME [DOMAIN...]] (an empty NAME is the
  * slug; the first domain is primary); blank lines and lines starting with '#' are skipped.
  * Each tenant is created exactly as `tenant create SLUG` creates it (provision_tenant), on
- * the runner of cli_jobs.c: -j N workers, each with its own registry connection and, in
+ * the runner of tenancy/ops_runner.c: -j N workers, each with its own registry connection and, in
  * schema mode, one storage connection for all its tenants (provision_keep). A tenant that
  * fails is undone alone and reported with its slug and reason; the others go on. */
 
@@ -614,7 +617,7 @@ typedef struct bulk {
     int open_rc;
     char open_err[1024];
     int64_t flushed_ms;          /* when this worker last flushed the registry */
-    cli_jobs j;
+    ops_runner j;
 } bulk;
 
 typedef struct bulk_result {
@@ -627,7 +630,7 @@ typedef struct bulk_result {
     char warning[256];
 } bulk_result;
 
-_Static_assert(sizeof(bulk_result) <= CLI_JOBS_RESULT_MAX, "a result must fit in PIPE_BUF");
+_Static_assert(sizeof(bulk_result) <= OPS_RESULT_MAX, "a result must fit in PIPE_BUF");
 
 static void set_text(char **dst, const char *s)
 {
@@ -785,7 +788,7 @@ static bool bulk_work(void *ctx, int idx, void *result)
         snprintf(r->warning, sizeof(r->warning), "%s", p.mr.warnings[0]);
     if (r->rc == TN_OK)
         r->error[0] = '\0';
-    cli_flush_due(b->c->reg, &b->flushed_ms);   /* the registry commits: see cli_int.h */
+    ops_flush_due(b->c->reg, &b->flushed_ms);   /* the registry commits: see ops.h */
     return interrupted == 0;   /* SIGTERM undid the tenant in hand: this worker ends */
 }
 
@@ -793,7 +796,7 @@ static void bulk_worker_end(void *ctx)
 {
     bulk *b = ctx;
     db_close(b->keep.db);
-    cli_flush_now(b->c->reg);
+    ops_flush_now(b->c->reg);
     registry_close(b->c->reg);
     b->c->reg = NULL;
 }
@@ -830,7 +833,7 @@ static void bulk_lost(void *ctx, int idx, const char *why)
 
 /* A second signal sends SIGTERM: each worker undoes the tenant in hand (provision_run holds
  * it until the running step ends), then ends. */
-static const cli_jobs_ops bulk_ops = {
+static const ops_runner_ops bulk_ops = {
     .result_size = sizeof(bulk_result),
     .worker_begin = bulk_worker_begin,
     .work = bulk_work,
@@ -964,7 +967,7 @@ static int create_from_file(cli *c, const cli_args *a, const registry_new *tpl,
                             provision_plan *plan)
 {
     int jobs = 1;
-    int rc = cli_opt_int(c, a, "-j", 1, CLI_JOBS_MAX, &jobs);
+    int rc = cli_opt_int(c, a, "-j", 1, OPS_JOBS_MAX, &jobs);
     if (rc != 0)
         return rc;
     bulk b;
@@ -985,18 +988,24 @@ static int create_from_file(cli *c, const cli_args *a, const registry_new *tpl,
         registry_close(c->reg);
         c->reg = NULL;
         char err[512] = "";
-        cli_preload_drivers(c);
-        int r = cli_jobs_start(&b.j, &bulk_ops, &b, b.ntasks, jobs, err, sizeof(err));
+        ops_preload_drivers(&c->cfg->tenancy);
+        cli_bar bar;
+        cli_bar_init(&bar);
+        int r = ops_runner_start(&b.j, &bulk_ops, &b, b.ntasks, jobs, cli_bar_draw, &bar, err,
+                                 sizeof(err));
         if (r == TN_OK) {
-            cli_jobs_run(&b.j, b.ntasks, false);
+            ops_runner_run(&b.j, b.ntasks, false);
             if (b.j.stopped == NULL && b.j.next < b.ntasks)
                 b.j.stopped = "no worker left";   /* every worker died */
         }
-        cli_jobs_finish(&b.j);
+        ops_runner_finish(&b.j);
         /* The workers' registry commits were deferred: one flush for the whole run makes
          * them durable before anything is reported as created. */
         char ferr[600] = "";
-        int frc = r == TN_OK && b.j.done > 0 ? cli_flush_all(c, ferr, sizeof(ferr)) : TN_OK;
+        ops_env e;
+        cli_ops_env(c, &e);
+        int frc = r == TN_OK && b.j.done > 0 ? ops_flush_all(&e, ferr, sizeof(ferr)) : TN_OK;
+        c->reg = e.reg;
         double secs = (double)(clock_mono_ms() - b.j.t0) / 1000.0;
         int cnt[4] = {0};
         for (int i = 0; i < b.n; i++) {
@@ -1224,9 +1233,9 @@ static int show_cb(void *ctx, const tenant_rec *t, const registry_domain *d, int
         printf("\nmax_workers: %d\n", t->max_workers);
     else
         printf("\nmax_workers: 0 (the host's tenant.max_workers)\n");
-    cli_time(t->created_at, ts, sizeof(ts));
+    ops_utc_time(t->created_at, ts, sizeof(ts));
     printf("created:     %s\n", ts);
-    cli_time(t->updated_at, ts, sizeof(ts));
+    ops_utc_time(t->updated_at, ts, sizeof(ts));
     printf("updated:     %s\n", ts);
     if (nd == 0)
         printf("domains:     (none)\n");
@@ -1271,21 +1280,16 @@ int cli_tenant_state(cli *c, const cli_args *a)
                                                    : TENANT_DELETING;
     const char *slug = a->pos[0];
     char err[1024];
-    unsigned all = (1u << TENANT_NSTATES) - 1, from = all & ~(1u << TENANT_DELETING);
-    int was = -1;
-    int rc = registry_set_state_if(c->reg, slug, from, state, &was, err, sizeof(err));
-    if (rc == TN_BUSY && was == TENANT_DELETING)
-        return cli_fail(c, rc, state == TENANT_DELETING
-                                   ? "tenant '%s' is already deleted"
-                                   : "tenant '%s' is deleted: 'tenancy tenant restore %s' "
-                                     "brings it back", slug, slug);
+    ops_env e;
+    cli_ops_env(c, &e);
+    int rc = ops_set_state(&e, slug, state, err, sizeof(err));
     if (rc != TN_OK)
         return cli_fail(c, rc, "%s", err);
     if (c->json) {
         cli_json_changed(c, slug);
     } else if (state == TENANT_DELETING) {
         char until[32];
-        cli_time((int64_t)time(NULL) + c->cfg->tenancy.delete_grace_ms / 1000, until,
+        ops_utc_time((int64_t)time(NULL) + c->cfg->tenancy.delete_grace_ms / 1000, until,
                  sizeof(until));
         printf("tenant '%s' is now deleting: the host answers 404 for it; 'tenancy tenant "
                "restore %s' brings it back until %s, then 'tenancy purge' removes it\n", slug,
@@ -1308,7 +1312,9 @@ int cli_tenant_set(cli *c, const cli_args *a)
     if (mw < 0)
         return cli_usage(c, "nothing to set: give --max-workers N");
     char err[1024];
-    rc = registry_set_max_workers(c->reg, slug, mw, err, sizeof(err));
+    ops_env e;
+    cli_ops_env(c, &e);
+    rc = ops_set_max_workers(&e, slug, mw, err, sizeof(err));
     if (rc != TN_OK)
         return cli_fail(c, rc, "%s", err);
     if (c->json)

@@ -1,0 +1,165 @@
+/*
+ * ops.h — the tenant operations as a C API: what `tenancy` (cli/) and the panel (admin/)
+ * both do to tenants, written once.
+ *
+ * Every operation takes an ops_env (the tenancy options, the configuration file's path for
+ * relative storage.migrations / storage.seed, an open registry, an optional progress
+ * callback), returns a TN_* code, fills err with tn_errf on failure, and prints nothing:
+ * the caller decides what a person or a script sees. Long operations (migrate) report
+ * their progress through the callback: ticks (done/total) and, per tenant, its slug and
+ * outcome, so the command can draw its bar and the panel can write a progress file.
+ *
+ * Files: ops_tenant.c (state changes, restore, domains, settings, limits), ops_migrate.c
+ * (migrate and its status), ops_runner.c (the parallel runner behind migrate and the bulk
+ * create: ops_runner.h, for the ops files only).
+ *
+ * Must not: print, read the terminal, install signal handlers outside the runner, or run
+ * SQL of its own (the registry is registry.h, a tenant's storage storage/).
+ */
+#ifndef TN_TENANCY_OPS_H
+#define TN_TENANCY_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "storage/migrate.h"
+#include "tenancy/config.h"
+#include "tenancy/registry.h"
+
+/* ---- the environment and progress -------------------------------------------------------- */
+
+/* One event of a long operation. A tick has slug NULL; a tenant's outcome names it. */
+typedef struct ops_progress {
+    int done, total, failed;
+    int64_t elapsed_ms;          /* since the operation started */
+    const char *slug;            /* the tenant that just finished, or NULL (a tick) */
+    const char *outcome;         /* its outcome: "migrated", "current", "failed", ... */
+    const char *error;           /* its error, or NULL */
+    bool final;                  /* the last event: the workers are gone */
+} ops_progress;
+
+typedef void (*ops_progress_fn)(void *ctx, const ops_progress *p);
+
+typedef struct ops_env {
+    const tenancy_config *tc;
+    const char *conf_path;       /* relative paths of the options are taken from its folder */
+    registry *reg;               /* open; an operation that forks may close and reopen it */
+    ops_progress_fn progress;    /* may be NULL */
+    void *progress_ctx;
+} ops_env;
+
+/* A path option of tenancyd.conf (storage.migrations, storage.seed): a relative one is
+ * taken from the configuration file's folder. */
+void ops_conf_path(const ops_env *e, const char *value, char *out, size_t outlen);
+
+/* The migration set of storage.migrations (empty when it is not set). TN_OK or the error. */
+int ops_migrations_load(const ops_env *e, migration_set **out, char *err, size_t errlen);
+
+/* Load the PostgreSQL driver when the registry or a placement needs it, before forking, so
+ * workers share it. Nothing is opened; a failure is left for the workers' opens to say. */
+void ops_preload_drivers(const tenancy_config *tc);
+
+/* Deferred registry commits of a parallel run (registry_defer_sync): flushed at most every
+ * OPS_FLUSH_MS with ops_flush_due, at a worker's end with ops_flush_now, and once more by the
+ * parent with ops_flush_all (opening e->reg when it is not open) before anything is told.
+ * A killed worker loses nothing it committed; a power loss, at most OPS_FLUSH_MS of entries. */
+#define OPS_FLUSH_MS 1000
+void ops_flush_due(registry *r, int64_t *flushed_ms);
+void ops_flush_now(registry *r);   /* NULL is fine */
+int ops_flush_all(ops_env *e, char *err, size_t errlen);
+
+/* "2026-12-02T14:43:07Z" (UTC) into out (at least 32 bytes); "" for 0. */
+void ops_utc_time(int64_t t, char *out, size_t n);
+
+/* ---- short operations (ops_tenant.c): one registry transaction each ----------------------- */
+
+/* Suspend, resume, maintenance or delete (state TENANT_SUSPENDED, ACTIVE, MAINTENANCE,
+ * DELETING). A deleted tenant changes state only by ops_restore: TN_BUSY with err saying
+ * so. TN_NOTFOUND, TN_INVALID, ... with the registry's message. */
+int ops_set_state(ops_env *e, const char *slug, int state, char *err, size_t errlen);
+
+/* Bring a deleted tenant back (active) within storage.delete_grace; TN_TIMEOUT once it is
+ * over (err names when it ended). */
+int ops_restore(ops_env *e, const char *slug, char *err, size_t errlen);
+
+int ops_domain_add(ops_env *e, const char *slug, const char *domain, bool primary, char *err,
+                   size_t errlen);
+/* Remove a domain; when slug is not NULL, only a domain of that tenant (TN_NOTFOUND else). */
+int ops_domain_remove(ops_env *e, const char *slug, const char *domain, char *err,
+                      size_t errlen);
+
+/* Set a setting (value NULL: remove it). */
+int ops_setting_set(ops_env *e, const char *slug, const char *key, const char *value,
+                    char *err, size_t errlen);
+
+/* A tenant's own worker cap (0: the host's tenant.max_workers). */
+int ops_set_max_workers(ops_env *e, const char *slug, int max_workers, char *err,
+                        size_t errlen);
+
+/* ---- migrate (ops_migrate.c) -------------------------------------------------------------- */
+
+#define OPS_JOBS_MAX 64        /* parallel workers at most */
+#define OPS_VERSION_MAX MIGRATE_VERSION_MAX
+#define OPS_MIGRATE_JOBS 4     /* workers when the caller gives none (ops_migrate.c says why) */
+
+enum ops_mstatus {
+    OPS_M_PENDING, OPS_M_RUNNING, OPS_M_MIGRATED, OPS_M_CURRENT, OPS_M_FAILED, OPS_M_SKIPPED,
+    OPS_M_NSTATUS
+};
+/* "pending", "running", "migrated", "current", "failed", "skipped". */
+const char *ops_mstatus_name(int status);
+
+typedef struct ops_migrate_opts {
+    bool all;                    /* every migratable tenant, or ... */
+    const char *const *slugs;    /* ... these (duplicates taken once) */
+    int nslugs;
+    int jobs;                    /* workers, 1..OPS_JOBS_MAX; 0: OPS_MIGRATE_JOBS */
+    int canary;                  /* first migrate this many alone; 0: none */
+    bool stop_on_error;
+} ops_migrate_opts;
+
+typedef struct ops_migrated {
+    char *slug;
+    int status;                  /* enum ops_mstatus: never pending/running in a report */
+    char from[OPS_VERSION_MAX], to[OPS_VERSION_MAX];
+    int applied;
+    int64_t ms;
+    char *error;                 /* NULL when none */
+    char *warning;               /* the first warning, NULL when none */
+    int nwarnings;
+} ops_migrated;
+
+typedef struct ops_migrate_report {
+    ops_migrated *v;
+    int n;
+    int count[OPS_M_NSTATUS];
+    int left_out[TENANT_NSTATES];   /* --all: tenants not migrated because of their state */
+    const char *stopped;         /* why the run stopped early, NULL when it did not */
+    int jobs;                    /* workers used */
+    int done;                    /* tenants that came back */
+    double seconds;
+    char latest[OPS_VERSION_MAX];   /* the latest version of the set, "" when none */
+    int files;
+    int flush_rc;                /* the final registry flush: TN_OK, or ... */
+    char flush_err[600];         /* ... why it failed (the results are in the registry) */
+} ops_migrate_report;
+
+/* Migrate tenants' storage to the latest version of storage.migrations, in parallel (forked
+ * workers; e->reg is closed first and reopened for the results). TN_OK when the run took
+ * place: then *out says what happened to each tenant (failures included, each rolled back
+ * on its own; a failing tenant never stops the others unless stop_on_error). Otherwise the
+ * error (storage.migrations not set or bad, no such tenant, a tenant not migratable, the
+ * workers could not start) with err set and *out NULL. Free with ops_migrate_report_free. */
+int ops_migrate(ops_env *e, const ops_migrate_opts *o, ops_migrate_report **out, char *err,
+                size_t errlen);
+void ops_migrate_report_free(ops_migrate_report *r);
+
+/* migrate status: for each version the registry has, its tenants and how many have an
+ * error, by callback; latest gets the set's latest version. TN_OK or the error. */
+typedef int (*ops_version_fn)(void *ctx, const char *version, int64_t tenants,
+                              int64_t failing);
+int ops_migrate_status(ops_env *e, char *latest, size_t latestlen, ops_version_fn fn,
+                       void *ctx, char *err, size_t errlen);
+
+#endif
