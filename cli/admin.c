@@ -166,7 +166,9 @@ int cli_admin_passwd(cli *c, const cli_args *a)
     uid_t uid;
     gid_t gid;
     /* The workers read the file: theirs when root writes it. */
-    int rc = cli_workers_owner(c->cfg, &uid, &gid, err, sizeof(err));
+    ops_env oe;
+    cli_ops_env(c, &oe);
+    int rc = ops_workers_owner(&oe, &uid, &gid, err, sizeof(err));
     if (rc == TN_OK)
         rc = operators_write_hash(path, user, hash, uid, gid, err, sizeof(err));
     explicit_bzero(&cd, sizeof(cd));

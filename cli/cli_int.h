@@ -137,20 +137,6 @@ typedef struct cli_bar {
 void cli_bar_init(cli_bar *b);
 void cli_bar_draw(void *ctx, const ops_progress *p);
 
-/* The owner of the workers (`user`/`group` of tenancyd.conf) when root runs the CLI, so that
- * what it creates (state_dir, the registry, tenants' SQLite files) stays theirs; *uid stays
- * -1 when there is nothing to do. TN_OK or TN_INVALID (no such user or group). */
-int cli_workers_owner(const cli_config *cfg, uid_t *uid, gid_t *gid, char *err, size_t errlen);
-/* chown path to them; a missing path is TN_OK unless must_exist. TN_OK or TN_IO. */
-int cli_give(const char *path, uid_t uid, gid_t gid, bool must_exist, char *err, size_t errlen);
-
-/* A PostgreSQL target's role password, derived from the role key (tenancy/rolekey.h), as
- * the SCRAM verifier target_create sets: written to v and pointed at by t->role_verifier;
- * left unset when there is no role or no key, or when nothing logs in as the role from the
- * start (login_as_role false: the console sets the password when it first logs in). */
-#define CLI_VERIFIER_MAX 200
-void cli_role_verifier(cli *c, storage_target *t, char v[CLI_VERIFIER_MAX]);
-
 /* Is the registry a SQLite file that is not there (its path in path)? Commands other than
  * init never create one. */
 bool cli_registry_missing(const tenancy_config *tc, char *path, size_t n);

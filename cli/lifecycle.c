@@ -573,9 +573,9 @@ int cli_check(cli *c, const cli_args *a)
         int crc = target_role_check(servers[w->place], &tg, &n,
                                     repair ? role_quiet : role_problem, &rc_ctx, e, sizeof(e));
         if (crc == TN_OK && n > 0 && repair) {
-            char pw[CLI_VERIFIER_MAX];
+            char pw[OPS_VERIFIER_MAX];
             tg.login_as_role = true;   /* a repair sets the password in any case */
-            cli_role_verifier(r.c, &tg, pw);
+            ops_role_verifier(&r.c->cfg->tenancy, &tg, pw);
             if (target_role_repair(&tg, e, sizeof(e)) != TN_OK) {
                 problem(&r, "role", w->slug, w->pname, w->name, "repair failed: %s", e);
             } else {

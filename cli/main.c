@@ -20,8 +20,6 @@
 #include "tenancy/rolekey.h"
 
 #include <errno.h>
-#include <grp.h>
-#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -469,58 +467,9 @@ void cli_ops_env(cli *c, ops_env *e)
     memset(e, 0, sizeof(*e));
     e->tc = &c->cfg->tenancy;
     e->conf_path = c->conf_path;
+    e->user = c->cfg->user;
+    e->group = c->cfg->group;
     e->reg = c->reg;
-}
-
-/* The owner `user`/`group` of tenancyd.conf: the workers run as them and must open the
- * registry, and SQLite in WAL mode writes a -shm file beside the database even to read it.
- * So when root runs init, the state_dir, the SQLite file and the generation file are given
- * to them. *uid stays -1 when there is nothing to do. */
-int cli_workers_owner(const cli_config *cfg, uid_t *uid, gid_t *gid, char *err, size_t errlen)
-{
-    *uid = (uid_t)-1;
-    *gid = (gid_t)-1;
-    if (cfg->user == NULL || cfg->user[0] == '\0' || geteuid() != 0)
-        return TN_OK;
-    struct passwd *pw = getpwnam(cfg->user);
-    if (pw == NULL) {
-        snprintf(err, errlen, "user: no such user '%.200s'", cfg->user);
-        return TN_INVALID;
-    }
-    *gid = pw->pw_gid;
-    if (cfg->group != NULL && cfg->group[0] != '\0') {
-        struct group *gr = getgrnam(cfg->group);
-        if (gr == NULL) {
-            snprintf(err, errlen, "group: no such group '%.200s'", cfg->group);
-            return TN_INVALID;
-        }
-        *gid = gr->gr_gid;
-    }
-    *uid = pw->pw_uid;
-    return TN_OK;
-}
-
-int cli_give(const char *path, uid_t uid, gid_t gid, bool must_exist, char *err, size_t errlen)
-{
-    if (chown(path, uid, gid) == 0 || (!must_exist && errno == ENOENT))
-        return TN_OK;
-    snprintf(err, errlen, "cannot give %.900s to the workers' user: %s", path, strerror(errno));
-    return TN_IO;
-}
-
-void cli_role_verifier(cli *c, storage_target *t, char v[CLI_VERIFIER_MAX])
-{
-    char err[512], pw[65];
-    v[0] = '\0';
-    /* Only roles something logs in as at once get a password when they are made (it costs
-     * the server half a millisecond a role): with the shared login, the console sets it
-     * the first time it logs in (admin/store.c). */
-    if (t->role == NULL || !t->login_as_role ||
-        rolekey_password(&c->cfg->tenancy, t->role, pw, err, sizeof(err)) != TN_OK)
-        return;   /* no key: a role without a password (tenancy check says so) */
-    if (rolekey_verifier(pw, v, CLI_VERIFIER_MAX) == TN_OK)
-        t->role_verifier = v;
-    memset(pw, 0, sizeof(pw));
 }
 
 static int cmd_init(cli *c, const cli_args *a)
@@ -532,7 +481,9 @@ static int cmd_init(cli *c, const cli_args *a)
         return cli_fail(c, TN_INVALID, "state_dir must be an absolute path");
     uid_t uid;
     gid_t gid;
-    int rc = cli_workers_owner(c->cfg, &uid, &gid, err, sizeof(err));
+    ops_env e;
+    cli_ops_env(c, &e);
+    int rc = ops_workers_owner(&e, &uid, &gid, err, sizeof(err));
     if (rc != TN_OK)
         return cli_fail(c, rc, "%s", err);
     rc = mkdir_p(tc->state_dir, err, sizeof(err));
@@ -564,9 +515,9 @@ static int cmd_init(cli *c, const cli_args *a)
         /* Closed first: the last connection to close removes the -wal and -shm files. */
         registry_close(c->reg);
         c->reg = NULL;
-        rc = cli_give(tc->state_dir, uid, gid, true, err, sizeof(err));
+        rc = ops_give(tc->state_dir, uid, gid, true, err, sizeof(err));
         if (rc == TN_OK)
-            rc = cli_give(tc->gen_path, uid, gid, true, err, sizeof(err));
+            rc = ops_give(tc->gen_path, uid, gid, true, err, sizeof(err));
         if (rc == TN_OK && sqlite) {
             static const char *const suffix[] = {"", "-wal", "-shm"};
             const char *file = tc->registry_uri + strlen("sqlite:");
@@ -574,7 +525,7 @@ static int cmd_init(cli *c, const cli_args *a)
             for (size_t k = 0; k < TN_ARRAY_LEN(suffix) && rc == TN_OK; k++) {
                 char path[4200];
                 snprintf(path, sizeof(path), "%.*s%s", flen, file, suffix[k]);
-                rc = cli_give(path, uid, gid, k == 0, err, sizeof(err));
+                rc = ops_give(path, uid, gid, k == 0, err, sizeof(err));
             }
         }
         if (rc != TN_OK)

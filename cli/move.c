@@ -363,14 +363,16 @@ static int give_target(job *j)
         return TN_OK;
     uid_t uid;
     gid_t gid;
-    int rc = cli_workers_owner(j->c->cfg, &uid, &gid, j->err, sizeof(j->err));
+    ops_env oe;
+    cli_ops_env(j->c, &oe);
+    int rc = ops_workers_owner(&oe, &uid, &gid, j->err, sizeof(j->err));
     if (rc != TN_OK || uid == (uid_t)-1)
         return rc;
     static const char *const suffix[] = {"", "-wal", "-shm"};
     for (size_t k = 0; k < TN_ARRAY_LEN(suffix) && rc == TN_OK; k++) {
         char path[4200];
         snprintf(path, sizeof(path), "%s%s", j->dst->name, suffix[k]);
-        rc = cli_give(path, uid, gid, k == 0, j->err, sizeof(j->err));
+        rc = ops_give(path, uid, gid, k == 0, j->err, sizeof(j->err));
     }
     return rc;
 }
@@ -536,8 +538,8 @@ int cli_move(cli *c, const cli_args *a)
         status = cli_fail(c, TN_TOOBIG, "no storage name for '%s' in placement '%s'", slug, to);
         goto out;
     }
-    char dst_pw[CLI_VERIFIER_MAX];
-    cli_role_verifier(c, &dst, dst_pw);
+    char dst_pw[OPS_VERIFIER_MAX];
+    ops_role_verifier(&c->cfg->tenancy, &dst, dst_pw);
     where_text(&src, w1, sizeof(w1));
     where_text(&dst, w2, sizeof(w2));
     bool exists = false;
@@ -993,8 +995,8 @@ int cli_import(cli *c, const cli_args *a)
                           pname);
         goto out;
     }
-    char dst_pw[CLI_VERIFIER_MAX];
-    cli_role_verifier(c, &dst, dst_pw);
+    char dst_pw[OPS_VERIFIER_MAX];
+    ops_role_verifier(&c->cfg->tenancy, &dst, dst_pw);
     /* The sync setting of the dump's tenant, as placement_target would read it. */
     {
         tenant_rec *tmp = tenant_rec_new(0, slug, "x", 0, "", "", 0, 0, 0, h->settings);

@@ -9,11 +9,13 @@
  * their progress through the callback: ticks (done/total) and, per tenant, its slug and
  * outcome, so the command can draw its bar and the panel can write a progress file.
  *
- * Files: ops_tenant.c (state changes, restore, domains, settings, limits), ops_migrate.c
- * (migrate and its status), ops_runner.c (the parallel runner behind migrate and the bulk
- * create: ops_runner.h, for the ops files only).
+ * Files: ops_env.c (what they share), ops_create.c (create, single and bulk),
+ * ops_tenant.c (state changes, restore, domains, settings, limits), ops_migrate.c (migrate
+ * and its status), ops_runner.c (the parallel runner behind migrate and the bulk create:
+ * ops_runner.h, for the ops files only).
  *
- * Must not: print, read the terminal, install signal handlers outside the runner, or run
+ * Must not: print, read the terminal, install signal handlers (but the runner's and the
+ * create's, which hold a signal until the running step ends), or run
  * SQL of its own (the registry is registry.h, a tenant's storage storage/).
  */
 #ifndef TN_TENANCY_OPS_H
@@ -23,7 +25,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/types.h>
+
 #include "storage/migrate.h"
+#include "storage/target.h"
 #include "tenancy/config.h"
 #include "tenancy/registry.h"
 
@@ -44,6 +49,8 @@ typedef void (*ops_progress_fn)(void *ctx, const ops_progress *p);
 typedef struct ops_env {
     const tenancy_config *tc;
     const char *conf_path;       /* relative paths of the options are taken from its folder */
+    const char *user, *group;    /* the workers' owner (`user`, `group`): what root makes
+                                    for them is given to them; NULL: nobody */
     registry *reg;               /* open; an operation that forks may close and reopen it */
     ops_progress_fn progress;    /* may be NULL */
     void *progress_ctx;
@@ -72,6 +79,21 @@ int ops_flush_all(ops_env *e, char *err, size_t errlen);
 /* "2026-12-02T14:43:07Z" (UTC) into out (at least 32 bytes); "" for 0. */
 void ops_utc_time(int64_t t, char *out, size_t n);
 
+/* The workers' owner (e->user, e->group) when root runs the operation; *uid stays -1 when
+ * there is nothing to do. TN_OK or TN_INVALID (no such user or group). */
+int ops_workers_owner(const ops_env *e, uid_t *uid, gid_t *gid, char *err, size_t errlen);
+/* chown path to them; a missing path is TN_OK unless must_exist. TN_OK or TN_IO. */
+int ops_give(const char *path, uid_t uid, gid_t gid, bool must_exist, char *err,
+             size_t errlen);
+
+/* A PostgreSQL target's role password, derived from the role key (rolekey.h), as the SCRAM
+ * verifier target_create sets: written to v and pointed at by t->role_verifier; left unset
+ * when there is no role or no key, or when nothing logs in as the role from the start
+ * (login_as_role false: the console sets the password when it first logs in). */
+#define OPS_VERIFIER_MAX 200
+#define OPS_VERSION_MAX MIGRATE_VERSION_MAX
+void ops_role_verifier(const tenancy_config *tc, storage_target *t, char v[OPS_VERIFIER_MAX]);
+
 /* ---- short operations (ops_tenant.c): one registry transaction each ----------------------- */
 
 /* Suspend, resume, maintenance or delete (state TENANT_SUSPENDED, ACTIVE, MAINTENANCE,
@@ -97,10 +119,81 @@ int ops_setting_set(ops_env *e, const char *slug, const char *key, const char *v
 int ops_set_max_workers(ops_env *e, const char *slug, int max_workers, char *err,
                         size_t errlen);
 
+/* ---- create (ops_create.c) ---------------------------------------------------------------- */
+
+typedef struct ops_create_opts {
+    const char *placement;       /* NULL: storage.default_placement */
+    bool from_template;          /* clone storage.template's storage */
+    bool no_seed;                /* leave storage.seed out */
+    int final_state;             /* TENANT_ACTIVE, or TENANT_PROVISIONING */
+} ops_create_opts;
+
+/* What every tenant of one create gets, checked before anything is created: the
+ * placement, the migration set, the seed, the template. */
+typedef struct ops_plan ops_plan;
+int ops_create_prepare(ops_env *e, const ops_create_opts *o, ops_plan **out, char *err,
+                       size_t errlen);
+void ops_plan_free(ops_plan *p);   /* NULL is fine */
+const char *ops_plan_placement(const ops_plan *p);
+const char *ops_plan_kind(const ops_plan *p);       /* "sqlite", "schema", "database" */
+const char *ops_plan_latest(const ops_plan *p);     /* the set's latest version, or "" */
+const char *ops_plan_template(const ops_plan *p);   /* storage.template's slug, or NULL */
+
+typedef struct ops_created {
+    int64_t id;
+    char storage[4096];          /* its storage name */
+    const char *kind;            /* its storage's kind */
+    migrate_result mr;           /* its version (mr.to), files applied, warnings */
+    bool seeded, cloned;
+    bool replayed;               /* from_template in schema mode: migrations replayed */
+    int64_t ms;
+} ops_created;
+
+/* Create one tenant and its storage, all or nothing (n->state, placement and storage are
+ * set here). TN_OK with *out filled, or the code with err saying which step failed and
+ * what was undone. */
+int ops_create(ops_env *e, const ops_plan *p, registry_new *n, ops_created *out, char *err,
+               size_t errlen);
+
+enum ops_bstatus { OPS_B_PENDING, OPS_B_CREATED, OPS_B_FAILED, OPS_B_SKIPPED, OPS_B_NSTATUS };
+const char *ops_bstatus_name(int status);   /* "pending", "created", "failed", "skipped" */
+
+#define OPS_MAX_DOMAINS 64
+typedef struct ops_bulk_item {
+    int line;                    /* the caller's (a line number): named in duplicates */
+    const char *slug, *name;
+    const char *domains[OPS_MAX_DOMAINS];
+    int nd;
+    int status;                  /* pending; a caller may mark one failed before the run */
+    int rc;                      /* a failure's TN_* code */
+    int64_t id, ms;
+    int applied, nwarnings;
+    bool seeded;
+    char version[OPS_VERSION_MAX];
+    char *error, *warning;       /* owned: ops_bulk_item_clear */
+} ops_bulk_item;
+
+typedef struct ops_bulk_report {
+    int count[OPS_B_NSTATUS];
+    int jobs;
+    const char *stopped;         /* why the run stopped early, NULL when it did not */
+    double seconds;
+    int flush_rc;                /* the final registry flush, as ops_migrate_report's */
+    char flush_err[600];
+} ops_bulk_report;
+
+/* Create many tenants, each as ops_create does, on `jobs` forked workers (e->reg is closed
+ * first and reopened for the flush). A slug given twice: the later items fail (TN_EXISTS).
+ * Each item's status says what happened; progress by e->progress. TN_OK when the run took
+ * place, else the error (the workers could not start, out of memory). */
+int ops_create_bulk(ops_env *e, const ops_plan *p, const registry_new *tpl,
+                    ops_bulk_item *v, int n, int jobs, ops_bulk_report *rep, char *err,
+                    size_t errlen);
+void ops_bulk_item_clear(ops_bulk_item *it);
+
 /* ---- migrate (ops_migrate.c) -------------------------------------------------------------- */
 
 #define OPS_JOBS_MAX 64        /* parallel workers at most */
-#define OPS_VERSION_MAX MIGRATE_VERSION_MAX
 #define OPS_MIGRATE_JOBS 4     /* workers when the caller gives none (ops_migrate.c says why) */
 
 enum ops_mstatus {

@@ -478,30 +478,6 @@ static const ops_runner_ops migrate_ops = {
 };
 
 
-/* ---- shared by the operations ------------------------------------------------------------------ */
-
-void ops_conf_path(const ops_env *e, const char *value, char *out, size_t outlen)
-{
-    const char *conf = e->conf_path != NULL ? e->conf_path : "";
-    const char *slash = strrchr(conf, '/');
-    if (value[0] == '/' || slash == NULL)
-        snprintf(out, outlen, "%s", value);
-    else
-        snprintf(out, outlen, "%.*s/%s", (int)(slash - conf), conf, value);
-}
-
-int ops_migrations_load(const ops_env *e, migration_set **out, char *err, size_t errlen)
-{
-    const char *m = e->tc->migrations;
-    char dir[4096] = "", why[1024];
-    if (m != NULL && m[0] != '\0')
-        ops_conf_path(e, m, dir, sizeof(dir));
-    int rc = migrate_load(dir, out, why, sizeof(why));
-    if (rc != TN_OK)
-        return tn_errf(err, errlen, rc, "storage.migrations: %s", why);
-    return TN_OK;
-}
-
 /* ---- migrate status ------------------------------------------------------------------------------- */
 
 int ops_migrate_status(ops_env *e, char *latest, size_t latestlen, ops_version_fn fn,

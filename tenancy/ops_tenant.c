@@ -16,17 +16,6 @@
 #include <string.h>
 #include <time.h>
 
-void ops_utc_time(int64_t t, char *out, size_t n)
-{
-    out[0] = '\0';
-    if (t <= 0)
-        return;
-    time_t tt = (time_t)t;
-    struct tm tm;
-    if (gmtime_r(&tt, &tm) != NULL)
-        strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* A grace period as it is written in tenancyd.conf: 7d, 12h, 30m, 45s. */
 static void put_duration(char *out, size_t n, int64_t s)
 {

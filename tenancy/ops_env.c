@@ -1,0 +1,97 @@
+/*
+ * ops_env.c — what the tenant operations share (see ops.h): paths of the configuration,
+ * the migration set, the workers' owner and giving files to them, a tenant role's password,
+ * times as the messages write them.
+ * Must not: print, or open a database.
+ */
+#include "core/first.h"
+#include "tenancy/ops.h"
+#include "core/rc.h"
+#include "tenancy/rolekey.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void ops_conf_path(const ops_env *e, const char *value, char *out, size_t outlen)
+{
+    const char *conf = e->conf_path != NULL ? e->conf_path : "";
+    const char *slash = strrchr(conf, '/');
+    if (value[0] == '/' || slash == NULL)
+        snprintf(out, outlen, "%s", value);
+    else
+        snprintf(out, outlen, "%.*s/%s", (int)(slash - conf), conf, value);
+}
+
+int ops_migrations_load(const ops_env *e, migration_set **out, char *err, size_t errlen)
+{
+    const char *m = e->tc->migrations;
+    char dir[4096] = "", why[1024];
+    if (m != NULL && m[0] != '\0')
+        ops_conf_path(e, m, dir, sizeof(dir));
+    int rc = migrate_load(dir, out, why, sizeof(why));
+    if (rc != TN_OK)
+        return tn_errf(err, errlen, rc, "storage.migrations: %s", why);
+    return TN_OK;
+}
+
+void ops_utc_time(int64_t t, char *out, size_t n)
+{
+    out[0] = '\0';
+    if (t <= 0)
+        return;
+    time_t tt = (time_t)t;
+    struct tm tm;
+    if (gmtime_r(&tt, &tm) != NULL)
+        strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* The workers run as `user`/`group` and must open the registry and the tenants' SQLite
+ * files (SQLite in WAL mode writes a -shm file beside the database even to read it), so
+ * what root makes for them is given to them. */
+int ops_workers_owner(const ops_env *e, uid_t *uid, gid_t *gid, char *err, size_t errlen)
+{
+    *uid = (uid_t)-1;
+    *gid = (gid_t)-1;
+    if (e->user == NULL || e->user[0] == '\0' || geteuid() != 0)
+        return TN_OK;
+    struct passwd *pw = getpwnam(e->user);
+    if (pw == NULL)
+        return tn_errf(err, errlen, TN_INVALID, "user: no such user '%.200s'", e->user);
+    *gid = pw->pw_gid;
+    if (e->group != NULL && e->group[0] != '\0') {
+        struct group *gr = getgrnam(e->group);
+        if (gr == NULL)
+            return tn_errf(err, errlen, TN_INVALID, "group: no such group '%.200s'", e->group);
+        *gid = gr->gr_gid;
+    }
+    *uid = pw->pw_uid;
+    return TN_OK;
+}
+
+int ops_give(const char *path, uid_t uid, gid_t gid, bool must_exist, char *err, size_t errlen)
+{
+    if (chown(path, uid, gid) == 0 || (!must_exist && errno == ENOENT))
+        return TN_OK;
+    return tn_errf(err, errlen, TN_IO, "cannot give %.900s to the workers' user: %s", path,
+                   strerror(errno));
+}
+
+void ops_role_verifier(const tenancy_config *tc, storage_target *t, char v[OPS_VERIFIER_MAX])
+{
+    char err[512], pw[65];
+    v[0] = '\0';
+    /* Only roles something logs in as at once get a password when they are made (it costs
+     * the server half a millisecond a role): with the shared login, the console sets it
+     * the first time it logs in (admin/store.c). */
+    if (t->role == NULL || !t->login_as_role ||
+        rolekey_password(tc, t->role, pw, err, sizeof(err)) != TN_OK)
+        return;   /* no key: a role without a password (tenancy check says so) */
+    if (rolekey_verifier(pw, v, OPS_VERIFIER_MAX) == TN_OK)
+        t->role_verifier = v;
+    explicit_bzero(pw, sizeof(pw));
+}
