@@ -2,9 +2,11 @@
  * bar.c — the progress bar of the command's long runs (migrate, tenant create --from-file):
  * count, rate and ETA on stderr when it is a terminal, drawn from the tenant operations'
  * progress events (tenancy/ops.h), at most every 100 ms, and cleared at the end so that
- * the table that follows starts on a clean line.
+ * the table that follows starts on a clean line. With --progress-file FILE the same events
+ * also go to FILE (ops_progress_write: the panel's job page reads it), at most every 250 ms
+ * and at each tenant's end.
  *
- * Must not: write to stdout, or anything when stderr is not a terminal.
+ * Must not: write to stdout, or anything to stderr when it is not a terminal.
  */
 #include "core/first.h"
 #include "cli/cli_int.h"
@@ -13,18 +15,32 @@
 #include <stdio.h>
 #include <unistd.h>
 
-void cli_bar_init(cli_bar *b)
+void cli_bar_init(cli_bar *b, const char *file)
 {
     b->on = isatty(STDERR_FILENO) == 1;
     b->last = 0;
+    b->file = file;
+    b->file_last = 0;
+    b->slug[0] = b->outcome[0] = '\0';
 }
 
 void cli_bar_draw(void *ctx, const ops_progress *p)
 {
     cli_bar *b = ctx;
+    int64_t now = clock_mono_ms();
+    if (b->file != NULL && p->slug != NULL) {
+        snprintf(b->slug, sizeof(b->slug), "%s", p->slug);
+        snprintf(b->outcome, sizeof(b->outcome), "%s", p->outcome ? p->outcome : "");
+    }
+    if (b->file != NULL && (p->final || p->slug != NULL || now - b->file_last >= 250)) {
+        ops_progress q = *p;   /* a tick names the last tenant that finished */
+        q.slug = b->slug;
+        q.outcome = b->outcome;
+        (void)ops_progress_write(b->file, &q);   /* the run does not depend on it */
+        b->file_last = now;
+    }
     if (!b->on)
         return;
-    int64_t now = clock_mono_ms();
     if (!p->final && now - b->last < 100)
         return;
     b->last = now;

@@ -128,13 +128,17 @@ void cli_json_changed(cli *c, const char *slug);
  * a new one in e->reg, which the caller stores in c->reg again). No progress callback. */
 void cli_ops_env(cli *c, ops_env *e);
 
-/* The progress bar (bar.c) of a long run, on stderr when it is a terminal: cli_bar_draw is
- * an ops_progress_fn whose ctx is a cli_bar set up by cli_bar_init. */
+/* The progress bar (bar.c) of a long run, on stderr when it is a terminal, and the progress
+ * file when `file` is not NULL: cli_bar_draw is an ops_progress_fn whose ctx is a cli_bar set
+ * up by cli_bar_init. */
 typedef struct cli_bar {
     bool on;
     int64_t last;
+    const char *file;
+    int64_t file_last;
+    char slug[64], outcome[16];  /* the last tenant that finished, for the file */
 } cli_bar;
-void cli_bar_init(cli_bar *b);
+void cli_bar_init(cli_bar *b, const char *file);
 void cli_bar_draw(void *ctx, const ops_progress *p);
 
 /* Is the registry a SQLite file that is not there (its path in path)? Commands other than

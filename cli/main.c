@@ -58,6 +58,7 @@ static const cli_optdef migrate_opts[] = {{"--all", CLI_FLAG, NULL},
                                           {"--canary", CLI_VALUE, "K"},
                                           {"--stop-on-error", CLI_FLAG, NULL},
                                           {"--status", CLI_FLAG, NULL},
+                                          {"--progress-file", CLI_VALUE, "FILE"},
                                           {NULL, 0, NULL}};
 
 /* tenancy admin passwd (cli/admin.c) */

@@ -3,6 +3,7 @@
  * document of what ops_migrate (tenancy/ops_migrate.c) did; and `tenancy migrate status`.
  *
  *   tenancy migrate (--all | SLUG...) [-j N] [--canary K] [--stop-on-error]
+ *                   [--progress-file FILE]
  *   tenancy migrate status            (or: tenancy migrate --status)
  *
  * Output: on a terminal a table (SLUG, STATUS, VERSION, MS, ERROR) and a summary line;
@@ -226,7 +227,7 @@ int cli_migrate(cli *c, const cli_args *a)
     bool all = cli_opt(a, "--all") != NULL;
     if (status) {
         if (all || a->npos > 0 || cli_opt(a, "-j") || cli_opt(a, "--canary") ||
-            cli_opt(a, "--stop-on-error"))
+            cli_opt(a, "--stop-on-error") || cli_opt(a, "--progress-file"))
             return cli_usage(c, "--status takes no tenants and no other option");
         return migrate_status(c);
     }
@@ -240,7 +241,7 @@ int cli_migrate(cli *c, const cli_args *a)
     if (rc != 0)
         return rc;
     cli_bar bar;
-    cli_bar_init(&bar);
+    cli_bar_init(&bar, cli_opt(a, "--progress-file"));
     ops_env e;
     cli_ops_env(c, &e);
     e.progress = cli_bar_draw;

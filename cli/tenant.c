@@ -416,7 +416,7 @@ static int create_from_file(cli *c, const cli_args *a, const registry_new *tpl,
     rc = bulk_read(c, cli_opt(a, "--from-file"), &b);
     if (rc == 0) {
         cli_bar bar;
-        cli_bar_init(&bar);
+        cli_bar_init(&bar, NULL);
         ops_env e;
         cli_ops_env(c, &e);
         e.progress = cli_bar_draw;

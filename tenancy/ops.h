@@ -46,6 +46,21 @@ typedef struct ops_progress {
 
 typedef void (*ops_progress_fn)(void *ctx, const ops_progress *p);
 
+/* A run's progress as a small file another process reads (the panel's job page): `key=value`
+ * lines (done, total, failed, seconds, slug, outcome, final), written whole to a temporary
+ * file beside it and renamed over, so a reader never sees half of it. TN_OK or TN_IO. */
+int ops_progress_write(const char *path, const ops_progress *p);
+
+typedef struct ops_progress_seen {
+    int done, total, failed;
+    double seconds;
+    char slug[64], outcome[16];  /* the last tenant that finished */
+    bool final;
+} ops_progress_seen;
+
+/* The file read back. TN_OK, TN_NOTFOUND (not written yet), TN_IO. */
+int ops_progress_read(const char *path, ops_progress_seen *out);
+
 typedef struct ops_env {
     const tenancy_config *tc;
     const char *conf_path;       /* relative paths of the options are taken from its folder */

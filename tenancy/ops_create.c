@@ -213,10 +213,20 @@ static bool next_step(int *rc, const char **step, const char *name, char *why, s
     return true;
 }
 
+/* The caller's dispositions back. A caller with a handler of its own (a panel's worker,
+ * whose SIGTERM means "stop after this request") gets the signal that was held: without
+ * that it would never learn of it. A default or ignored disposition is left alone: the
+ * command reports the interruption in its message and exits. */
 static void release_signals(const struct sigaction *old)
 {
-    for (size_t i = 0; i < TN_ARRAY_LEN(held_signals); i++)
+    int held = (int)interrupted;
+    for (size_t i = 0; i < TN_ARRAY_LEN(held_signals); i++) {
         sigaction(held_signals[i], &old[i], NULL);
+        bool own = (old[i].sa_flags & SA_SIGINFO) ||
+                   (old[i].sa_handler != SIG_DFL && old[i].sa_handler != SIG_IGN);
+        if (held == held_signals[i] && own)
+            raise(held);
+    }
 }
 
 /* The storage's folder and file to the workers' user when root provisions (SQLite). */

@@ -1,7 +1,7 @@
 /*
  * ops_env.c — what the tenant operations share (see ops.h): paths of the configuration,
  * the migration set, the workers' owner and giving files to them, a tenant role's password,
- * times as the messages write them.
+ * times as the messages write them, the progress file of a run.
  * Must not: print, or open a database.
  */
 #include "core/first.h"
@@ -13,6 +13,7 @@
 #include <grp.h>
 #include <pwd.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -94,4 +95,56 @@ void ops_role_verifier(const tenancy_config *tc, storage_target *t, char v[OPS_V
     if (rolekey_verifier(pw, v, OPS_VERIFIER_MAX) == TN_OK)
         t->role_verifier = v;
     explicit_bzero(pw, sizeof(pw));
+}
+
+int ops_progress_write(const char *path, const ops_progress *p)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "we");
+    if (f == NULL)
+        return TN_IO;
+    /* a slug is [a-z0-9-] and an outcome a word: nothing to escape */
+    fprintf(f, "done=%d\ntotal=%d\nfailed=%d\nseconds=%.1f\nslug=%s\noutcome=%s\nfinal=%d\n",
+            p->done, p->total, p->failed, (double)p->elapsed_ms / 1000.0,
+            p->slug != NULL ? p->slug : "", p->outcome != NULL ? p->outcome : "",
+            p->final ? 1 : 0);
+    bool ok = fflush(f) == 0 && !ferror(f);
+    if (fclose(f) != 0 || !ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return TN_IO;
+    }
+    return TN_OK;
+}
+
+int ops_progress_read(const char *path, ops_progress_seen *out)
+{
+    memset(out, 0, sizeof(*out));
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return errno == ENOENT ? TN_NOTFOUND : TN_IO;
+    char line[256];
+    while (fgets(line, sizeof(line), f) != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        char *v = strchr(line, '=');
+        if (v == NULL)
+            continue;
+        *v++ = '\0';
+        if (strcmp(line, "done") == 0)
+            out->done = atoi(v);
+        else if (strcmp(line, "total") == 0)
+            out->total = atoi(v);
+        else if (strcmp(line, "failed") == 0)
+            out->failed = atoi(v);
+        else if (strcmp(line, "seconds") == 0)
+            out->seconds = strtod(v, NULL);
+        else if (strcmp(line, "slug") == 0)
+            snprintf(out->slug, sizeof(out->slug), "%s", v);
+        else if (strcmp(line, "outcome") == 0)
+            snprintf(out->outcome, sizeof(out->outcome), "%s", v);
+        else if (strcmp(line, "final") == 0)
+            out->final = atoi(v) != 0;
+    }
+    fclose(f);
+    return TN_OK;
 }
