@@ -96,7 +96,7 @@ static int end_sessions(cli *c, const char *user)
 {
     const tenancy_config *tc = &c->cfg->tenancy;
     char err[1024];
-    if (cli_registry_missing(tc, err, sizeof(err)))
+    if (ops_registry_missing(tc, err, sizeof(err)))
         return 0;
     registry *reg = NULL;
     int n = -1;

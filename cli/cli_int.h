@@ -12,9 +12,8 @@
  * command failed, only {"error": ..., "code": ...}, so stdout always holds exactly one JSON
  * document. Errors are also written to stderr as "tenancy: message".
  *
- * Must not: be included outside cli/; talk to a database except through
- * registry.h (the registry) and storage/ (a tenant's storage: target.h, migrate.h, copy.h,
- * inventory.h): no SQL in the CLI.
+ * Must not: be included outside cli/; talk to a database except through registry.h (the
+ * registry) and the tenant operations (tenancy/ops.h): no SQL and no storage/ in the CLI.
  */
 #ifndef TN_TENANCY_CLI_INT_H
 #define TN_TENANCY_CLI_INT_H
@@ -27,7 +26,6 @@
 
 #include "core/buf.h"
 #include "cli/conf.h"
-#include "storage/target.h"
 #include "tenancy/ops.h"
 #include "tenancy/registry.h"
 
@@ -140,10 +138,6 @@ typedef struct cli_bar {
 } cli_bar;
 void cli_bar_init(cli_bar *b, const char *file);
 void cli_bar_draw(void *ctx, const ops_progress *p);
-
-/* Is the registry a SQLite file that is not there (its path in path)? Commands other than
- * init never create one. */
-bool cli_registry_missing(const tenancy_config *tc, char *path, size_t n);
 
 /* The command groups (cli/tenant.c, cli/domain.c, cli/migrate.c). */
 int cli_tenant_create(cli *c, const cli_args *a);

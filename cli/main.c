@@ -16,8 +16,6 @@
 #include "core/conf.h"
 #include "core/log.h"
 #include "core/rc.h"
-#include "storage/db.h"
-#include "tenancy/rolekey.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -434,35 +432,6 @@ void cli_json_changed(cli *c, const char *slug)
 
 /* ---- init ------------------------------------------------------------------------------------- */
 
-/* mkdir -p with mode 0755 for the folders it makes. */
-static int mkdir_p(const char *path, char *err, size_t errlen)
-{
-    char p[4096];
-    if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p)) {
-        snprintf(err, errlen, "%.900s: path too long", path);
-        return TN_INVALID;
-    }
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s != '\0')
-            continue;
-        char keep = *s;
-        *s = '\0';
-        if (mkdir(p, 0755) < 0 && errno != EEXIST) {
-            snprintf(err, errlen, "cannot create %.900s: %s", p, strerror(errno));
-            return TN_IO;
-        }
-        *s = keep;
-        if (keep == '\0')
-            break;
-    }
-    struct stat st;
-    if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "%.900s is not a folder", path);
-        return TN_IO;
-    }
-    return TN_OK;
-}
-
 void cli_ops_env(cli *c, ops_env *e)
 {
     memset(e, 0, sizeof(*e));
@@ -473,65 +442,30 @@ void cli_ops_env(cli *c, ops_env *e)
     e->reg = c->reg;
 }
 
+/* The harden notes of init, as they were always printed. */
+static void init_note(void *ctx, const ops_progress *p)
+{
+    (void)ctx;
+    if (p->note != NULL)
+        fprintf(stderr, "tenancy: note: %s\n", p->note);
+}
+
 static int cmd_init(cli *c, const cli_args *a)
 {
     (void)a;
     const tenancy_config *tc = &c->cfg->tenancy;
-    char err[1024];
-    if (tc->state_dir == NULL || tc->state_dir[0] != '/')
-        return cli_fail(c, TN_INVALID, "state_dir must be an absolute path");
-    uid_t uid;
-    gid_t gid;
+    char err[1200];
     ops_env e;
     cli_ops_env(c, &e);
-    int rc = ops_workers_owner(&e, &uid, &gid, err, sizeof(err));
+    e.progress = init_note;
+    ops_initialized in;
+    int rc = ops_init(&e, &in, err, sizeof(err));
+    c->reg = e.reg;
     if (rc != TN_OK)
         return cli_fail(c, rc, "%s", err);
-    rc = mkdir_p(tc->state_dir, err, sizeof(err));
-    if (rc != TN_OK)
-        return cli_fail(c, rc, "state_dir: %s", err);
-    int key_made = 0;
-    rc = rolekey_create(tc, uid, gid, &key_made, err, sizeof(err));
-    if (rc != TN_OK)
-        return cli_fail(c, rc, "%s", err);
-    rc = registry_open(tc->registry_uri, tc->gen_path, &c->reg, err, sizeof(err));
-    if (rc != TN_OK)
-        return cli_fail(c, rc, "cannot open the registry: %s", err);
-    rc = registry_init(c->reg, err, sizeof(err));
-    if (rc != TN_OK)
-        return cli_fail(c, rc, "%s", err);
-    const char *backend = db_uri_backend(tc->registry_uri);
-    bool sqlite = backend != NULL && strcmp(backend, "sqlite") == 0;
-    /* Schema placements: the shared database's public schema is nobody's (a tenant role
-     * must reach nothing there). Told, not fatal: the login may not own it. */
-    for (int i = 0; i < tc->nplacements; i++) {
-        const placement *p = &tc->placements[i];
-        if (p->kind != TARGET_PG_SCHEMA || p->server == NULL)
-            continue;
-        if (target_server_harden(p->server, err, sizeof(err)) != TN_OK)
-            fprintf(stderr, "tenancy: note: placement %s: PUBLIC keeps its rights on the "
-                            "public schema (%s); revoke them as its owner\n", p->name, err);
-    }
-    if (uid != (uid_t)-1) {
-        /* Closed first: the last connection to close removes the -wal and -shm files. */
-        registry_close(c->reg);
-        c->reg = NULL;
-        rc = ops_give(tc->state_dir, uid, gid, true, err, sizeof(err));
-        if (rc == TN_OK)
-            rc = ops_give(tc->gen_path, uid, gid, true, err, sizeof(err));
-        if (rc == TN_OK && sqlite) {
-            static const char *const suffix[] = {"", "-wal", "-shm"};
-            const char *file = tc->registry_uri + strlen("sqlite:");
-            int flen = (int)strcspn(file, "?");   /* without "?mode=..." */
-            for (size_t k = 0; k < TN_ARRAY_LEN(suffix) && rc == TN_OK; k++) {
-                char path[4200];
-                snprintf(path, sizeof(path), "%.*s%s", flen, file, suffix[k]);
-                rc = ops_give(path, uid, gid, k == 0, err, sizeof(err));
-            }
-        }
-        if (rc != TN_OK)
-            return cli_fail(c, rc, "%s", err);
-    }
+    const char *backend = in.backend;
+    bool sqlite = in.sqlite;
+    bool key_made = in.key_made;
     if (c->json) {
         buf_puts(&c->out, "{\"ok\":true,\"backend\":");
         buf_json_str(&c->out, backend);
@@ -558,22 +492,11 @@ static int cmd_init(cli *c, const cli_args *a)
 
 /* Open the registry a command works on. A SQLite file that is not there is not created
  * (only init may do that): a failed command changes nothing. */
-bool cli_registry_missing(const tenancy_config *tc, char *path, size_t n)
-{
-    const char *backend = db_uri_backend(tc->registry_uri);
-    if (backend == NULL || strcmp(backend, "sqlite") != 0)
-        return false;
-    snprintf(path, n, "%s", tc->registry_uri + strlen("sqlite:"));
-    path[strcspn(path, "?")] = '\0';
-    struct stat st;
-    return stat(path, &st) < 0 && errno == ENOENT;
-}
-
 static int open_registry(cli *c)
 {
     const tenancy_config *tc = &c->cfg->tenancy;
     char path[4096];
-    if (cli_registry_missing(tc, path, sizeof(path)))
+    if (ops_registry_missing(tc, path, sizeof(path)))
         return cli_fail(c, TN_NOTFOUND, "no registry at %s (run 'tenancy init')", path);
     char err[1024];
     int rc = registry_open(tc->registry_uri, tc->gen_path, &c->reg, err, sizeof(err));

@@ -9,9 +9,10 @@
  * their progress through the callback: ticks (done/total) and, per tenant, its slug and
  * outcome, so the command can draw its bar and the panel can write a progress file.
  *
- * Files: ops_env.c (what they share), ops_create.c (create, single and bulk),
+ * Files: ops_env.c (what they share), ops_init.c (init), ops_create.c (create, single and bulk),
  * ops_tenant.c (state changes, restore, domains, settings, limits), ops_migrate.c (migrate
- * and its status), ops_runner.c (the parallel runner behind migrate and the bulk create:
+ * and its status), ops_move.c (move, export, import), ops_lifecycle.c (purge, check),
+ * ops_runner.c (the parallel runner behind migrate and the bulk create:
  * ops_runner.h, for the ops files only).
  *
  * Must not: print, read the terminal, install signal handlers (but the runner's and the
@@ -25,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "storage/migrate.h"
@@ -34,14 +36,20 @@
 
 /* ---- the environment and progress -------------------------------------------------------- */
 
-/* One event of a long operation. A tick has slug NULL; a tenant's outcome names it. */
+/* One event of a long operation. Over tenants (migrate, bulk create): a tick has slug NULL;
+ * a tenant's outcome names it. Over one tenant's tables (move, export, import): a note (a
+ * line for a person: "copying 3 tables from sqlite to pg"), or a table's rows so far. */
 typedef struct ops_progress {
     int done, total, failed;
-    int64_t elapsed_ms;          /* since the operation started */
+    int64_t elapsed_ms;          /* since the operation started (a table: since it started) */
     const char *slug;            /* the tenant that just finished, or NULL (a tick) */
     const char *outcome;         /* its outcome: "migrated", "current", "failed", ... */
     const char *error;           /* its error, or NULL */
     bool final;                  /* the last event: the workers are gone */
+    const char *note;            /* a line to show, or NULL */
+    const char *table;           /* the table being copied, or NULL */
+    int64_t rows, rows_want;     /* its rows so far, and how many it has (-1: not known) */
+    bool table_done;             /* the table's last event */
 } ops_progress;
 
 typedef void (*ops_progress_fn)(void *ctx, const ops_progress *p);
@@ -108,6 +116,22 @@ int ops_give(const char *path, uid_t uid, gid_t gid, bool must_exist, char *err,
 #define OPS_VERIFIER_MAX 200
 #define OPS_VERSION_MAX MIGRATE_VERSION_MAX
 void ops_role_verifier(const tenancy_config *tc, storage_target *t, char v[OPS_VERIFIER_MAX]);
+
+/* ---- init (ops_init.c) -------------------------------------------------------------------- */
+
+typedef struct ops_initialized {
+    const char *backend;         /* "sqlite" or "postgres" */
+    bool sqlite;
+    bool key_made;               /* the role key was made now */
+} ops_initialized;
+
+/* Make state_dir, the role key, the registry's tables (e->reg is opened; closed again when
+ * the files are given to the workers' owner) and the generation file; idempotent. A schema
+ * placement whose public schema cannot be closed to PUBLIC is a note (e->progress). */
+int ops_init(ops_env *e, ops_initialized *out, char *err, size_t errlen);
+
+/* Is the registry a SQLite file that is not there (its path in path)? */
+bool ops_registry_missing(const tenancy_config *tc, char *path, size_t n);
 
 /* ---- short operations (ops_tenant.c): one registry transaction each ----------------------- */
 
@@ -269,5 +293,114 @@ typedef int (*ops_version_fn)(void *ctx, const char *version, int64_t tenants,
                               int64_t failing);
 int ops_migrate_status(ops_env *e, char *latest, size_t latestlen, ops_version_fn fn,
                        void *ctx, char *err, size_t errlen);
+
+/* ---- purge and check (ops_lifecycle.c) ---------------------------------------------------- */
+
+/* A tenant purged (error NULL) or not (error says why; slug "" when the registry failed). */
+typedef struct ops_purged {
+    const char *slug, *placement, *storage;
+    const char *where;           /* "file PATH", "schema NAME", or "no storage" */
+    const char *error;
+} ops_purged;
+typedef void (*ops_purged_fn)(void *ctx, const ops_purged *p);
+
+/* Remove deleted tenants for good, each in three steps (tombstone, storage, row): the ones
+ * named (only once their grace period is over, unless `now`), then with `expired` every one
+ * whose grace period is over. Each outcome goes to fn as it happens; *purged and *failed
+ * count them. TN_OK, or the registry's error (the run stopped there; fn was told). */
+int ops_purge(ops_env *e, const char *const *slugs, int nslugs, bool expired, bool now,
+              ops_purged_fn fn, void *ctx, int *purged, int *failed);
+
+/* A problem `check` found: kind (stuck, tombstone, nostorage, placement, unreachable,
+ * missing, role, rolekey, orphan), where, and what. */
+typedef struct ops_problem {
+    const char *kind, *slug, *placement, *storage, *detail;
+} ops_problem;
+typedef void (*ops_problem_fn)(void *ctx, const ops_problem *p);
+
+typedef struct ops_checked {
+    int64_t tenants;
+    int places;                  /* storage locations listed */
+    int repaired;                /* tenants whose role the repair mended */
+    int problems;
+} ops_checked;
+
+/* Compare the registry with the storage (read-only unless repair: then drifted tenant roles
+ * are mended first). Each problem goes to fn. TN_OK (problems or not), or the error. */
+int ops_check(ops_env *e, bool repair, ops_problem_fn fn, void *ctx, ops_checked *out,
+              char *err, size_t errlen);
+
+/* ---- move, export, import (ops_move.c) ------------------------------------------------------ */
+
+typedef struct ops_copy_table {
+    const char *name;
+    int64_t rows, ms;
+} ops_copy_table;
+
+#define OPS_COPY_NOTES 64
+/* What a copy into a target did (move, import); its memory is freed by ops_copy_free. */
+typedef struct ops_copy_report {
+    ops_copy_table *tables;
+    int ntables;
+    int64_t rows, ms;
+    bool migrations;             /* the tables were made by the app's migrations ... */
+    const char *why_defs;        /* ... or why not ("copied from the source's definitions") */
+    const char *notes[OPS_COPY_NOTES];   /* what the portable definitions leave out, ... */
+    int nnotes;
+    arena *a;
+} ops_copy_report;
+void ops_copy_free(ops_copy_report *r);
+
+typedef struct ops_move_opts {
+    const char *to;              /* the placement */
+    int drain_s;                 /* seconds in state moving before the copy */
+    bool drop_source, copy_definitions;
+} ops_move_opts;
+
+typedef struct ops_moved {
+    char from_placement[64], from_storage[4200], from_where[4300];
+    char to_storage[4200], to_where[4300];   /* where: "file PATH", "schema NAME", ... */
+    const char *from_kind, *to_kind;
+    int state;                   /* the tenant's state before and after */
+    bool source_dropped;
+    int drop_rc;                 /* drop_source failed (the move itself was made) ... */
+    char drop_err[1024];         /* ... and why */
+    ops_copy_report copy;
+} ops_moved;
+
+/* Move a tenant's storage to another placement: state moving, drain, the source locked,
+ * copied, counts compared, then the registry switched in one transaction. TN_OK with *out
+ * filled (ops_copy_free(&out->copy)); or the error, the target dropped and the state
+ * restored, with err naming the step. */
+int ops_move(ops_env *e, const char *slug, const ops_move_opts *o, ops_moved *out, char *err,
+             size_t errlen);
+
+typedef struct ops_exported {
+    int tables;
+    int64_t rows, ms;
+    char version[OPS_VERSION_MAX + 32];
+} ops_exported;
+
+/* Write a tenant as a dump (tenancy/dump.h): to `file` (written beside it, then renamed
+ * over it: a failed export leaves no file) or, when file is NULL, to `stream`. */
+int ops_export(ops_env *e, const char *slug, const char *file, FILE *stream,
+               ops_exported *out, char *err, size_t errlen);
+
+typedef struct ops_import_opts {
+    const char *slug;            /* NULL: the dump's */
+    const char *placement;       /* NULL: storage.placement */
+    bool no_domains;
+} ops_import_opts;
+
+typedef struct ops_imported {
+    char slug[64], placement[64], storage[4200], version[OPS_VERSION_MAX + 32];
+    const char *kind;
+    ops_copy_report copy;
+} ops_imported;
+
+/* Create a tenant and its storage from the dump read from f (`label` names it in messages),
+ * all or nothing. TN_OK with *out filled (ops_copy_free(&out->copy)), or the error. */
+int ops_import(ops_env *e, FILE *f, const char *label, const ops_import_opts *o,
+               ops_imported *out, char *err, size_t errlen);
 
 #endif

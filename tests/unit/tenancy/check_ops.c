@@ -2,7 +2,9 @@
  * check_ops.c — tenancy/ops, the tenant operations, over real SQLite storage in a temporary
  * folder: create (single and bulk), migrate with its progress events (a failing migration
  * rolls back that tenant only and names it), state changes, delete and restore, domains,
- * settings. Its own program (tests/unit/check_ops): no PostgreSQL needed.
+ * settings, export and import, purge, check, and what a move refuses before it starts. Its
+ * own program (tests/unit/check_ops): no PostgreSQL needed, so a move that copies (between
+ * a SQLite and a PostgreSQL placement) is tests/integration/lifecycle.sh's.
  */
 #include "core/first.h"
 #include "core/conf.h"
@@ -403,6 +405,203 @@ START_TEST(test_domains_settings)
 }
 END_TEST
 
+
+/* A statement on a tenant's own SQLite storage. */
+static void on_storage(const char *slug, const char *sql)
+{
+    tenant_rec *t = fetch(slug);
+    char uri[1200];
+    snprintf(uri, sizeof(uri), "sqlite:%s", t->storage);
+    free(t);
+    tn_db *db = NULL;
+    OK(db_open(uri, NULL, &db, err, sizeof(err)));
+    OK(tn_db_exec(db, sql, 0, NULL));
+    db_close(db);
+}
+
+static int64_t count_notes(const char *slug)
+{
+    tenant_rec *t = fetch(slug);
+    char uri[1200], v[32] = "";
+    snprintf(uri, sizeof(uri), "sqlite:%s", t->storage);
+    free(t);
+    tn_db *db = NULL;
+    OK(db_open(uri, NULL, &db, err, sizeof(err)));
+    db_query_value(db, v, sizeof(v), "SELECT count(*) FROM notes", 0, NULL);
+    db_close(db);
+    return atoll(v);
+}
+
+typedef struct tables_seen {
+    int notes, tables_done;
+} tables_seen;
+
+static void count_tables(void *ctx, const ops_progress *p)
+{
+    tables_seen *s = ctx;
+    if (p->table != NULL && p->table_done)
+        s->tables_done++;
+    if (p->note != NULL)
+        s->notes++;
+}
+
+START_TEST(test_export_import)
+{
+    ops_plan *p = plan();
+    create(p, "alpha", "alpha.example.com");
+    ops_plan_free(p);
+    on_storage("alpha", "INSERT INTO notes (t) VALUES ('one'), ('two'), ('three')");
+    OK(ops_setting_set(&E, "alpha", "theme", "dark", err, sizeof(err)));
+    char file[400];
+    snprintf(file, sizeof(file), "%s/alpha.dump", dir);
+    tables_seen s = {0};
+    E.progress = count_tables;
+    E.progress_ctx = &s;
+    ops_exported x;
+    OK(ops_export(&E, "alpha", file, NULL, &x, err, sizeof(err)));
+    ck_assert_int_eq(x.rows, 4);   /* three notes and the version table's row */
+    ck_assert_str_eq(x.version, "0001");
+    ck_assert_int_eq(s.tables_done, x.tables);
+    ck_assert_int_eq(ops_export(&E, "nobody", file, NULL, &x, err, sizeof(err)), TN_NOTFOUND);
+
+    /* the dump as another tenant; its domains would clash, so without them */
+    FILE *f = fopen(file, "r");
+    ck_assert_ptr_nonnull(f);
+    ops_import_opts o = {"alpha2", NULL, true};
+    ops_imported in;
+    memset(&s, 0, sizeof(s));
+    OK(ops_import(&E, f, file, &o, &in, err, sizeof(err)));
+    fclose(f);
+    E.progress = NULL;
+    ck_assert_str_eq(in.slug, "alpha2");
+    ck_assert_str_eq(in.version, "0001");
+    ck_assert(in.copy.migrations);   /* its tables made by the app's migrations */
+    ck_assert_int_eq(in.copy.rows, 4);
+    ck_assert_int_eq(s.tables_done, in.copy.ntables);
+    ops_copy_free(&in.copy);
+    tenant_rec *t = fetch("alpha2");
+    ck_assert_int_eq(t->state, TENANT_ACTIVE);
+    ck_assert_str_eq(tenant_setting_get(t, "theme"), "dark");
+    free(t);
+    ck_assert_int_eq(count_notes("alpha2"), 3);
+
+    /* again: the slug is taken, nothing is made or changed */
+    f = fopen(file, "r");
+    ck_assert_int_eq(ops_import(&E, f, file, &o, &in, err, sizeof(err)), TN_EXISTS);
+    fclose(f);
+    ck_assert_int_eq(count_notes("alpha2"), 3);
+    /* with its domains, as itself: the registry refuses the slug before any storage */
+    f = fopen(file, "r");
+    o = (ops_import_opts){NULL, NULL, false};
+    ck_assert_int_eq(ops_import(&E, f, file, &o, &in, err, sizeof(err)), TN_EXISTS);
+    fclose(f);
+}
+END_TEST
+
+START_TEST(test_move_refused)
+{
+    ops_plan *p = plan();
+    create(p, "alpha", NULL);
+    ops_plan_free(p);
+    ops_move_opts o = {.to = "sqlite"};
+    ops_moved m;
+    ck_assert_int_eq(ops_move(&E, "alpha", &o, &m, err, sizeof(err)), TN_INVALID);
+    ck_assert_str_eq(err, "tenant 'alpha' is already in placement 'sqlite'");
+    o.to = "elsewhere";
+    ck_assert_int_eq(ops_move(&E, "alpha", &o, &m, err, sizeof(err)), TN_NOTFOUND);
+    ck_assert_int_eq(ops_move(&E, "nobody", &o, &m, err, sizeof(err)), TN_NOTFOUND);
+    tenant_rec *t = fetch("alpha");
+    ck_assert_int_eq(t->state, TENANT_ACTIVE);   /* nothing changed */
+    free(t);
+}
+END_TEST
+
+typedef struct purge_seen {
+    int ok, failed;
+    char error[400];
+} purge_seen;
+
+static void count_purged(void *ctx, const ops_purged *p)
+{
+    purge_seen *s = ctx;
+    if (p->error != NULL) {
+        s->failed++;
+        snprintf(s->error, sizeof(s->error), "%s", p->error);
+    } else {
+        s->ok++;
+    }
+}
+
+START_TEST(test_delete_purge)
+{
+    ops_plan *p = plan();
+    create(p, "alpha", "alpha.example.com");
+    create(p, "beta", NULL);
+    ops_plan_free(p);
+    tenant_rec *t = fetch("alpha");
+    char file[4200];
+    snprintf(file, sizeof(file), "%s", t->storage);
+    free(t);
+    OK(ops_set_state(&E, "alpha", TENANT_DELETING, err, sizeof(err)));
+    /* within the grace period: only with `now` */
+    purge_seen s = {0};
+    const char *slugs[] = {"alpha", "beta"};
+    int ok = 0, failed = 0;
+    OK(ops_purge(&E, slugs, 1, false, false, count_purged, &s, &ok, &failed));
+    ck_assert_int_eq(failed, 1);
+    ck_assert_msg(strstr(s.error, "grace period ends") != NULL, "%s", s.error);
+    memset(&s, 0, sizeof(s));
+    OK(ops_purge(&E, slugs, 2, false, true, count_purged, &s, &ok, &failed));
+    ck_assert_int_eq(ok, 1);
+    ck_assert_int_eq(failed, 1);   /* beta is not deleted */
+    ck_assert_msg(strstr(s.error, "not deleted") != NULL, "%s", s.error);
+    struct stat st;
+    ck_assert_int_eq(stat(file, &st), -1);   /* its storage dropped */
+    tenant_rec *gone = NULL;
+    ck_assert_int_eq(registry_fetch(E.reg, LK_SLUG, "alpha", &gone), TN_NOTFOUND);
+    /* its domain and slug are free again */
+    p = plan();
+    create(p, "alpha", "alpha.example.com");
+    ops_plan_free(p);
+}
+END_TEST
+
+typedef struct problems_seen {
+    int n, orphan, missing;
+} problems_seen;
+
+static void count_problem(void *ctx, const ops_problem *p)
+{
+    problems_seen *s = ctx;
+    s->n++;
+    s->orphan += strcmp(p->kind, "orphan") == 0;
+    s->missing += strcmp(p->kind, "missing") == 0;
+}
+
+START_TEST(test_check)
+{
+    ops_plan *p = plan();
+    create(p, "alpha", NULL);
+    create(p, "beta", NULL);
+    ops_plan_free(p);
+    problems_seen s = {0};
+    ops_checked r;
+    OK(ops_check(&E, false, count_problem, &s, &r, err, sizeof(err)));
+    ck_assert_int_eq(r.tenants, 2);
+    ck_assert_int_eq(r.problems, 0);
+    /* a file nobody owns, and a tenant whose file is gone */
+    write_file("tenants/stray.db", "");
+    tenant_rec *t = fetch("beta");
+    ck_assert_int_eq(unlink(t->storage), 0);
+    free(t);
+    memset(&s, 0, sizeof(s));
+    OK(ops_check(&E, false, count_problem, &s, &r, err, sizeof(err)));
+    ck_assert_int_eq(r.problems, 2);
+    ck_assert_int_eq(s.orphan, 1);
+    ck_assert_int_eq(s.missing, 1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ops");
@@ -415,6 +614,10 @@ int main(void)
     tcase_add_test(tc, test_migrate_status);
     tcase_add_test(tc, test_state_and_restore);
     tcase_add_test(tc, test_domains_settings);
+    tcase_add_test(tc, test_export_import);
+    tcase_add_test(tc, test_move_refused);
+    tcase_add_test(tc, test_delete_purge);
+    tcase_add_test(tc, test_check);
     suite_add_tcase(s, tc);
     Suite *all[] = {s};
     return run_suites(all, 1);
