@@ -3,9 +3,10 @@
  *
  * Shape: cli/main.c owns main(): the global options, the command table, argument parsing, the
  * configuration and the registry connection, error reporting and where output goes. Each
- * cli_<group>.c implements the commands of one group as cli_cmd_fn functions that get the
- * parsed arguments and an open registry, and either print their result (text or JSON, see
- * below) and return 0, or return what cli_fail()/cli_usage() return.
+ * other file implements the commands of one group as cli_cmd_fn functions that get the
+ * parsed arguments and an open registry, call the tenant operations (tenancy/ops.h) or read
+ * the registry, and either print the result (text or JSON, see below) and return 0, or
+ * return what cli_fail()/cli_usage() return.
  *
  * Output: in text mode a command prints to stdout as it likes. In JSON mode it appends ONE
  * JSON value to c->out and prints nothing itself; cli/main.c writes that value, or, when the
@@ -15,12 +16,11 @@
  * Must not: be included outside cli/; talk to a database except through registry.h (the
  * registry) and the tenant operations (tenancy/ops.h): no SQL and no storage/ in the CLI.
  */
-#ifndef TN_TENANCY_CLI_INT_H
-#define TN_TENANCY_CLI_INT_H
+#ifndef TN_CLI_CLI_INT_H
+#define TN_CLI_CLI_INT_H
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <signal.h>
 #include <stdio.h>
 #include <sys/types.h>
 

@@ -119,8 +119,8 @@ static void tell(const ops_runner *j, int idx, bool final)
 {
     if (j->progress == NULL)
         return;
-    ops_progress p = {j->done, j->ntasks, j->failed, clock_mono_ms() - j->t0, NULL, NULL,
-                      NULL, final};
+    ops_progress p = {.done = j->done, .total = j->ntasks, .failed = j->failed,
+                      .elapsed_ms = clock_mono_ms() - j->t0, .final = final};
     if (idx >= 0 && j->ops->outcome != NULL)
         j->ops->outcome(j->ctx, idx, &p);
     j->progress(j->progress_ctx, &p);
