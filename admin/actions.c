@@ -11,15 +11,15 @@
  * Long actions (migrate, move) never hold a request: they run detached. A grandchild of the
  * worker (double fork, its own session, every inherited descriptor closed) runs the
  * `tenancy` command (admin.cli, with this host's tenancyd.conf, no shell), which does the
- * operation (ops_migrate) in a fresh process: a forked copy of a worker must not open the
- * SQLite files the worker has open (SQLite's per-process lock and WAL state would be the
- * worker's, and its opens fail with "locking protocol"), and a PostgreSQL connection of the
- * worker must not be touched. The command writes its progress to
- * state_dir/admin-jobs/ID.progress (--progress-file); the grandchild waits for it, writes
- * the job's outcome and output to state_dir/admin-jobs/ID and audits it. The request that
- * started the job is audited as "started" and redirected to the job's page
- * (/t/SLUG/confirm?job=ID), which reads both files and refreshes itself until the job is
- * over.
+ * operation (ops_migrate, ops_move) in a fresh process: a forked copy of a worker must not
+ * open the SQLite files the worker has open (SQLite's per-process lock and WAL state would
+ * be the worker's, and its opens fail with "locking protocol"), and a PostgreSQL connection
+ * of the worker must not be touched. The command writes its progress (tenants migrated,
+ * tables copied) to state_dir/admin-jobs/ID.progress (--progress-file); the grandchild
+ * waits for it, writes the job's outcome and output to state_dir/admin-jobs/ID and audits
+ * it. The request that started the job is audited as "started" and redirected to the job's
+ * page (/t/SLUG/confirm?job=ID), which reads both files and refreshes itself until the job
+ * is over.
  *
  * Every action is a GET of a confirmation page (nothing changes) and then a POST with the
  * session's CSRF token; delete also needs the tenant's slug typed again. Each action gets
@@ -166,8 +166,8 @@ static TN_NORETURN void job_main(const job *j)
         const char *args[] = {"migrate", j->slug, "--progress-file", progress};
         st = run_cli(args, 4, &out);
     } else {
-        const char *args[] = {"move", j->slug, "--to", j->to};
-        st = run_cli(args, 4, &out);
+        const char *args[] = {"move", j->slug, "--to", j->to, "--progress-file", progress};
+        st = run_cli(args, 6, &out);
     }
     char detail[300] = "";
     if (j->to != NULL)
@@ -330,8 +330,15 @@ static int page_job(adm_req *a, const char *slug, const char *id)
     if (v.has_progress) {
         const ops_progress_seen *p = &v.progress;
         buf_puts(o, "<p id=\"job-progress\">");
-        buf_printf(o, "%d of %d tenant%s done, %d failed, %.1f s", p->done, p->total,
-                   p->total == 1 ? "" : "s", p->failed, p->seconds);
+        if (p->table[0] != '\0') {   /* a copy: tables */
+            buf_printf(o, "%d of %d table%s copied; ", p->done, p->total,
+                       p->total == 1 ? "" : "s");
+            buf_html(o, p->table);
+            buf_printf(o, ": %lld rows", p->rows);
+        } else {
+            buf_printf(o, "%d of %d tenant%s done, %d failed, %.1f s", p->done, p->total,
+                       p->total == 1 ? "" : "s", p->failed, p->seconds);
+        }
         if (p->slug[0] != '\0') {
             buf_puts(o, "; last: ");
             buf_html(o, p->slug);

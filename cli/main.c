@@ -68,6 +68,7 @@ static const cli_optdef move_opts[] = {{"--to", CLI_VALUE, "PLACEMENT"},
                                        {"--drop-source", CLI_FLAG, NULL},
                                        {"--drain", CLI_VALUE, "SECONDS"},
                                        {"--copy-definitions", CLI_FLAG, NULL},
+                                       {"--progress-file", CLI_VALUE, "FILE"},
                                        {NULL, 0, NULL}};
 static const cli_optdef export_opts[] = {{"-o", CLI_VALUE, "FILE"}, {NULL, 0, NULL}};
 static const cli_optdef import_opts[] = {{"--slug", CLI_VALUE, "SLUG"},

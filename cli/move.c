@@ -22,18 +22,34 @@ static double rate(int64_t rows, int64_t ms)
     return ms > 0 ? (double)rows * 1000.0 / (double)ms : (double)rows * 1000.0;
 }
 
-/* Move and import on a terminal: the notes, and one line per table rewritten as rows arrive
- * (at most 10 times a second). */
+/* Where a copy's progress goes: the terminal (tty), the progress file (file). */
+typedef struct copy_show {
+    bool tty;
+    int64_t last;
+    const char *file;
+    int64_t file_last;
+} copy_show;
+
+/* Move and import: on a terminal the notes, and one line per table rewritten as rows arrive
+ * (at most 10 times a second); with --progress-file the tables copied and the one in hand,
+ * at most every 250 ms and at each table's end. */
 static void copy_progress(void *ctx, const ops_progress *p)
 {
-    int64_t *last = ctx;
+    copy_show *s = ctx;
+    int64_t now = clock_mono_ms();
+    if (s->file != NULL && p->table != NULL && (p->table_done || now - s->file_last >= 250)) {
+        (void)ops_progress_write(s->file, p);   /* the move does not depend on it */
+        s->file_last = now;
+    }
+    if (!s->tty)
+        return;
+    int64_t *last = &s->last;
     if (p->note != NULL) {
         fprintf(stderr, "%s\n", p->note);
         return;
     }
     if (p->table == NULL)
         return;
-    int64_t now = clock_mono_ms();
     if (!p->table_done && now - *last < 100)
         return;
     *last = now;
@@ -113,10 +129,11 @@ int cli_move(cli *c, const cli_args *a)
     o.copy_definitions = cli_opt(a, "--copy-definitions") != NULL;
     ops_env e;
     cli_ops_env(c, &e);
-    int64_t last = 0;
-    if (!c->json && isatty(STDERR_FILENO) == 1) {
+    copy_show show = {.tty = !c->json && isatty(STDERR_FILENO) == 1,
+                      .file = cli_opt(a, "--progress-file")};
+    if (show.tty || show.file != NULL) {
         e.progress = copy_progress;
-        e.progress_ctx = &last;
+        e.progress_ctx = &show;
     }
     ops_moved *m = calloc(1, sizeof(*m));
     char err[2600];
@@ -222,10 +239,10 @@ int cli_import(cli *c, const cli_args *a)
                         strerror(errno));
     ops_env e;
     cli_ops_env(c, &e);
-    int64_t last = 0;
-    if (!c->json && isatty(STDERR_FILENO) == 1) {
+    copy_show show = {.tty = !c->json && isatty(STDERR_FILENO) == 1};
+    if (show.tty) {
         e.progress = copy_progress;
-        e.progress_ctx = &last;
+        e.progress_ctx = &show;
     }
     ops_imported *m = calloc(1, sizeof(*m));
     char err[2600];

@@ -38,7 +38,8 @@
 
 /* One event of a long operation. Over tenants (migrate, bulk create): a tick has slug NULL;
  * a tenant's outcome names it. Over one tenant's tables (move, export, import): a note (a
- * line for a person: "copying 3 tables from sqlite to pg"), or a table's rows so far. */
+ * line for a person: "copying 3 tables from sqlite to pg"), or a table's rows so far (done
+ * and total then count tables). */
 typedef struct ops_progress {
     int done, total, failed;
     int64_t elapsed_ms;          /* since the operation started (a table: since it started) */
@@ -55,14 +56,17 @@ typedef struct ops_progress {
 typedef void (*ops_progress_fn)(void *ctx, const ops_progress *p);
 
 /* A run's progress as a small file another process reads (the panel's job page): `key=value`
- * lines (done, total, failed, seconds, slug, outcome, final), written whole to a temporary
- * file beside it and renamed over, so a reader never sees half of it. TN_OK or TN_IO. */
+ * lines (done, total, failed, seconds, slug, outcome, table, rows, final), written whole to
+ * a temporary file beside it and renamed over, so a reader never sees half of it. TN_OK or
+ * TN_IO. */
 int ops_progress_write(const char *path, const ops_progress *p);
 
 typedef struct ops_progress_seen {
     int done, total, failed;
     double seconds;
     char slug[64], outcome[16];  /* the last tenant that finished */
+    char table[128];             /* a copy: the table in hand ... */
+    long long rows;              /* ... and its rows so far */
     bool final;
 } ops_progress_seen;
 

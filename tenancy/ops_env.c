@@ -104,11 +104,13 @@ int ops_progress_write(const char *path, const ops_progress *p)
     FILE *f = fopen(tmp, "we");
     if (f == NULL)
         return TN_IO;
-    /* a slug is [a-z0-9-] and an outcome a word: nothing to escape */
-    fprintf(f, "done=%d\ntotal=%d\nfailed=%d\nseconds=%.1f\nslug=%s\noutcome=%s\nfinal=%d\n",
+    /* a slug is [a-z0-9-], an outcome a word; a table's name is cut at a line break */
+    fprintf(f, "done=%d\ntotal=%d\nfailed=%d\nseconds=%.1f\nslug=%s\noutcome=%s\n"
+               "table=%.*s\nrows=%lld\nfinal=%d\n",
             p->done, p->total, p->failed, (double)p->elapsed_ms / 1000.0,
             p->slug != NULL ? p->slug : "", p->outcome != NULL ? p->outcome : "",
-            p->final ? 1 : 0);
+            p->table != NULL ? (int)strcspn(p->table, "\r\n") : 0,
+            p->table != NULL ? p->table : "", (long long)p->rows, p->final ? 1 : 0);
     bool ok = fflush(f) == 0 && !ferror(f);
     if (fclose(f) != 0 || !ok || rename(tmp, path) != 0) {
         unlink(tmp);
@@ -142,6 +144,10 @@ int ops_progress_read(const char *path, ops_progress_seen *out)
             snprintf(out->slug, sizeof(out->slug), "%s", v);
         else if (strcmp(line, "outcome") == 0)
             snprintf(out->outcome, sizeof(out->outcome), "%s", v);
+        else if (strcmp(line, "table") == 0)
+            snprintf(out->table, sizeof(out->table), "%s", v);
+        else if (strcmp(line, "rows") == 0)
+            out->rows = atoll(v);
         else if (strcmp(line, "final") == 0)
             out->final = atoi(v) != 0;
     }

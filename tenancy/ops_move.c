@@ -93,6 +93,7 @@ typedef struct job {
     arena *a;
     ops_copy_table *stats;      /* MAX_TABLES of them, in a */
     int nstats;
+    int ntables;                /* the tables to copy (for the progress events) */
     int64_t rows;
     int64_t t0;                 /* clock_mono_ms at the start of the copy */
     const char *notes[OPS_COPY_NOTES];
@@ -128,11 +129,13 @@ static void tell_note(const ops_env *e, const char *note)
 }
 
 static void tell_rows(const ops_env *e, const char *table, int64_t done, int64_t want,
-                      int64_t start, bool final)
+                      int64_t start, bool final, int tables_done, int tables)
 {
     if (e->progress == NULL)
         return;
     ops_progress p = {0};
+    p.done = tables_done;
+    p.total = tables;
     p.table = table;
     p.rows = done;
     p.rows_want = want;
@@ -274,7 +277,7 @@ static int target_rows(job *j, const copy_table *def, int64_t want, row_fn next,
         if (rc != TN_OK)
             break;
         if (++n % 500 == 0) {
-            tell_rows(j->e, def->name, n, want, start, false);
+            tell_rows(j->e, def->name, n, want, start, false, j->nstats, j->ntables);
             if (interrupted) {
                 snprintf(j->err, sizeof(j->err), "interrupted (signal %d)", (int)interrupted);
                 rc = TN_TIMEOUT;
@@ -287,7 +290,7 @@ static int target_rows(job *j, const copy_table *def, int64_t want, row_fn next,
     copy_write_close(w);
     if (rc != TN_OK)
         return rc;
-    tell_rows(j->e, def->name, n, want, start, true);
+    tell_rows(j->e, def->name, n, want, start, true, j->nstats + 1, j->ntables);
     if (want >= 0 && n != want) {
         snprintf(j->err, sizeof(j->err), "%lld rows read, %lld expected", (long long)n,
                  (long long)want);
@@ -585,6 +588,7 @@ int ops_move(ops_env *e, const char *slug, const ops_move_opts *o, ops_moved *ou
         stepf(&j, "reading the source's migration version");
         rc = source_version(sdb, &tl, version, sizeof(version), j.err, sizeof(j.err));
     }
+    j.ntables = tl.n;
     if (rc == TN_OK)
         rc = target_begin(&j, version, o->copy_definitions, tl.names, tl.n);
     if (rc == TN_OK) {
@@ -809,7 +813,7 @@ int ops_export(ops_env *e, const char *slug, const char *file, FILE *stream,
             if (rc == TN_OK && b.len > 1 << 16)
                 rc = drain_buf(&b, f, err, sizeof(err));
             if (n % 2000 == 0)
-                tell_rows(e, def->name, n, want, tstart, false);
+                tell_rows(e, def->name, n, want, tstart, false, i, tl.n);
         }
         copy_read_close(r);
         if (rc == TN_DONE) {
@@ -821,7 +825,7 @@ int ops_export(ops_env *e, const char *slug, const char *file, FILE *stream,
             }
         }
         if (rc == TN_OK)
-            tell_rows(e, def->name, n, want, tstart, true);
+            tell_rows(e, def->name, n, want, tstart, true, i + 1, tl.n);
         total += n;
         if (rc != TN_OK) {
             char e2[1100];
@@ -973,6 +977,7 @@ int ops_import(ops_env *e, FILE *f, const char *label, const ops_import_opts *o,
     }
     interrupted = 0;
     catch_signals(true);
+    j.ntables = h->ntables;
     rc = target_begin(&j, h->migration_version, false, h->tables, h->ntables);
     for (int i = 0; rc == TN_OK; i++) {
         copy_table *def = NULL;

@@ -520,6 +520,7 @@ assert_eq "$(sqlite3 "$T/state/control.db" "SELECT migration_version FROM tenant
 assert_eq "$(req GET '/t/lite/confirm?job=nosuchjob')" 404 "an unknown job"
 job move to=pgs
 assert_eq "$JOB_STATE" done "a detached move to the PostgreSQL placement ends (page: $(tr '\n' ' ' < "$T/body" | grep -o '<section.*</section>' | head -c 600))"
+assert_contains "$(body)" '3 of 3 tables copied' "the move's page shows the tables copied"
 assert_eq "$(sqlite3 "$T/state/control.db" "SELECT placement FROM tenants WHERE slug = 'made'")" pgs "the registry says it moved"
 code=$(req POST /t/made/action --data "action=move&confirm=yes&to=nowhere&csrf=$TOKEN")
 assert_eq "$code" 409 "a move to an unknown placement is refused"
