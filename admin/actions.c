@@ -30,7 +30,6 @@
  */
 #include "core/first.h"
 #include "admin/admin_int.h"
-#include "core/clock.h"
 #include "core/log.h"
 #include "tenancy/ops.h"
 
@@ -48,7 +47,6 @@
 #define CLI_OUTPUT_MAX 65536
 #define JOB_DIR "admin-jobs"
 #define JOB_ID_BYTES 12          /* 16 characters of [A-Za-z0-9_-] */
-#define JOB_WRITE_MS 250         /* the progress file is rewritten at most this often */
 
 /* ---- the tenancy command --------------------------------------------------------------------- */
 
@@ -109,7 +107,6 @@ static int run_cli(const char *const *args, int nargs, buf *out)
         ;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
-
 
 /* ---- detached jobs ------------------------------------------------------------------------------ */
 
