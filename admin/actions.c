@@ -3,28 +3,39 @@
  * remove a domain, suspend, resume (restore), maintenance, migrate, move, delete (with the
  * grace period of storage.delete_grace). The audit log itself is audit.c.
  *
- * State and domain changes call the registry functions the `tenancy` command calls
- * (registry_set_state_if, registry_restore, registry_domain_add/remove), on the panel's
- * registry connection, so
- * they bump the generation and every worker sees them at its next request. Creating a
- * tenant, migrating and moving run the `tenancy` command itself (admin.cli, with this
- * host's tenancyd.conf): those steps provision and copy storage, and the command is where
- * that logic lives; the panel shows its output.
+ * Short actions call the tenant operations in process (tenancy/ops.h, the functions the
+ * `tenancy` command calls): state changes and restore, domains, creating one tenant; on the
+ * panel's registry connection, so they bump the generation and every worker sees them at
+ * its next request.
+ *
+ * Long actions (migrate, move) never hold a request: they run detached. A grandchild of the
+ * worker (double fork, its own session, every inherited descriptor closed) runs the
+ * `tenancy` command (admin.cli, with this host's tenancyd.conf, no shell), which does the
+ * operation (ops_migrate, ops_move) in a fresh process: a forked copy of a worker must not
+ * open the SQLite files the worker has open (SQLite's per-process lock and WAL state would
+ * be the worker's, and its opens fail with "locking protocol"), and a PostgreSQL connection
+ * of the worker must not be touched. The command writes its progress (tenants migrated,
+ * tables copied) to state_dir/admin-jobs/ID.progress (--progress-file); the grandchild
+ * waits for it, writes the job's outcome and output to state_dir/admin-jobs/ID and audits
+ * it. The request that started the job is audited as "started" and redirected to the job's
+ * page (/t/SLUG/confirm?job=ID), which reads both files and refreshes itself until the job
+ * is over.
  *
  * Every action is a GET of a confirmation page (nothing changes) and then a POST with the
  * session's CSRF token; delete also needs the tenant's slug typed again. Each action gets
  * its line in the audit log (audit(), audit.c).
  *
- * Must not: change anything on a GET, or run the command through a shell.
+ * Must not: change anything on a GET, run the command through a shell, or let a job's
+ * process keep a descriptor of the worker (its FastCGI sockets, the registry's).
  */
 #include "core/first.h"
 #include "admin/pages.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "tenancy/ops.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,13 +45,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CLI_TIMEOUT_MS 50000
 #define CLI_OUTPUT_MAX 65536
+#define JOB_DIR "admin-jobs"
+#define JOB_ID_BYTES 12          /* 16 characters of [A-Za-z0-9_-] */
 
 /* ---- the tenancy command --------------------------------------------------------------------- */
 
 /* Run `tenancy -c CONF ARGS...` (no shell), its output (stdout and stderr) into out. Returns
- * the exit status, or -1 when it could not run or ran past CLI_TIMEOUT_MS (then killed). */
+ * the exit status, or -1 when it could not run. Only a detached job runs it: it may take as
+ * long as it takes. */
 static int run_cli(const char *const *args, int nargs, buf *out)
 {
     const char *cli = adm.env.cfg->cli;
@@ -79,23 +92,8 @@ static int run_cli(const char *const *args, int nargs, buf *out)
         _exit(127);
     }
     close(fds[1]);
-    int64_t end = clock_mono_ms() + CLI_TIMEOUT_MS;
-    bool timed_out = false;
     char chunk[4096];
     for (;;) {
-        int64_t left = end - clock_mono_ms();
-        if (left <= 0) {
-            timed_out = true;
-            break;
-        }
-        struct pollfd p = {.fd = fds[0], .events = POLLIN};
-        int pr = poll(&p, 1, (int)left);
-        if (pr < 0 && errno == EINTR)
-            continue;
-        if (pr <= 0) {
-            timed_out = pr == 0;
-            break;
-        }
         ssize_t got = read(fds[0], chunk, sizeof(chunk));
         if (got < 0 && errno == EINTR)
             continue;
@@ -105,16 +103,263 @@ static int run_cli(const char *const *args, int nargs, buf *out)
             buf_append(out, chunk, (size_t)got);
     }
     close(fds[0]);
-    if (timed_out)
-        kill(pid, SIGKILL);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
-    if (timed_out) {
-        buf_puts(out, "\n(stopped: it ran past 50 s)");
-        return -1;
-    }
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* ---- detached jobs ------------------------------------------------------------------------------ */
+
+/* A job's file: `key=value` lines (action, tenant, state running|done|failed, message,
+ * output), written whole to a temporary file and renamed over, so the page never reads half
+ * of it. Values are one line: newlines in them are written \n. Its progress is the
+ * command's file beside it (ID.progress, ops_progress_write). */
+typedef struct job {
+    char path[4200];
+    char action[32], slug[64];
+    adm_req *a;                   /* the request that started it: for its audit line */
+    const char *to;               /* move: the placement */
+} job;
+
+static void put_value(FILE *f, const char *key, const char *v)
+{
+    fprintf(f, "%s=", key);
+    for (; v != NULL && *v; v++) {
+        if (*v == '\n')
+            fputs("\\n", f);
+        else if (*v == '\\')
+            fputs("\\\\", f);
+        else if (*v != '\r')
+            fputc(*v, f);
+    }
+    fputc('\n', f);
+}
+
+static void job_write(const job *j, const char *state, const char *message, const char *output)
+{
+    char tmp[4300];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", j->path);
+    FILE *f = fopen(tmp, "we");
+    if (f == NULL)
+        return;   /* the page then says the job's progress cannot be read */
+    put_value(f, "action", j->action);
+    put_value(f, "tenant", j->slug);
+    put_value(f, "state", state);
+    put_value(f, "message", message);
+    put_value(f, "output", output);
+    bool ok = fflush(f) == 0 && !ferror(f);
+    if (fclose(f) != 0 || !ok || rename(tmp, j->path) != 0)
+        unlink(tmp);
+}
+
+/* The grandchild: the command, then the job's outcome and its audit line. Never returns. */
+static TN_NORETURN void job_main(const job *j)
+{
+    buf out = BUF_INIT;
+    char progress[4300];
+    snprintf(progress, sizeof(progress), "%s.progress", j->path);
+    int st;
+    if (strcmp(j->action, "migrate") == 0) {
+        const char *args[] = {"migrate", j->slug, "--progress-file", progress};
+        st = run_cli(args, 4, &out);
+    } else {
+        const char *args[] = {"move", j->slug, "--to", j->to, "--progress-file", progress};
+        st = run_cli(args, 6, &out);
+    }
+    char detail[300] = "";
+    if (j->to != NULL)
+        snprintf(detail, sizeof(detail), "to %s", j->to);
+    job_write(j, st == 0 ? "done" : "failed",
+              st == 0 ? "The job finished." : "The job failed (output below).",
+              out.p ? out.p : "");
+    audit(j->a, j->action, j->slug, detail, st == 0 ? "ok" : "error");
+    buf_free(&out);
+    _exit(st == 0 ? 0 : 1);
+}
+
+/* Start a job detached from the worker: a double fork, so that the job is nobody's child
+ * here (the worker never waits for it, and it outlives a worker that is recycled), in a
+ * session of its own, with every descriptor of the worker closed (its FastCGI sockets and
+ * its connections are the worker's). TN_OK with id set, or the error with err set. */
+static int job_start(job *j, char *id, size_t idlen, char *err, size_t errlen)
+{
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s/" JOB_DIR, adm.env.tcfg->state_dir);
+    if (mkdir(dir, 0750) < 0 && errno != EEXIST)
+        return tn_errf(err, errlen, TN_IO, "cannot create %s: %s", dir, strerror(errno));
+    if (auth_random_token(id, idlen, JOB_ID_BYTES) != TN_OK)
+        return tn_errf(err, errlen, TN_IO, "no random bytes for a job id");
+    snprintf(j->path, sizeof(j->path), "%s/%s", dir, id);
+    job_write(j, "running", "started", NULL);
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (setsid() < 0 || fork() != 0)
+            _exit(0);   /* the middle process: gone at once, so the worker reaps it now */
+        static const int reset[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE, SIGALRM,
+                                    SIGUSR1, SIGUSR2, SIGCHLD};
+        for (size_t i = 0; i < TN_ARRAY_LEN(reset); i++)
+            signal(reset[i], SIG_DFL);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            dup2(devnull, 1);
+            dup2(devnull, 2);
+        }
+        close_range(3, ~0U, 0);
+        job_main(j);
+    }
+    int e = errno;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (pid < 0) {
+        unlink(j->path);
+        return tn_errf(err, errlen, TN_IO, "cannot fork: %s", strerror(e));
+    }
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    return TN_OK;
+}
+
+/* A job's file read back: each key's value (unescaped) into the request's arena. */
+typedef struct job_view {
+    const char *action, *tenant, *state, *message, *output;
+    ops_progress_seen progress;
+    bool has_progress;
+} job_view;
+
+static const char *unescape(adm_req *a, const char *v)
+{
+    buf b = BUF_INIT;
+    for (; *v; v++) {
+        if (*v == '\\' && v[1] == 'n') {
+            buf_putc(&b, '\n');
+            v++;
+        } else if (*v == '\\' && v[1] == '\\') {
+            buf_putc(&b, '\\');
+            v++;
+        } else {
+            buf_putc(&b, *v);
+        }
+    }
+    const char *s = tn_strdup(a->r, b.p ? b.p : "");
+    buf_free(&b);
+    return s;
+}
+
+static int job_read(adm_req *a, const char *id, job_view *v)
+{
+    memset(v, 0, sizeof(*v));
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/" JOB_DIR "/%s", adm.env.tcfg->state_dir, id);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return errno == ENOENT ? TN_NOTFOUND : TN_IO;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    while ((len = getline(&line, &cap, f)) > 0) {
+        line[strcspn(line, "\n")] = '\0';
+        char *eq = strchr(line, '=');
+        if (eq == NULL)
+            continue;
+        *eq = '\0';
+        const char *val = unescape(a, eq + 1);
+        if (strcmp(line, "action") == 0)
+            v->action = val;
+        else if (strcmp(line, "tenant") == 0)
+            v->tenant = val;
+        else if (strcmp(line, "state") == 0)
+            v->state = val;
+        else if (strcmp(line, "message") == 0)
+            v->message = val;
+        else if (strcmp(line, "output") == 0)
+            v->output = val;
+    }
+    free(line);
+    fclose(f);
+    char ppath[4300];
+    snprintf(ppath, sizeof(ppath), "%s.progress", path);
+    v->has_progress = ops_progress_read(ppath, &v->progress) == TN_OK;
+    return v->state != NULL ? TN_OK : TN_IO;
+}
+
+static bool job_id_ok(const char *id)
+{
+    size_t n = id != NULL ? strlen(id) : 0;
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= 'A' && id[i] <= 'Z') ||
+              (id[i] >= '0' && id[i] <= '9') || id[i] == '-' || id[i] == '_'))
+            return false;
+    return true;
+}
+
+/* The job's page: its progress while it runs (the page refreshes itself), its outcome after. */
+static int page_job(adm_req *a, const char *slug, const char *id)
+{
+    job_view v;
+    int rc = job_id_ok(id) ? job_read(a, id, &v) : TN_NOTFOUND;
+    if (rc == TN_OK && (v.tenant == NULL || strcmp(v.tenant, slug) != 0))
+        rc = TN_NOTFOUND;   /* a job is shown under its own tenant only */
+    if (rc != TN_OK)
+        return send_message(a, rc == TN_NOTFOUND ? 404 : 503, "No such job",
+                            "This job is not known, or its progress cannot be read.");
+    bool running = strcmp(v.state, "running") == 0;
+    buf *o = a->out;
+    char title[160];
+    snprintf(title, sizeof(title), "%s · %s", v.action ? v.action : "job", slug);
+    if (running)
+        tn_add_header(a->r, "Refresh", "2");   /* until it is over */
+    page_begin(a, title, "tenant", slug);
+    buf_puts(o, "<section class=\"confirm\" id=\"job\"><h1>");
+    buf_html(o, v.action ? v.action : "job");
+    buf_puts(o, " <span class=\"mono\">");
+    buf_html(o, slug);
+    buf_puts(o, "</span></h1><p id=\"job-state\" class=\"");
+    buf_puts(o, running ? "muted" : strcmp(v.state, "done") == 0 ? "flash" : "error");
+    buf_puts(o, "\">");
+    buf_html(o, v.state);
+    buf_puts(o, "</p>");
+    if (v.has_progress) {
+        const ops_progress_seen *p = &v.progress;
+        buf_puts(o, "<p id=\"job-progress\">");
+        if (p->table[0] != '\0') {   /* a copy: tables */
+            buf_printf(o, "%d of %d table%s copied; ", p->done, p->total,
+                       p->total == 1 ? "" : "s");
+            buf_html(o, p->table);
+            buf_printf(o, ": %lld rows", p->rows);
+        } else {
+            buf_printf(o, "%d of %d tenant%s done, %d failed, %.1f s", p->done, p->total,
+                       p->total == 1 ? "" : "s", p->failed, p->seconds);
+        }
+        if (p->slug[0] != '\0') {
+            buf_puts(o, "; last: ");
+            buf_html(o, p->slug);
+            buf_puts(o, " ");
+            buf_html(o, p->outcome);
+        }
+        buf_puts(o, "</p>");
+    }
+    if (v.message != NULL && v.message[0]) {
+        buf_puts(o, "<p id=\"action-result\">");
+        buf_html(o, v.message);
+        buf_puts(o, "</p>");
+    }
+    if (v.output != NULL && v.output[0]) {
+        buf_puts(o, "<pre class=\"output\">");
+        buf_html(o, v.output);
+        buf_puts(o, "</pre>");
+    }
+    buf_puts(o, "<p><a class=\"button\" href=\"/t/");
+    buf_html(o, slug);
+    buf_puts(o, "\">Back to the tenant</a></p></section>");
+    page_end(a);
+    return send_html(a, 200);
 }
 
 /* ---- confirmation and the actions --------------------------------------------------------------- */
@@ -141,11 +386,12 @@ static const act acts[] = {
      "removes it.",
      TENANT_DELETING, true},
     {"migrate", "Migrate", "Migrate",
-     "Apply the app's pending migrations to this tenant's storage (runs `tenancy migrate`).",
+     "Apply the app's pending migrations to this tenant's storage (a job in the background: "
+     "its page shows the progress).",
      -1, false},
     {"move", "Move", "Move",
-     "Copy this tenant's data to another placement, verify it and switch the registry (runs "
-     "`tenancy move`).",
+     "Copy this tenant's data to another placement, verify it and switch the registry (a job "
+     "in the background, running `tenancy move`: its page shows the progress).",
      -1, true},
     {"domain-add", "Add domain", "Add domain",
      "Requests for this domain are served as this tenant from now on.", -1, false},
@@ -163,6 +409,9 @@ static const act *find_act(const char *name)
 
 int page_confirm(adm_req *a, const char *slug)
 {
+    const char *job_id = adm_arg(a, "job");
+    if (job_id != NULL)
+        return page_job(a, slug, job_id);
     const act *x = find_act(adm_arg(a, "action"));
     if (x == NULL)
         return send_message(a, 404, "No such action", "The panel has no such action.");
@@ -279,6 +528,11 @@ int post_action(adm_req *a, const char *slug)
     char err[1024] = "";
     int rc;
     char detail[300] = "";
+    ops_env e;
+    memset(&e, 0, sizeof(e));
+    e.tc = adm.env.tcfg;
+    e.conf_path = adm.env.config_path;
+    e.reg = adm.reg;
     if (x->state >= 0) {
         if (x->state == TENANT_DELETING) {
             const char *typed = adm_form(a, "confirm_slug");
@@ -287,21 +541,13 @@ int post_action(adm_req *a, const char *slug)
                 return done(a, slug, false, "Type the tenant's slug to confirm a delete.", NULL);
             }
         }
-        /* As the tenancy command does: a deleted tenant changes state only by a restore,
-         * within its grace period; any other state may change, atomically. */
-        unsigned all = (1u << TENANT_NSTATES) - 1, from = all & ~(1u << TENANT_DELETING);
-        int was = -1;
-        rc = registry_set_state_if(adm.reg, slug, from, x->state, &was, err, sizeof(err));
+        /* A deleted tenant changes state only by a restore, within its grace period: resume
+         * restores it. */
+        rc = ops_set_state(&e, slug, x->state, err, sizeof(err));
         snprintf(detail, sizeof(detail), "state %s", tenant_state_name(x->state));
-        if (rc == TN_BUSY && was == TENANT_DELETING && x->state == TENANT_ACTIVE) {
-            int64_t grace = adm.env.tcfg->delete_grace_ms / 1000;
-            rc = registry_restore(adm.reg, slug, (int64_t)time(NULL) - grace, err, sizeof(err));
+        if (rc == TN_BUSY && x->state == TENANT_ACTIVE) {
+            rc = ops_restore(&e, slug, err, sizeof(err));
             snprintf(detail, sizeof(detail), "restored");
-            if (rc == TN_TIMEOUT)
-                snprintf(err, sizeof(err), "the grace period of '%s' is over: it can only be "
-                                           "purged", slug);
-        } else if (rc == TN_BUSY && was == TENANT_DELETING) {
-            snprintf(err, sizeof(err), "'%s' is deleted: restore it first", slug);
         }
     } else if (strcmp(x->name, "domain-add") == 0 || strcmp(x->name, "domain-remove") == 0) {
         const char *domain = adm_form(a, "domain");
@@ -310,46 +556,37 @@ int post_action(adm_req *a, const char *slug)
         snprintf(detail, sizeof(detail), "%.250s", domain);
         if (strcmp(x->name, "domain-add") == 0) {
             const char *primary = adm_form(a, "primary");
-            rc = registry_domain_add(adm.reg, slug, domain, primary && primary[0], err,
-                                     sizeof(err));
+            rc = ops_domain_add(&e, slug, domain, primary && primary[0], err, sizeof(err));
         } else {
-            /* Only a domain of this tenant: the registry removes by name alone. */
-            char owner[80] = "";
-            const char *p[] = {domain};
-            db_query_value(registry_db(adm.reg), owner, sizeof(owner),
-                           "SELECT t.slug FROM domains d JOIN tenants t ON t.id = d.tenant_id "
-                           "WHERE d.domain = $1", 1, p);
-            if (strcmp(owner, slug) != 0) {
-                snprintf(err, sizeof(err), "'%.200s' is not a domain of '%s'", domain, slug);
-                rc = TN_NOTFOUND;
-            } else {
-                rc = registry_domain_remove(adm.reg, domain, err, sizeof(err));
-            }
+            /* Only a domain of this tenant. */
+            rc = ops_domain_remove(&e, slug, domain, err, sizeof(err));
         }
     } else {
-        /* migrate, move: the tenancy command. */
-        buf out = BUF_INIT;
-        int st;
-        if (strcmp(x->name, "migrate") == 0) {
-            const char *args[] = {"migrate", slug};
-            st = run_cli(args, 2, &out);
-        } else {
+        /* migrate, move: a detached job; this request only starts it. */
+        job *j = tn_alloc(a->r, sizeof(*j));
+        if (j == NULL)
+            return send_message(a, 503, "Out of memory", "The job could not be started.");
+        memset(j, 0, sizeof(*j));
+        snprintf(j->action, sizeof(j->action), "%s", x->name);
+        snprintf(j->slug, sizeof(j->slug), "%s", slug);
+        j->a = a;
+        if (strcmp(x->name, "move") == 0) {
             const char *to = adm_form(a, "to");
-            if (to == NULL || tenancy_placement(adm.env.tcfg, to) == NULL) {
-                buf_free(&out);
+            if (to == NULL || tenancy_placement(adm.env.tcfg, to) == NULL)
                 return done(a, slug, false, "Choose a placement this host knows.", NULL);
-            }
+            j->to = to;
             snprintf(detail, sizeof(detail), "to %s", to);
-            const char *args[] = {"move", slug, "--to", to};
-            st = run_cli(args, 4, &out);
         }
-        const char *text = tn_strdup(a->r, out.p ? out.p : "");
-        buf_free(&out);
-        audit(a, x->name, slug, detail, st == 0 ? "ok" : "error");
-        return done(a, slug, st == 0,
-                    st == 0 ? "The command finished." : "The command failed (exit status and "
-                                                        "output below).",
-                    text ? text : "");
+        char id[40];
+        rc = job_start(j, id, sizeof(id), err, sizeof(err));
+        audit(a, x->name, slug, detail, rc == TN_OK ? "started" : "error");
+        if (rc != TN_OK)
+            return done(a, slug, false, err, NULL);
+        buf h = BUF_INIT;
+        buf_printf(&h, "/t/%s/confirm?job=%s", slug, id);
+        int st = send_redirect(a, h.p ? h.p : "/");
+        buf_free(&h);
+        return st;
     }
     audit(a, x->name, slug, detail, rc == TN_OK ? "ok" : "error");
     if (rc != TN_OK) {
@@ -376,23 +613,27 @@ int page_new(adm_req *a)
         } else if (confirm == NULL || strcmp(confirm, "yes") != 0) {
             error = "Confirm the creation.";
         } else {
-            const char *args[8];
-            int n = 0;
-            args[n++] = "tenant";
-            args[n++] = "create";
-            args[n++] = slug;
-            if (name && name[0]) {
-                args[n++] = "--name";
-                args[n++] = name;
-            }
-            if (domain && domain[0]) {
-                args[n++] = "--domain";
-                args[n++] = domain;
-            }
-            int st = run_cli(args, n, &output);
-            audit(a, "create", slug, name ? name : "", st == 0 ? "ok" : "error");
-            if (st == 0) {
-                buf_free(&output);
+            const char *domains[] = {domain};
+            registry_new n = {.slug = slug, .name = name && name[0] ? name : slug,
+                              .state = TENANT_ACTIVE, .domains = domains,
+                              .ndomains = domain && domain[0] ? 1 : 0, .settings = "{}"};
+            ops_env e;
+            memset(&e, 0, sizeof(e));
+            e.tc = adm.env.tcfg;
+            e.conf_path = adm.env.config_path;
+            e.reg = adm.reg;
+            ops_create_opts co = {NULL, false, false, TENANT_ACTIVE};
+            ops_plan *plan = NULL;
+            char err[1200];
+            int st = ops_create_prepare(&e, &co, &plan, err, sizeof(err));
+            ops_created *made = tn_alloc(a->r, sizeof(*made));
+            if (st == TN_OK && made == NULL)
+                st = tn_errf(err, sizeof(err), TN_NOMEM, "out of memory");
+            if (st == TN_OK)
+                st = ops_create(&e, plan, &n, made, err, sizeof(err));
+            ops_plan_free(plan);
+            audit(a, "create", slug, name ? name : "", st == TN_OK ? "ok" : "error");
+            if (st == TN_OK) {
                 buf h = BUF_INIT;
                 buf_puts(&h, "/t/");
                 buf_puts(&h, slug);
@@ -400,6 +641,8 @@ int page_new(adm_req *a)
                 buf_free(&h);
                 return rs;
             }
+            adm_registry_failed(a);
+            buf_puts(&output, err);
             error = "The tenant could not be created:";
         }
     }
@@ -426,7 +669,7 @@ int page_new(adm_req *a)
     buf_html(o, name ? name : "");
     buf_puts(o, "\"></label><label>Domain (optional) <input name=\"domain\" value=\"");
     buf_html(o, domain ? domain : "");
-    buf_puts(o, "\"></label><p class=\"muted\">Runs <code>tenancy tenant create</code>: the "
+    buf_puts(o, "\"></label><p class=\"muted\">As <code>tenancy tenant create</code>: the "
                 "tenant's storage is created in the default placement.</p>"
                 "<label class=\"check\"><input type=\"checkbox\" name=\"confirm\" value=\"yes\" "
                 "id=\"new-confirm\" required> create this tenant</label>"

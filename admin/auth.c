@@ -39,6 +39,7 @@
 #include "core/arena.h"
 #include "core/kv.h"
 #include "core/log.h"
+#include "tenancy/operators.h"
 
 #include <crypt.h>
 #include <errno.h>
@@ -325,28 +326,15 @@ static struct crypt_data cdata;   /* large: one per process */
  * the file is missing. */
 static int stored_hash(const char *user, char *out, size_t outlen)
 {
-    FILE *f = fopen(adm.env.cfg->password_file, "re");
-    if (f == NULL) {
+    int rc = operators_read_hash(adm.env.cfg->password_file, user, out, outlen);
+    if (rc == TN_IO) {
         static bool warned;
         if (!warned) {
             warned = true;
             log_warn("admin: cannot read %s (%s): nobody can log in; set a password with "
                      "'tenancy admin passwd'", adm.env.cfg->password_file, strerror(errno));
         }
-        return TN_IO;
     }
-    char line[1024];
-    int rc = TN_NOTFOUND;
-    size_t ul = strlen(user);
-    while (fgets(line, sizeof(line), f) != NULL) {
-        line[strcspn(line, "\r\n")] = '\0';
-        if (strncmp(line, user, ul) == 0 && line[ul] == ':') {
-            snprintf(out, outlen, "%s", line + ul + 1);
-            rc = TN_OK;
-            break;
-        }
-    }
-    fclose(f);
     return rc;
 }
 
@@ -437,7 +425,7 @@ int auth_login_post(adm_req *a)
     }
     const char *user = adm_form(a, "user");
     const char *password = adm_form(a, "password");
-    if (user == NULL || password == NULL || !admin_user_name_ok(user) || strlen(password) > 1024)
+    if (user == NULL || password == NULL || !operators_name_ok(user) || strlen(password) > 1024)
         return auth_login_page(a, 400, "Enter a user name and a password.");
 
     int64_t now = now_s();

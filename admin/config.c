@@ -5,6 +5,7 @@
 #include "core/first.h"
 #include "admin/config.h"
 #include "core/rc.h"
+#include "tenancy/operators.h"
 #include "tenancy/tenant.h"
 
 #include <stdio.h>
@@ -58,9 +59,7 @@ int admin_config_finish(admin_config *c, const tenancy_config *tc, arena *a, cha
         c->enabled = true;
     }
     const char *sd = tc->state_dir ? tc->state_dir : "";
-    c->password_file = c->password_file_text && c->password_file_text[0]
-                           ? c->password_file_text
-                           : arena_sprintf(a, "%s/admin.passwd", sd);
+    c->password_file = operators_file(c->password_file_text, sd, a);
     c->audit_log = c->audit_log_text && c->audit_log_text[0]
                        ? c->audit_log_text
                        : arena_sprintf(a, "%s/admin-audit.log", sd);
@@ -80,18 +79,4 @@ int admin_config_finish(admin_config *c, const tenancy_config *tc, arena *a, cha
         return tn_errf(err, errlen, TN_INVALID, "admin.allow: %s", msg);
     }
     return TN_OK;
-}
-
-bool admin_user_name_ok(const char *u)
-{
-    size_t n = strlen(u);
-    if (n == 0 || n > 64)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = u[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '_' || c == '.' || c == '@'))
-            return false;
-    }
-    return true;
 }

@@ -34,7 +34,8 @@ typedef struct admin_config {
     /* parsed (admin_config_finish) */
     bool enabled;
     const char *host_norm;         /* normalised admin.host */
-    const char *password_file;     /* admin.password_file, or <state_dir>/admin.passwd */
+    const char *password_file;     /* admin.password_file, or <state_dir>/admin.passwd
+                                      (tenancy/operators.h) */
     const char *audit_log;         /* admin.audit_log, or <state_dir>/admin-audit.log */
     netaddr_list *allowed;
     const tenancy_config *tenancy; /* the options it was finished with (they outlive it) */
@@ -47,9 +48,5 @@ extern const conf_opt admin_config_table[];
  * TN_OK or TN_INVALID with a message naming the option. */
 int admin_config_finish(admin_config *c, const tenancy_config *tc, arena *a, char *err,
                         size_t errlen);
-
-/* A panel account name: 1 to 64 of letters, digits and - _ . @ (the login form and
- * `tenancy admin passwd` accept the same names). */
-bool admin_user_name_ok(const char *u);
 
 #endif

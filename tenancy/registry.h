@@ -178,7 +178,7 @@ int registry_migration_status(registry *r, registry_version_fn fn, void *ctx);
 tn_db *registry_db(registry *r);
 
 /* ---- lifecycle: move, import, delete with a grace period, purge, check --------------------
- * (tenancy/cli_move.c and cli_lifecycle.c). Same rules as the changes above: one transaction,
+ * (cli/move.c and cli/lifecycle.c). Same rules as the changes above: one transaction,
  * one generation bump on TN_OK, nothing changed otherwise, a sentence in err.
  *
  * A deleted tenant (state deleting) keeps deleted_at, the time it was deleted; it can be

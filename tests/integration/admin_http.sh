@@ -21,8 +21,9 @@
 #     FTS4 MATCH, JSON, window and table-valued PRAGMA functions work and no worker dies;
 #   - XSS payloads in a tenant name, table names, column names and cell values come out
 #     escaped;
-#   - actions: suspend and resume seen by the tenant's own host at once; create, migrate and
-#     move (the tenancy command), delete with the slug typed and a restore; each audited;
+#   - actions: suspend and resume seen by the tenant's own host at once; create (in process),
+#     migrate and move as detached jobs whose page shows their progress until they end,
+#     delete with the slug typed and a restore; each audited;
 #   - the panel is never a tenant: admin.localhost is the panel even with a tenant `admin`,
 #     and a tenant's host never serves the panel;
 #   - a login POST from another origin (Origin, or Referer without Origin) is 403;
@@ -481,8 +482,9 @@ assert_eq "$code" 303 "add a domain"
 code=$(req POST /t/lite/action --data "action=domain-remove&confirm=yes&domain=shop.other.example&csrf=$TOKEN")
 assert_eq "$code" 409 "a tenant cannot remove another's domain"
 
-# The actions that run the tenancy command (admin.cli, no shell): create, migrate, move; and
-# delete with its grace period, then a restore.
+# Create (in process), migrate and move (detached jobs: the request only starts one and is sent
+# to its page, which shows the progress until the job ends); delete with its grace period,
+# then a restore.
 code=$(req POST /new --data "slug=made&name=Made+here&confirm=yes&csrf=$TOKEN")
 assert_eq "$code" 303 "create a tenant from the panel"
 assert_eq "$(header Location)" "/t/made" "and go to its page"
@@ -490,12 +492,36 @@ assert_eq "$(http / made.localhost > /dev/null; last_status)" 200 "the new tenan
 code=$(req POST /new --data "slug=made2&name=x&csrf=$TOKEN")
 assert_eq "$code" 400 "create needs its confirmation"
 assert_eq "$(sqlite3 "$T/state/control.db" "SELECT count(*) FROM tenants WHERE slug = 'made2'")" 0 "nothing created unconfirmed"
-code=$(req POST /t/made/action --data "action=migrate&confirm=yes&csrf=$TOKEN")
-assert_eq "$code" 200 "migrate one tenant (runs tenancy migrate; output: $(tr '\n' ' ' < "$T/body" | grep -o '<pre class="output">[^<]*' | head -c 600))"
-assert_contains "$(body)" 'The command finished.' "migrate finished"
+code=$(req POST /new --data "slug=made&name=again&confirm=yes&csrf=$TOKEN")
+assert_eq "$code" 400 "a tenant that exists is not created again"
+assert_contains "$(body)" "slug &#39;made&#39; is taken" "and the page says why"
+
+# job ACTION [ARGS]: start a job on made, wait for its page to say it ended; its state in
+# JOB_STATE (not a subshell: the assertions inside count).
+job() {
+    local code loc state i
+    code=$(req POST /t/made/action --data "action=$1&confirm=yes${2:+&$2}&csrf=$TOKEN")
+    assert_eq "$code" 303 "$1 starts a job at once"
+    loc=$(header Location)
+    assert_contains "$loc" "/t/made/confirm?job=" "$1: sent to the job's page"
+    for i in $(seq 1 150); do
+        req GET "$loc" > /dev/null
+        state=$(grep -o 'id="job-state" class="[a-z]*">[a-z]*' "$T/body" | sed 's/.*>//')
+        [ "$state" = running ] || break
+        [ "$i" = 1 ] && assert_contains "$(header Refresh)" 2 "$1: the running job's page refreshes itself"
+        sleep 0.2
+    done
+    JOB_STATE=$state
+}
+job migrate
+assert_eq "$JOB_STATE" done "a detached migrate ends (page: $(tr '\n' ' ' < "$T/body" | grep -o '<section.*</section>' | head -c 600))"
+assert_contains "$(body)" '1 of 1 tenant done, 0 failed' "its page shows the progress"
+assert_contains "$(body)" 'last: made current' "and the tenant's outcome (made at the last migration already)"
 assert_eq "$(sqlite3 "$T/state/control.db" "SELECT migration_version FROM tenants WHERE slug = 'made'")" 0002 "made is at the last migration"
-code=$(req POST /t/made/action --data "action=move&confirm=yes&to=pgs&csrf=$TOKEN")
-assert_eq "$code" 200 "move a tenant to the PostgreSQL placement (runs tenancy move)"
+assert_eq "$(req GET '/t/lite/confirm?job=nosuchjob')" 404 "an unknown job"
+job move to=pgs
+assert_eq "$JOB_STATE" done "a detached move to the PostgreSQL placement ends (page: $(tr '\n' ' ' < "$T/body" | grep -o '<section.*</section>' | head -c 600))"
+assert_contains "$(body)" '3 of 3 tables copied' "the move's page shows the tables copied"
 assert_eq "$(sqlite3 "$T/state/control.db" "SELECT placement FROM tenants WHERE slug = 'made'")" pgs "the registry says it moved"
 code=$(req POST /t/made/action --data "action=move&confirm=yes&to=nowhere&csrf=$TOKEN")
 assert_eq "$code" 409 "a move to an unknown placement is refused"
@@ -509,6 +535,9 @@ assert_eq "$(http / made.localhost > /dev/null; last_status)" 200 "served again 
 audit=$T/state/admin-audit.log
 for act in create migrate move delete; do
     line=$(grep "\"action\":\"$act\"" "$audit" | grep '"tenant":"made"' | grep '"result":"ok"' | head -1)
+    [ "$act" = migrate ] || [ "$act" = move ] &&
+        assert_contains "$(grep "\"action\":\"$act\"" "$audit" | grep '"tenant":"made"' | head -1)" \
+            '"result":"started"' "$act: its start audited"
     assert_contains "$line" '"user":"admin"' "$act audited with who"
     assert_contains "$line" '"time":"20' "$act audited with when"
 done

@@ -1,14 +1,13 @@
 /*
- * cli_admin.c — `tenancy admin passwd`: set the admin panel's password of one user.
+ * admin.c — `tenancy admin passwd`: set the admin panel's password of one user.
  *
  *   tenancy admin passwd [USER] [--stdin | --generate]
  *
  * The password is hashed with libxcrypt's yescrypt (crypt_gensalt "$y$" with the library's
  * default cost and a random salt, then crypt_r) and stored as a `user:hash` line in
- * admin.password_file (default state_dir/admin.passwd), replacing that user's line. The file
- * is written whole to a temporary file beside it (mode 0640) and renamed over, so a reader
- * (a worker checking a login) never sees half of it; when root writes it and tenancyd.conf
- * names a `user`, the file is given to that user, who must read it.
+ * admin.password_file (default state_dir/admin.passwd), replacing that user's line
+ * (tenancy/operators.c writes the file whole, then renames it over); when root writes it and
+ * tenancyd.conf names a `user`, the file is given to that user, who must read it.
  *
  * Without an option the password is asked twice on the terminal (not echoed); --stdin reads
  * one line; --generate makes a random one and prints it (make demo's one-time password).
@@ -17,25 +16,20 @@
  * each panel session keeps a fingerprint of the password it was opened under, and the panel
  * refuses (and deletes) a session whose fingerprint is no longer its user's (admin/auth.c).
  *
- * Owns: the password file's format and writing it. Must not: print a password except the
+ * Owns: asking for the password and hashing it. Must not: print a password except the
  * one --generate made, keep one in memory longer than needed, or touch the registry (the
  * panel's sessions are the panel's: admin/sessions.c).
  */
 #include "core/first.h"
-#include "tenancy/cli_int.h"
-#include "admin/config.h"
+#include "cli/cli_int.h"
 #include "core/rc.h"
+#include "tenancy/operators.h"
 
 #include <crypt.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <pwd.h>
-#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -91,86 +85,15 @@ static int generate(char *out, size_t n)
     return 0;
 }
 
-/* The file with `user`'s line replaced (*replaced: the user had a password) or added, into
- * b. */
-static int new_contents(const char *path, const char *user, const char *hash, buf *b,
-                        bool *replaced, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "re");
-    *replaced = false;
-    size_t ul = strlen(user);
-    if (f != NULL) {
-        char line[2048];
-        while (fgets(line, sizeof(line), f) != NULL) {
-            if (strncmp(line, user, ul) == 0 && line[ul] == ':') {
-                if (!*replaced)
-                    buf_printf(b, "%s:%s\n", user, hash);
-                *replaced = true;
-                continue;
-            }
-            buf_puts(b, line);
-            if (line[strlen(line) - 1] != '\n')
-                buf_putc(b, '\n');
-        }
-        fclose(f);
-    } else if (errno != ENOENT) {
-        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
-        return TN_IO;
-    }
-    if (!*replaced)
-        buf_printf(b, "%s:%s\n", user, hash);
-    return b->oom ? TN_NOMEM : TN_OK;
-}
-
-static int write_file(cli *c, const char *path, const buf *b, char *err, size_t errlen)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof(tmp), "%s.new.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
-        return TN_IO;
-    }
-    bool ok = write(fd, b->p, b->len) == (ssize_t)b->len && fsync(fd) == 0;
-    /* The workers read it: give it to tenancyd.conf's user when root writes it. */
-    if (ok && geteuid() == 0 && c->cfg->user != NULL && c->cfg->user[0] != '\0') {
-        struct passwd *pw = getpwnam(c->cfg->user);
-        gid_t gid = pw ? pw->pw_gid : (gid_t)-1;
-        if (pw != NULL && c->cfg->group != NULL && c->cfg->group[0] != '\0') {
-            struct group *gr = getgrnam(c->cfg->group);
-            gid = gr ? gr->gr_gid : gid;
-        }
-        ok = pw != NULL && fchown(fd, pw->pw_uid, gid) == 0;
-    }
-    if (close(fd) != 0)
-        ok = false;
-    if (!ok || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
-        return TN_IO;
-    }
-    return TN_OK;
-}
-
-static int admin_part_finish(tn_config *gen, void *obj, char *err, size_t errlen)
-{
-    return admin_config_finish(obj, &gen->tenancy, gen->arena, err, errlen);
-}
-
-const config_part cli_admin_part = {.name = "admin", .table = admin_config_table,
-                                    .size = sizeof(admin_config),
-                                    .finish = admin_part_finish};
-
 int cli_admin_passwd(cli *c, const cli_args *a)
 {
     const char *user = a->npos > 0 ? a->pos[0] : "admin";
-    if (!admin_user_name_ok(user))
+    if (!operators_name_ok(user))
         return cli_usage(c, "a user name is 1-64 of A-Z, a-z, 0-9, '.', '_', '-' and '@'");
     bool from_stdin = cli_opt(a, "--stdin") != NULL, gen = cli_opt(a, "--generate") != NULL;
     if (from_stdin && gen)
         return cli_usage(c, "--stdin and --generate exclude each other");
-    const admin_config *ac = config_part_of(c->cfg, &cli_admin_part);
-    const char *path = ac->password_file;
+    const char *path = c->cfg->password_file;
     char pw[PW_MAX + 2], again[PW_MAX + 2];
     if (gen) {
         if (generate(pw, sizeof(pw)) != 0)
@@ -202,14 +125,17 @@ int cli_admin_passwd(cli *c, const cli_args *a)
         explicit_bzero(pw, sizeof(pw));
         return cli_fail(c, TN_ERR, "yescrypt is not available in this libcrypt");
     }
-    buf b = BUF_INIT;
     char err[4400];
-    bool replaced;
-    int rc = new_contents(path, user, hash, &b, &replaced, err, sizeof(err));
-    explicit_bzero(&cd, sizeof(cd));
+    uid_t uid;
+    gid_t gid;
+    /* The workers read the file: theirs when root writes it. */
+    ops_env oe;
+    cli_ops_env(c, &oe);
+    bool replaced = false;
+    int rc = ops_workers_owner(&oe, &uid, &gid, err, sizeof(err));
     if (rc == TN_OK)
-        rc = write_file(c, path, &b, err, sizeof(err));
-    buf_free(&b);
+        rc = operators_write_hash(path, user, hash, uid, gid, &replaced, err, sizeof(err));
+    explicit_bzero(&cd, sizeof(cd));
     if (rc != TN_OK) {
         explicit_bzero(pw, sizeof(pw));
         return cli_fail(c, rc, "%s", err);

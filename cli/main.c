@@ -1,5 +1,5 @@
 /*
- * cli.c — `tenancy`, the command line of the tenant registry: main(), the command table,
+ * main.c — `tenancy`, the command line of the tenant registry: main(), the command table,
  * argument parsing, configuration, errors and output (see cli_int.h for the shape).
  *
  *   tenancy [-c FILE] [--json] COMMAND [ARGS]     (every command: tenancy -h, tenancy(1))
@@ -11,17 +11,13 @@
  * after a failure, or echo a PostgreSQL conninfo (it may hold a password).
  */
 #include "core/first.h"
-#include "tenancy/cli_int.h"
+#include "cli/cli_int.h"
 #include "core/clock.h"
 #include "core/conf.h"
 #include "core/log.h"
 #include "core/rc.h"
-#include "storage/db.h"
-#include "tenancy/rolekey.h"
 
 #include <errno.h>
-#include <grp.h>
-#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,23 +50,25 @@ static const cli_optdef list_opts[] = {{"--state", CLI_VALUE, "STATE"},
                                        {NULL, 0, NULL}};
 static const cli_optdef set_opts[] = {{"--max-workers", CLI_VALUE, "N"}, {NULL, 0, NULL}};
 static const cli_optdef domain_add_opts[] = {{"--primary", CLI_FLAG, NULL}, {NULL, 0, NULL}};
-/* tenancy migrate (cli_migrate.c) */
+/* tenancy migrate (cli/migrate.c) */
 static const cli_optdef migrate_opts[] = {{"--all", CLI_FLAG, NULL},
                                           {"-j", CLI_VALUE, "N"},
                                           {"--canary", CLI_VALUE, "K"},
                                           {"--stop-on-error", CLI_FLAG, NULL},
                                           {"--status", CLI_FLAG, NULL},
+                                          {"--progress-file", CLI_VALUE, "FILE"},
                                           {NULL, 0, NULL}};
 
-/* tenancy admin passwd (cli_admin.c) */
+/* tenancy admin passwd (cli/admin.c) */
 static const cli_optdef admin_passwd_opts[] = {{"--stdin", CLI_FLAG, NULL},
                                                {"--generate", CLI_FLAG, NULL},
                                                {NULL, 0, NULL}};
-/* tenancy move, export, import, purge (cli_move.c, cli_lifecycle.c) */
+/* tenancy move, export, import, purge (cli/move.c, cli/lifecycle.c) */
 static const cli_optdef move_opts[] = {{"--to", CLI_VALUE, "PLACEMENT"},
                                        {"--drop-source", CLI_FLAG, NULL},
                                        {"--drain", CLI_VALUE, "SECONDS"},
                                        {"--copy-definitions", CLI_FLAG, NULL},
+                                       {"--progress-file", CLI_VALUE, "FILE"},
                                        {NULL, 0, NULL}};
 static const cli_optdef export_opts[] = {{"-o", CLI_VALUE, "FILE"}, {NULL, 0, NULL}};
 static const cli_optdef import_opts[] = {{"--slug", CLI_VALUE, "SLUG"},
@@ -129,7 +127,7 @@ static const cli_cmd commands[] = {
      "set the admin panel's password of USER (default admin): asked twice, read from stdin, "
      "or generated and printed",
      cli_admin_passwd, CLI_NO_REGISTRY},
-    /* cli_move.c, cli_lifecycle.c */
+    /* cli/move.c, cli/lifecycle.c */
     {"move", "SLUG", 1, 1, move_opts,
      "move a tenant's storage to another placement (copied, verified, then switched)",
      cli_move, 0},
@@ -369,17 +367,6 @@ void cli_put_cell(FILE *f, const char *s, int width)
         fputc(' ', f);
 }
 
-void cli_time(int64_t t, char *out, size_t n)
-{
-    out[0] = '\0';
-    if (t <= 0)
-        return;
-    time_t tt = (time_t)t;
-    struct tm tm;
-    if (gmtime_r(&tt, &tm) != NULL)
-        strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 void cli_json_tenant(buf *b, const tenant_rec *t, const registry_domain *d, int nd)
 {
     char ts[32];
@@ -397,10 +384,10 @@ void cli_json_tenant(buf *b, const tenant_rec *t, const registry_domain *d, int 
     buf_json_str(b, t->storage);
     buf_puts(b, ",\"max_workers\":");
     buf_i64(b, t->max_workers);
-    cli_time(t->created_at, ts, sizeof(ts));
+    ops_utc_time(t->created_at, ts, sizeof(ts));
     buf_puts(b, ",\"created_at\":");
     buf_json_str(b, ts);
-    cli_time(t->updated_at, ts, sizeof(ts));
+    ops_utc_time(t->updated_at, ts, sizeof(ts));
     buf_puts(b, ",\"updated_at\":");
     buf_json_str(b, ts);
     buf_puts(b, ",\"primary_domain\":");
@@ -446,178 +433,40 @@ void cli_json_changed(cli *c, const char *slug)
 
 /* ---- init ------------------------------------------------------------------------------------- */
 
-/* mkdir -p with mode 0755 for the folders it makes. */
-static int mkdir_p(const char *path, char *err, size_t errlen)
+void cli_ops_env(cli *c, ops_env *e)
 {
-    char p[4096];
-    if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p)) {
-        snprintf(err, errlen, "%.900s: path too long", path);
-        return TN_INVALID;
-    }
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s != '\0')
-            continue;
-        char keep = *s;
-        *s = '\0';
-        if (mkdir(p, 0755) < 0 && errno != EEXIST) {
-            snprintf(err, errlen, "cannot create %.900s: %s", p, strerror(errno));
-            return TN_IO;
-        }
-        *s = keep;
-        if (keep == '\0')
-            break;
-    }
-    struct stat st;
-    if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "%.900s is not a folder", path);
-        return TN_IO;
-    }
-    return TN_OK;
+    memset(e, 0, sizeof(*e));
+    e->tc = &c->cfg->tenancy;
+    e->conf_path = c->conf_path;
+    e->user = c->cfg->user;
+    e->group = c->cfg->group;
+    e->reg = c->reg;
 }
 
-void cli_flush_now(registry *r)
+/* The harden notes of init, as they were always printed. */
+static void init_note(void *ctx, const ops_progress *p)
 {
-    char ignored[256];   /* a failure here: the parent's cli_flush_all says it */
-    if (r != NULL)
-        (void)registry_flush(r, ignored, sizeof(ignored));
-}
-
-void cli_flush_due(registry *r, int64_t *flushed_ms)
-{
-    int64_t now = clock_mono_ms();
-    if (now - *flushed_ms < CLI_FLUSH_MS)
-        return;
-    cli_flush_now(r);
-    *flushed_ms = now;
-}
-
-int cli_flush_all(cli *c, char *err, size_t errlen)
-{
-    const tenancy_config *tc = &c->cfg->tenancy;
-    int rc = TN_OK;
-    if (c->reg == NULL)
-        rc = registry_open(tc->registry_uri, tc->gen_path, &c->reg, err, errlen);
-    return rc == TN_OK ? registry_flush(c->reg, err, errlen) : rc;
-}
-
-void cli_preload_drivers(const cli *c)
-{
-    const tenancy_config *tc = &c->cfg->tenancy;
-    char err[256];
-    (void)db_preload(tc->registry_uri, err, sizeof(err));
-    for (int i = 0; i < tc->nplacements; i++)
-        if (tc->placements[i].server != NULL)
-            (void)db_preload(tc->placements[i].server, err, sizeof(err));
-}
-
-/* The owner `user`/`group` of tenancyd.conf: the workers run as them and must open the
- * registry, and SQLite in WAL mode writes a -shm file beside the database even to read it.
- * So when root runs init, the state_dir, the SQLite file and the generation file are given
- * to them. *uid stays -1 when there is nothing to do. */
-int cli_workers_owner(const tn_config *cfg, uid_t *uid, gid_t *gid, char *err, size_t errlen)
-{
-    *uid = (uid_t)-1;
-    *gid = (gid_t)-1;
-    if (cfg->user == NULL || cfg->user[0] == '\0' || geteuid() != 0)
-        return TN_OK;
-    struct passwd *pw = getpwnam(cfg->user);
-    if (pw == NULL) {
-        snprintf(err, errlen, "user: no such user '%.200s'", cfg->user);
-        return TN_INVALID;
-    }
-    *gid = pw->pw_gid;
-    if (cfg->group != NULL && cfg->group[0] != '\0') {
-        struct group *gr = getgrnam(cfg->group);
-        if (gr == NULL) {
-            snprintf(err, errlen, "group: no such group '%.200s'", cfg->group);
-            return TN_INVALID;
-        }
-        *gid = gr->gr_gid;
-    }
-    *uid = pw->pw_uid;
-    return TN_OK;
-}
-
-int cli_give(const char *path, uid_t uid, gid_t gid, bool must_exist, char *err, size_t errlen)
-{
-    if (chown(path, uid, gid) == 0 || (!must_exist && errno == ENOENT))
-        return TN_OK;
-    snprintf(err, errlen, "cannot give %.900s to the workers' user: %s", path, strerror(errno));
-    return TN_IO;
-}
-
-void cli_role_verifier(cli *c, storage_target *t, char v[CLI_VERIFIER_MAX])
-{
-    char err[512], pw[65];
-    v[0] = '\0';
-    /* Only roles something logs in as at once get a password when they are made (it costs
-     * the server half a millisecond a role): with the shared login, the console sets it
-     * the first time it logs in (admin/store.c). */
-    if (t->role == NULL || !t->login_as_role ||
-        rolekey_password(&c->cfg->tenancy, t->role, pw, err, sizeof(err)) != TN_OK)
-        return;   /* no key: a role without a password (tenancy check says so) */
-    if (rolekey_verifier(pw, v, CLI_VERIFIER_MAX) == TN_OK)
-        t->role_verifier = v;
-    memset(pw, 0, sizeof(pw));
+    (void)ctx;
+    if (p->note != NULL)
+        fprintf(stderr, "tenancy: note: %s\n", p->note);
 }
 
 static int cmd_init(cli *c, const cli_args *a)
 {
     (void)a;
     const tenancy_config *tc = &c->cfg->tenancy;
-    char err[1024];
-    if (tc->state_dir == NULL || tc->state_dir[0] != '/')
-        return cli_fail(c, TN_INVALID, "state_dir must be an absolute path");
-    uid_t uid;
-    gid_t gid;
-    int rc = cli_workers_owner(c->cfg, &uid, &gid, err, sizeof(err));
+    char err[1200];
+    ops_env e;
+    cli_ops_env(c, &e);
+    e.progress = init_note;
+    ops_initialized in;
+    int rc = ops_init(&e, &in, err, sizeof(err));
+    c->reg = e.reg;
     if (rc != TN_OK)
         return cli_fail(c, rc, "%s", err);
-    rc = mkdir_p(tc->state_dir, err, sizeof(err));
-    if (rc != TN_OK)
-        return cli_fail(c, rc, "state_dir: %s", err);
-    int key_made = 0;
-    rc = rolekey_create(tc, uid, gid, &key_made, err, sizeof(err));
-    if (rc != TN_OK)
-        return cli_fail(c, rc, "%s", err);
-    rc = registry_open(tc->registry_uri, tc->gen_path, &c->reg, err, sizeof(err));
-    if (rc != TN_OK)
-        return cli_fail(c, rc, "cannot open the registry: %s", err);
-    rc = registry_init(c->reg, err, sizeof(err));
-    if (rc != TN_OK)
-        return cli_fail(c, rc, "%s", err);
-    const char *backend = db_uri_backend(tc->registry_uri);
-    bool sqlite = backend != NULL && strcmp(backend, "sqlite") == 0;
-    /* Schema placements: the shared database's public schema is nobody's (a tenant role
-     * must reach nothing there). Told, not fatal: the login may not own it. */
-    for (int i = 0; i < tc->nplacements; i++) {
-        const placement *p = &tc->placements[i];
-        if (p->kind != TARGET_PG_SCHEMA || p->server == NULL)
-            continue;
-        if (target_server_harden(p->server, err, sizeof(err)) != TN_OK)
-            fprintf(stderr, "tenancy: note: placement %s: PUBLIC keeps its rights on the "
-                            "public schema (%s); revoke them as its owner\n", p->name, err);
-    }
-    if (uid != (uid_t)-1) {
-        /* Closed first: the last connection to close removes the -wal and -shm files. */
-        registry_close(c->reg);
-        c->reg = NULL;
-        rc = cli_give(tc->state_dir, uid, gid, true, err, sizeof(err));
-        if (rc == TN_OK)
-            rc = cli_give(tc->gen_path, uid, gid, true, err, sizeof(err));
-        if (rc == TN_OK && sqlite) {
-            static const char *const suffix[] = {"", "-wal", "-shm"};
-            const char *file = tc->registry_uri + strlen("sqlite:");
-            int flen = (int)strcspn(file, "?");   /* without "?mode=..." */
-            for (size_t k = 0; k < TN_ARRAY_LEN(suffix) && rc == TN_OK; k++) {
-                char path[4200];
-                snprintf(path, sizeof(path), "%.*s%s", flen, file, suffix[k]);
-                rc = cli_give(path, uid, gid, k == 0, err, sizeof(err));
-            }
-        }
-        if (rc != TN_OK)
-            return cli_fail(c, rc, "%s", err);
-    }
+    const char *backend = in.backend;
+    bool sqlite = in.sqlite;
+    bool key_made = in.key_made;
     if (c->json) {
         buf_puts(&c->out, "{\"ok\":true,\"backend\":");
         buf_json_str(&c->out, backend);
@@ -644,22 +493,11 @@ static int cmd_init(cli *c, const cli_args *a)
 
 /* Open the registry a command works on. A SQLite file that is not there is not created
  * (only init may do that): a failed command changes nothing. */
-bool cli_registry_missing(const tenancy_config *tc, char *path, size_t n)
-{
-    const char *backend = db_uri_backend(tc->registry_uri);
-    if (backend == NULL || strcmp(backend, "sqlite") != 0)
-        return false;
-    snprintf(path, n, "%s", tc->registry_uri + strlen("sqlite:"));
-    path[strcspn(path, "?")] = '\0';
-    struct stat st;
-    return stat(path, &st) < 0 && errno == ENOENT;
-}
-
 static int open_registry(cli *c)
 {
     const tenancy_config *tc = &c->cfg->tenancy;
     char path[4096];
-    if (cli_registry_missing(tc, path, sizeof(path)))
+    if (ops_registry_missing(tc, path, sizeof(path)))
         return cli_fail(c, TN_NOTFOUND, "no registry at %s (run 'tenancy init')", path);
     char err[1024];
     int rc = registry_open(tc->registry_uri, tc->gen_path, &c->reg, err, sizeof(err));
@@ -817,8 +655,7 @@ int main(int argc, char **argv)
     }
 
     conf_error cerr;
-    config_add_part(&cli_admin_part);
-    c.cfg = config_load(c.conf_path, &cerr);
+    c.cfg = cli_config_load(c.conf_path, &cerr);
     if (c.cfg == NULL) {
         char msg[1024];
         conf_error_format(&cerr, msg, sizeof(msg));
@@ -832,7 +669,7 @@ int main(int argc, char **argv)
         status = cmd->run(&c, &a);
     status = finish(&c, status);
     registry_close(c.reg);
-    config_free(c.cfg);
+    cli_config_free(c.cfg);
     buf_free(&c.out);
     return status;
 }

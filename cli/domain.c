@@ -1,5 +1,5 @@
 /*
- * cli_domain.c — the `tenancy domain ...` and `tenancy settings ...` commands: a tenant's
+ * domain.c — the `tenancy domain ...` and `tenancy settings ...` commands: a tenant's
  * domains and its settings, one at a time.
  *
  * Owns: turning their arguments into registry calls and printing the result (cli_int.h).
@@ -7,7 +7,7 @@
  * stdout before the change succeeded.
  */
 #include "core/first.h"
-#include "tenancy/cli_int.h"
+#include "cli/cli_int.h"
 #include "core/rc.h"
 #include "tenancy/lookup.h"
 
@@ -22,7 +22,9 @@ int cli_domain_add(cli *c, const cli_args *a)
     const char *slug = a->pos[0], *domain = a->pos[1];
     bool primary = cli_opt(a, "--primary") != NULL;
     char err[1024];
-    int rc = registry_domain_add(c->reg, slug, domain, primary, err, sizeof(err));
+    ops_env e;
+    cli_ops_env(c, &e);
+    int rc = ops_domain_add(&e, slug, domain, primary, err, sizeof(err));
     if (rc != TN_OK)
         return cli_fail(c, rc, "%s", err);
     if (c->json) {
@@ -40,7 +42,9 @@ int cli_domain_remove(cli *c, const cli_args *a)
 {
     const char *domain = a->pos[0];
     char err[1024];
-    int rc = registry_domain_remove(c->reg, domain, err, sizeof(err));
+    ops_env e;
+    cli_ops_env(c, &e);
+    int rc = ops_domain_remove(&e, NULL, domain, err, sizeof(err));
     if (rc != TN_OK)
         return cli_fail(c, rc, "%s", err);
     char norm[256];
@@ -62,7 +66,9 @@ int cli_settings_set(cli *c, const cli_args *a)
 {
     const char *slug = a->pos[0], *key = a->pos[1], *value = a->pos[2];
     char err[1024];
-    int rc = registry_set_setting(c->reg, slug, key, value, err, sizeof(err));
+    ops_env e;
+    cli_ops_env(c, &e);
+    int rc = ops_setting_set(&e, slug, key, value, err, sizeof(err));
     if (rc != TN_OK)
         return cli_fail(c, rc, "%s", err);
     if (c->json) {
@@ -81,7 +87,9 @@ int cli_settings_unset(cli *c, const cli_args *a)
 {
     const char *slug = a->pos[0], *key = a->pos[1];
     char err[1024];
-    int rc = registry_set_setting(c->reg, slug, key, NULL, err, sizeof(err));
+    ops_env e;
+    cli_ops_env(c, &e);
+    int rc = ops_setting_set(&e, slug, key, NULL, err, sizeof(err));
     if (rc != TN_OK)
         return cli_fail(c, rc, "%s", err);
     if (c->json) {

@@ -1,6 +1,7 @@
 /*
- * cli_lifecycle.c — the end of a tenant's life and the check of the whole: `tenancy tenant
- * restore`, `tenancy purge` and `tenancy check` (`tenant delete` is in cli_tenant.c).
+ * ops_lifecycle.c — the end of a tenant's life and the check of the whole: ops_purge and
+ * ops_check (see ops.h; `tenancy purge` and `tenancy check` in cli/lifecycle.c call them;
+ * delete and restore are ops_set_state and ops_restore, ops_tenant.c).
  *
  * Delete is soft: state deleting (the host answers 404) with deleted_at; for
  * storage.delete_grace the tenant can be restored as it was. A purge then removes it for
@@ -20,12 +21,15 @@
  * of schemas (t_*) or databases (tenant_*), in the folder only the *.db files; never a
  * catalog-wide listing of tables.
  *
- * Must not: drop storage before its tombstone is committed, or touch a target whose
- * placement this host does not declare.
+ * Each purged tenant and each problem found goes to the caller's callback as it happens.
+ *
+ * Must not: drop storage before its tombstone is committed, touch a target whose placement
+ * this host does not declare, or print.
  */
 #include "core/first.h"
-#include "tenancy/cli_int.h"
+#include "tenancy/ops.h"
 #include "core/rc.h"
+#include "storage/db.h"
 #include "storage/inventory.h"
 #include "storage/target.h"
 #include "tenancy/lookup.h"
@@ -40,61 +44,15 @@
 
 #define STUCK_AFTER_S 3600
 
-static void put_duration(char *out, size_t n, int64_t s)
-{
-    if (s % 86400 == 0 && s > 0)
-        snprintf(out, n, "%lldd", (long long)(s / 86400));
-    else if (s % 3600 == 0 && s > 0)
-        snprintf(out, n, "%lldh", (long long)(s / 3600));
-    else if (s % 60 == 0 && s > 0)
-        snprintf(out, n, "%lldm", (long long)(s / 60));
-    else
-        snprintf(out, n, "%llds", (long long)s);
-}
-
-static int64_t grace_s(const cli *c)
-{
-    return c->cfg->tenancy.delete_grace_ms / 1000;
-}
-
-/* ---- restore ---------------------------------------------------------------------------------- */
-
-int cli_tenant_restore(cli *c, const cli_args *a)
-{
-    const char *slug = a->pos[0];
-    char err[1024];
-    int64_t now = (int64_t)time(NULL), g = grace_s(c);
-    int rc = registry_restore(c->reg, slug, now - g, err, sizeof(err));
-    if (rc == TN_TIMEOUT) {
-        registry_life life;
-        char e2[256], del[32], end[32], gs[32];
-        if (registry_life_get(c->reg, slug, &life, e2, sizeof(e2)) == TN_OK &&
-            life.deleted_at > 0) {
-            cli_time(life.deleted_at, del, sizeof(del));
-            cli_time(life.deleted_at + g, end, sizeof(end));
-            put_duration(gs, sizeof(gs), g);
-            return cli_fail(c, rc, "the grace period of tenant '%s' ended at %s (deleted at %s, "
-                                   "storage.delete_grace %s): it can only be purged",
-                            slug, end, del, gs);
-        }
-    }
-    if (rc != TN_OK)
-        return cli_fail(c, rc, "%s", err);
-    if (c->json)
-        cli_json_changed(c, slug);
-    else
-        printf("tenant '%s' is restored (active): the host serves it again\n", slug);
-    return 0;
-}
-
 /* ---- purge ------------------------------------------------------------------------------------ */
 
 typedef struct purge_run {
-    cli *c;
+    ops_env *e;
     int64_t cutoff;     /* deleted at or before this may go */
-    bool now;           /* --now: named tenants go whenever they were deleted */
+    bool now;           /* named tenants go whenever they were deleted */
     int ok, failed;
-    buf done, bad;      /* JSON array items */
+    ops_purged_fn fn;
+    void *ctx;
 } purge_run;
 
 static void purge_failed(purge_run *p, const char *slug, const char *fmt, ...)
@@ -106,24 +64,19 @@ static void purge_failed(purge_run *p, const char *slug, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(m, sizeof(m), fmt, ap);
     va_end(ap);
-    if (p->failed++ > 0)
-        buf_putc(&p->bad, ',');
-    buf_puts(&p->bad, "{\"slug\":");
-    buf_json_str(&p->bad, slug);
-    buf_puts(&p->bad, ",\"error\":");
-    buf_json_str(&p->bad, m);
-    buf_putc(&p->bad, '}');
-    fprintf(stderr, "tenancy: purge of '%s': %s\n", slug, m);
+    p->failed++;
+    ops_purged x = {.slug = slug, .error = m};
+    p->fn(p->ctx, &x);
 }
 
 static int purge_one(void *ctx, const char *slug)
 {
     purge_run *p = ctx;
-    cli *c = p->c;
-    const tenancy_config *tc = &c->cfg->tenancy;
+    ops_env *e = p->e;
+    const tenancy_config *tc = e->tc;
     char err[1024];
     registry_life life;
-    int rc = registry_life_get(c->reg, slug, &life, err, sizeof(err));
+    int rc = registry_life_get(e->reg, slug, &life, err, sizeof(err));
     if (rc != TN_OK) {
         purge_failed(p, slug, "%s", err);
         return rc == TN_NOTFOUND ? TN_OK : rc;   /* a registry that fails stops the run */
@@ -135,12 +88,12 @@ static int purge_one(void *ctx, const char *slug)
     }
     if (!p->now && life.deleted_at > 0 && life.deleted_at > p->cutoff) {
         char end[32];
-        cli_time(life.deleted_at + grace_s(c), end, sizeof(end));
+        ops_utc_time(life.deleted_at + tc->delete_grace_ms / 1000, end, sizeof(end));
         purge_failed(p, slug, "its grace period ends at %s (--now purges it earlier)", end);
         return TN_OK;
     }
     tenant_rec *t = NULL;
-    rc = registry_fetch(c->reg, LK_SLUG, slug, &t);
+    rc = registry_fetch(e->reg, LK_SLUG, slug, &t);
     if (rc != TN_OK) {
         purge_failed(p, slug, "cannot read it: %s", tn_rc_str(rc));
         return TN_OK;
@@ -159,7 +112,7 @@ static int purge_one(void *ctx, const char *slug)
                                                                         : target_kind_name(tg.kind),
                  tg.name);
     /* 1. the tombstone */
-    rc = registry_tombstone(c->reg, slug, p->now ? INT64_MAX : p->cutoff, err, sizeof(err));
+    rc = registry_tombstone(e->reg, slug, p->now ? INT64_MAX : p->cutoff, err, sizeof(err));
     if (rc != TN_OK) {
         purge_failed(p, slug, "%s", err);
         free(t);
@@ -176,23 +129,16 @@ static int purge_one(void *ctx, const char *slug)
         }
     }
     /* 3. the row */
-    rc = registry_purge_tombstone(c->reg, slug, err, sizeof(err));
+    rc = registry_purge_tombstone(e->reg, slug, err, sizeof(err));
     if (rc != TN_OK) {
         purge_failed(p, slug, "storage dropped, but the registry row stays: %s", err);
         free(t);
         return TN_OK;
     }
-    if (p->ok++ > 0)
-        buf_putc(&p->done, ',');
-    buf_puts(&p->done, "{\"slug\":");
-    buf_json_str(&p->done, slug);
-    buf_puts(&p->done, ",\"placement\":");
-    buf_json_str(&p->done, t->placement);
-    buf_puts(&p->done, ",\"storage\":");
-    buf_json_str(&p->done, t->storage);
-    buf_putc(&p->done, '}');
-    if (!c->json)
-        printf("purged '%s': %s dropped, registry rows removed\n", slug, where);
+    p->ok++;
+    ops_purged x = {.slug = slug, .placement = t->placement, .storage = t->storage,
+                    .where = where};
+    p->fn(p->ctx, &x);
     free(t);
     return TN_OK;
 }
@@ -211,18 +157,14 @@ static int due_cb(void *ctx, const char *slug)
     return purge_one(d->p, slug);
 }
 
-int cli_purge(cli *c, const cli_args *a)
+int ops_purge(ops_env *e, const char *const *slugs, int nslugs, bool expired, bool now,
+              ops_purged_fn fn, void *ctx, int *purged, int *failed)
 {
-    bool expired = cli_opt(a, "--expired") != NULL, now = cli_opt(a, "--now") != NULL;
-    if (a->npos == 0 && !expired)
-        return cli_usage(c, "name the tenants to purge, or give --expired");
-    if (now && a->npos == 0)
-        return cli_usage(c, "--now purges the tenants named, not every deleted one");
-    purge_run p = {.c = c, .now = now, .done = BUF_INIT, .bad = BUF_INIT};
-    p.cutoff = (int64_t)time(NULL) - grace_s(c);
+    purge_run p = {.e = e, .now = now, .fn = fn, .ctx = ctx};
+    p.cutoff = (int64_t)time(NULL) - e->tc->delete_grace_ms / 1000;
     int rc = TN_OK;
-    for (int i = 0; i < a->npos && rc == TN_OK; i++)
-        rc = purge_one(&p, a->pos[i]);
+    for (int i = 0; i < nslugs && rc == TN_OK; i++)
+        rc = purge_one(&p, slugs[i]);
     if (expired && rc == TN_OK) {
         /* Keyset pages of due tenants; a tenant that fails stays behind the cursor. */
         due_page d = {.p = &p};
@@ -230,43 +172,15 @@ int cli_purge(cli *c, const cli_args *a)
         p.now = false;
         do {
             d.n = 0;
-            rc = registry_list_due(c->reg, p.cutoff, d.last, 100, due_cb, &d);
+            rc = registry_list_due(e->reg, p.cutoff, d.last, 100, due_cb, &d);
         } while (rc == TN_OK && d.n == 100);
         p.now = now_named;
     }
-    int status = 0;
-    if (rc != TN_OK) {
+    if (rc != TN_OK)
         purge_failed(&p, "", "the registry failed: %s", tn_rc_str(rc));
-    }
-    if (c->json) {
-        buf_printf(&c->out, "{\"ok\":%s,\"purged\":[", p.failed ? "false" : "true");
-        if (p.done.len)
-            buf_append(&c->out, p.done.p, p.done.len);
-        buf_puts(&c->out, "],\"failed\":[");
-        if (p.bad.len)
-            buf_append(&c->out, p.bad.p, p.bad.len);
-        buf_putc(&c->out, ']');
-    } else if (p.ok == 0 && p.failed == 0) {
-        printf("nothing to purge\n");
-    }
-    if (p.done.oom || p.bad.oom) {
-        status = cli_fail(c, TN_NOMEM, "out of memory");
-    } else if (p.failed > 0) {
-        status = cli_fail(c, rc != TN_OK ? rc : TN_ERR, "%d of %d tenant%s not purged",
-                          p.failed, p.failed + p.ok, p.failed + p.ok == 1 ? "" : "s");
-        if (c->json) {
-            buf_puts(&c->out, ",\"error\":");
-            buf_json_str(&c->out, c->err);
-            buf_puts(&c->out, ",\"code\":");
-            buf_json_str(&c->out, c->code);
-            c->keep_out = true;
-        }
-    }
-    if (c->json)
-        buf_putc(&c->out, '}');
-    buf_free(&p.done);
-    buf_free(&p.bad);
-    return status;
+    *purged = p.ok;
+    *failed = p.failed;
+    return rc;
 }
 
 /* ---- check ------------------------------------------------------------------------------------ */
@@ -343,7 +257,9 @@ typedef struct want {
 } want;
 
 typedef struct check_run {
-    cli *c;
+    ops_env *e;
+    ops_problem_fn fn;
+    void *ctx;
     strset registered, found;
     place places[MAX_PLACEMENTS];
     int nplaces;
@@ -353,7 +269,6 @@ typedef struct check_run {
     int problems;
     char last[64];
     int page;
-    buf items;
     bool oom;
     int repaired;           /* tenants whose role --repair-roles mended (no drift left) */
 } check_run;
@@ -369,26 +284,9 @@ static void problem(check_run *r, const char *kind, const char *slug, const char
     va_start(ap, fmt);
     vsnprintf(m, sizeof(m), fmt, ap);
     va_end(ap);
-    if (r->problems++ > 0)
-        buf_putc(&r->items, ',');
-    buf_puts(&r->items, "{\"kind\":");
-    buf_json_str(&r->items, kind);
-    buf_puts(&r->items, ",\"slug\":");
-    buf_json_str(&r->items, slug);
-    buf_puts(&r->items, ",\"placement\":");
-    buf_json_str(&r->items, pname);
-    buf_puts(&r->items, ",\"storage\":");
-    buf_json_str(&r->items, storage);
-    buf_puts(&r->items, ",\"detail\":");
-    buf_json_str(&r->items, m);
-    buf_putc(&r->items, '}');
-    if (!r->c->json) {
-        printf("%-10s %-20s %-12s ", kind, slug ? slug : "-", pname ? pname : "-");
-        cli_put_text(stdout, storage ? storage : "-");
-        fputs("  ", stdout);
-        cli_put_text(stdout, m);
-        fputc('\n', stdout);
-    }
+    r->problems++;
+    ops_problem x = {kind, slug, pname, storage, m};
+    r->fn(r->ctx, &x);
 }
 
 static int place_of(check_run *r, int kind, const char *where)
@@ -408,14 +306,14 @@ static int tenant_cb(void *ctx, const tenant_rec *t, const registry_domain *d, i
 {
     (void)d, (void)nd;
     check_run *r = ctx;
-    const tenancy_config *tc = &r->c->cfg->tenancy;
+    const tenancy_config *tc = r->e->tc;
     r->tenants++;
     r->page++;
     snprintf(r->last, sizeof(r->last), "%s", t->slug);
     char since[32];
     if ((t->state == TENANT_MOVING || t->state == TENANT_PROVISIONING) &&
         r->now - t->updated_at > STUCK_AFTER_S) {
-        cli_time(t->updated_at, since, sizeof(since));
+        ops_utc_time(t->updated_at, since, sizeof(since));
         problem(r, "stuck", t->slug, t->placement, t->storage,
                 "%s since %s (over an hour): a move or creation that died? 'tenancy tenant "
                 "resume' ends it; its half-made storage shows as an orphan",
@@ -424,7 +322,7 @@ static int tenant_cb(void *ctx, const tenant_rec *t, const registry_domain *d, i
     if (t->state == TENANT_DELETING) {
         registry_life life;
         char e[256];
-        if (registry_life_get(r->c->reg, t->slug, &life, e, sizeof(e)) == TN_OK &&
+        if (registry_life_get(r->e->reg, t->slug, &life, e, sizeof(e)) == TN_OK &&
             life.deleted_at == 0)
             problem(r, "tombstone", t->slug, t->placement, t->storage,
                     "a purge began and did not finish: 'tenancy purge --expired' finishes it");
@@ -499,12 +397,28 @@ static int found_cb(void *ctx, const char *name)
 
 static const char *const prefixes[] = {"", "t_", "tenant_"};
 
-int cli_check(cli *c, const cli_args *a)
+static void check_free(check_run *r)
 {
-    const tenancy_config *tc = &c->cfg->tenancy;
+    set_free(&r->registered);
+    set_free(&r->found);
+    for (size_t i = 0; i < r->nwants; i++) {
+        free(r->wants[i].slug);
+        free(r->wants[i].pname);
+        free(r->wants[i].name);
+    }
+    free(r->wants);
+}
+
+int ops_check(ops_env *e, bool repair, ops_problem_fn fn, void *ctx, ops_checked *out,
+              char *err, size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    const tenancy_config *tc = e->tc;
     check_run r;
     memset(&r, 0, sizeof(r));
-    r.c = c;
+    r.e = e;
+    r.fn = fn;
+    r.ctx = ctx;
     r.now = (int64_t)time(NULL);
     int rc = TN_OK;
     /* The places to list: each folder or server once. */
@@ -521,18 +435,11 @@ int cli_check(cli *c, const cli_args *a)
     /* The registry, a page at a time. */
     do {
         r.page = 0;
-        rc = registry_list(c->reg, -1, NULL, r.last, 500, tenant_cb, &r, NULL);
+        rc = registry_list(e->reg, -1, NULL, r.last, 500, tenant_cb, &r, NULL);
     } while (rc == TN_OK && r.page == 500);
     if (rc != TN_OK) {
-        buf_free(&r.items);
-        set_free(&r.registered);
-        for (size_t i = 0; i < r.nwants; i++) {
-            free(r.wants[i].slug);
-            free(r.wants[i].pname);
-            free(r.wants[i].name);
-        }
-        free(r.wants);
-        return cli_fail(c, rc, "cannot read the registry: %s", tn_rc_str(rc));
+        check_free(&r);
+        return tn_errf(err, errlen, rc, "cannot read the registry: %s", tn_rc_str(rc));
     }
     /* What is there: names only. */
     for (int i = 0; i < r.nplaces; i++) {
@@ -561,8 +468,8 @@ int cli_check(cli *c, const cli_args *a)
         if (pl->kind == TARGET_SQLITE) {
             storage_target t = {.kind = TARGET_SQLITE, .name = w->name};
             bool exists = false;
-            char e[512];
-            if (target_exists(&t, &exists, e, sizeof(e)) == TN_OK && exists)
+            char why[512];
+            if (target_exists(&t, &exists, why, sizeof(why)) == TN_OK && exists)
                 continue;
         }
         problem(&r, "missing", w->slug, w->pname, w->name, "the registry points at a %s that "
@@ -570,7 +477,6 @@ int cli_check(cli *c, const cli_args *a)
     }
     /* Tenant roles (PostgreSQL): drift, repaired first with --repair-roles. One server
      * connection per place, opened when its first tenant is looked at. */
-    bool repair = cli_opt(a, "--repair-roles") != NULL;
     bool any_pg = false;
     tn_db *servers[MAX_PLACEMENTS] = {0};
     for (size_t i = 0; i < r.nwants; i++) {
@@ -584,10 +490,10 @@ int cli_check(cli *c, const cli_args *a)
             continue;
         if (!set_has(&r.found, target_kind_name(tg.kind), pl->where, w->name))
             continue;   /* missing: said above */
-        char e[512];
+        char e2[512];
         if (servers[w->place] == NULL) {
-            if (db_open(tg.server, NULL, &servers[w->place], e, sizeof(e)) != TN_OK) {
-                problem(&r, "unreachable", NULL, pl->pname, NULL, "%s", e);
+            if (db_open(tg.server, NULL, &servers[w->place], e2, sizeof(e2)) != TN_OK) {
+                problem(&r, "unreachable", NULL, pl->pname, NULL, "%s", e2);
                 pl->down = true;
                 continue;
             }
@@ -595,22 +501,22 @@ int cli_check(cli *c, const cli_args *a)
         role_ctx rc_ctx = {&r, w};
         int n = 0;
         int crc = target_role_check(servers[w->place], &tg, &n,
-                                    repair ? role_quiet : role_problem, &rc_ctx, e, sizeof(e));
+                                    repair ? role_quiet : role_problem, &rc_ctx, e2, sizeof(e2));
         if (crc == TN_OK && n > 0 && repair) {
-            char pw[CLI_VERIFIER_MAX];
+            char pw[OPS_VERIFIER_MAX];
             tg.login_as_role = true;   /* a repair sets the password in any case */
-            cli_role_verifier(r.c, &tg, pw);
-            if (target_role_repair(&tg, e, sizeof(e)) != TN_OK) {
-                problem(&r, "role", w->slug, w->pname, w->name, "repair failed: %s", e);
+            ops_role_verifier(tc, &tg, pw);
+            if (target_role_repair(&tg, e2, sizeof(e2)) != TN_OK) {
+                problem(&r, "role", w->slug, w->pname, w->name, "repair failed: %s", e2);
             } else {
-                crc = target_role_check(servers[w->place], &tg, &n, role_problem, &rc_ctx, e,
-                                        sizeof(e));
+                crc = target_role_check(servers[w->place], &tg, &n, role_problem, &rc_ctx, e2,
+                                        sizeof(e2));
                 if (crc == TN_OK && n == 0)
                     r.repaired++;   /* nothing left: mended */
             }
         }
         if (crc != TN_OK && crc != TN_NOTFOUND)
-            problem(&r, "role", w->slug, w->pname, w->name, "cannot check its role: %s", e);
+            problem(&r, "role", w->slug, w->pname, w->name, "cannot check its role: %s", e2);
     }
     for (int i = 0; i < MAX_PLACEMENTS; i++)
         db_close(servers[i]);
@@ -643,44 +549,12 @@ int cli_check(cli *c, const cli_args *a)
         *t1 = '\t';
         *t2 = '\t';
     }
-    int status = 0;
-    if (c->json) {
-        buf_printf(&c->out, "{\"ok\":%s,\"tenants\":%lld,\"roles_repaired\":%d,\"problems\":[",
-                   r.problems ? "false" : "true", (long long)r.tenants, r.repaired);
-        if (r.items.len)
-            buf_append(&c->out, r.items.p, r.items.len);
-        buf_putc(&c->out, ']');
-    } else if (r.problems == 0) {
-        printf("consistent: %lld tenant%s, %d storage location%s checked\n",
-               (long long)r.tenants, r.tenants == 1 ? "" : "s", r.nplaces,
-               r.nplaces == 1 ? "" : "s");
-    }
-    if (!c->json && r.repaired > 0)
-        printf("repaired the roles of %d tenant%s\n", r.repaired, r.repaired == 1 ? "" : "s");
-    if (r.oom || r.items.oom) {
-        status = cli_fail(c, TN_NOMEM, "out of memory");
-    } else if (r.problems > 0) {
-        status = cli_fail(c, TN_ERR, "%d problem%s found in %lld tenant%s", r.problems,
-                          r.problems == 1 ? "" : "s", (long long)r.tenants,
-                          r.tenants == 1 ? "" : "s");
-        c->code = "inconsistent";
-        if (c->json) {
-            buf_puts(&c->out, ",\"error\":");
-            buf_json_str(&c->out, c->err);
-            buf_puts(&c->out, ",\"code\":\"inconsistent\"");
-            c->keep_out = true;
-        }
-    }
-    if (c->json)
-        buf_putc(&c->out, '}');
-    buf_free(&r.items);
-    set_free(&r.registered);
-    set_free(&r.found);
-    for (size_t i = 0; i < r.nwants; i++) {
-        free(r.wants[i].slug);
-        free(r.wants[i].pname);
-        free(r.wants[i].name);
-    }
-    free(r.wants);
-    return status;
+    out->tenants = r.tenants;
+    out->places = r.nplaces;
+    out->repaired = r.repaired;
+    out->problems = r.problems;
+    check_free(&r);
+    if (r.oom)
+        return tn_errf(err, errlen, TN_NOMEM, "out of memory");
+    return TN_OK;
 }

@@ -1,8 +1,9 @@
 /*
- * cli_jobs.c — the parallel runner of the command line: N forked workers, each doing one
- * task at a time, handed out by the parent, with a progress bar (count, rate, ETA) on a
- * terminal. `tenancy migrate` (cli_migrate.c) and `tenancy tenant create --from-file`
- * (cli_tenant.c) run on it; what a task is belongs to them (cli_jobs_ops in cli_int.h).
+ * ops_runner.c — the parallel runner of the tenant operations: N forked workers, each doing
+ * one task at a time, handed out by the parent, with progress ticks for the caller (the
+ * command draws its bar from them, the panel writes its progress file). ops_migrate
+ * (ops_migrate.c) and `tenancy tenant create --from-file` (cli/tenant.c) run on it; what a
+ * task is belongs to them (ops_runner_ops in ops_runner.h).
  *
  * Shape: the parent forks the workers, gives each a task pipe (a task is its index, 4
  * bytes) and shares one result pipe among them. A worker sets up what it keeps for all its
@@ -20,13 +21,13 @@
  * across fork, so a child never runs the parent's handler.
  *
  * Must not: touch storage or the registry in the runner's parent (the caller's take() may,
- * on a connection it opened after the fork), or print anything but the progress bar to
- * stderr while running.
+ * on a connection it opened after the fork), or print anything.
  */
 #include "core/first.h"
-#include "tenancy/cli_int.h"
+#include "tenancy/ops_runner.h"
 #include "core/clock.h"
 #include "core/rc.h"
+#include "storage/db.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -78,14 +79,14 @@ static int read_all(int fd, void *p, size_t n)
 typedef union wire {
     int32_t idx;
     long double align;
-    char bytes[CLI_JOBS_RESULT_MAX];
+    char bytes[OPS_RESULT_MAX];
 } wire;
 
 /* ---- a worker ---------------------------------------------------------------------------------- */
 
-static TN_NORETURN void worker_main(const cli_jobs *j, int task_fd, int result_fd)
+static TN_NORETURN void worker_main(const ops_runner *j, int task_fd, int result_fd)
 {
-    const cli_jobs_ops *ops = j->ops;
+    const ops_runner_ops *ops = j->ops;
     if (ops->worker_begin != NULL)
         ops->worker_begin(j->ctx);
     static wire w;
@@ -113,39 +114,19 @@ static void on_stop(int sig)
     stop_signals++;
 }
 
-static void draw_bar(cli_jobs *j, bool final)
+/* A progress event: a tick (idx < 0) or the outcome of task idx. */
+static void tell(const ops_runner *j, int idx, bool final)
 {
-    if (!j->bar)
+    if (j->progress == NULL)
         return;
-    int64_t now = clock_mono_ms();
-    if (!final && now - j->last_bar < 100)
-        return;
-    j->last_bar = now;
-    int total = j->ntasks;
-    double secs = (double)(now - j->t0) / 1000.0;
-    double rate = secs > 0 ? j->done / secs : 0;
-    int width = 30, fill = total > 0 ? (int)((long)j->done * width / total) : width;
-    char eta[32] = "--:--";
-    if (rate > 0 && j->done < total) {
-        long s = (long)((total - j->done) / rate + 0.5);
-        snprintf(eta, sizeof(eta), "%ld:%02ld", s / 60, s % 60);
-    } else if (j->done == total) {
-        snprintf(eta, sizeof(eta), "0:00");
-    }
-    fprintf(stderr, "\r[");
-    for (int i = 0; i < width; i++)
-        fputc(i < fill ? '#' : '.', stderr);
-    fprintf(stderr, "] %d/%d %3d%%  %.1f tenants/s  ETA %s", j->done, total,
-            total > 0 ? j->done * 100 / total : 100, rate, eta);
-    if (j->failed > 0)
-        fprintf(stderr, "  %d failed", j->failed);
-    fputs("\033[K", stderr);
-    if (final)
-        fputs("\r\033[K", stderr);   /* the table follows on a clean line */
-    fflush(stderr);
+    ops_progress p = {.done = j->done, .total = j->ntasks, .failed = j->failed,
+                      .elapsed_ms = clock_mono_ms() - j->t0, .final = final};
+    if (idx >= 0 && j->ops->outcome != NULL)
+        j->ops->outcome(j->ctx, idx, &p);
+    j->progress(j->progress_ctx, &p);
 }
 
-static bool hand_out(cli_jobs *j, int w)
+static bool hand_out(ops_runner *j, int w)
 {
     if (j->stopped != NULL || j->next >= j->limit || !j->alive[w])
         return false;
@@ -159,7 +140,7 @@ static bool hand_out(cli_jobs *j, int w)
     return true;
 }
 
-static void take(cli_jobs *j, const wire *res)
+static void take(ops_runner *j, const wire *res)
 {
     if (res->idx < 0 || res->idx >= j->ntasks)
         return;
@@ -169,10 +150,11 @@ static void take(cli_jobs *j, const wire *res)
     for (int w = 0; w < j->nworkers; w++)
         if (j->busy[w] == res->idx)
             j->busy[w] = -1;
+    tell(j, res->idx, false);
 }
 
 /* A worker that exited: what it had in hand is lost. */
-static void reap(cli_jobs *j)
+static void reap(ops_runner *j)
 {
     int st;
     pid_t pid;
@@ -193,13 +175,14 @@ static void reap(cli_jobs *j)
                 j->ops->lost(j->ctx, j->busy[w], why);
                 j->done++;
                 j->failed++;
+                tell(j, j->busy[w], false);
                 j->busy[w] = -1;
             }
         }
     }
 }
 
-static int busy_workers(const cli_jobs *j)
+static int busy_workers(const ops_runner *j)
 {
     int n = 0;
     for (int w = 0; w < j->nworkers; w++)
@@ -207,7 +190,7 @@ static int busy_workers(const cli_jobs *j)
     return n;
 }
 
-static int alive_workers(const cli_jobs *j)
+static int alive_workers(const ops_runner *j)
 {
     int n = 0;
     for (int w = 0; w < j->nworkers; w++)
@@ -215,14 +198,14 @@ static int alive_workers(const cli_jobs *j)
     return n;
 }
 
-static void hand_out_all(cli_jobs *j)
+static void hand_out_all(ops_runner *j)
 {
     for (int w = 0; w < j->nworkers; w++)
         if (j->busy[w] < 0)
             hand_out(j, w);
 }
 
-void cli_jobs_run(cli_jobs *j, int limit, bool stop_on_error)
+void ops_runner_run(ops_runner *j, int limit, bool stop_on_error)
 {
     j->limit = limit < j->ntasks ? limit : j->ntasks;
     hand_out_all(j);
@@ -254,26 +237,28 @@ void cli_jobs_run(cli_jobs *j, int limit, bool stop_on_error)
         hand_out_all(j);
         if (j->ops->idle != NULL)
             j->failed += j->ops->idle(j->ctx);
-        draw_bar(j, false);
+        tell(j, -1, false);
     }
 }
 
-int cli_jobs_start(cli_jobs *j, const cli_jobs_ops *ops, void *ctx, int ntasks, int nworkers,
-                   char *err, size_t errlen)
+int ops_runner_start(ops_runner *j, const ops_runner_ops *ops, void *ctx, int ntasks,
+                     int nworkers, ops_progress_fn progress, void *progress_ctx, char *err,
+                     size_t errlen)
 {
     memset(j, 0, sizeof(*j));
     j->ops = ops;
     j->ctx = ctx;
     j->ntasks = ntasks;
     j->nworkers = nworkers < ntasks ? nworkers : (ntasks > 0 ? ntasks : 1);
-    if (j->nworkers > CLI_JOBS_MAX)
-        j->nworkers = CLI_JOBS_MAX;
+    if (j->nworkers > OPS_JOBS_MAX)
+        j->nworkers = OPS_JOBS_MAX;
     j->result_fd = -1;
-    for (int w = 0; w < CLI_JOBS_MAX; w++) {
+    for (int w = 0; w < OPS_JOBS_MAX; w++) {
         j->task_fd[w] = -1;
         j->busy[w] = -1;
     }
-    j->bar = isatty(STDERR_FILENO) == 1;
+    j->progress = progress;
+    j->progress_ctx = progress_ctx;
     j->t0 = clock_mono_ms();
 
     struct sigaction sa;
@@ -289,14 +274,11 @@ int cli_jobs_start(cli_jobs *j, const cli_jobs_ops *ops, void *ctx, int ntasks, 
         return TN_OK;
 
     if (ops->result_size < sizeof(int32_t) || ops->result_size > sizeof(wire)) {
-        snprintf(err, errlen, "a task's result does not fit the pipe");
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID, "a task's result does not fit the pipe");
     }
     int res[2];
-    if (pipe2(res, O_CLOEXEC) < 0) {
-        snprintf(err, errlen, "pipe: %s", strerror(errno));
-        return TN_IO;
-    }
+    if (pipe2(res, O_CLOEXEC) < 0)
+        return tn_errf(err, errlen, TN_IO, "pipe: %s", strerror(errno));
     j->result_fd = res[0];
     fflush(NULL);
     /* Signals blocked across fork: a child must not run the parent's handler before it has
@@ -309,16 +291,14 @@ int cli_jobs_start(cli_jobs *j, const cli_jobs_ops *ops, void *ctx, int ntasks, 
     for (int w = 0; w < j->nworkers; w++) {
         int task[2];
         if (pipe2(task, O_CLOEXEC) < 0) {
-            snprintf(err, errlen, "pipe: %s", strerror(errno));
-            rc = TN_IO;
+            rc = tn_errf(err, errlen, TN_IO, "pipe: %s", strerror(errno));
             break;
         }
         pid_t pid = fork();
         if (pid < 0) {
             close(task[0]);
             close(task[1]);
-            snprintf(err, errlen, "fork: %s", strerror(errno));
-            rc = TN_IO;
+            rc = tn_errf(err, errlen, TN_IO, "fork: %s", strerror(errno));
             break;
         }
         if (pid == 0) {
@@ -347,7 +327,7 @@ int cli_jobs_start(cli_jobs *j, const cli_jobs_ops *ops, void *ctx, int ntasks, 
     return rc;
 }
 
-void cli_jobs_finish(cli_jobs *j)
+void ops_runner_finish(ops_runner *j)
 {
     for (int w = 0; w < j->nworkers; w++)
         if (j->task_fd[w] >= 0) {
@@ -365,10 +345,45 @@ void cli_jobs_finish(cli_jobs *j)
     if (j->result_fd >= 0)
         close(j->result_fd);
     j->result_fd = -1;
-    draw_bar(j, true);
+    tell(j, -1, true);
     if (j->started) {
         sigaction(SIGINT, &j->old_int, NULL);
         sigaction(SIGTERM, &j->old_term, NULL);
         j->started = false;
     }
+}
+
+/* ---- what a parallel run needs around the runner ------------------------------------------- */
+
+void ops_flush_now(registry *r)
+{
+    char ignored[256];   /* a failure here: the parent's ops_flush_all says it */
+    if (r != NULL)
+        (void)registry_flush(r, ignored, sizeof(ignored));
+}
+
+void ops_flush_due(registry *r, int64_t *flushed_ms)
+{
+    int64_t now = clock_mono_ms();
+    if (now - *flushed_ms < OPS_FLUSH_MS)
+        return;
+    ops_flush_now(r);
+    *flushed_ms = now;
+}
+
+int ops_flush_all(ops_env *e, char *err, size_t errlen)
+{
+    int rc = TN_OK;
+    if (e->reg == NULL)
+        rc = registry_open(e->tc->registry_uri, e->tc->gen_path, &e->reg, err, errlen);
+    return rc == TN_OK ? registry_flush(e->reg, err, errlen) : rc;
+}
+
+void ops_preload_drivers(const tenancy_config *tc)
+{
+    char err[256];
+    (void)db_preload(tc->registry_uri, err, sizeof(err));
+    for (int i = 0; i < tc->nplacements; i++)
+        if (tc->placements[i].server != NULL)
+            (void)db_preload(tc->placements[i].server, err, sizeof(err));
 }

@@ -1,25 +1,24 @@
 /*
- * cli_migrate.c — `tenancy migrate`: bring tenants' storage to the latest version of
- * storage.migrations, in parallel; and `tenancy migrate status`.
- *
- *   tenancy migrate (--all | SLUG...) [-j N] [--canary K] [--stop-on-error]
- *   tenancy migrate status            (or: tenancy migrate --status)
+ * ops_migrate.c — ops_migrate: bring tenants' storage to the latest version of
+ * storage.migrations, in parallel; and ops_migrate_status (see ops.h). `tenancy migrate`
+ * (cli/migrate.c) and the panel's detached migrate (admin/actions.c) call it.
  *
  * Shape: the parent builds the list of tenants from the registry (one paged query per 1,000
  * tenants, no per-tenant lookups), closes its registry connection, then forks N workers
- * (the runner of cli_jobs.c, shared with `tenancy tenant create --from-file`; N is -j,
- * DEFAULT_JOBS without it). Each worker opens its own storage connections (a libpq socket or
+ * (the runner of ops_runner.c, shared with `tenancy tenant create --from-file`; N is
+ * opts->jobs, OPS_MIGRATE_JOBS without it). Each worker opens its own storage connections (a libpq socket or
  * a SQLite handle must never be shared across fork), takes one tenant at a time from its
  * task pipe (an index into the list it inherited), migrates it (storage/migrate.h: one
  * transaction per file), and writes one fixed-size result to the shared result pipe
  * (smaller than PIPE_BUF, so results of several workers never interleave). The parent hands
  * out tenants as workers come back, so a slow tenant never holds up the others, records the
- * versions and errors in the registry, draws the progress bar, and prints the table.
+ * versions and errors in the registry, and reports progress (ticks and each tenant's
+ * outcome) through the caller's callback; the report is the caller's to show.
  *
  * Why the parent records, in batches, on a registry connection it opens after the fork:
  * one transaction per tenant, from N workers, made the workers queue for SQLite's write
  * lock (its busy handler sleeps) once per tenant, which cost a wave more than its DDL. A
- * batch is written every REG_BATCH results or CLI_FLUSH_MS (once the workers have their
+ * batch is written every REG_BATCH results or OPS_FLUSH_MS (once the workers have their
  * next tenants, so they do not wait for it), at the end of a canary and at the end; a
  * tenant whose copy could not be written is reported failed ("migrated to V, but the
  * registry could not record it"), as before. The tenant's version table stays the
@@ -42,18 +41,18 @@
  * Workers ignore SIGINT (the terminal sends it to the whole group) and die with the parent
  * (PR_SET_PDEATHSIG).
  *
- * Why DEFAULT_JOBS workers without -j: a wave's time is the server's (the DDL, its commit)
+ * Why OPS_MIGRATE_JOBS workers without -j: a wave's time is the server's (the DDL, its commit)
  * and the round trips in between; one connection leaves the server idle during every round
  * trip, a few keep it busy. Four is what a hand-written script over a few psql sessions
  * would use, and few enough to leave a server's connection slots and CPUs to its apps.
  *
- * Must not: touch tenant storage in the parent, share a connection across fork, print
- * anything but the progress bar to stderr while running, or write to stdout before the end.
+ * Must not: touch tenant storage in the parent, share a connection across fork, or print.
  */
 #include "core/first.h"
-#include "tenancy/cli_int.h"
+#include "tenancy/ops_runner.h"
 #include "core/clock.h"
 #include "core/rc.h"
+#include "storage/db.h"
 #include "storage/migrate.h"
 #include "storage/target.h"
 #include "tenancy/placement.h"
@@ -64,38 +63,17 @@
 #include <string.h>
 
 #define PAGE 1000
-#define DEFAULT_JOBS 4     /* workers without -j (see the banner) */
 #define REG_BATCH 256      /* results recorded in the registry in one transaction */
-
-/* ---- shared with cli_tenant.c -------------------------------------------------------------- */
-
-void cli_conf_path(const cli *c, const char *value, char *out, size_t outlen)
-{
-    const char *conf = c->conf_path != NULL ? c->conf_path : "";
-    const char *slash = strrchr(conf, '/');
-    if (value[0] == '/' || slash == NULL)
-        snprintf(out, outlen, "%s", value);
-    else
-        snprintf(out, outlen, "%.*s/%s", (int)(slash - conf), conf, value);
-}
-
-int cli_migrations_load(cli *c, migration_set **out)
-{
-    const char *m = c->cfg->tenancy.migrations;
-    char dir[4096] = "", err[1024];
-    if (m != NULL && m[0] != '\0')
-        cli_conf_path(c, m, dir, sizeof(dir));
-    int rc = migrate_load(dir, out, err, sizeof(err));
-    if (rc != TN_OK)
-        return cli_fail(c, rc, "storage.migrations: %s", err);
-    return 0;
-}
 
 /* ---- the list of tenants ----------------------------------------------------------------------- */
 
-enum job_status { JOB_PENDING, JOB_RUNNING, JOB_MIGRATED, JOB_CURRENT, JOB_FAILED, JOB_SKIPPED };
 static const char *const status_names[] = {"pending", "running", "migrated", "current",
                                            "failed", "skipped"};
+
+const char *ops_mstatus_name(int status)
+{
+    return status >= 0 && status < OPS_M_NSTATUS ? status_names[status] : "?";
+}
 
 typedef struct job {
     char *slug, *placement, *storage, *reg_version, *reg_error;
@@ -169,17 +147,18 @@ static int all_cb(void *ctx, const registry_migration *m)
 
 typedef struct one_ctx {
     job_list *l;
-    cli *c;
-    int status;
+    char *err;
+    size_t errlen;
+    int rc;
 } one_ctx;
 
 static int one_cb(void *ctx, const registry_migration *m)
 {
     one_ctx *o = ctx;
     if (!migratable(m->state)) {
-        o->status = cli_fail(o->c, TN_INVALID, "tenant '%s' is %s: not migrated (only active, "
-                                               "maintenance and suspended tenants are)",
-                             m->slug, tenant_state_name(m->state));
+        o->rc = tn_errf(o->err, o->errlen, TN_INVALID, "tenant '%s' is %s: not migrated (only "
+                        "active, maintenance and suspended tenants are)", m->slug,
+                        tenant_state_name(m->state));
         return TN_DONE;
     }
     return add_job(o->l, m);
@@ -204,7 +183,7 @@ static void free_jobs(job_list *l)
 
 typedef struct wire_result {
     int32_t idx;
-    int32_t status;              /* JOB_MIGRATED, JOB_CURRENT, JOB_FAILED */
+    int32_t status;              /* OPS_M_MIGRATED, OPS_M_CURRENT, OPS_M_FAILED */
     int32_t applied;
     int32_t nwarnings;
     int32_t record;              /* the registry's copy differs: the parent writes `to`, error */
@@ -215,7 +194,7 @@ typedef struct wire_result {
 } wire_result;
 
 /* One write() of at most PIPE_BUF bytes is atomic: results of several workers never mix. */
-_Static_assert(sizeof(wire_result) <= CLI_JOBS_RESULT_MAX, "a result must fit in PIPE_BUF");
+_Static_assert(sizeof(wire_result) <= OPS_RESULT_MAX, "a result must fit in PIPE_BUF");
 
 /* ---- a worker ------------------------------------------------------------------------------------ */
 
@@ -322,7 +301,7 @@ static void migrate_one(worker_ctx *w, const job *j, wire_result *r)
         drop_schema_conn(w, db);   /* a broken connection is not reused */
     else if (!shared)
         db_close(db);
-    r->status = rc != TN_OK ? JOB_FAILED : r->applied > 0 ? JOB_MIGRATED : JOB_CURRENT;
+    r->status = rc != TN_OK ? OPS_M_FAILED : r->applied > 0 ? OPS_M_MIGRATED : OPS_M_CURRENT;
     snprintf(r->error, sizeof(r->error), "%s", rc != TN_OK ? err : "");
 
     /* The registry's copy (r->to is the registry's own version when the tenant's is not
@@ -331,25 +310,25 @@ static void migrate_one(worker_ctx *w, const job *j, wire_result *r)
     r->ms = clock_mono_ms() - t0;
 }
 
-/* ---- the run: tasks are indexes into the job list (cli_jobs.c runs them) ------------------------ */
+/* ---- the run: tasks are indexes into the job list (ops_runner.c runs them) ---------------------- */
 
 typedef struct run {
-    cli *c;
+    ops_env *e;
     job_list *l;
     const migration_set *set;
     worker_ctx w;                /* in a worker */
     int *pend;                   /* in the parent: results the registry must record ... */
     int npend;
     int64_t recorded_ms;         /* ... since the last batch was written at this time */
-    int64_t flushed_ms;          /* the parent's last registry flush (cli_flush_due) */
-    cli_jobs j;
+    int64_t flushed_ms;          /* the parent's last registry flush (ops_flush_due) */
+    ops_runner j;
 } run;
 
 static void worker_begin(void *ctx)
 {
     run *r = ctx;
     memset(&r->w, 0, sizeof(r->w));
-    r->w.tc = &r->c->cfg->tenancy;
+    r->w.tc = r->e->tc;
     r->w.set = r->set;
 }
 
@@ -376,34 +355,33 @@ static void set_text(char **dst, const char *s)
 /* A tenant migrated whose registry copy could not be written counts as failed. */
 static int record_failed(job *j, const char *why)
 {
-    if (j->status == JOB_FAILED)
+    if (j->status == OPS_M_FAILED)
         return 0;   /* its own error says more */
     char msg[1024];
     snprintf(msg, sizeof(msg), "migrated to %s, but the registry could not record it: %s",
              j->to, why);
-    j->status = JOB_FAILED;
+    j->status = OPS_M_FAILED;
     set_text(&j->error, msg);
     return 1;
 }
 
 /* Write the pending results to the registry in one transaction (its commit deferred, as
- * cli_int.h says, and flushed by cli_flush_due and cli_flush_all). The connection is the
+ * ops.h says, and flushed by ops_flush_due and ops_flush_all). The connection is the
  * parent's own, opened at the first batch, after the workers were forked. Returns how many
  * tenants turned failed. */
 static int record_batch(run *r)
 {
-    cli *c = r->c;
+    ops_env *e = r->e;
     int turned = 0;
     r->recorded_ms = clock_mono_ms();
     if (r->npend == 0)
         return 0;
     char err[600] = "";
     int rc = TN_OK;
-    if (c->reg == NULL) {
-        const tenancy_config *tc = &c->cfg->tenancy;
-        rc = registry_open(tc->registry_uri, tc->gen_path, &c->reg, err, sizeof(err));
+    if (e->reg == NULL) {
+        rc = registry_open(e->tc->registry_uri, e->tc->gen_path, &e->reg, err, sizeof(err));
         if (rc == TN_OK)
-            rc = registry_defer_sync(c->reg, err, sizeof(err));
+            rc = registry_defer_sync(e->reg, err, sizeof(err));
         r->flushed_ms = clock_mono_ms();
     }
     registry_migration_update *u = calloc((size_t)r->npend, sizeof(*u));
@@ -416,15 +394,15 @@ static int record_batch(run *r)
             const job *j = &r->l->v[r->pend[i]];
             u[i] = (registry_migration_update){j->slug, j->to, j->error ? j->error : "", 0};
         }
-        rc = registry_set_migrations(c->reg, u, r->npend, err, sizeof(err));
+        rc = registry_set_migrations(e->reg, u, r->npend, err, sizeof(err));
     }
     for (int i = 0; i < r->npend; i++) {
         job *j = &r->l->v[r->pend[i]];
-        if (rc != TN_OK && c->reg != NULL && u != NULL) {
+        if (rc != TN_OK && e->reg != NULL && u != NULL) {
             /* The batch failed as a whole: one by one, so that only a tenant whose own row
              * cannot be written is reported (as it was when each tenant wrote its own). */
             char one[600];
-            int orc = registry_set_migration(c->reg, j->slug, u[i].version, u[i].last_error,
+            int orc = registry_set_migration(e->reg, j->slug, u[i].version, u[i].last_error,
                                              one, sizeof(one));
             if (orc != TN_OK)
                 turned += record_failed(j, one);
@@ -438,8 +416,8 @@ static int record_batch(run *r)
     }
     free(u);
     r->npend = 0;
-    if (c->reg != NULL)
-        cli_flush_due(c->reg, &r->flushed_ms);
+    if (e->reg != NULL)
+        ops_flush_due(e->reg, &r->flushed_ms);
     return turned;
 }
 
@@ -458,7 +436,7 @@ static bool take_result(void *ctx, const void *result)
     set_text(&j->warning, res->warning);
     if (res->record)
         r->pend[r->npend++] = res->idx;
-    return j->status == JOB_FAILED;
+    return j->status == OPS_M_FAILED;
 }
 
 /* After the workers got their next tenants: a batch that is due is written while they
@@ -466,7 +444,7 @@ static bool take_result(void *ctx, const void *result)
 static int record_due(void *ctx)
 {
     run *r = ctx;
-    if (r->npend >= REG_BATCH || clock_mono_ms() - r->recorded_ms >= CLI_FLUSH_MS)
+    if (r->npend >= REG_BATCH || clock_mono_ms() - r->recorded_ms >= OPS_FLUSH_MS)
         return record_batch(r);
     return 0;
 }
@@ -474,377 +452,204 @@ static int record_due(void *ctx)
 static void lost_job(void *ctx, int idx, const char *why)
 {
     run *r = ctx;
-    r->l->v[idx].status = JOB_FAILED;
+    r->l->v[idx].status = OPS_M_FAILED;
     set_text(&r->l->v[idx].error, why);
 }
 
+static void job_outcome(void *ctx, int idx, ops_progress *p)
+{
+    const job *j = &((run *)ctx)->l->v[idx];
+    p->slug = j->slug;
+    p->outcome = status_names[j->status];
+    p->error = j->error;
+}
+
 /* A second signal kills the workers: the transaction of the file in hand rolls back. */
-static const cli_jobs_ops migrate_ops = {
+static const ops_runner_ops migrate_ops = {
     .result_size = sizeof(wire_result),
     .worker_begin = worker_begin,
     .work = worker_task,
     .worker_end = worker_end,
     .take = take_result,
     .lost = lost_job,
+    .outcome = job_outcome,
     .idle = record_due,
     .hard_signal = SIGKILL,
 };
 
-/* ---- output ---------------------------------------------------------------------------------------- */
-
-static void count_status(const job_list *l, int *n)
-{
-    memset(n, 0, sizeof(int) * 6);
-    for (int i = 0; i < l->n; i++)
-        n[l->v[i].status]++;
-}
-
-static void print_json(cli *c, const run *r, const migration_set *set, int jobs, int canary,
-                       double secs)
-{
-    int n[6];
-    count_status(r->l, n);
-    buf *b = &c->out;
-    bool ok = n[JOB_FAILED] == 0 && r->j.stopped == NULL;
-    buf_puts(b, "{\"ok\":");
-    buf_puts(b, ok ? "true" : "false");
-    if (!ok) {
-        char msg[160];
-        if (n[JOB_FAILED] > 0)
-            snprintf(msg, sizeof(msg), "%d tenant%s failed", n[JOB_FAILED],
-                     n[JOB_FAILED] == 1 ? "" : "s");
-        else
-            snprintf(msg, sizeof(msg), "stopped (%s)", r->j.stopped);
-        buf_puts(b, ",\"error\":");
-        buf_json_str(b, msg);
-        buf_puts(b, ",\"code\":\"error\"");
-    }
-    buf_puts(b, ",\"latest\":");
-    buf_json_str(b, migrate_latest(set));
-    buf_puts(b, ",\"files\":");
-    buf_i64(b, migrate_count(set));
-    buf_puts(b, ",\"jobs\":");
-    buf_i64(b, jobs);
-    buf_puts(b, ",\"canary\":");
-    if (canary > 0)
-        buf_i64(b, canary);
-    else
-        buf_puts(b, "null");
-    buf_puts(b, ",\"stopped\":");
-    buf_json_str(b, r->j.stopped);
-    buf_puts(b, ",\"total\":");
-    buf_i64(b, r->l->n);
-    static const int shown[] = {JOB_MIGRATED, JOB_CURRENT, JOB_FAILED, JOB_SKIPPED};
-    for (size_t k = 0; k < TN_ARRAY_LEN(shown); k++) {
-        buf_printf(b, ",\"%s\":", status_names[shown[k]]);
-        buf_i64(b, n[shown[k]] + (shown[k] == JOB_SKIPPED ? n[JOB_PENDING] : 0));
-    }
-    buf_printf(b, ",\"seconds\":%.3f,\"left_out\":{", secs);
-    bool first = true;
-    for (int s = 0; s < TENANT_NSTATES; s++)
-        if (r->l->left_out[s] > 0) {
-            buf_printf(b, "%s\"%s\":%d", first ? "" : ",", tenant_state_name(s),
-                       r->l->left_out[s]);
-            first = false;
-        }
-    buf_puts(b, "},\"tenants\":[");
-    for (int i = 0; i < r->l->n; i++) {
-        const job *j = &r->l->v[i];
-        buf_puts(b, i ? ",{\"slug\":" : "{\"slug\":");
-        buf_json_str(b, j->slug);
-        buf_puts(b, ",\"status\":");
-        buf_json_str(b, status_names[j->status == JOB_PENDING ? JOB_SKIPPED : j->status]);
-        buf_puts(b, ",\"from\":");
-        buf_json_str(b, j->from);
-        buf_puts(b, ",\"to\":");
-        buf_json_str(b, j->to);
-        buf_puts(b, ",\"applied\":");
-        buf_i64(b, j->applied);
-        buf_puts(b, ",\"ms\":");
-        buf_i64(b, j->ms);
-        buf_puts(b, ",\"error\":");
-        buf_json_str(b, j->error);
-        buf_puts(b, ",\"warnings\":");
-        buf_i64(b, j->nwarnings);
-        buf_puts(b, ",\"warning\":");
-        buf_json_str(b, j->warning);
-        buf_putc(b, '}');
-    }
-    buf_puts(b, "]}");
-}
-
-static void print_text(cli *c, const run *r, const migration_set *set, double secs)
-{
-    int n[6];
-    count_status(r->l, n);
-    n[JOB_SKIPPED] += n[JOB_PENDING];
-    if (c->tty) {
-        int ws = 4;
-        for (int i = 0; i < r->l->n; i++) {
-            int l = (int)strlen(r->l->v[i].slug);
-            ws = l > ws ? l : ws;
-        }
-        printf("%-*s  %-8s  %-*s  %8s  %s\n", ws, "SLUG", "STATUS", 2 * MIGRATE_VERSION_MAX / 3,
-               "VERSION", "MS", "ERROR");
-        for (int i = 0; i < r->l->n; i++) {
-            const job *j = &r->l->v[i];
-            char ver[80];
-            snprintf(ver, sizeof(ver), "%s -> %s", j->from[0] ? j->from : "-",
-                     j->to[0] ? j->to : "-");
-            printf("%-*s  %-8s  %-*s  %8lld  ", ws, j->slug,
-                   status_names[j->status == JOB_PENDING ? JOB_SKIPPED : j->status],
-                   2 * MIGRATE_VERSION_MAX / 3, ver, (long long)j->ms);
-            cli_put_text(stdout, j->error ? j->error : j->warning ? j->warning : "");
-            fputc('\n', stdout);
-        }
-    } else {
-        /* Not a terminal: one tab-separated line per tenant (slug, status, from, to, ms,
-         * error), no header, for scripts. */
-        for (int i = 0; i < r->l->n; i++) {
-            const job *j = &r->l->v[i];
-            printf("%s\t%s\t%s\t%s\t%lld\t", j->slug,
-                   status_names[j->status == JOB_PENDING ? JOB_SKIPPED : j->status], j->from,
-                   j->to, (long long)j->ms);
-            cli_put_text(stdout, j->error ? j->error : "");
-            fputc('\n', stdout);
-        }
-    }
-    FILE *f = c->tty ? stdout : stderr;
-    fprintf(f, "%d tenant%s to %s: %d migrated, %d current, %d failed, %d skipped in %.1f s "
-               "(%.1f tenants/s)", r->l->n, r->l->n == 1 ? "" : "s",
-            migrate_latest(set)[0] ? migrate_latest(set) : "(no migrations)", n[JOB_MIGRATED],
-            n[JOB_CURRENT], n[JOB_FAILED], n[JOB_SKIPPED], secs,
-            secs > 0 ? r->j.done / secs : 0.0);
-    if (r->j.stopped != NULL)
-        fprintf(f, "; stopped: %s", r->j.stopped);
-    fputc('\n', f);
-}
 
 /* ---- migrate status ------------------------------------------------------------------------------- */
 
-typedef struct status_ctx {
-    buf rows;            /* JSON */
-    int n;
-    int64_t total, behind, failing;
-    const char *latest;
-    bool tty;
-    bool json;
-} status_ctx;
-
-static int status_cb(void *ctx, const char *version, int64_t tenants, int64_t failing)
+int ops_migrate_status(ops_env *e, char *latest, size_t latestlen, ops_version_fn fn,
+                       void *ctx, char *err, size_t errlen)
 {
-    status_ctx *s = ctx;
-    s->total += tenants;
-    s->failing += failing;
-    if (strcmp(version, s->latest) != 0)
-        s->behind += tenants;
-    if (s->json) {
-        buf_puts(&s->rows, s->n ? ",{\"version\":" : "{\"version\":");
-        buf_json_str(&s->rows, version);
-        buf_puts(&s->rows, ",\"tenants\":");
-        buf_i64(&s->rows, tenants);
-        buf_puts(&s->rows, ",\"failing\":");
-        buf_i64(&s->rows, failing);
-        buf_puts(&s->rows, ",\"latest\":");
-        buf_puts(&s->rows, strcmp(version, s->latest) == 0 ? "true}" : "false}");
-    } else if (s->tty) {
-        if (s->n == 0)
-            printf("%-16s  %10s  %10s\n", "VERSION", "TENANTS", "FAILING");
-        printf("%-16s  %10lld  %10lld%s\n", version[0] ? version : "(none)", (long long)tenants,
-               (long long)failing, strcmp(version, s->latest) == 0 ? "  (latest)" : "");
-    } else {
-        printf("%s\t%lld\t%lld\n", version, (long long)tenants, (long long)failing);
-    }
-    s->n++;
+    migration_set *set = NULL;
+    int rc = ops_migrations_load(e, &set, err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    snprintf(latest, latestlen, "%s", migrate_latest(set));
+    migrate_free(set);
+    rc = registry_migration_status(e->reg, fn, ctx);
+    if (rc != TN_OK)
+        return tn_errf(err, errlen, rc, "cannot read the migration status: %s", tn_rc_str(rc));
     return TN_OK;
 }
 
-static int migrate_status(cli *c)
-{
-    migration_set *set = NULL;
-    int rc = cli_migrations_load(c, &set);
-    if (rc != 0)
-        return rc;
-    status_ctx s;
-    memset(&s, 0, sizeof(s));
-    s.latest = migrate_latest(set);
-    s.tty = c->tty;
-    s.json = c->json;
-    rc = registry_migration_status(c->reg, status_cb, &s);
-    if (rc != TN_OK || s.rows.oom) {
-        buf_free(&s.rows);
-        migrate_free(set);
-        return cli_fail(c, rc != TN_OK ? rc : TN_NOMEM, "cannot read the migration status: %s",
-                        rc != TN_OK ? tn_rc_str(rc) : "out of memory");
-    }
-    if (c->json) {
-        buf_puts(&c->out, "{\"latest\":");
-        buf_json_str(&c->out, s.latest);
-        buf_puts(&c->out, ",\"total\":");
-        buf_i64(&c->out, s.total);
-        buf_puts(&c->out, ",\"behind\":");
-        buf_i64(&c->out, s.behind);
-        buf_puts(&c->out, ",\"failing\":");
-        buf_i64(&c->out, s.failing);
-        buf_puts(&c->out, ",\"versions\":[");
-        if (s.rows.len > 0)
-            buf_append(&c->out, s.rows.p, s.rows.len);
-        buf_puts(&c->out, "]}");
-    } else if (c->tty) {
-        printf("latest: %s; %lld of %lld tenant%s behind, %lld with a migration error\n",
-               s.latest[0] ? s.latest : "(no migrations)", (long long)s.behind,
-               (long long)s.total, s.total == 1 ? "" : "s", (long long)s.failing);
-    }
-    buf_free(&s.rows);
-    migrate_free(set);
-    return 0;
-}
+/* ---- ops_migrate ----------------------------------------------------------------------------------- */
 
-/* ---- tenancy migrate ---------------------------------------------------------------------------- */
-
-static int collect(cli *c, const cli_args *a, bool all, job_list *l)
+static int collect(ops_env *e, const ops_migrate_opts *o, job_list *l, char *err, size_t errlen)
 {
     int rc = TN_OK;
-    if (all) {
+    if (o->all) {
         /* Keyset pages of PAGE tenants: one query each, no per-tenant lookups. */
         page_ctx p = {l, ""};
         char after[128] = "";
         int got;
         do {
             got = 0;
-            rc = registry_migration_list(c->reg, after, PAGE, all_cb, &p, &got);
+            rc = registry_migration_list(e->reg, after, PAGE, all_cb, &p, &got);
             snprintf(after, sizeof(after), "%s", p.last);
         } while (rc == TN_OK && got == PAGE);
         if (rc != TN_OK || l->oom)
-            return cli_fail(c, l->oom ? TN_NOMEM : rc, "cannot list the tenants: %s",
-                            l->oom ? "out of memory" : tn_rc_str(rc));
-        return 0;
+            return tn_errf(err, errlen, l->oom ? TN_NOMEM : rc, "cannot list the tenants: %s",
+                           l->oom ? "out of memory" : tn_rc_str(rc));
+        return TN_OK;
     }
-    for (int i = 0; i < a->npos; i++) {
+    for (int i = 0; i < o->nslugs; i++) {
         bool dup = false;
         for (int k = 0; k < l->n && !dup; k++)
-            dup = strcmp(l->v[k].slug, a->pos[i]) == 0;
+            dup = strcmp(l->v[k].slug, o->slugs[i]) == 0;
         if (dup)
             continue;
-        one_ctx o = {l, c, 0};
-        rc = registry_migration_get(c->reg, a->pos[i], one_cb, &o);
-        if (o.status != 0)
-            return o.status;
+        one_ctx one = {l, err, errlen, TN_OK};
+        rc = registry_migration_get(e->reg, o->slugs[i], one_cb, &one);
+        if (one.rc != TN_OK)
+            return one.rc;
         if (rc == TN_NOTFOUND)
-            return cli_fail(c, rc, "no tenant '%s'", a->pos[i]);
+            return tn_errf(err, errlen, rc, "no tenant '%s'", o->slugs[i]);
         if (rc != TN_OK || l->oom)
-            return cli_fail(c, l->oom ? TN_NOMEM : rc, "cannot read tenant '%s': %s", a->pos[i],
-                            l->oom ? "out of memory" : tn_rc_str(rc));
+            return tn_errf(err, errlen, l->oom ? TN_NOMEM : rc, "cannot read tenant '%s': %s",
+                           o->slugs[i], l->oom ? "out of memory" : tn_rc_str(rc));
     }
-    return 0;
+    return TN_OK;
 }
 
-int cli_migrate(cli *c, const cli_args *a)
+/* The jobs into the caller's report: the strings change hands. */
+static void fill_report(ops_migrate_report *rep, job_list *l)
 {
-    bool status = strcmp(c->cmd->name, "migrate status") == 0 || cli_opt(a, "--status");
-    bool all = cli_opt(a, "--all") != NULL;
-    if (status) {
-        if (all || a->npos > 0 || cli_opt(a, "-j") || cli_opt(a, "--canary") ||
-            cli_opt(a, "--stop-on-error"))
-            return cli_usage(c, "--status takes no tenants and no other option");
-        return migrate_status(c);
+    for (int i = 0; i < l->n; i++) {
+        job *j = &l->v[i];
+        if (j->status == OPS_M_PENDING || j->status == OPS_M_RUNNING)
+            j->status = OPS_M_SKIPPED;
+        ops_migrated *m = &rep->v[i];
+        m->slug = j->slug;
+        m->status = j->status;
+        snprintf(m->from, sizeof(m->from), "%s", j->from);
+        snprintf(m->to, sizeof(m->to), "%s", j->to);
+        m->applied = j->applied;
+        m->ms = j->ms;
+        m->error = j->error;
+        m->warning = j->warning;
+        m->nwarnings = j->nwarnings;
+        rep->count[j->status]++;
+        j->slug = j->error = j->warning = NULL;
     }
-    if (all == (a->npos > 0))
-        return cli_usage(c, "give --all or the slugs of the tenants to migrate (not both)");
-    int jobs = DEFAULT_JOBS, canary = 0;
-    int rc = cli_opt_int(c, a, "-j", 1, CLI_JOBS_MAX, &jobs);
-    if (rc == 0)
-        rc = cli_opt_int(c, a, "--canary", 1, 1000000, &canary);
-    if (rc != 0)
-        return rc;
-    bool stop_on_error = cli_opt(a, "--stop-on-error") != NULL;
-    const tenancy_config *tc = &c->cfg->tenancy;
+    rep->n = l->n;
+    memcpy(rep->left_out, l->left_out, sizeof(rep->left_out));
+}
+
+void ops_migrate_report_free(ops_migrate_report *r)
+{
+    if (r == NULL)
+        return;
+    for (int i = 0; i < r->n; i++) {
+        free(r->v[i].slug);
+        free(r->v[i].error);
+        free(r->v[i].warning);
+    }
+    free(r->v);
+    free(r);
+}
+
+int ops_migrate(ops_env *e, const ops_migrate_opts *o, ops_migrate_report **out, char *err,
+                size_t errlen)
+{
+    *out = NULL;
+    const tenancy_config *tc = e->tc;
     if (tc->migrations == NULL || tc->migrations[0] == '\0')
-        return cli_fail(c, TN_INVALID, "storage.migrations is not set in %s: nothing to apply",
-                        c->conf_path);
+        return tn_errf(err, errlen, TN_INVALID,
+                       "storage.migrations is not set in %s: nothing to apply",
+                       e->conf_path ? e->conf_path : "the configuration");
+    int jobs = o->jobs > 0 ? o->jobs : OPS_MIGRATE_JOBS;
+    if (jobs > OPS_JOBS_MAX)
+        jobs = OPS_JOBS_MAX;
     migration_set *set = NULL;
-    rc = cli_migrations_load(c, &set);
-    if (rc != 0)
-        return rc;
     job_list l;
     memset(&l, 0, sizeof(l));
-    rc = collect(c, a, all, &l);
-    if (rc != 0) {
-        free_jobs(&l);
-        migrate_free(set);
-        return rc;
-    }
-
     run r;
     memset(&r, 0, sizeof(r));
-    r.c = c;
+    ops_migrate_report *rep = NULL;
+    int rc = ops_migrations_load(e, &set, err, errlen);
+    if (rc != TN_OK)
+        goto done;
+    rc = collect(e, o, &l, err, errlen);
+    if (rc != TN_OK)
+        goto done;
+    rep = calloc(1, sizeof(*rep));
+    r.pend = calloc((size_t)(l.n > 0 ? l.n : 1), sizeof(*r.pend));
+    if (rep != NULL)
+        rep->v = calloc((size_t)(l.n > 0 ? l.n : 1), sizeof(*rep->v));
+    if (rep == NULL || rep->v == NULL || r.pend == NULL) {
+        rc = tn_errf(err, errlen, TN_NOMEM, "out of memory");
+        goto done;
+    }
+    r.e = e;
     r.l = &l;
     r.set = set;
-    r.pend = calloc((size_t)(l.n > 0 ? l.n : 1), sizeof(*r.pend));
-    if (r.pend == NULL) {
-        free_jobs(&l);
-        migrate_free(set);
-        return cli_fail(c, TN_NOMEM, "out of memory");
-    }
     /* The workers open their own connections: the parent's must not be inherited in use. */
-    registry_close(c->reg);
-    c->reg = NULL;
+    registry_close(e->reg);
+    e->reg = NULL;
 
-    char err[512] = "";
-    cli_preload_drivers(c);
-    rc = cli_jobs_start(&r.j, &migrate_ops, &r, l.n, jobs, err, sizeof(err));
+    char why[512] = "";
+    ops_preload_drivers(tc);
+    rc = ops_runner_start(&r.j, &migrate_ops, &r, l.n, jobs, e->progress, e->progress_ctx, why,
+                          sizeof(why));
     r.recorded_ms = clock_mono_ms();
     if (rc == TN_OK && l.n > 0) {
-        if (canary > 0 && canary < l.n) {
-            cli_jobs_run(&r.j, canary, stop_on_error);
+        if (o->canary > 0 && o->canary < l.n) {
+            ops_runner_run(&r.j, o->canary, o->stop_on_error);
             r.j.failed += record_batch(&r);   /* the canaries' registry copies count too */
             if (r.j.failed > 0 && r.j.stopped == NULL)
                 r.j.stopped = "a canary failed";
         }
         if (r.j.stopped == NULL)
-            cli_jobs_run(&r.j, l.n, stop_on_error);
+            ops_runner_run(&r.j, l.n, o->stop_on_error);
         if (r.j.stopped == NULL && r.j.next < l.n)
             r.j.stopped = "no worker left";   /* every worker died */
     }
-    cli_jobs_finish(&r.j);
+    ops_runner_finish(&r.j);
     r.j.failed += record_batch(&r);
-    free(r.pend);
+    if (rc != TN_OK) {
+        rc = tn_errf(err, errlen, rc, "cannot start the workers: %s", why);
+        goto done;
+    }
     /* The registry commits were deferred: one flush makes them durable before anything is
      * reported. */
-    char ferr[600] = "";
-    int frc = rc == TN_OK && r.j.done > 0 ? cli_flush_all(c, ferr, sizeof(ferr)) : TN_OK;
-    double secs = (double)(clock_mono_ms() - r.j.t0) / 1000.0;
-    for (int i = 0; i < l.n; i++)
-        if (l.v[i].status == JOB_PENDING || l.v[i].status == JOB_RUNNING)
-            l.v[i].status = JOB_SKIPPED;
-
-    int status_code = 0;
-    if (rc != TN_OK) {
-        status_code = cli_fail(c, rc, "cannot start the workers: %s", err);
-    } else {
-        if (c->json)
-            print_json(c, &r, set, r.j.nworkers, canary, secs);
-        else
-            print_text(c, &r, set, secs);
-        int n[6];
-        count_status(&l, n);
-        if (frc != TN_OK) {
-            status_code = cli_fail(c, frc, "the registry could not be flushed to disk (%s): "
-                                           "the results recorded are in it, but a power loss "
-                                           "now could lose them; run 'tenancy check' after one",
-                                   ferr);
-            c->keep_out = true;
-        } else if (n[JOB_FAILED] > 0 || r.j.stopped != NULL) {
-            status_code = n[JOB_FAILED] > 0
-                              ? cli_fail(c, TN_ERR, "%d of %d tenant%s failed%s%s",
-                                         n[JOB_FAILED], l.n, l.n == 1 ? "" : "s",
-                                         r.j.stopped ? "; stopped: " : "",
-                                         r.j.stopped ? r.j.stopped : "")
-                              : cli_fail(c, TN_ERR, "stopped: %s", r.j.stopped);
-            c->keep_out = true;   /* the JSON document is the table, with error and code */
-        }
-    }
+    rep->flush_rc = r.j.done > 0 ? ops_flush_all(e, rep->flush_err, sizeof(rep->flush_err))
+                                 : TN_OK;
+    rep->seconds = (double)(clock_mono_ms() - r.j.t0) / 1000.0;
+    rep->stopped = r.j.stopped;
+    rep->jobs = r.j.nworkers;
+    rep->done = r.j.done;
+    snprintf(rep->latest, sizeof(rep->latest), "%s", migrate_latest(set));
+    rep->files = migrate_count(set);
+    fill_report(rep, &l);
+    *out = rep;
+    rep = NULL;
+done:
+    free(r.pend);
+    ops_migrate_report_free(rep);
     free_jobs(&l);
     migrate_free(set);
-    return status_code;
+    return rc;
 }

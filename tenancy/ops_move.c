@@ -1,6 +1,7 @@
 /*
- * cli_move.c — `tenancy move`, `tenancy export` and `tenancy import`: a tenant's storage
- * copied to another placement, to a dump file, or from one.
+ * ops_move.c — ops_move, ops_export and ops_import (see ops.h): a tenant's storage copied to
+ * another placement, to a dump, or from one. `tenancy move`, `export` and `import`
+ * (cli/move.c) and the panel's move job (through the command) call them.
  *
  * A move (ADR 0015 of tenancy-node, adapted): the tenant goes to state moving (the host
  * serves its reads and answers its writes 503), --drain seconds pass for requests in flight,
@@ -25,13 +26,17 @@
  * this run created: an existing one is never touched), the state goes back to what it was,
  * and the message names the step and the table. The source is never written.
  *
- * Must not: write to a source, build SQL (storage/ does), or switch the registry before the
- * counts have been compared.
+ * Progress (the drain, the tables, their rows as they are copied) goes to the caller's
+ * callback (ops_progress: note, table, rows); the report says what was copied.
+ *
+ * Must not: write to a source, build SQL (storage/ does), switch the registry before the
+ * counts have been compared, or print.
  */
 #include "core/first.h"
-#include "tenancy/cli_int.h"
+#include "tenancy/ops.h"
 #include "core/clock.h"
 #include "core/rc.h"
+#include "storage/db.h"
 #include "storage/copy.h"
 #include "storage/migrate.h"
 #include "storage/target.h"
@@ -56,33 +61,29 @@
  * state: the handler only records it, the copy loops look at the flag between batches. */
 
 static volatile sig_atomic_t interrupted;
+static const int caught[] = {SIGINT, SIGTERM, SIGHUP};
+static struct sigaction saved[TN_ARRAY_LEN(caught)];
 
 static void on_signal(int sig)
 {
     interrupted = sig;
 }
 
+/* on: record the three signals (the caller's dispositions kept); off: the caller's back. */
 static void catch_signals(bool on)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on ? on_signal : SIG_DFL;
+    sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    for (size_t i = 0; i < TN_ARRAY_LEN(caught); i++)
+        sigaction(caught[i], on ? &sa : &saved[i], on ? &saved[i] : NULL);
 }
 
 /* ---- the copy into a target, shared by move and import --------------------------------------- */
 
-typedef struct tstat {
-    const char *name;
-    int64_t rows;
-    int64_t ms;
-} tstat;
-
 typedef struct job {
-    cli *c;
+    ops_env *e;
     const tenancy_config *tc;
     const storage_target *dst;
     bool created;               /* this run created dst (only then is it dropped on failure) */
@@ -90,12 +91,12 @@ typedef struct job {
     bool migrations;            /* the tables came from the app's migrations */
     const char *why_defs;       /* why not (for the report) */
     arena *a;
-    tstat stats[MAX_TABLES];
+    ops_copy_table *stats;      /* MAX_TABLES of them, in a */
     int nstats;
+    int ntables;                /* the tables to copy (for the progress events) */
     int64_t rows;
     int64_t t0;                 /* clock_mono_ms at the start of the copy */
-    bool progress;              /* stderr is a terminal */
-    const char *notes[64];
+    const char *notes[OPS_COPY_NOTES];
     int nnotes;
     char step[200];             /* what was being done (for a failure) */
     char err[1024];
@@ -117,27 +118,30 @@ static void add_note(job *j, const char *s)
         j->notes[j->nnotes++] = s;
 }
 
-static double rate(int64_t rows, int64_t ms)
+/* A progress event: a note (a line for a person), or a table's rows so far. */
+static void tell_note(const ops_env *e, const char *note)
 {
-    return ms > 0 ? (double)rows * 1000.0 / (double)ms : (double)rows * 1000.0;
+    if (e->progress == NULL)
+        return;
+    ops_progress p = {0};
+    p.note = note;
+    e->progress(e->progress_ctx, &p);
 }
 
-/* On a terminal: one line per table, rewritten as rows arrive (at most 10 times a second). */
-static void progress(job *j, const char *table, int64_t done, int64_t want, int64_t start,
-                     bool final)
+static void tell_rows(const ops_env *e, const char *table, int64_t done, int64_t want,
+                      int64_t start, bool final, int tables_done, int tables)
 {
-    static int64_t last;
-    if (!j->progress)
+    if (e->progress == NULL)
         return;
-    int64_t now = clock_mono_ms();
-    if (!final && now - last < 100)
-        return;
-    last = now;
-    fprintf(stderr, "\r  %-28.28s %10lld", table, (long long)done);
-    if (want >= 0)
-        fprintf(stderr, " / %-10lld", (long long)want);
-    fprintf(stderr, " rows %10.0f rows/s%s", rate(done, now - start), final ? "\n" : "");
-    fflush(stderr);
+    ops_progress p = {0};
+    p.done = tables_done;
+    p.total = tables;
+    p.table = table;
+    p.rows = done;
+    p.rows_want = want;
+    p.elapsed_ms = clock_mono_ms() - start;
+    p.table_done = final;
+    e->progress(e->progress_ctx, &p);
 }
 
 /* The target's connection and its tables' origin. `version` is the source's migration
@@ -163,7 +167,7 @@ static int target_begin(job *j, const char *version, bool force_defs, const char
     /* The app's migrations, when they give exactly the tenant's version. */
     char mdir[4096] = "";
     if (j->tc->migrations != NULL && j->tc->migrations[0] != '\0')
-        cli_conf_path(j->c, j->tc->migrations, mdir, sizeof(mdir));
+        ops_conf_path(j->e, j->tc->migrations, mdir, sizeof(mdir));
     j->why_defs = "copied from the source's definitions";
     if (force_defs) {
         j->why_defs = "copied from the source's definitions (--copy-definitions)";
@@ -273,7 +277,7 @@ static int target_rows(job *j, const copy_table *def, int64_t want, row_fn next,
         if (rc != TN_OK)
             break;
         if (++n % 500 == 0) {
-            progress(j, def->name, n, want, start, false);
+            tell_rows(j->e, def->name, n, want, start, false, j->nstats, j->ntables);
             if (interrupted) {
                 snprintf(j->err, sizeof(j->err), "interrupted (signal %d)", (int)interrupted);
                 rc = TN_TIMEOUT;
@@ -286,7 +290,7 @@ static int target_rows(job *j, const copy_table *def, int64_t want, row_fn next,
     copy_write_close(w);
     if (rc != TN_OK)
         return rc;
-    progress(j, def->name, n, want, start, true);
+    tell_rows(j->e, def->name, n, want, start, true, j->nstats + 1, j->ntables);
     if (want >= 0 && n != want) {
         snprintf(j->err, sizeof(j->err), "%lld rows read, %lld expected", (long long)n,
                  (long long)want);
@@ -300,7 +304,7 @@ static int target_rows(job *j, const copy_table *def, int64_t want, row_fn next,
     if (rc == TN_OK)
         rc = copy_fix_ids(j->db, have, j->err, sizeof(j->err));
     if (rc == TN_OK && j->nstats < MAX_TABLES) {
-        tstat *s = &j->stats[j->nstats++];
+        ops_copy_table *s = &j->stats[j->nstats++];
         s->name = arena_strdup(j->a, def->name);
         s->rows = n;
         s->ms = clock_mono_ms() - start;
@@ -360,27 +364,45 @@ static int give_target(job *j)
         return TN_OK;
     uid_t uid;
     gid_t gid;
-    int rc = cli_workers_owner(j->c->cfg, &uid, &gid, j->err, sizeof(j->err));
+    int rc = ops_workers_owner(j->e, &uid, &gid, j->err, sizeof(j->err));
     if (rc != TN_OK || uid == (uid_t)-1)
         return rc;
     static const char *const suffix[] = {"", "-wal", "-shm"};
     for (size_t k = 0; k < TN_ARRAY_LEN(suffix) && rc == TN_OK; k++) {
         char path[4200];
         snprintf(path, sizeof(path), "%s%s", j->dst->name, suffix[k]);
-        rc = cli_give(path, uid, gid, k == 0, j->err, sizeof(j->err));
+        rc = ops_give(path, uid, gid, k == 0, j->err, sizeof(j->err));
     }
     return rc;
 }
 
-static void job_init(job *j, cli *c, const storage_target *dst)
+/* TN_OK, or TN_NOMEM with err set. */
+static int job_init(job *j, ops_env *e, const storage_target *dst, char *err, size_t errlen)
 {
     memset(j, 0, sizeof(*j));
-    j->c = c;
-    j->tc = &c->cfg->tenancy;
+    j->e = e;
+    j->tc = e->tc;
     j->dst = dst;
     j->a = arena_create(0);
-    j->progress = !c->json && isatty(STDERR_FILENO) == 1;
+    j->stats = j->a != NULL ? arena_calloc(j->a, MAX_TABLES * sizeof(*j->stats)) : NULL;
     j->t0 = clock_mono_ms();
+    return j->stats != NULL ? TN_OK : tn_errf(err, errlen, TN_NOMEM, "out of memory");
+}
+
+/* The copy's report, handed to the caller with the arena (ops_copy_free). */
+static void job_report(job *j, ops_copy_report *r)
+{
+    r->a = j->a;
+    j->a = NULL;
+    r->tables = j->stats;
+    r->ntables = j->nstats;
+    r->rows = j->rows;
+    r->ms = clock_mono_ms() - j->t0;
+    r->migrations = j->migrations;
+    r->why_defs = j->why_defs;
+    for (int i = 0; i < j->nnotes; i++)
+        r->notes[i] = j->notes[i];
+    r->nnotes = j->nnotes;
 }
 
 static void job_free(job *j)
@@ -390,43 +412,10 @@ static void job_free(job *j)
     arena_destroy(j->a);
 }
 
-/* The report of a copy: per table lines (text) or "tables", "rows"... members (JSON). */
-static void report(job *j)
+void ops_copy_free(ops_copy_report *r)
 {
-    cli *c = j->c;
-    int64_t ms = clock_mono_ms() - j->t0;
-    if (c->json) {
-        buf *b = &c->out;
-        buf_puts(b, ",\"tables\":[");
-        for (int i = 0; i < j->nstats; i++) {
-            buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
-            buf_json_str(b, j->stats[i].name);
-            buf_puts(b, ",\"rows\":");
-            buf_i64(b, j->stats[i].rows);
-            buf_printf(b, ",\"seconds\":%.3f}", (double)j->stats[i].ms / 1000.0);
-        }
-        buf_puts(b, "],\"rows\":");
-        buf_i64(b, j->rows);
-        buf_printf(b, ",\"seconds\":%.3f,\"rows_per_second\":%.0f", (double)ms / 1000.0,
-                   rate(j->rows, ms));
-        buf_puts(b, ",\"schema\":");
-        buf_json_str(b, j->migrations ? "migrations" : "definitions");
-        buf_puts(b, ",\"notes\":[");
-        for (int i = 0; i < j->nnotes; i++) {
-            if (i)
-                buf_putc(b, ',');
-            buf_json_str(b, j->notes[i]);
-        }
-        buf_putc(b, ']');
-        return;
-    }
-    for (int i = 0; i < j->nstats; i++)
-        printf("  %-30s %10lld rows\n", j->stats[i].name, (long long)j->stats[i].rows);
-    printf("%d table%s, %lld rows in %.2f s (%.0f rows/s); tables %s\n", j->nstats,
-           j->nstats == 1 ? "" : "s", (long long)j->rows, (double)ms / 1000.0,
-           rate(j->rows, ms), j->why_defs);
-    for (int i = 0; i < j->nnotes; i++)
-        printf("note: %s\n", j->notes[i]);
+    arena_destroy(r->a);
+    memset(r, 0, sizeof(*r));
 }
 
 /* ---- reading a source ------------------------------------------------------------------------ */
@@ -485,86 +474,96 @@ static const char *where_text(const storage_target *t, char *out, size_t outlen)
 
 /* ---- move ------------------------------------------------------------------------------------- */
 
-int cli_move(cli *c, const cli_args *a)
+int ops_move(ops_env *e, const char *slug, const ops_move_opts *o, ops_moved *out, char *err,
+             size_t errlen)
 {
-    const char *slug = a->pos[0];
-    const char *to = cli_opt(a, "--to");
-    int drain = 2;
-    int rc = cli_opt_int(c, a, "--drain", 0, 3600, &drain);
-    if (rc != 0)
-        return rc;
-    if (to == NULL)
-        return cli_usage(c, "'move' needs --to PLACEMENT");
-    bool drop = cli_opt(a, "--drop-source") != NULL;
-    bool force_defs = cli_opt(a, "--copy-definitions") != NULL;
-    const tenancy_config *tc = &c->cfg->tenancy;
-
+    memset(out, 0, sizeof(*out));
+    const char *to = o->to;
+    const tenancy_config *tc = e->tc;
     tenant_rec *t = NULL;
-    rc = registry_fetch(c->reg, LK_SLUG, slug, &t);
+    int rc = registry_fetch(e->reg, LK_SLUG, slug, &t);
     if (rc == TN_NOTFOUND)
-        return cli_fail(c, rc, "no tenant '%s'", slug);
+        return tn_errf(err, errlen, rc, "no tenant '%s'", slug);
     if (rc != TN_OK)
-        return cli_fail(c, rc, "cannot read tenant '%s': %s", slug, tn_rc_str(rc));
+        return tn_errf(err, errlen, rc, "cannot read tenant '%s': %s", slug, tn_rc_str(rc));
     const placement *dp = tenancy_placement(tc, to);
     storage_target src, dst;
-    char dstname[4200], w1[4300], w2[4300], err[1024];
-    int status = 0;
+    char dstname[4200], why[1024];
+    int status = TN_OK;
+    job j;
+    bool have_job = false;
     if (dp == NULL) {
-        status = cli_fail(c, TN_NOTFOUND, "no placement '%s' (sqlite, or one declared with "
-                                          "placement.%s.dsn in tenancyd.conf)", to, to);
+        status = tn_errf(err, errlen, TN_NOTFOUND, "no placement '%s' (sqlite, or one declared "
+                         "with placement.%s.dsn in tenancyd.conf)", to, to);
         goto out;
     }
     if (strcmp(t->placement, to) == 0) {
-        status = cli_fail(c, TN_INVALID, "tenant '%s' is already in placement '%s'", slug, to);
+        status = tn_errf(err, errlen, TN_INVALID, "tenant '%s' is already in placement '%s'",
+                         slug, to);
         goto out;
     }
     rc = placement_target(tc, t, &src);
     if (rc != TN_OK) {
-        status = cli_fail(c, rc, rc == TN_NOTFOUND
-                                     ? "tenant '%s' is in placement '%s', which this host's "
-                                       "configuration does not declare"
-                                     : "tenant '%s' has no storage yet (placement '%s')",
-                          slug, t->placement);
+        status = rc == TN_NOTFOUND
+                     ? tn_errf(err, errlen, rc, "tenant '%s' is in placement '%s', which this "
+                               "host's configuration does not declare", slug, t->placement)
+                     : tn_errf(err, errlen, rc, "tenant '%s' has no storage yet (placement "
+                               "'%s')", slug, t->placement);
         goto out;
     }
     if (placement_storage_name(tc, dp, slug, dstname, sizeof(dstname)) != TN_OK ||
         placement_target_of(tc, to, dstname, tenant_setting_get(t, "storage.synchronous"),
                             &dst) != TN_OK) {
-        status = cli_fail(c, TN_TOOBIG, "no storage name for '%s' in placement '%s'", slug, to);
+        status = tn_errf(err, errlen, TN_TOOBIG, "no storage name for '%s' in placement '%s'",
+                         slug, to);
         goto out;
     }
-    char dst_pw[CLI_VERIFIER_MAX];
-    cli_role_verifier(c, &dst, dst_pw);
-    where_text(&src, w1, sizeof(w1));
-    where_text(&dst, w2, sizeof(w2));
+    char dst_pw[OPS_VERIFIER_MAX];
+    ops_role_verifier(tc, &dst, dst_pw);
+    snprintf(out->from_placement, sizeof(out->from_placement), "%s", t->placement);
+    snprintf(out->from_storage, sizeof(out->from_storage), "%s", t->storage);
+    out->from_kind = target_kind_name(src.kind);
+    where_text(&src, out->from_where, sizeof(out->from_where));
+    snprintf(out->to_storage, sizeof(out->to_storage), "%s", dstname);
+    out->to_kind = target_kind_name(dst.kind);
+    where_text(&dst, out->to_where, sizeof(out->to_where));
     bool exists = false;
-    rc = target_exists(&src, &exists, err, sizeof(err));
+    rc = target_exists(&src, &exists, why, sizeof(why));
     if (rc != TN_OK || !exists) {
-        status = cli_fail(c, rc != TN_OK ? rc : TN_NOTFOUND, "the storage of '%s' (%s): %s",
-                          slug, w1, rc != TN_OK ? err : "missing");
+        status = tn_errf(err, errlen, rc != TN_OK ? rc : TN_NOTFOUND,
+                         "the storage of '%s' (%s): %s", slug, out->from_where,
+                         rc != TN_OK ? why : "missing");
+        goto out;
+    }
+    rc = job_init(&j, e, &dst, err, errlen);
+    have_job = true;
+    if (rc != TN_OK) {
+        status = rc;
         goto out;
     }
 
     /* From here on a failure restores the state. */
     int prev = -1;
-    rc = registry_set_state_if(c->reg, slug,
+    rc = registry_set_state_if(e->reg, slug,
                                BIT(TENANT_ACTIVE) | BIT(TENANT_MAINTENANCE) | BIT(TENANT_SUSPENDED),
-                               TENANT_MOVING, &prev, err, sizeof(err));
+                               TENANT_MOVING, &prev, why, sizeof(why));
     if (rc != TN_OK) {
-        status = cli_fail(c, rc, rc == TN_BUSY ? "cannot move: %s (only an active, suspended "
-                                                 "or maintenance tenant moves)" : "%s", err);
+        status = rc == TN_BUSY ? tn_errf(err, errlen, rc, "cannot move: %s (only an active, "
+                                         "suspended or maintenance tenant moves)", why)
+                               : tn_errf(err, errlen, rc, "%s", why);
         goto out;
     }
+    out->state = prev;
+    interrupted = 0;
     catch_signals(true);
-    job j;
-    job_init(&j, c, &dst);
     tables tl = {.a = j.a};
     int64_t want[MAX_TABLES];
     tn_db *sdb = NULL;
-    if (j.progress)
-        fprintf(stderr, "tenant '%s' is moving (writes answer 503); waiting %d s for requests "
-                        "in flight\n", slug, drain);
-    for (int s = 0; s < drain * 10 && !interrupted; s++)
+    char note[600];
+    snprintf(note, sizeof(note), "tenant '%s' is moving (writes answer 503); waiting %d s for "
+             "requests in flight", slug, o->drain_s);
+    tell_note(e, note);
+    for (int s = 0; s < o->drain_s * 10 && !interrupted; s++)
         usleep(100000);
     if (interrupted) {
         stepf(&j, "draining");
@@ -589,11 +588,14 @@ int cli_move(cli *c, const cli_args *a)
         stepf(&j, "reading the source's migration version");
         rc = source_version(sdb, &tl, version, sizeof(version), j.err, sizeof(j.err));
     }
+    j.ntables = tl.n;
     if (rc == TN_OK)
-        rc = target_begin(&j, version, force_defs, tl.names, tl.n);
-    if (j.progress && rc == TN_OK)
-        fprintf(stderr, "copying %d table%s from %s to %s\n", tl.n, tl.n == 1 ? "" : "s",
-                t->placement, to);
+        rc = target_begin(&j, version, o->copy_definitions, tl.names, tl.n);
+    if (rc == TN_OK) {
+        snprintf(note, sizeof(note), "copying %d table%s from %s to %s", tl.n,
+                 tl.n == 1 ? "" : "s", t->placement, to);
+        tell_note(e, note);
+    }
     for (int i = 0; i < tl.n && rc == TN_OK; i++) {
         copy_table *def = NULL;
         stepf(&j, "reading the definition of table %s", tl.names[i]);
@@ -625,7 +627,7 @@ int cli_move(cli *c, const cli_args *a)
     }
     if (rc == TN_OK) {
         stepf(&j, "switching the registry");
-        rc = registry_switch_storage(c->reg, slug, t->placement, t->storage, to, dstname, prev,
+        rc = registry_switch_storage(e->reg, slug, t->placement, t->storage, to, dstname, prev,
                                      j.err, sizeof(j.err));
     }
     if (rc != TN_OK)
@@ -638,48 +640,14 @@ int cli_move(cli *c, const cli_args *a)
     catch_signals(false);
     db_close(j.db);
     j.db = NULL;
-    char derr[1024] = "";
-    int drc = TN_OK;
-    if (drop) {
-        drc = target_drop(&src, derr, sizeof(derr));
-        if (drc == TN_NOTFOUND)
-            drc = TN_OK;
+    out->drop_rc = TN_OK;
+    if (o->drop_source) {
+        out->drop_rc = target_drop(&src, out->drop_err, sizeof(out->drop_err));
+        if (out->drop_rc == TN_NOTFOUND)
+            out->drop_rc = TN_OK;
+        out->source_dropped = out->drop_rc == TN_OK;
     }
-    if (c->json) {
-        buf_puts(&c->out, "{\"ok\":true,\"slug\":");
-        buf_json_str(&c->out, slug);
-        buf_puts(&c->out, ",\"from\":{\"placement\":");
-        buf_json_str(&c->out, t->placement);
-        buf_puts(&c->out, ",\"kind\":");
-        buf_json_str(&c->out, target_kind_name(src.kind));
-        buf_puts(&c->out, ",\"storage\":");
-        buf_json_str(&c->out, t->storage);
-        buf_puts(&c->out, "},\"to\":{\"placement\":");
-        buf_json_str(&c->out, to);
-        buf_puts(&c->out, ",\"kind\":");
-        buf_json_str(&c->out, target_kind_name(dst.kind));
-        buf_puts(&c->out, ",\"storage\":");
-        buf_json_str(&c->out, dstname);
-        buf_puts(&c->out, "},\"state\":");
-        buf_json_str(&c->out, tenant_state_name(prev));
-        report(&j);
-        buf_puts(&c->out, drop && drc == TN_OK ? ",\"source_dropped\":true}"
-                                               : ",\"source_dropped\":false}");
-    } else {
-        printf("moved '%s' from %s (%s) to %s (%s); it is %s again\n", slug, t->placement, w1,
-               to, w2, tenant_state_name(prev));
-        report(&j);
-        if (drop && drc == TN_OK)
-            printf("source dropped: %s\n", w1);
-        else if (!drop)
-            printf("source kept: %s ('tenancy check' reports it as an orphan until it is "
-                   "removed)\n", w1);
-    }
-    job_free(&j);
-    if (drc != TN_OK) {
-        c->keep_out = true;
-        status = cli_fail(c, drc, "moved, but the source could not be dropped: %s", derr);
-    }
+    job_report(&j, &out->copy);
     goto out;
 
 failed:;
@@ -690,7 +658,7 @@ failed:;
     catch_signals(false);
     char serr[512];
     int was = -1;
-    int src2 = registry_set_state_if(c->reg, slug, BIT(TENANT_MOVING), prev, &was, serr,
+    int src2 = registry_set_state_if(e->reg, slug, BIT(TENANT_MOVING), prev, &was, serr,
                                      sizeof(serr));
     char tail[700];
     if (src2 == TN_OK)
@@ -702,14 +670,14 @@ failed:;
     else
         snprintf(tail, sizeof(tail), "; the source is untouched, but the state could not be "
                  "restored (%s): run 'tenancy tenant resume %s'", serr, slug);
-    status = cli_fail(c, rc, "move of '%s' to %s failed while %s: %s%s%s", slug, to, j.step,
-                      j.err, j.abort_err, tail);
-    job_free(&j);
+    status = tn_errf(err, errlen, rc, "move of '%s' to %s failed while %s: %s%s%s", slug, to,
+                     j.step, j.err, j.abort_err, tail);
 out:
+    if (have_job)
+        job_free(&j);
     free(t);
     return status;
 }
-
 /* ---- export ----------------------------------------------------------------------------------- */
 
 typedef struct dom_ctx {
@@ -746,22 +714,18 @@ static int drain_buf(buf *b, FILE *f, char *err, size_t errlen)
     return TN_OK;
 }
 
-int cli_export(cli *c, const cli_args *a)
+int ops_export(ops_env *e, const char *slug, const char *file, FILE *stream,
+               ops_exported *out, char *errout, size_t errlen)
 {
-    const char *slug = a->pos[0];
-    const char *file = cli_opt(a, "-o");
-    if (file != NULL && (file[0] == '\0' || strcmp(file, "-") == 0))
-        file = NULL;
-    if (file == NULL && c->json)
-        return cli_usage(c, "--json needs -o FILE (without it the dump is standard output)");
-    const tenancy_config *tc = &c->cfg->tenancy;
+    memset(out, 0, sizeof(*out));
+    const tenancy_config *tc = e->tc;
     tenant_rec *t = NULL;
-    int rc = registry_fetch(c->reg, LK_SLUG, slug, &t);
+    int rc = registry_fetch(e->reg, LK_SLUG, slug, &t);
     if (rc == TN_NOTFOUND)
-        return cli_fail(c, rc, "no tenant '%s'", slug);
+        return tn_errf(errout, errlen, rc, "no tenant '%s'", slug);
     if (rc != TN_OK)
-        return cli_fail(c, rc, "cannot read tenant '%s': %s", slug, tn_rc_str(rc));
-    int status = 0;
+        return tn_errf(errout, errlen, rc, "cannot read tenant '%s': %s", slug, tn_rc_str(rc));
+    int status = TN_OK;
     storage_target src;
     char err[1024] = "", tmp[4200] = "";
     FILE *f = NULL;
@@ -773,21 +737,21 @@ int cli_export(cli *c, const cli_args *a)
     registry_life life;
     const char *step = "reading the registry";
     if (ar == NULL) {
-        status = cli_fail(c, TN_NOMEM, "out of memory");
+        status = tn_errf(errout, errlen, TN_NOMEM, "out of memory");
         goto out;
     }
     rc = placement_target(tc, t, &src);
     if (rc != TN_OK) {
-        status = cli_fail(c, rc, rc == TN_NOTFOUND
-                                     ? "tenant '%s' is in placement '%s', which this host's "
-                                       "configuration does not declare"
-                                     : "tenant '%s' has no storage yet (placement '%s')",
-                          slug, t->placement);
+        status = rc == TN_NOTFOUND
+                     ? tn_errf(errout, errlen, rc, "tenant '%s' is in placement '%s', which "
+                               "this host's configuration does not declare", slug, t->placement)
+                     : tn_errf(errout, errlen, rc, "tenant '%s' has no storage yet (placement "
+                               "'%s')", slug, t->placement);
         goto out;
     }
-    rc = registry_show(c->reg, slug, domains_cb, &dc);
+    rc = registry_show(e->reg, slug, domains_cb, &dc);
     if (rc == TN_OK)
-        rc = registry_life_get(c->reg, slug, &life, err, sizeof(err));
+        rc = registry_life_get(e->reg, slug, &life, err, sizeof(err));
     if (rc != TN_OK)
         goto failed;
     step = "opening the storage";
@@ -819,7 +783,7 @@ int cli_export(cli *c, const cli_args *a)
             goto failed;
         }
     } else {
-        f = stdout;
+        f = stream;
     }
     dump_header h = {.slug = t->slug, .name = t->name, .state = tenant_state_name(t->state),
                      .max_workers = t->max_workers, .settings = t->settings_json,
@@ -829,7 +793,6 @@ int cli_export(cli *c, const cli_args *a)
                      .ntables = tl.n};
     dump_put_header(&b, &h);
     int64_t total = 0, start = clock_mono_ms();
-    bool prog = !c->json && file != NULL && isatty(STDERR_FILENO) == 1;
     for (int i = 0; i < tl.n && rc == TN_OK; i++) {
         copy_table *def = NULL;
         copy_reader *r = NULL;
@@ -849,11 +812,8 @@ int cli_export(cli *c, const cli_args *a)
             n++;
             if (rc == TN_OK && b.len > 1 << 16)
                 rc = drain_buf(&b, f, err, sizeof(err));
-            if (prog && n % 2000 == 0) {
-                fprintf(stderr, "\r  %-28.28s %10lld / %-10lld rows", def->name, (long long)n,
-                        (long long)want);
-                fflush(stderr);
-            }
+            if (n % 2000 == 0)
+                tell_rows(e, def->name, n, want, tstart, false, i, tl.n);
         }
         copy_read_close(r);
         if (rc == TN_DONE) {
@@ -864,9 +824,8 @@ int cli_export(cli *c, const cli_args *a)
                 rc = TN_INVALID;
             }
         }
-        if (prog && rc == TN_OK)
-            fprintf(stderr, "\r  %-28.28s %10lld rows %10.0f rows/s\n", def->name,
-                    (long long)n, rate(n, clock_mono_ms() - tstart));
+        if (rc == TN_OK)
+            tell_rows(e, def->name, n, want, tstart, true, i + 1, tl.n);
         total += n;
         if (rc != TN_OK) {
             char e2[1100];
@@ -898,28 +857,17 @@ int cli_export(cli *c, const cli_args *a)
     }
     if (rc != TN_OK)
         goto failed;
-    int64_t ms = clock_mono_ms() - start;
-    if (c->json) {
-        buf_puts(&c->out, "{\"ok\":true,\"slug\":");
-        buf_json_str(&c->out, slug);
-        buf_puts(&c->out, ",\"file\":");
-        buf_json_str(&c->out, file);
-        buf_printf(&c->out, ",\"tables\":%d,\"rows\":%lld,\"migration_version\":", tl.n,
-                   (long long)total);
-        buf_json_str(&c->out, version);
-        buf_printf(&c->out, ",\"seconds\":%.3f}", (double)ms / 1000.0);
-    } else if (file != NULL) {
-        printf("exported '%s' to %s: %d table%s, %lld rows in %.2f s (%.0f rows/s)\n", slug,
-               file, tl.n, tl.n == 1 ? "" : "s", (long long)total, (double)ms / 1000.0,
-               rate(total, ms));
-    }
+    out->tables = tl.n;
+    out->rows = total;
+    snprintf(out->version, sizeof(out->version), "%s", version);
+    out->ms = clock_mono_ms() - start;
     goto out;
 
 failed:
-    status = cli_fail(c, rc, "export of '%s' failed while %s: %s%s", slug, step, err,
-                      file != NULL ? " (no file written)" : "");
+    status = tn_errf(errout, errlen, rc, "export of '%s' failed while %s: %s%s", slug, step,
+                     err, file != NULL ? " (no file written)" : "");
 out:
-    if (f != NULL && f != stdout)
+    if (f != NULL && f != stream)
         fclose(f);
     if (tmp[0] != '\0')
         unlink(tmp);
@@ -941,57 +889,61 @@ static int dump_next(void *ctx, const char *const **vals, char *err, size_t errl
     return dump_next_row(((dump_ctx *)ctx)->r, vals, err, errlen);
 }
 
-int cli_import(cli *c, const cli_args *a)
+int ops_import(ops_env *e, FILE *f, const char *label, const ops_import_opts *o,
+               ops_imported *out, char *errout, size_t errlen)
 {
-    const char *file = a->pos[0];
-    const tenancy_config *tc = &c->cfg->tenancy;
-    const char *pname = cli_opt(a, "--placement");
-    bool no_domains = cli_opt(a, "--no-domains") != NULL;
+    memset(out, 0, sizeof(*out));
+    const tenancy_config *tc = e->tc;
+    const char *pname = o->placement;
     if (pname == NULL)
         pname = tc->default_placement;
     const placement *p = tenancy_placement(tc, pname);
     if (p == NULL)
-        return cli_fail(c, TN_NOTFOUND, "no placement '%s' (sqlite, or one declared with "
-                                        "placement.%s.dsn in tenancyd.conf)", pname, pname);
-    FILE *f = strcmp(file, "-") == 0 ? stdin : fopen(file, "r");
-    if (f == NULL)
-        return cli_fail(c, errno == ENOENT ? TN_NOTFOUND : TN_IO, "cannot open %s: %s", file,
-                        strerror(errno));
+        return tn_errf(errout, errlen, TN_NOTFOUND, "no placement '%s' (sqlite, or one "
+                       "declared with placement.%s.dsn in tenancyd.conf)", pname, pname);
     char err[1024];
     dump_reader *r = NULL;
     int rc = dump_open(f, &r, err, sizeof(err));
-    if (rc != TN_OK) {
-        if (f != stdin)
-            fclose(f);
-        return cli_fail(c, rc, "%s: %s", file, err);
-    }
+    if (rc != TN_OK)
+        return tn_errf(errout, errlen, rc, "%s: %s", label, err);
     const dump_header *h = dump_header_of(r);
-    const char *slug = cli_opt(a, "--slug");
+    const char *slug = o->slug;
     if (slug == NULL)
         slug = h->slug;
-    int status = 0;
+    int status = TN_OK;
     storage_target dst;
-    char name[4200];
+    char *name = out->storage;
+    size_t namelen = sizeof(out->storage);
     job j;
-    job_init(&j, c, &dst);
+    rc = job_init(&j, e, &dst, errout, errlen);
+    if (rc != TN_OK) {
+        status = rc;
+        goto out;
+    }
     int64_t want[MAX_TABLES];
     if (h->ntables > MAX_TABLES) {
-        status = cli_fail(c, TN_TOOBIG, "%s: more than %d tables", file, MAX_TABLES);
+        status = tn_errf(errout, errlen, TN_TOOBIG, "%s: more than %d tables", label,
+                         MAX_TABLES);
         goto out;
     }
     if (!tenant_slug_valid(slug)) {
-        status = cli_fail(c, TN_INVALID, "invalid slug '%s': use 1-63 of a-z, 0-9 and '-', "
-                                         "not at the ends", slug);
+        status = tn_errf(errout, errlen, TN_INVALID, "invalid slug '%s': use 1-63 of a-z, 0-9 "
+                         "and '-', not at the ends", slug);
         goto out;
     }
-    if (placement_storage_name(tc, p, slug, name, sizeof(name)) != TN_OK ||
+    if (placement_storage_name(tc, p, slug, name, namelen) != TN_OK ||
         placement_target_of(tc, pname, name, NULL, &dst) != TN_OK) {
-        status = cli_fail(c, TN_TOOBIG, "no storage name for '%s' in placement '%s'", slug,
-                          pname);
+        status = tn_errf(errout, errlen, TN_TOOBIG, "no storage name for '%s' in placement "
+                         "'%s'", slug, pname);
         goto out;
     }
-    char dst_pw[CLI_VERIFIER_MAX];
-    cli_role_verifier(c, &dst, dst_pw);
+    snprintf(out->slug, sizeof(out->slug), "%s", slug);
+    snprintf(out->placement, sizeof(out->placement), "%s", pname);
+    out->kind = target_kind_name(dst.kind);
+    snprintf(out->version, sizeof(out->version), "%s",
+             h->migration_version ? h->migration_version : "");
+    char dst_pw[OPS_VERIFIER_MAX];
+    ops_role_verifier(tc, &dst, dst_pw);
     /* The sync setting of the dump's tenant, as placement_target would read it. */
     {
         tenant_rec *tmp = tenant_rec_new(0, slug, "x", 0, "", "", 0, 0, 0, h->settings);
@@ -1002,28 +954,30 @@ int cli_import(cli *c, const cli_args *a)
     bool exists = false;
     rc = target_exists(&dst, &exists, err, sizeof(err));
     if (rc != TN_OK || exists) {
-        status = cli_fail(c, rc != TN_OK ? rc : TN_EXISTS, "the storage for '%s' (%s %s): %s",
-                          slug, target_kind_name(dst.kind), name,
-                          rc != TN_OK ? err : "already exists: it is not overwritten");
+        status = tn_errf(errout, errlen, rc != TN_OK ? rc : TN_EXISTS,
+                         "the storage for '%s' (%s %s): %s", slug, target_kind_name(dst.kind),
+                         name, rc != TN_OK ? err : "already exists: it is not overwritten");
         goto out;
     }
     /* The registry first: it reserves the slug and the domains (a conflict stops the import
      * before any storage is made), in state provisioning (the host answers 503). */
     const char *doms[64];
     int nd = 0;
-    for (int pass = 0; pass < 2 && !no_domains; pass++)   /* the primary one first */
+    for (int pass = 0; pass < 2 && !o->no_domains; pass++)   /* the primary one first */
         for (int i = 0; i < h->ndomains && nd < 64; i++)
             if (h->domains[i].primary == (pass == 0))
                 doms[nd++] = h->domains[i].domain;
     registry_new n = {.slug = slug, .name = h->name, .placement = pname, .storage = name,
                       .state = TENANT_PROVISIONING, .max_workers = h->max_workers,
                       .settings = h->settings, .domains = doms, .ndomains = nd};
-    rc = registry_create(c->reg, &n, NULL, err, sizeof(err));
+    rc = registry_create(e->reg, &n, NULL, err, sizeof(err));
     if (rc != TN_OK) {
-        status = cli_fail(c, rc, "%s", err);
+        status = tn_errf(errout, errlen, rc, "%s", err);
         goto out;
     }
+    interrupted = 0;
     catch_signals(true);
+    j.ntables = h->ntables;
     rc = target_begin(&j, h->migration_version, false, h->tables, h->ntables);
     for (int i = 0; rc == TN_OK; i++) {
         copy_table *def = NULL;
@@ -1055,45 +1009,28 @@ int cli_import(cli *c, const cli_args *a)
     }
     if (rc == TN_OK && h->migration_version != NULL && h->migration_version[0] != '\0') {
         stepf(&j, "recording the migration version");
-        rc = registry_set_migration(c->reg, slug, h->migration_version, "", j.err,
+        rc = registry_set_migration(e->reg, slug, h->migration_version, "", j.err,
                                     sizeof(j.err));
     }
     if (rc == TN_OK) {
         stepf(&j, "activating the tenant");
-        rc = registry_set_state_if(c->reg, slug, BIT(TENANT_PROVISIONING), TENANT_ACTIVE, NULL,
+        rc = registry_set_state_if(e->reg, slug, BIT(TENANT_PROVISIONING), TENANT_ACTIVE, NULL,
                                    j.err, sizeof(j.err));
     }
     catch_signals(false);
     if (rc != TN_OK) {
         target_abort(&j);
         char perr[512];
-        int prc = registry_purge(c->reg, slug, perr, sizeof(perr));
-        status = cli_fail(c, rc, "import of '%s' failed while %s: %s%s%s%s", slug, j.step,
-                          j.err, j.abort_err,
-                          prc == TN_OK ? "; nothing was kept" : "; and its registry entry could "
-                          "not be removed: ", prc == TN_OK ? "" : perr);
+        int prc = registry_purge(e->reg, slug, perr, sizeof(perr));
+        status = tn_errf(errout, errlen, rc, "import of '%s' failed while %s: %s%s%s%s", slug,
+                         j.step, j.err, j.abort_err,
+                         prc == TN_OK ? "; nothing was kept" : "; and its registry entry could "
+                         "not be removed: ", prc == TN_OK ? "" : perr);
         goto out;
     }
-    if (c->json) {
-        buf_puts(&c->out, "{\"ok\":true,\"slug\":");
-        buf_json_str(&c->out, slug);
-        buf_puts(&c->out, ",\"placement\":");
-        buf_json_str(&c->out, pname);
-        buf_puts(&c->out, ",\"storage\":");
-        buf_json_str(&c->out, name);
-        buf_puts(&c->out, ",\"migration_version\":");
-        buf_json_str(&c->out, h->migration_version ? h->migration_version : "");
-        report(&j);
-        buf_putc(&c->out, '}');
-    } else {
-        printf("imported '%s' into %s (%s %s); it is active\n", slug, pname,
-               dst.kind == TARGET_SQLITE ? "file" : target_kind_name(dst.kind), name);
-        report(&j);
-    }
+    job_report(&j, &out->copy);
 out:
     job_free(&j);
     dump_close(r);
-    if (f != stdin)
-        fclose(f);
     return status;
 }

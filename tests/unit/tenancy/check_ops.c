@@ -1,0 +1,624 @@
+/*
+ * check_ops.c — tenancy/ops, the tenant operations, over real SQLite storage in a temporary
+ * folder: create (single and bulk), migrate with its progress events (a failing migration
+ * rolls back that tenant only and names it), state changes, delete and restore, domains,
+ * settings, export and import, purge, check, and what a move refuses before it starts. Its
+ * own program (tests/unit/check_ops): no PostgreSQL needed, so a move that copies (between
+ * a SQLite and a PostgreSQL placement) is tests/integration/lifecycle.sh's.
+ */
+#include "core/first.h"
+#include "core/conf.h"
+#include "core/rc.h"
+#include "storage/db.h"
+#include "tenancy/lookup.h"
+#include "tenancy/ops.h"
+#include "tests/unit/check_common.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define OK(expr)                                                                               \
+    do {                                                                                       \
+        int rc_ = (expr);                                                                      \
+        ck_assert_msg(rc_ == TN_OK, "%s: %s: %s", #expr, tn_rc_str(rc_), err);                 \
+    } while (0)
+
+static char dir[256];
+static arena *A;
+static tenancy_config TC;
+static ops_env E;
+static char err[2048];
+
+static void write_file(const char *name, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A tenancy configuration of the temporary folder, a registry made there, a migration. */
+static void setup(void)
+{
+    snprintf(dir, sizeof(dir), "/tmp/check_ops.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char sub[300];
+    snprintf(sub, sizeof(sub), "%s/migrations", dir);
+    ck_assert_int_eq(mkdir(sub, 0755), 0);
+    write_file("migrations/0001_notes.sql", "CREATE TABLE notes (id INTEGER PRIMARY KEY, t TEXT);\n");
+    A = arena_create(4096);
+    memset(&TC, 0, sizeof(TC));
+    char text[1024];
+    snprintf(text, sizeof(text), "state_dir = %s\nstorage.migrations = migrations\n"
+                                 "storage.delete_grace = 1h\n", dir);
+    conf_error ce;
+    ck_assert_int_eq(conf_parse_text(tenancy_config_table, &TC, "test.conf", text, A,
+                                     tenancy_config_placement, &ce), TN_OK);
+    OK(tenancy_config_finish(&TC, 4, A, err, sizeof(err)));
+    char conf[300];
+    snprintf(conf, sizeof(conf), "%s/tenancyd.conf", dir);
+    memset(&E, 0, sizeof(E));
+    E.tc = &TC;
+    E.conf_path = arena_strdup(A, conf);   /* storage.migrations is taken from its folder */
+    OK(registry_open(TC.registry_uri, TC.gen_path, &E.reg, err, sizeof(err)));
+    OK(registry_init(E.reg, err, sizeof(err)));
+}
+
+static void remove_tree(const char *path)
+{
+    DIR *d = opendir(path);
+    if (d == NULL) {
+        unlink(path);
+        return;
+    }
+    struct dirent *e;
+    char p[1024];
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
+        remove_tree(p);
+    }
+    closedir(d);
+    rmdir(path);
+}
+
+static void teardown(void)
+{
+    registry_close(E.reg);
+    E.reg = NULL;
+    arena_destroy(A);
+    remove_tree(dir);
+}
+
+static ops_plan *plan(void)
+{
+    ops_create_opts o = {NULL, false, false, TENANT_ACTIVE};
+    ops_plan *p = NULL;
+    OK(ops_create_prepare(&E, &o, &p, err, sizeof(err)));
+    return p;
+}
+
+static void create(const ops_plan *p, const char *slug, const char *domain)
+{
+    const char *domains[] = {domain};
+    registry_new n = {.slug = slug, .name = slug, .state = TENANT_ACTIVE, .domains = domains,
+                      .ndomains = domain != NULL ? 1 : 0, .settings = "{}"};
+    ops_created out;
+    OK(ops_create(&E, p, &n, &out, err, sizeof(err)));
+    ck_assert_str_eq(out.mr.to, "0001");
+    ck_assert_int_eq(out.mr.applied, 1);
+    ck_assert_str_eq(out.kind, "sqlite");
+}
+
+static tenant_rec *fetch(const char *slug)
+{
+    tenant_rec *t = NULL;
+    ck_assert_int_eq(registry_fetch(E.reg, LK_SLUG, slug, &t), TN_OK);
+    return t;
+}
+
+START_TEST(test_create)
+{
+    ops_plan *p = plan();
+    create(p, "alpha", "alpha.example.com");
+    tenant_rec *t = fetch("alpha");
+    ck_assert_int_eq(t->state, TENANT_ACTIVE);
+    struct stat st;
+    ck_assert_int_eq(stat(t->storage, &st), 0);   /* its SQLite file */
+    free(t);
+    /* twice: refused, and the first one is left alone */
+    registry_new n = {.slug = "alpha", .name = "x", .state = TENANT_ACTIVE, .settings = "{}"};
+    ops_created out;
+    ck_assert_int_eq(ops_create(&E, p, &n, &out, err, sizeof(err)), TN_EXISTS);
+    t = fetch("alpha");
+    ck_assert_str_eq(t->name, "alpha");
+    free(t);
+    ops_plan_free(p);
+    /* a placement this host does not have: refused before anything is made */
+    ops_create_opts o = {"nowhere", false, false, TENANT_ACTIVE};
+    ck_assert_int_eq(ops_create_prepare(&E, &o, &p, err, sizeof(err)), TN_NOTFOUND);
+    ck_assert(strstr(err, "nowhere") != NULL);
+}
+END_TEST
+
+/* What the progress callback saw. */
+typedef struct seen {
+    int ticks, finals, tenants, last_done, total, failed;
+    char failed_slug[64];
+} seen;
+
+static void count_progress(void *ctx, const ops_progress *p)
+{
+    seen *s = ctx;
+    ck_assert_int_ge(p->done, s->last_done);   /* never backwards */
+    s->last_done = p->done;
+    s->total = p->total;
+    s->failed = p->failed;
+    if (p->final)
+        s->finals++;
+    else if (p->slug == NULL)
+        s->ticks++;
+    else {
+        s->tenants++;
+        if (strcmp(p->outcome, "failed") == 0)
+            snprintf(s->failed_slug, sizeof(s->failed_slug), "%s", p->slug);
+    }
+}
+
+START_TEST(test_create_bulk)
+{
+    ops_plan *p = plan();
+    ops_bulk_item v[4];
+    memset(v, 0, sizeof(v));
+    const char *slugs[] = {"b1", "b2", "b1", "Bad Slug"};
+    for (int i = 0; i < 4; i++) {
+        v[i].line = i + 1;
+        v[i].slug = slugs[i];
+        v[i].name = slugs[i];
+    }
+    registry_new tpl = {.state = TENANT_ACTIVE, .settings = "{}"};
+    seen s;
+    memset(&s, 0, sizeof(s));
+    E.progress = count_progress;
+    E.progress_ctx = &s;
+    ops_bulk_report rep;
+    OK(ops_create_bulk(&E, p, &tpl, v, 4, 2, &rep, err, sizeof(err)));
+    E.progress = NULL;
+    ck_assert_ptr_nonnull(E.reg);   /* reopened for the flush */
+    ck_assert_int_eq(rep.flush_rc, TN_OK);
+    ck_assert_int_eq(v[0].status, OPS_B_CREATED);
+    ck_assert_int_eq(v[1].status, OPS_B_CREATED);
+    ck_assert_int_eq(v[2].status, OPS_B_FAILED);   /* the second b1: names the first line */
+    ck_assert_int_eq(v[2].rc, TN_EXISTS);
+    ck_assert(strstr(v[2].error, "line 1") != NULL);
+    ck_assert_int_eq(v[3].status, OPS_B_FAILED);   /* the registry refuses the slug */
+    ck_assert_int_eq(rep.count[OPS_B_CREATED], 2);
+    ck_assert_int_eq(rep.count[OPS_B_FAILED], 2);
+    ck_assert_int_eq(s.tenants, 3);   /* the tasks: the duplicate never ran */
+    ck_assert_int_eq(s.finals, 1);
+    ck_assert_int_eq(s.total, 3);
+    ck_assert_str_eq(s.failed_slug, "Bad Slug");
+    ck_assert_str_eq(v[0].version, "0001");
+    for (int i = 0; i < 4; i++)
+        ops_bulk_item_clear(&v[i]);
+    ops_plan_free(p);
+}
+END_TEST
+
+/* A table in gamma's storage that the next migration also makes: it fails there only. */
+static void sabotage(const char *slug)
+{
+    tenant_rec *t = fetch(slug);
+    char uri[1200];
+    snprintf(uri, sizeof(uri), "sqlite:%s", t->storage);
+    free(t);
+    tn_db *db = NULL;
+    OK(db_open(uri, NULL, &db, err, sizeof(err)));
+    OK(tn_db_exec(db, "CREATE TABLE tags (id INTEGER)", 0, NULL));
+    db_close(db);
+}
+
+typedef struct by_version {
+    int64_t at_0001, failing_0001, at_0002, failing_0002;
+} by_version;
+
+static int version_row(void *ctx, const char *version, int64_t tenants, int64_t failing)
+{
+    by_version *v = ctx;
+    if (strcmp(version, "0001") == 0) {
+        v->at_0001 += tenants;
+        v->failing_0001 += failing;
+    } else if (strcmp(version, "0002") == 0) {
+        v->at_0002 += tenants;
+        v->failing_0002 += failing;
+    }
+    return TN_OK;
+}
+
+START_TEST(test_migrate)
+{
+    ops_plan *p = plan();
+    create(p, "alpha", NULL);
+    create(p, "beta", NULL);
+    create(p, "gamma", NULL);
+    ops_plan_free(p);
+    write_file("migrations/0002_tags.sql", "CREATE TABLE tags (id INTEGER PRIMARY KEY, n TEXT);\n"
+                                          "ALTER TABLE notes ADD COLUMN tag INTEGER;\n");
+    sabotage("gamma");
+
+    seen s;
+    memset(&s, 0, sizeof(s));
+    E.progress = count_progress;
+    E.progress_ctx = &s;
+    ops_migrate_opts o = {.all = true, .jobs = 2};
+    ops_migrate_report *r = NULL;
+    OK(ops_migrate(&E, &o, &r, err, sizeof(err)));
+    E.progress = NULL;
+    ck_assert_ptr_nonnull(E.reg);
+    ck_assert_int_eq(r->n, 3);
+    ck_assert_str_eq(r->latest, "0002");
+    ck_assert_int_eq(r->count[OPS_M_MIGRATED], 2);
+    ck_assert_int_eq(r->count[OPS_M_FAILED], 1);
+    ck_assert_ptr_null(r->stopped);
+    for (int i = 0; i < r->n; i++) {
+        const ops_migrated *m = &r->v[i];
+        if (strcmp(m->slug, "gamma") == 0) {
+            ck_assert_int_eq(m->status, OPS_M_FAILED);
+            ck_assert_msg(strstr(m->error, "0002_tags.sql") != NULL, "%s", m->error);
+            ck_assert_str_eq(m->to, "0001");   /* its file rolled back whole */
+        } else {
+            ck_assert_int_eq(m->status, OPS_M_MIGRATED);
+            ck_assert_str_eq(m->to, "0002");
+        }
+    }
+    ops_migrate_report_free(r);
+    /* progress: one event per tenant, the failed one named, one final event */
+    ck_assert_int_eq(s.tenants, 3);
+    ck_assert_int_eq(s.total, 3);
+    ck_assert_int_eq(s.failed, 1);
+    ck_assert_int_eq(s.finals, 1);
+    ck_assert_str_eq(s.failed_slug, "gamma");
+    /* the registry's copies: gamma keeps 0001 with its error, the others are at 0002 */
+    by_version v;
+    memset(&v, 0, sizeof(v));
+    char latest[64];
+    OK(ops_migrate_status(&E, latest, sizeof(latest), version_row, &v, err, sizeof(err)));
+    ck_assert_int_eq(v.at_0001, 1);
+    ck_assert_int_eq(v.failing_0001, 1);
+    ck_assert_int_eq(v.at_0002, 2);
+    ck_assert_int_eq(v.failing_0002, 0);
+
+    /* again: gamma still fails, the others are current */
+    o = (ops_migrate_opts){.slugs = (const char *[]){"alpha", "gamma", "alpha"}, .nslugs = 3};
+    OK(ops_migrate(&E, &o, &r, err, sizeof(err)));
+    ck_assert_int_eq(r->n, 2);   /* alpha taken once */
+    ck_assert_int_eq(r->count[OPS_M_CURRENT], 1);
+    ck_assert_int_eq(r->count[OPS_M_FAILED], 1);
+    ops_migrate_report_free(r);
+    /* a tenant that is not there: refused before anything runs */
+    o = (ops_migrate_opts){.slugs = (const char *[]){"nobody"}, .nslugs = 1};
+    ck_assert_int_eq(ops_migrate(&E, &o, &r, err, sizeof(err)), TN_NOTFOUND);
+    ck_assert_ptr_null(r);
+    ck_assert_str_eq(err, "no tenant 'nobody'");
+}
+END_TEST
+
+typedef struct status_seen {
+    int rows;
+    int64_t tenants, failing;
+} status_seen;
+
+static int status_row(void *ctx, const char *version, int64_t tenants, int64_t failing)
+{
+    (void)version;
+    status_seen *s = ctx;
+    s->rows++;
+    s->tenants += tenants;
+    s->failing += failing;
+    return TN_OK;
+}
+
+START_TEST(test_migrate_status)
+{
+    ops_plan *p = plan();
+    create(p, "alpha", NULL);
+    create(p, "beta", NULL);
+    ops_plan_free(p);
+    status_seen s;
+    memset(&s, 0, sizeof(s));
+    char latest[64];
+    OK(ops_migrate_status(&E, latest, sizeof(latest), status_row, &s, err, sizeof(err)));
+    ck_assert_str_eq(latest, "0001");
+    ck_assert_int_eq(s.rows, 1);
+    ck_assert_int_eq(s.tenants, 2);
+    ck_assert_int_eq(s.failing, 0);
+}
+END_TEST
+
+START_TEST(test_state_and_restore)
+{
+    ops_plan *p = plan();
+    create(p, "alpha", NULL);
+    ops_plan_free(p);
+    OK(ops_set_state(&E, "alpha", TENANT_SUSPENDED, err, sizeof(err)));
+    tenant_rec *t = fetch("alpha");
+    ck_assert_int_eq(t->state, TENANT_SUSPENDED);
+    free(t);
+    OK(ops_set_state(&E, "alpha", TENANT_DELETING, err, sizeof(err)));
+    /* deleted: only a restore brings it back */
+    ck_assert_int_eq(ops_set_state(&E, "alpha", TENANT_ACTIVE, err, sizeof(err)), TN_BUSY);
+    ck_assert_str_eq(err, "tenant 'alpha' is deleted: 'tenancy tenant restore alpha' brings it "
+                          "back");
+    ck_assert_int_eq(ops_set_state(&E, "alpha", TENANT_DELETING, err, sizeof(err)), TN_BUSY);
+    ck_assert_str_eq(err, "tenant 'alpha' is already deleted");
+    OK(ops_restore(&E, "alpha", err, sizeof(err)));
+    t = fetch("alpha");
+    ck_assert_int_eq(t->state, TENANT_ACTIVE);
+    free(t);
+    ck_assert_int_eq(ops_set_state(&E, "nobody", TENANT_ACTIVE, err, sizeof(err)),
+                     TN_NOTFOUND);
+    /* the grace period over: restore refused, and the message says when it ended */
+    OK(ops_set_state(&E, "alpha", TENANT_DELETING, err, sizeof(err)));
+    TC.delete_grace_ms = 0;
+    sleep(1);
+    ck_assert_int_eq(ops_restore(&E, "alpha", err, sizeof(err)), TN_TIMEOUT);
+    ck_assert_msg(strstr(err, "grace period of tenant 'alpha' ended") != NULL, "%s", err);
+}
+END_TEST
+
+START_TEST(test_domains_settings)
+{
+    ops_plan *p = plan();
+    create(p, "alpha", "a.example.com");
+    create(p, "beta", "b.example.com");
+    ops_plan_free(p);
+    OK(ops_domain_add(&E, "alpha", "A2.Example.com", true, err, sizeof(err)));
+    ck_assert_int_eq(ops_domain_add(&E, "beta", "a2.example.com", false, err, sizeof(err)),
+                     TN_EXISTS);
+    /* the panel's remove names the tenant: another tenant's domain is refused */
+    ck_assert_int_eq(ops_domain_remove(&E, "beta", "a2.example.com", err, sizeof(err)),
+                     TN_NOTFOUND);
+    ck_assert_str_eq(err, "'a2.example.com' is not a domain of 'beta'");
+    OK(ops_domain_remove(&E, "alpha", "A2.EXAMPLE.COM", err, sizeof(err)));
+    OK(ops_domain_remove(&E, NULL, "b.example.com", err, sizeof(err)));
+    ck_assert_int_eq(ops_domain_remove(&E, NULL, "b.example.com", err, sizeof(err)),
+                     TN_NOTFOUND);
+    OK(ops_setting_set(&E, "alpha", "theme", "dark", err, sizeof(err)));
+    tenant_rec *t = fetch("alpha");
+    ck_assert_str_eq(tenant_setting_get(t, "theme"), "dark");
+    free(t);
+    OK(ops_setting_set(&E, "alpha", "theme", NULL, err, sizeof(err)));
+    t = fetch("alpha");
+    ck_assert_ptr_null(tenant_setting_get(t, "theme"));
+    free(t);
+    OK(ops_set_max_workers(&E, "alpha", 3, err, sizeof(err)));
+    t = fetch("alpha");
+    ck_assert_int_eq(t->max_workers, 3);
+    free(t);
+}
+END_TEST
+
+
+/* A statement on a tenant's own SQLite storage. */
+static void on_storage(const char *slug, const char *sql)
+{
+    tenant_rec *t = fetch(slug);
+    char uri[1200];
+    snprintf(uri, sizeof(uri), "sqlite:%s", t->storage);
+    free(t);
+    tn_db *db = NULL;
+    OK(db_open(uri, NULL, &db, err, sizeof(err)));
+    OK(tn_db_exec(db, sql, 0, NULL));
+    db_close(db);
+}
+
+static int64_t count_notes(const char *slug)
+{
+    tenant_rec *t = fetch(slug);
+    char uri[1200], v[32] = "";
+    snprintf(uri, sizeof(uri), "sqlite:%s", t->storage);
+    free(t);
+    tn_db *db = NULL;
+    OK(db_open(uri, NULL, &db, err, sizeof(err)));
+    db_query_value(db, v, sizeof(v), "SELECT count(*) FROM notes", 0, NULL);
+    db_close(db);
+    return atoll(v);
+}
+
+typedef struct tables_seen {
+    int notes, tables_done;
+} tables_seen;
+
+static void count_tables(void *ctx, const ops_progress *p)
+{
+    tables_seen *s = ctx;
+    if (p->table != NULL && p->table_done)
+        s->tables_done++;
+    if (p->note != NULL)
+        s->notes++;
+}
+
+START_TEST(test_export_import)
+{
+    ops_plan *p = plan();
+    create(p, "alpha", "alpha.example.com");
+    ops_plan_free(p);
+    on_storage("alpha", "INSERT INTO notes (t) VALUES ('one'), ('two'), ('three')");
+    OK(ops_setting_set(&E, "alpha", "theme", "dark", err, sizeof(err)));
+    char file[400];
+    snprintf(file, sizeof(file), "%s/alpha.dump", dir);
+    tables_seen s = {0};
+    E.progress = count_tables;
+    E.progress_ctx = &s;
+    ops_exported x;
+    OK(ops_export(&E, "alpha", file, NULL, &x, err, sizeof(err)));
+    ck_assert_int_eq(x.rows, 4);   /* three notes and the version table's row */
+    ck_assert_str_eq(x.version, "0001");
+    ck_assert_int_eq(s.tables_done, x.tables);
+    ck_assert_int_eq(ops_export(&E, "nobody", file, NULL, &x, err, sizeof(err)), TN_NOTFOUND);
+
+    /* the dump as another tenant; its domains would clash, so without them */
+    FILE *f = fopen(file, "r");
+    ck_assert_ptr_nonnull(f);
+    ops_import_opts o = {"alpha2", NULL, true};
+    ops_imported in;
+    memset(&s, 0, sizeof(s));
+    OK(ops_import(&E, f, file, &o, &in, err, sizeof(err)));
+    fclose(f);
+    E.progress = NULL;
+    ck_assert_str_eq(in.slug, "alpha2");
+    ck_assert_str_eq(in.version, "0001");
+    ck_assert(in.copy.migrations);   /* its tables made by the app's migrations */
+    ck_assert_int_eq(in.copy.rows, 4);
+    ck_assert_int_eq(s.tables_done, in.copy.ntables);
+    ops_copy_free(&in.copy);
+    tenant_rec *t = fetch("alpha2");
+    ck_assert_int_eq(t->state, TENANT_ACTIVE);
+    ck_assert_str_eq(tenant_setting_get(t, "theme"), "dark");
+    free(t);
+    ck_assert_int_eq(count_notes("alpha2"), 3);
+
+    /* again: the slug is taken, nothing is made or changed */
+    f = fopen(file, "r");
+    ck_assert_int_eq(ops_import(&E, f, file, &o, &in, err, sizeof(err)), TN_EXISTS);
+    fclose(f);
+    ck_assert_int_eq(count_notes("alpha2"), 3);
+    /* with its domains, as itself: the registry refuses the slug before any storage */
+    f = fopen(file, "r");
+    o = (ops_import_opts){NULL, NULL, false};
+    ck_assert_int_eq(ops_import(&E, f, file, &o, &in, err, sizeof(err)), TN_EXISTS);
+    fclose(f);
+}
+END_TEST
+
+START_TEST(test_move_refused)
+{
+    ops_plan *p = plan();
+    create(p, "alpha", NULL);
+    ops_plan_free(p);
+    ops_move_opts o = {.to = "sqlite"};
+    ops_moved m;
+    ck_assert_int_eq(ops_move(&E, "alpha", &o, &m, err, sizeof(err)), TN_INVALID);
+    ck_assert_str_eq(err, "tenant 'alpha' is already in placement 'sqlite'");
+    o.to = "elsewhere";
+    ck_assert_int_eq(ops_move(&E, "alpha", &o, &m, err, sizeof(err)), TN_NOTFOUND);
+    ck_assert_int_eq(ops_move(&E, "nobody", &o, &m, err, sizeof(err)), TN_NOTFOUND);
+    tenant_rec *t = fetch("alpha");
+    ck_assert_int_eq(t->state, TENANT_ACTIVE);   /* nothing changed */
+    free(t);
+}
+END_TEST
+
+typedef struct purge_seen {
+    int ok, failed;
+    char error[400];
+} purge_seen;
+
+static void count_purged(void *ctx, const ops_purged *p)
+{
+    purge_seen *s = ctx;
+    if (p->error != NULL) {
+        s->failed++;
+        snprintf(s->error, sizeof(s->error), "%s", p->error);
+    } else {
+        s->ok++;
+    }
+}
+
+START_TEST(test_delete_purge)
+{
+    ops_plan *p = plan();
+    create(p, "alpha", "alpha.example.com");
+    create(p, "beta", NULL);
+    ops_plan_free(p);
+    tenant_rec *t = fetch("alpha");
+    char file[4200];
+    snprintf(file, sizeof(file), "%s", t->storage);
+    free(t);
+    OK(ops_set_state(&E, "alpha", TENANT_DELETING, err, sizeof(err)));
+    /* within the grace period: only with `now` */
+    purge_seen s = {0};
+    const char *slugs[] = {"alpha", "beta"};
+    int ok = 0, failed = 0;
+    OK(ops_purge(&E, slugs, 1, false, false, count_purged, &s, &ok, &failed));
+    ck_assert_int_eq(failed, 1);
+    ck_assert_msg(strstr(s.error, "grace period ends") != NULL, "%s", s.error);
+    memset(&s, 0, sizeof(s));
+    OK(ops_purge(&E, slugs, 2, false, true, count_purged, &s, &ok, &failed));
+    ck_assert_int_eq(ok, 1);
+    ck_assert_int_eq(failed, 1);   /* beta is not deleted */
+    ck_assert_msg(strstr(s.error, "not deleted") != NULL, "%s", s.error);
+    struct stat st;
+    ck_assert_int_eq(stat(file, &st), -1);   /* its storage dropped */
+    tenant_rec *gone = NULL;
+    ck_assert_int_eq(registry_fetch(E.reg, LK_SLUG, "alpha", &gone), TN_NOTFOUND);
+    /* its domain and slug are free again */
+    p = plan();
+    create(p, "alpha", "alpha.example.com");
+    ops_plan_free(p);
+}
+END_TEST
+
+typedef struct problems_seen {
+    int n, orphan, missing;
+} problems_seen;
+
+static void count_problem(void *ctx, const ops_problem *p)
+{
+    problems_seen *s = ctx;
+    s->n++;
+    s->orphan += strcmp(p->kind, "orphan") == 0;
+    s->missing += strcmp(p->kind, "missing") == 0;
+}
+
+START_TEST(test_check)
+{
+    ops_plan *p = plan();
+    create(p, "alpha", NULL);
+    create(p, "beta", NULL);
+    ops_plan_free(p);
+    problems_seen s = {0};
+    ops_checked r;
+    OK(ops_check(&E, false, count_problem, &s, &r, err, sizeof(err)));
+    ck_assert_int_eq(r.tenants, 2);
+    ck_assert_int_eq(r.problems, 0);
+    /* a file nobody owns, and a tenant whose file is gone */
+    write_file("tenants/stray.db", "");
+    tenant_rec *t = fetch("beta");
+    ck_assert_int_eq(unlink(t->storage), 0);
+    free(t);
+    memset(&s, 0, sizeof(s));
+    OK(ops_check(&E, false, count_problem, &s, &r, err, sizeof(err)));
+    ck_assert_int_eq(r.problems, 2);
+    ck_assert_int_eq(s.orphan, 1);
+    ck_assert_int_eq(s.missing, 1);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("ops");
+    TCase *tc = tcase_create("sqlite");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_create);
+    tcase_add_test(tc, test_create_bulk);
+    tcase_add_test(tc, test_migrate);
+    tcase_add_test(tc, test_migrate_status);
+    tcase_add_test(tc, test_state_and_restore);
+    tcase_add_test(tc, test_domains_settings);
+    tcase_add_test(tc, test_export_import);
+    tcase_add_test(tc, test_move_refused);
+    tcase_add_test(tc, test_delete_purge);
+    tcase_add_test(tc, test_check);
+    suite_add_tcase(s, tc);
+    Suite *all[] = {s};
+    return run_suites(all, 1);
+}
