@@ -60,7 +60,7 @@ static void setup(void)
     conf_error ce;
     ck_assert_int_eq(conf_parse_text(tenancy_config_table, &TC, "test.conf", text, A,
                                      tenancy_config_placement, &ce), TN_OK);
-    OK(tenancy_config_finish(&TC, 4, A, err, sizeof(err)));
+    OK(tenancy_config_finish(&TC, A, err, sizeof(err)));
     char conf[300];
     snprintf(conf, sizeof(conf), "%s/tenancyd.conf", dir);
     memset(&E, 0, sizeof(E));
