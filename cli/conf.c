@@ -61,8 +61,7 @@ cli_config *cli_config_load(const char *path, conf_error *err)
     if (conf_load_targets(targets, 2, path, a, other_key, err) != TN_OK)
         goto fail;
     char msg[512];
-    /* max_children only resolves a percentage cap, which the command never applies. */
-    if (tenancy_config_finish(&c->tenancy, 0, a, msg, sizeof(msg)) != TN_OK) {
+    if (tenancy_config_finish(&c->tenancy, a, msg, sizeof(msg)) != TN_OK) {
         fail(err, path, msg);
         goto fail;
     }
