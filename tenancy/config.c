@@ -100,10 +100,10 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
     const char *name = key + 10;
     const char *dot = strrchr(name, '.');
     if (dot == NULL || !placement_name_ok(name, (size_t)(dot - name))) {
-        snprintf(err, errlen, "%s: expected placement.NAME.dsn|mode|max_tenants|"
-                              "statement_timeout|session_reset|login with NAME of a-z, 0-9, _ and -",
-                 key);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "%s: expected placement.NAME.dsn|mode|max_tenants|"
+                       "statement_timeout|session_reset|login with NAME of a-z, 0-9, _ and -",
+                       key);
     }
     size_t nl = (size_t)(dot - name);
     const char *field = dot + 1;
@@ -113,12 +113,11 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
             p = &c->placements[i];
     if (p == NULL) {
         if (nl == 6 && strncmp(name, "sqlite", 6) == 0) {
-            snprintf(err, errlen, "%s: 'sqlite' is the built-in placement", key);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID, "%s: 'sqlite' is the built-in placement", key);
         }
         if (c->nplacements >= MAX_PLACEMENTS) {
-            snprintf(err, errlen, "%s: at most %d placements", key, MAX_PLACEMENTS);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID,
+                           "%s: at most %d placements", key, MAX_PLACEMENTS);
         }
         p = &c->placements[c->nplacements++];
         memset(p, 0, sizeof(*p));
@@ -128,8 +127,8 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
     }
     if (strcmp(field, "dsn") == 0) {
         if (strncmp(value, "postgres:", 9) != 0 && strncmp(value, "postgresql://", 13) != 0) {
-            snprintf(err, errlen, "%s: expected a postgres: or postgresql:// URI", key);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID,
+                           "%s: expected a postgres: or postgresql:// URI", key);
         }
         p->server = arena_strdup(a, value);
     } else if (strcmp(field, "mode") == 0) {
@@ -138,20 +137,18 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
         else if (strcmp(value, "database") == 0)
             p->kind = 2;
         else {
-            snprintf(err, errlen, "%s: expected schema or database, got '%s'", key, value);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID,
+                           "%s: expected schema or database, got '%s'", key, value);
         }
     } else if (strcmp(field, "max_tenants") == 0) {
         long long v;
         if (conf_parse_int(value, &v) != TN_OK || v < 1 || v > 1000000) {
-            snprintf(err, errlen, "%s: expected a count from 1 to 1000000", key);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID, "%s: expected a count from 1 to 1000000", key);
         }
         p->max_tenants = (int)v;
     } else if (strcmp(field, "statement_timeout") == 0) {
         if (conf_parse_duration(value, &p->statement_timeout_ms) != TN_OK) {
-            snprintf(err, errlen, "%s: expected a duration", key);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID, "%s: expected a duration", key);
         }
     } else if (strcmp(field, "session_reset") == 0) {
         if (strcmp(value, "auto") == 0) {
@@ -159,8 +156,8 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
         } else if (strcmp(value, "always") == 0) {
             p->reset_always = true;
         } else {
-            snprintf(err, errlen, "%s: expected auto or always, got '%s'", key, value);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID,
+                           "%s: expected auto or always, got '%s'", key, value);
         }
     } else if (strcmp(field, "login") == 0) {
         if (strcmp(value, "shared") == 0) {
@@ -168,13 +165,13 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
         } else if (strcmp(value, "tenant") == 0) {
             p->login = PLACEMENT_LOGIN_TENANT;
         } else {
-            snprintf(err, errlen, "%s: expected shared or tenant, got '%s'", key, value);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID,
+                           "%s: expected shared or tenant, got '%s'", key, value);
         }
     } else {
-        snprintf(err, errlen, "%s: unknown placement setting '%s' (dsn, mode, max_tenants, "
-                              "statement_timeout, session_reset, login)", key, field);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "%s: unknown placement setting '%s' (dsn, mode, max_tenants, "
+                       "statement_timeout, session_reset, login)", key, field);
     }
     return TN_OK;
 }
@@ -211,14 +208,14 @@ int tenancy_config_finish(tenancy_config *c, arena *a, char *err, size_t errlen)
             if (strcmp(names[i], kind_names[j]) == 0)
                 k = j;
         if (k < 0) {
-            snprintf(err, errlen, "tenant.resolvers: unknown resolver '%s' (host, subdomain, "
-                                  "header, path)", names[i]);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID,
+                           "tenant.resolvers: unknown resolver '%s' (host, subdomain, "
+                           "header, path)", names[i]);
         }
         for (int j = 0; j < c->nkinds; j++)
             if (c->kinds[j] == k) {
-                snprintf(err, errlen, "tenant.resolvers: '%s' is listed twice", names[i]);
-                return TN_INVALID;
+                return tn_errf(err, errlen, TN_INVALID,
+                               "tenant.resolvers: '%s' is listed twice", names[i]);
             }
         c->kinds[c->nkinds++] = k;
     }
@@ -233,8 +230,8 @@ int tenancy_config_finish(tenancy_config *c, arena *a, char *err, size_t errlen)
     for (int i = 0; i < n; i++) {
         char norm[256];
         if (tenant_host_normalise(bases[i], norm, sizeof(norm)) == 0) {
-            snprintf(err, errlen, "tenant.base_domains: '%s' is not a host name", bases[i]);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID,
+                           "tenant.base_domains: '%s' is not a host name", bases[i]);
         }
         c->bases[c->nbases++] = arena_sprintf(a, ".%s", norm);
     }
@@ -245,8 +242,8 @@ int tenancy_config_finish(tenancy_config *c, arena *a, char *err, size_t errlen)
         wants_header = wants_header || c->kinds[i] == RES_HEADER;
     }
     if (wants_sub && c->nbases == 0) {
-        snprintf(err, errlen, "tenant.resolvers has 'subdomain' but tenant.base_domains is empty");
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "tenant.resolvers has 'subdomain' but tenant.base_domains is empty");
     }
 
     const char **cent;
@@ -258,8 +255,8 @@ int tenancy_config_finish(tenancy_config *c, arena *a, char *err, size_t errlen)
     for (int i = 0; i < n; i++) {
         char norm[256];
         if (tenant_host_normalise(cent[i], norm, sizeof(norm)) == 0) {
-            snprintf(err, errlen, "tenant.central_domains: '%s' is not a host name", cent[i]);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID,
+                           "tenant.central_domains: '%s' is not a host name", cent[i]);
         }
         c->centrals[c->ncentrals++] = arena_strdup(a, norm);
     }
@@ -268,8 +265,8 @@ int tenancy_config_finish(tenancy_config *c, arena *a, char *err, size_t errlen)
     if (c->nhparams < 0)
         goto oom;
     if (c->enabled && c->nhparams == 0) {
-        snprintf(err, errlen, "tenant.host_params is empty: no way to learn the host");
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "tenant.host_params is empty: no way to learn the host");
     }
 
     /* "X-Tenant" -> "HTTP_X_TENANT" */
@@ -282,8 +279,8 @@ int tenancy_config_finish(tenancy_config *c, arena *a, char *err, size_t errlen)
         char ch = c->header[i];
         if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
               ch == '-')) {
-            snprintf(err, errlen, "tenant.header: '%s' is not a header name", c->header);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID,
+                           "tenant.header: '%s' is not a header name", c->header);
         }
         hp[5 + i] = ch == '-' ? '_' : (ch >= 'a' && ch <= 'z') ? (char)(ch - 32) : ch;
     }
@@ -293,16 +290,16 @@ int tenancy_config_finish(tenancy_config *c, arena *a, char *err, size_t errlen)
                            &c->header_trusted, err, errlen) != TN_OK)
         return TN_INVALID;
     if (wants_header && c->header_from[0] == '\0') {
-        snprintf(err, errlen, "tenant.resolvers has 'header' but tenant.header_from is empty: "
-                              "the header would be trusted from anyone");
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "tenant.resolvers has 'header' but tenant.header_from is empty: "
+                       "the header would be trusted from anyone");
     }
 
     size_t pl = strlen(c->path_prefix);
     if (wants_path && (pl < 2 || c->path_prefix[0] != '/' || c->path_prefix[pl - 1] != '/')) {
-        snprintf(err, errlen, "tenant.path_prefix must start and end with '/': '%s'",
-                 c->path_prefix);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "tenant.path_prefix must start and end with '/': '%s'",
+                       c->path_prefix);
     }
 
     c->registry_uri = c->registry ? c->registry
@@ -313,13 +310,12 @@ int tenancy_config_finish(tenancy_config *c, arena *a, char *err, size_t errlen)
     /* The built-in placement, and every declared one complete. */
     for (int i = 0; i < c->nplacements; i++)
         if (c->placements[i].server == NULL) {
-            snprintf(err, errlen, "placement.%s has no dsn", c->placements[i].name);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID,
+                           "placement.%s has no dsn", c->placements[i].name);
         }
     if (c->nplacements < MAX_PLACEMENTS + 1 && tenancy_placement(c, "sqlite") == NULL) {
         if (c->nplacements == MAX_PLACEMENTS) {
-            snprintf(err, errlen, "too many placements");
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID, "too many placements");
         }
         placement *p = &c->placements[c->nplacements++];
         memset(p, 0, sizeof(*p));
@@ -327,9 +323,9 @@ int tenancy_config_finish(tenancy_config *c, arena *a, char *err, size_t errlen)
         p->kind = 0;   /* TARGET_SQLITE */
     }
     if (tenancy_placement(c, c->default_placement) == NULL) {
-        snprintf(err, errlen, "storage.placement: no placement '%s' (sqlite, or declare "
-                              "placement.%s.dsn)", c->default_placement, c->default_placement);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "storage.placement: no placement '%s' (sqlite, or declare "
+                       "placement.%s.dsn)", c->default_placement, c->default_placement);
     }
     c->gen_path = arena_sprintf(a, "%s/registry.gen", c->state_dir);
     c->role_key_path = arena_sprintf(a, "%s/role.key", c->state_dir);
@@ -339,16 +335,15 @@ int tenancy_config_finish(tenancy_config *c, arena *a, char *err, size_t errlen)
     long v = strtol(mw, &end, 10);
     if (end == mw || v < 0 || (*end != '\0' && strcmp(end, "%") != 0) ||
         (*end == '%' && v > 100)) {
-        snprintf(err, errlen, "tenant.max_workers: expected a number or a percentage, got '%s'",
-                 mw);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "tenant.max_workers: expected a number or a percentage, got '%s'",
+                       mw);
     }
     c->max_workers_pct = *end == '%' ? (int)v : 0;
     c->max_workers_abs = *end == '%' ? 0 : (int)v;
     return TN_OK;
 oom:
-    snprintf(err, errlen, "out of memory");
-    return TN_NOMEM;
+    return tn_errf(err, errlen, TN_NOMEM, "out of memory");
 }
 
 TN_HOT int tenancy_max_workers(const tenancy_config *c, int own, int max_children)

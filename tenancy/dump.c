@@ -14,20 +14,9 @@
 #include "core/rc.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static void msg(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void msg(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ---- writing -------------------------------------------------------------------------------- */
 
@@ -126,10 +115,10 @@ int dump_put_row(buf *b, const copy_table *t, const char *const *vals, char *err
 {
     for (int i = 0; i < t->ncols; i++)
         if (vals[i] != NULL && utf8_valid_prefix(vals[i], strlen(vals[i])) != strlen(vals[i])) {
-            msg(err, errlen, "table %s, column %s: a value is not UTF-8 text (binary data in "
-                             "a text column?): the dump cannot hold it", t->name,
-                t->cols[i].name);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID,
+                           "table %s, column %s: a value is not UTF-8 text (binary data in "
+                           "a text column?): the dump cannot hold it", t->name,
+                           t->cols[i].name);
         }
     buf_putc(b, '[');
     for (int i = 0; i < t->ncols; i++) {
@@ -542,8 +531,7 @@ static int next_line(dump_reader *r, size_t *len, char *err, size_t errlen)
     ssize_t n = getline(&r->line, &r->cap, r->f);
     if (n < 0) {
         if (ferror(r->f)) {
-            msg(err, errlen, "cannot read the dump: %s", strerror(errno));
-            return TN_IO;
+            return tn_errf(err, errlen, TN_IO, "cannot read the dump: %s", strerror(errno));
         }
         return TN_DONE;
     }
@@ -556,8 +544,7 @@ static int next_line(dump_reader *r, size_t *len, char *err, size_t errlen)
 
 static int bad(dump_reader *r, char *err, size_t errlen, const char *what)
 {
-    msg(err, errlen, "dump line %ld: %s", r->lineno, what);
-    return TN_INVALID;
+    return tn_errf(err, errlen, TN_INVALID, "dump line %ld: %s", r->lineno, what);
 }
 
 int dump_open(FILE *f, dump_reader **out, char *err, size_t errlen)
@@ -566,16 +553,14 @@ int dump_open(FILE *f, dump_reader **out, char *err, size_t errlen)
     dump_reader *r = calloc(1, sizeof(*r));
     if (r == NULL || (r->hdr = arena_create(0)) == NULL || (r->row = arena_create(0)) == NULL) {
         dump_close(r);
-        msg(err, errlen, "out of memory");
-        return TN_NOMEM;
+        return tn_errf(err, errlen, TN_NOMEM, "out of memory");
     }
     r->f = f;
     size_t len;
     int rc = next_line(r, &len, err, errlen);
     if (rc == TN_DONE) {
         dump_close(r);
-        msg(err, errlen, "the dump is empty");
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID, "the dump is empty");
     }
     if (rc != TN_OK) {
         dump_close(r);
@@ -591,9 +576,9 @@ int dump_open(FILE *f, dump_reader **out, char *err, size_t errlen)
         goto fail;
     }
     if (!jint(h, "version", 1, 1000000, &v) || v > DUMP_VERSION) {
-        msg(err, errlen, "dump line 1: format version %lld: this tenancy reads version %d",
-            (long long)v, DUMP_VERSION);
-        rc = TN_INVALID;
+        rc = tn_errf(err, errlen, TN_INVALID,
+                     "dump line 1: format version %lld: this tenancy reads version %d",
+                     (long long)v, DUMP_VERSION);
         goto fail;
     }
     dump_header *d = &r->h;
@@ -628,8 +613,7 @@ int dump_open(FILE *f, dump_reader **out, char *err, size_t errlen)
     if (doms != NULL && doms->n > 0) {
         dump_domain *dd = arena_calloc(r->hdr, (size_t)doms->n * sizeof(*dd));
         if (dd == NULL) {
-            rc = TN_NOMEM;
-            msg(err, errlen, "out of memory");
+            rc = tn_errf(err, errlen, TN_NOMEM, "out of memory");
             goto fail;
         }
         for (int i = 0; i < doms->n; i++) {
@@ -650,8 +634,7 @@ int dump_open(FILE *f, dump_reader **out, char *err, size_t errlen)
     }
     const char **names = arena_calloc(r->hdr, (size_t)(tl->n + 1) * sizeof(*names));
     if (names == NULL) {
-        rc = TN_NOMEM;
-        msg(err, errlen, "out of memory");
+        rc = tn_errf(err, errlen, TN_NOMEM, "out of memory");
         goto fail;
     }
     for (int i = 0; i < tl->n; i++)
@@ -743,9 +726,9 @@ int dump_next_table(dump_reader *r, arena *a, copy_table **def, int64_t *rows, c
 {
     *def = NULL;
     if (r->cur != NULL && r->got != r->want) {
-        msg(err, errlen, "table %s: %lld of its %lld rows read", r->cur->name,
-            (long long)r->got, (long long)r->want);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "table %s: %lld of its %lld rows read", r->cur->name,
+                       (long long)r->got, (long long)r->want);
     }
     r->cur = NULL;
     if (r->ended)
@@ -753,9 +736,9 @@ int dump_next_table(dump_reader *r, arena *a, copy_table **def, int64_t *rows, c
     size_t len;
     int rc = next_line(r, &len, err, errlen);
     if (rc == TN_DONE) {
-        msg(err, errlen, "the dump ends after line %ld without its end line: it was cut",
-            r->lineno);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "the dump ends after line %ld without its end line: it was cut",
+                       r->lineno);
     }
     if (rc != TN_OK)
         return rc;
@@ -771,10 +754,10 @@ int dump_next_table(dump_reader *r, arena *a, copy_table **def, int64_t *rows, c
             !jint(v, "rows", 0, INT64_MAX, &nr))
             return bad(r, err, errlen, "a bad end line");
         if (nt != r->tables || nt != r->h.ntables || nr != r->total) {
-            msg(err, errlen, "dump line %ld: the end line counts %lld tables and %lld rows, "
-                             "the dump holds %d and %lld", r->lineno, (long long)nt,
-                (long long)nr, r->tables, (long long)r->total);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID,
+                           "dump line %ld: the end line counts %lld tables and %lld rows, "
+                           "the dump holds %d and %lld", r->lineno, (long long)nt,
+                           (long long)nr, r->tables, (long long)r->total);
         }
         /* Nothing may follow. */
         rc = next_line(r, &len, err, errlen);
@@ -789,9 +772,9 @@ int dump_next_table(dump_reader *r, arena *a, copy_table **def, int64_t *rows, c
     if (name == NULL)
         return bad(r, err, errlen, "a table line ({\"table\": ...}) expected");
     if (r->tables >= r->h.ntables || strcmp(name, r->h.tables[r->tables]) != 0) {
-        msg(err, errlen, "dump line %ld: table '%.80s' is not the next one the header lists",
-            r->lineno, name);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "dump line %ld: table '%.80s' is not the next one the header lists",
+                       r->lineno, name);
     }
     int64_t n = 0;
     if (!jint(v, "rows", 0, INT64_MAX, &n))
@@ -809,14 +792,13 @@ int dump_next_table(dump_reader *r, arena *a, copy_table **def, int64_t *rows, c
     if (rc == TN_OK)
         rc = parse_indexes(r, jget(v, "indexes"), a, t, err, errlen);
     if (rc == TN_NOMEM)
-        msg(err, errlen, "out of memory");
+        rc = tn_errf(err, errlen, rc, "out of memory");
     if (rc != TN_OK)
         return rc;
     if (t->ncols > r->valcap) {
         const char **nv = realloc(r->vals, (size_t)t->ncols * sizeof(*nv));
         if (nv == NULL) {
-            msg(err, errlen, "out of memory");
-            return TN_NOMEM;
+            return tn_errf(err, errlen, TN_NOMEM, "out of memory");
         }
         r->vals = nv;
         r->valcap = t->ncols;
@@ -833,17 +815,16 @@ int dump_next_table(dump_reader *r, arena *a, copy_table **def, int64_t *rows, c
 int dump_next_row(dump_reader *r, const char *const **vals, char *err, size_t errlen)
 {
     if (r->cur == NULL) {
-        msg(err, errlen, "no table is being read");
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID, "no table is being read");
     }
     if (r->got == r->want)
         return TN_DONE;
     size_t len;
     int rc = next_line(r, &len, err, errlen);
     if (rc == TN_DONE) {
-        msg(err, errlen, "the dump ends in table %s after %lld of its %lld rows: it was cut",
-            r->cur->name, (long long)r->got, (long long)r->want);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "the dump ends in table %s after %lld of its %lld rows: it was cut",
+                       r->cur->name, (long long)r->got, (long long)r->want);
     }
     if (rc != TN_OK)
         return rc;
@@ -853,15 +834,15 @@ int dump_next_row(dump_reader *r, const char *const **vals, char *err, size_t er
     if (v == NULL)
         return bad(r, err, errlen, why);
     if (v->type == J_OBJ) {
-        msg(err, errlen, "dump line %ld: table %s has %lld of its %lld rows, then this line: "
-                         "the dump was cut or edited", r->lineno, r->cur->name,
-            (long long)r->got, (long long)r->want);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "dump line %ld: table %s has %lld of its %lld rows, then this line: "
+                       "the dump was cut or edited", r->lineno, r->cur->name,
+                       (long long)r->got, (long long)r->want);
     }
     if (v->type != J_ARR || v->n != r->cur->ncols) {
-        msg(err, errlen, "dump line %ld: a row of %s must be an array of %d values", r->lineno,
-            r->cur->name, r->cur->ncols);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "dump line %ld: a row of %s must be an array of %d values", r->lineno,
+                       r->cur->name, r->cur->ncols);
     }
     for (int i = 0; i < v->n; i++) {
         const jv *x = v->kids[i];

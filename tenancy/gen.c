@@ -33,37 +33,34 @@ int gen_open(const char *path, bool writable, bool create, gen_map **out, char *
         if (fd < 0 && errno == EEXIST)
             fd = open(path, flags);
         else if (fd >= 0 && ftruncate(fd, GEN_SIZE) < 0) {
-            snprintf(err, errlen, "%s: %s", path, strerror(errno));
+            int rc = tn_errf(err, errlen, TN_IO, "%s: %s", path, strerror(errno));
             close(fd);
-            return TN_IO;
+            return rc;
         }
     }
     if (fd < 0) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return TN_IO;
+        return tn_errf(err, errlen, TN_IO, "%s: %s", path, strerror(errno));
     }
     struct stat st;
     if (fstat(fd, &st) < 0 || st.st_size < (off_t)sizeof(uint64_t)) {
         if (writable && ftruncate(fd, GEN_SIZE) == 0) {
             /* A truncated file (crash during creation): start over at 0. */
         } else {
-            snprintf(err, errlen, "%s: not a generation file", path);
+            int rc = tn_errf(err, errlen, TN_IO, "%s: not a generation file", path);
             close(fd);
-            return TN_IO;
+            return rc;
         }
     }
     void *p = mmap(NULL, GEN_SIZE, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED,
                    fd, 0);
     close(fd);
     if (p == MAP_FAILED) {
-        snprintf(err, errlen, "%s: mmap: %s", path, strerror(errno));
-        return TN_IO;
+        return tn_errf(err, errlen, TN_IO, "%s: mmap: %s", path, strerror(errno));
     }
     gen_map *g = malloc(sizeof(*g));
     if (g == NULL) {
         munmap(p, GEN_SIZE);
-        snprintf(err, errlen, "out of memory");
-        return TN_NOMEM;
+        return tn_errf(err, errlen, TN_NOMEM, "out of memory");
     }
     g->p = p;
     g->writable = writable;

@@ -28,6 +28,7 @@
  */
 #include "core/first.h"
 #include "tenancy/ops_runner.h"
+#include "core/buf.h"
 #include "core/clock.h"
 #include "core/rc.h"
 #include "storage/db.h"
@@ -206,8 +207,7 @@ static bool next_step(int *rc, const char **step, const char *name, char *why, s
         return false;
     *step = name;
     if (interrupted != 0) {
-        *rc = TN_ERR;
-        snprintf(why, whylen, "interrupted by signal %d", (int)interrupted);
+        *rc = tn_errf(why, whylen, TN_ERR, "interrupted by signal %d", (int)interrupted);
         return false;
     }
     return true;
@@ -285,14 +285,14 @@ static int storage_open(provision *p, provision_keep *keep, tn_db **db, char *er
     return TN_OK;
 }
 
-/* A migration or seed failure as the create message gives it: file, statement, line. */
-static void migrate_why(const migrate_error *e, char *why, size_t len)
+/* A migration or seed failure as the create message gives it: file, statement, line.
+ * Returns rc, the failure's code. */
+static int migrate_why(int rc, const migrate_error *e, char *why, size_t len)
 {
     if (e->statement > 0)
-        snprintf(why, len, "%s statement %d (line %d): %s", e->file, e->statement, e->line,
-                 e->message);
-    else
-        snprintf(why, len, "%s%s%s", e->file, e->file[0] ? ": " : "", e->message);
+        return tn_errf(why, len, rc, "%s statement %d (line %d): %s", e->file, e->statement,
+                       e->line, e->message);
+    return tn_errf(why, len, rc, "%s%s%s", e->file, e->file[0] ? ": " : "", e->message);
 }
 
 /* Steps 2-5 for a tenant whose registry entry exists (state provisioning). TN_OK, or the
@@ -347,12 +347,12 @@ static int provision_run(ops_env *e, const registry_new *n, provision *p,
     if (rc == TN_OK)
         rc = give_storage(e, p, err, sizeof(err));
     if (rc != TN_OK)
-        snprintf(why, sizeof(why), "%s", err);
+        str_copy(why, sizeof(why), err);
 
     if (next_step(&rc, &step, "open the storage", why, sizeof(why))) {
         rc = storage_open(p, keep, &db, err, sizeof(err));
         if (rc != TN_OK)
-            snprintf(why, sizeof(why), "%s", err);
+            str_copy(why, sizeof(why), err);
     }
     /* A storage this command made is empty: its migrations and seed go in one transaction
      * (migrate_provision). A clone, or a storage that was there, takes the usual steps. */
@@ -369,15 +369,13 @@ static int provision_run(ops_env *e, const registry_new *n, provision *p,
                 /* ours was rolled back: a schema there now is someone else's */
                 bool exists = false;
                 step = "create the storage";
-                if (target_exists(&p->target, &exists, err, sizeof(err)) == TN_OK && exists) {
-                    rc = TN_EXISTS;
-                    snprintf(why, sizeof(why), "the %s %s already exists",
-                             target_kind_name(p->target.kind), p->target.name);
-                } else {
-                    snprintf(why, sizeof(why), "%s", me->message);
-                }
+                if (target_exists(&p->target, &exists, err, sizeof(err)) == TN_OK && exists)
+                    rc = tn_errf(why, sizeof(why), TN_EXISTS, "the %s %s already exists",
+                                 target_kind_name(p->target.kind), p->target.name);
+                else
+                    str_copy(why, sizeof(why), me->message);
             } else {
-                migrate_why(me, why, sizeof(why));
+                rc = migrate_why(rc, me, why, sizeof(why));
             }
         }
     }
@@ -385,7 +383,7 @@ static int provision_run(ops_env *e, const registry_new *n, provision *p,
         next_step(&rc, &step, "apply the migrations", why, sizeof(why))) {
         rc = migrate_apply(db, pl->set, &p->mr);
         if (rc != TN_OK)
-            migrate_why(&p->mr.error, why, sizeof(why));
+            rc = migrate_why(rc, &p->mr.error, why, sizeof(why));
     }
     if (!fresh && pl->seed_sql != NULL &&
         next_step(&rc, &step, "run the seed", why, sizeof(why))) {
@@ -393,7 +391,7 @@ static int provision_run(ops_env *e, const registry_new *n, provision *p,
         rc = migrate_seed(db, seed_label, pl->seed_sql, 3, vals, &me);
         p->seeded = rc == TN_OK;
         if (rc != TN_OK)
-            migrate_why(&me, why, sizeof(why));
+            rc = migrate_why(rc, &me, why, sizeof(why));
     }
     if (keep != NULL && db != NULL && db == keep->db) {
         if (!db_is_clean(db)) {   /* a broken connection is not reused */
@@ -408,7 +406,7 @@ static int provision_run(ops_env *e, const registry_new *n, provision *p,
     if (next_step(&rc, &step, "record it in the registry", why, sizeof(why))) {
         rc = registry_provisioned(e->reg, n->slug, p->mr.to, pl->final_state, err, sizeof(err));
         if (rc != TN_OK)
-            snprintf(why, sizeof(why), "%s", err);
+            str_copy(why, sizeof(why), err);
     }
     p->ms = clock_mono_ms() - t0;
     if (rc == TN_OK) {
@@ -432,8 +430,8 @@ static int provision_run(ops_env *e, const registry_new *n, provision *p,
         snprintf(undo, sizeof(undo), created ? "; its storage was dropped and its registry "
                                                "entry removed"
                                              : "; its registry entry was removed");
-    snprintf(msg, msglen, "tenant '%s' not created: cannot %s: %s%s", n->slug, step, why, undo);
-    return rc;
+    return tn_errf(msg, msglen, rc,
+                   "tenant '%s' not created: cannot %s: %s%s", n->slug, step, why, undo);
 }
 
 /* One tenant, start to end — the one function of both `tenant create SLUG` and each line of
@@ -561,10 +559,10 @@ static int bulk_refuse_duplicates(bulk *b)
         for (int k = i - 1; k > 0 && strcmp(b->v[ord[k - 1]].slug, l->slug) == 0; k--)
             at = b->v[ord[k - 1]].line;
         char msg[300];
-        snprintf(msg, sizeof(msg), "tenant '%.200s' is given twice: already on line %d",
-                 l->slug, at);
+        int rc = tn_errf(msg, sizeof(msg), TN_EXISTS,
+                         "tenant '%.200s' is given twice: already on line %d", l->slug, at);
         if (l->status == OPS_B_PENDING)
-            line_fail(l, TN_EXISTS, msg);
+            line_fail(l, rc, msg);
     }
     free(ord);
     return TN_OK;
@@ -589,9 +587,8 @@ static bool bulk_work(void *ctx, int idx, void *result)
     bulk_result *r = result;
     const ops_bulk_item *l = &b->v[b->task[idx]];
     if (b->open_rc != TN_OK) {
-        r->rc = b->open_rc;
-        snprintf(r->error, sizeof(r->error), "the worker cannot open the registry: %s",
-                 b->open_err);
+        r->rc = tn_errf(r->error, sizeof(r->error), b->open_rc,
+                        "the worker cannot open the registry: %s", b->open_err);
         return true;
     }
     registry_new n = *b->tpl;
@@ -651,9 +648,10 @@ static void bulk_lost(void *ctx, int idx, const char *why)
     bulk *b = ctx;
     char msg[600];
     ops_bulk_item *l = &b->v[b->task[idx]];
-    snprintf(msg, sizeof(msg), "tenant '%.200s': %s; see 'tenancy tenant show %.200s'",
-             l->slug, why, l->slug);
-    line_fail(l, TN_ERR, msg);
+    int rc = tn_errf(msg, sizeof(msg), TN_ERR,
+                     "tenant '%.200s': %s; see 'tenancy tenant show %.200s'", l->slug, why,
+                     l->slug);
+    line_fail(l, rc, msg);
 }
 
 /* A second signal sends SIGTERM: each worker undoes the tenant in hand (provision_run holds

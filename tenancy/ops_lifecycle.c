@@ -62,7 +62,7 @@ static void purge_failed(purge_run *p, const char *slug, const char *fmt, ...)
     char m[1400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(m, sizeof(m), fmt, ap);
+    tn_verrf(m, sizeof(m), TN_ERR, fmt, ap);
     va_end(ap);
     p->failed++;
     ops_purged x = {.slug = slug, .error = m};

@@ -50,6 +50,7 @@
  */
 #include "core/first.h"
 #include "tenancy/ops_runner.h"
+#include "core/buf.h"
 #include "core/clock.h"
 #include "core/rc.h"
 #include "storage/db.h"
@@ -263,10 +264,10 @@ static void migrate_one(worker_ctx *w, const job *j, wire_result *r)
     snprintf(r->to, sizeof(r->to), "%s", j->reg_version);
     int rc = placement_target_of(w->tc, j->placement, j->storage, NULL, &t);
     if (rc == TN_NOTFOUND)
-        snprintf(err, sizeof(err), "placement '%s' is not configured on this host",
-                 j->placement);
+        rc = tn_errf(err, sizeof(err), rc, "placement '%s' is not configured on this host",
+                     j->placement);
     else if (rc != TN_OK)
-        snprintf(err, sizeof(err), "the tenant has no storage");
+        rc = tn_errf(err, sizeof(err), rc, "the tenant has no storage");
     tn_db *db = NULL;
     bool shared = false;
     if (rc == TN_OK) {
@@ -291,18 +292,18 @@ static void migrate_one(worker_ctx *w, const job *j, wire_result *r)
             snprintf(r->to, sizeof(r->to), "%s", m.to);
         }
         if (rc != TN_OK && m.error.statement > 0)
-            snprintf(err, sizeof(err), "%s statement %d (line %d): %s", m.error.file,
-                     m.error.statement, m.error.line, m.error.message);
+            rc = tn_errf(err, sizeof(err), rc, "%s statement %d (line %d): %s", m.error.file,
+                         m.error.statement, m.error.line, m.error.message);
         else if (rc != TN_OK)
-            snprintf(err, sizeof(err), "%s%s%s", m.error.file, m.error.file[0] ? ": " : "",
-                     m.error.message);
+            rc = tn_errf(err, sizeof(err), rc, "%s%s%s", m.error.file,
+                         m.error.file[0] ? ": " : "", m.error.message);
     }
     if (shared && db != NULL && (rc == TN_IO || !db_is_clean(db)))
         drop_schema_conn(w, db);   /* a broken connection is not reused */
     else if (!shared)
         db_close(db);
     r->status = rc != TN_OK ? OPS_M_FAILED : r->applied > 0 ? OPS_M_MIGRATED : OPS_M_CURRENT;
-    snprintf(r->error, sizeof(r->error), "%s", rc != TN_OK ? err : "");
+    str_copy(r->error, sizeof(r->error), rc != TN_OK ? err : "");
 
     /* The registry's copy (r->to is the registry's own version when the tenant's is not
      * known), written by the parent; an up-to-date tenant whose copy is right costs none. */
@@ -358,8 +359,8 @@ static int record_failed(job *j, const char *why)
     if (j->status == OPS_M_FAILED)
         return 0;   /* its own error says more */
     char msg[1024];
-    snprintf(msg, sizeof(msg), "migrated to %s, but the registry could not record it: %s",
-             j->to, why);
+    tn_errf(msg, sizeof(msg), TN_ERR, "migrated to %s, but the registry could not record it: %s",
+            j->to, why);
     j->status = OPS_M_FAILED;
     set_text(&j->error, msg);
     return 1;
@@ -386,8 +387,7 @@ static int record_batch(run *r)
     }
     registry_migration_update *u = calloc((size_t)r->npend, sizeof(*u));
     if (rc == TN_OK && u == NULL) {
-        rc = TN_NOMEM;
-        snprintf(err, sizeof(err), "out of memory");
+        rc = tn_errf(err, sizeof(err), TN_NOMEM, "out of memory");
     }
     if (rc == TN_OK) {
         for (int i = 0; i < r->npend; i++) {
@@ -410,7 +410,7 @@ static int record_batch(run *r)
             turned += record_failed(j, err);
         } else if (u[i].rc == TN_NOTFOUND) {
             char why[200];
-            snprintf(why, sizeof(why), "no tenant '%s'", j->slug);
+            tn_errf(why, sizeof(why), u[i].rc, "no tenant '%s'", j->slug);
             turned += record_failed(j, why);
         }
     }

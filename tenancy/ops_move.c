@@ -34,6 +34,7 @@
  */
 #include "core/first.h"
 #include "tenancy/ops.h"
+#include "core/buf.h"
 #include "core/clock.h"
 #include "core/rc.h"
 #include "storage/db.h"
@@ -153,10 +154,10 @@ static int target_begin(job *j, const char *version, bool force_defs, const char
     int rc = target_create(j->dst, j->err, sizeof(j->err));
     if (rc != TN_OK) {
         if (rc == TN_EXISTS)
-            snprintf(j->err, sizeof(j->err), "the %s %.900s already exists: it is not "
-                     "overwritten (a kept source, or an orphan: see 'tenancy check')",
-                     j->dst->kind == TARGET_SQLITE ? "file" : target_kind_name(j->dst->kind),
-                     j->dst->name);
+            rc = tn_errf(j->err, sizeof(j->err), rc, "the %s %.900s already exists: it is not "
+                         "overwritten (a kept source, or an orphan: see 'tenancy check')",
+                         j->dst->kind == TARGET_SQLITE ? "file" : target_kind_name(j->dst->kind),
+                         j->dst->name);
         return rc;
     }
     j->created = true;
@@ -190,9 +191,9 @@ static int target_begin(job *j, const char *version, bool force_defs, const char
             stepf(j, "applying the migrations");
             rc = migrate_apply(j->db, set, &res);
             if (rc != TN_OK) {
-                snprintf(j->err, sizeof(j->err), "migration %s, statement %d (line %d): %s",
-                         res.error.file, res.error.statement, res.error.line,
-                         res.error.message);
+                rc = tn_errf(j->err, sizeof(j->err), rc,
+                             "migration %s, statement %d (line %d): %s", res.error.file,
+                             res.error.statement, res.error.line, res.error.message);
                 migrate_free(set);
                 return rc;
             }
@@ -204,8 +205,7 @@ static int target_begin(job *j, const char *version, bool force_defs, const char
     stepf(j, "beginning the copy");
     rc = tn_db_begin(j->db);
     if (rc != TN_OK) {
-        snprintf(j->err, sizeof(j->err), "%s", tn_db_error(j->db));
-        return rc;
+        return tn_errf(j->err, sizeof(j->err), rc, "%s", tn_db_error(j->db));
     }
     rc = copy_defer_constraints(j->db, j->err, sizeof(j->err));
     /* Rows a migration inserted go (children first): the source's rows replace them. */
@@ -234,19 +234,18 @@ static int target_table(job *j, const copy_table *def)
                     found = strcmp(have->cols[k].name, def->cols[i].name) == 0;
                 if (!found) {
                     stepf(j, "checking table %s", def->name);
-                    snprintf(j->err, sizeof(j->err),
-                             "column %s.%s of the source is not in the table the migrations "
-                             "make (the schema was changed outside the migrations): use "
-                             "--copy-definitions", def->name, def->cols[i].name);
-                    return TN_INVALID;
+                    return tn_errf(j->err, sizeof(j->err), TN_INVALID,
+                                   "column %s.%s of the source is not in the table the "
+                                   "migrations make (the schema was changed outside the "
+                                   "migrations): use --copy-definitions",
+                                   def->name, def->cols[i].name);
                 }
             }
             return TN_OK;
         }
         if (rc != TN_NOTFOUND) {
             stepf(j, "reading table %s in the target", def->name);
-            snprintf(j->err, sizeof(j->err), "%s", e);
-            return rc;
+            return tn_errf(j->err, sizeof(j->err), rc, "%s", e);
         }
         char n[200];
         snprintf(n, sizeof(n), "%s: not made by the migrations; created from its definition",
@@ -279,8 +278,8 @@ static int target_rows(job *j, const copy_table *def, int64_t want, row_fn next,
         if (++n % 500 == 0) {
             tell_rows(j->e, def->name, n, want, start, false, j->nstats, j->ntables);
             if (interrupted) {
-                snprintf(j->err, sizeof(j->err), "interrupted (signal %d)", (int)interrupted);
-                rc = TN_TIMEOUT;
+                rc = tn_errf(j->err, sizeof(j->err), TN_TIMEOUT,
+                             "interrupted (signal %d)", (int)interrupted);
                 break;
             }
         }
@@ -292,9 +291,8 @@ static int target_rows(job *j, const copy_table *def, int64_t want, row_fn next,
         return rc;
     tell_rows(j->e, def->name, n, want, start, true, j->nstats + 1, j->ntables);
     if (want >= 0 && n != want) {
-        snprintf(j->err, sizeof(j->err), "%lld rows read, %lld expected", (long long)n,
-                 (long long)want);
-        return TN_INVALID;
+        return tn_errf(j->err, sizeof(j->err), TN_INVALID,
+                       "%lld rows read, %lld expected", (long long)n, (long long)want);
     }
     /* The target's own definition says which columns generate ids (the migrations' or the
      * copied one). */
@@ -319,8 +317,7 @@ static int target_commit(job *j, const int64_t *want)
     stepf(j, "committing the copy");
     int rc = tn_db_commit(j->db);
     if (rc != TN_OK) {
-        snprintf(j->err, sizeof(j->err), "%s", tn_db_error(j->db));
-        return rc;
+        return tn_errf(j->err, sizeof(j->err), rc, "%s", tn_db_error(j->db));
     }
     for (int i = 0; i < j->nstats; i++) {
         int64_t n = -1;
@@ -329,9 +326,9 @@ static int target_commit(job *j, const int64_t *want)
         if (rc != TN_OK)
             return rc;
         if (n != want[i]) {
-            snprintf(j->err, sizeof(j->err), "the target holds %lld rows, the source %lld",
-                     (long long)n, (long long)want[i]);
-            return TN_INVALID;
+            return tn_errf(j->err, sizeof(j->err), TN_INVALID,
+                           "the target holds %lld rows, the source %lld",
+                           (long long)n, (long long)want[i]);
         }
     }
     return TN_OK;
@@ -350,9 +347,9 @@ static void target_abort(job *j)
         char e[512];
         int rc = target_drop(j->dst, e, sizeof(e));
         if (rc != TN_OK && rc != TN_NOTFOUND)
-            snprintf(j->abort_err, sizeof(j->abort_err), "; and the half-made target could not "
-                     "be dropped (%.300s): remove the %s %.200s by hand", e,
-                     target_kind_name(j->dst->kind), j->dst->name);
+            tn_errf(j->abort_err, sizeof(j->abort_err), rc, "; and the half-made target could "
+                    "not be dropped (%.300s): remove the %s %.200s by hand", e,
+                    target_kind_name(j->dst->kind), j->dst->name);
         j->created = false;
     }
 }
@@ -450,7 +447,8 @@ static int source_version(tn_db *src, const tables *t, char *out, size_t outlen,
             migrate_error e;
             int rc = migrate_current(src, out, outlen, &e);
             if (rc != TN_OK)
-                snprintf(err, errlen, "cannot read the migration version: %s", e.message);
+                rc = tn_errf(err, errlen, rc, "cannot read the migration version: %s",
+                             e.message);
             return rc;
         }
     return TN_OK;
@@ -567,8 +565,7 @@ int ops_move(ops_env *e, const char *slug, const ops_move_opts *o, ops_moved *ou
         usleep(100000);
     if (interrupted) {
         stepf(&j, "draining");
-        snprintf(j.err, sizeof(j.err), "interrupted (signal %d)", (int)interrupted);
-        rc = TN_TIMEOUT;
+        rc = tn_errf(j.err, sizeof(j.err), TN_TIMEOUT, "interrupted (signal %d)", (int)interrupted);
         goto failed;
     }
     stepf(&j, "opening the source");
@@ -577,7 +574,8 @@ int ops_move(ops_env *e, const char *slug, const ops_move_opts *o, ops_moved *ou
         stepf(&j, "listing the source's tables");
         rc = target_tables(sdb, &src, table_cb, &tl);
         if (rc != TN_OK)
-            snprintf(j.err, sizeof(j.err), "%s", tl.full ? "too many tables" : tn_db_error(sdb));
+            rc = tn_errf(j.err, sizeof(j.err), rc, "%s",
+                         tl.full ? "too many tables" : tn_db_error(sdb));
     }
     for (int i = 0; i < tl.n && rc == TN_OK; i++) {
         stepf(&j, "locking table %s of the source", tl.names[i]);
@@ -622,8 +620,7 @@ int ops_move(ops_env *e, const char *slug, const ops_move_opts *o, ops_moved *ou
         rc = give_target(&j);
     }
     if (rc == TN_OK && interrupted) {
-        snprintf(j.err, sizeof(j.err), "interrupted (signal %d)", (int)interrupted);
-        rc = TN_TIMEOUT;
+        rc = tn_errf(j.err, sizeof(j.err), TN_TIMEOUT, "interrupted (signal %d)", (int)interrupted);
     }
     if (rc == TN_OK) {
         stepf(&j, "switching the registry");
@@ -703,12 +700,10 @@ static int domains_cb(void *ctx, const tenant_rec *t, const registry_domain *d, 
 static int drain_buf(buf *b, FILE *f, char *err, size_t errlen)
 {
     if (b->oom) {
-        snprintf(err, errlen, "out of memory");
-        return TN_NOMEM;
+        return tn_errf(err, errlen, TN_NOMEM, "out of memory");
     }
     if (b->len > 0 && fwrite(b->p, 1, b->len, f) != b->len) {
-        snprintf(err, errlen, "cannot write the dump: %s", strerror(errno));
-        return TN_IO;
+        return tn_errf(err, errlen, TN_IO, "cannot write the dump: %s", strerror(errno));
     }
     buf_reset(b);
     return TN_OK;
@@ -760,7 +755,8 @@ int ops_export(ops_env *e, const char *slug, const char *file, FILE *stream,
         step = "listing the tables";
         rc = target_tables(sdb, &src, table_cb, &tl);
         if (rc != TN_OK)
-            snprintf(err, sizeof(err), "%s", tl.full ? "too many tables" : tn_db_error(sdb));
+            rc = tn_errf(err, sizeof(err), rc, "%s",
+                         tl.full ? "too many tables" : tn_db_error(sdb));
     }
     char version[MIGRATE_VERSION_MAX + 32] = "";
     if (rc == TN_OK) {
@@ -776,10 +772,9 @@ int ops_export(ops_env *e, const char *slug, const char *file, FILE *stream,
         snprintf(tmp, sizeof(tmp), "%s.tmp%ld", file, (long)getpid());
         f = fopen(tmp, "w");
         if (f == NULL) {
-            snprintf(err, sizeof(err), "cannot create %s: %s", tmp, strerror(errno));
+            rc = tn_errf(err, sizeof(err), TN_IO, "cannot create %s: %s", tmp, strerror(errno));
             step = "opening the output";
             tmp[0] = '\0';
-            rc = TN_IO;
             goto failed;
         }
     } else {
@@ -819,18 +814,17 @@ int ops_export(ops_env *e, const char *slug, const char *file, FILE *stream,
         if (rc == TN_DONE) {
             rc = TN_OK;
             if (n != want) {
-                snprintf(err, sizeof(err), "%lld rows read, %lld counted", (long long)n,
-                         (long long)want);
-                rc = TN_INVALID;
+                rc = tn_errf(err, sizeof(err), TN_INVALID,
+                             "%lld rows read, %lld counted", (long long)n, (long long)want);
             }
         }
         if (rc == TN_OK)
             tell_rows(e, def->name, n, want, tstart, true, i + 1, tl.n);
         total += n;
         if (rc != TN_OK) {
-            char e2[1100];
-            snprintf(e2, sizeof(e2), "table %.64s: %.900s", tl.names[i], err);
-            snprintf(err, sizeof(err), "%.1000s", e2);
+            char cause[sizeof(err)];
+            str_copy(cause, sizeof(cause), err);   /* err is written over with it */
+            rc = tn_errf(err, sizeof(err), rc, "table %.64s: %.900s", tl.names[i], cause);
         }
     }
     if (rc == TN_OK) {
@@ -839,17 +833,14 @@ int ops_export(ops_env *e, const char *slug, const char *file, FILE *stream,
         rc = drain_buf(&b, f, err, sizeof(err));
     }
     if (rc == TN_OK && fflush(f) != 0) {
-        snprintf(err, sizeof(err), "cannot write the dump: %s", strerror(errno));
-        rc = TN_IO;
+        rc = tn_errf(err, sizeof(err), TN_IO, "cannot write the dump: %s", strerror(errno));
     }
     if (rc == TN_OK && file != NULL) {
         if (fsync(fileno(f)) != 0 || fclose(f) != 0) {
-            snprintf(err, sizeof(err), "cannot write %s: %s", file, strerror(errno));
-            rc = TN_IO;
+            rc = tn_errf(err, sizeof(err), TN_IO, "cannot write %s: %s", file, strerror(errno));
         } else if (rename(tmp, file) != 0) {
-            snprintf(err, sizeof(err), "cannot rename %s to %s: %s", tmp, file,
-                     strerror(errno));
-            rc = TN_IO;
+            rc = tn_errf(err, sizeof(err), TN_IO, "cannot rename %s to %s: %s", tmp, file,
+                         strerror(errno));
         } else {
             tmp[0] = '\0';
         }
@@ -1004,8 +995,7 @@ int ops_import(ops_env *e, FILE *f, const char *label, const ops_import_opts *o,
         rc = give_target(&j);
     }
     if (rc == TN_OK && interrupted) {
-        snprintf(j.err, sizeof(j.err), "interrupted (signal %d)", (int)interrupted);
-        rc = TN_TIMEOUT;
+        rc = tn_errf(j.err, sizeof(j.err), TN_TIMEOUT, "interrupted (signal %d)", (int)interrupted);
     }
     if (rc == TN_OK && h->migration_version != NULL && h->migration_version[0] != '\0') {
         stepf(&j, "recording the migration version");

@@ -167,11 +167,11 @@ static void reap(ops_runner *j)
             if (j->busy[w] >= 0) {
                 char why[96];
                 if (WIFSIGNALED(st))
-                    snprintf(why, sizeof(why), "its worker was killed by signal %d",
-                             WTERMSIG(st));
+                    tn_errf(why, sizeof(why), TN_ERR, "its worker was killed by signal %d",
+                            WTERMSIG(st));
                 else
-                    snprintf(why, sizeof(why), "its worker exited (status %d)",
-                             WEXITSTATUS(st));
+                    tn_errf(why, sizeof(why), TN_ERR, "its worker exited (status %d)",
+                            WEXITSTATUS(st));
                 j->ops->lost(j->ctx, j->busy[w], why);
                 j->done++;
                 j->failed++;

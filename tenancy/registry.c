@@ -18,7 +18,6 @@
 #include "tenancy/gen.h"
 #include "tenancy/lookup.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,15 +114,6 @@ static int schema_for(bool pg, buf *b)
     return b->oom ? TN_NOMEM : TN_OK;
 }
 
-static void fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* PostgreSQL: the registry's tables live in schema "tenancy". A session setting, so it is
  * set again after every reconnect (db_reset may PQreset: a new backend forgets it). */
 static int set_search_path(registry *r)
@@ -147,8 +137,7 @@ int registry_open(const char *uri, const char *gen_path, registry **out, char *e
     *out = NULL;
     registry *r = calloc(1, sizeof(*r));
     if (r == NULL) {
-        fail(err, errlen, "out of memory");
-        return TN_NOMEM;
+        return tn_errf(err, errlen, TN_NOMEM, "out of memory");
     }
     db_options opt = {.busy_timeout_ms = 5000};
     int rc = db_open(uri, &opt, &r->db, err, errlen);
@@ -159,7 +148,7 @@ int registry_open(const char *uri, const char *gen_path, registry **out, char *e
     r->pg = strcmp(tn_db_backend(r->db), "postgres") == 0;
     rc = set_search_path(r);
     if (rc != TN_OK) {
-        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+        rc = tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
         db_close(r->db);
         free(r);
         return rc;
@@ -176,7 +165,7 @@ int registry_defer_sync(registry *r, char *err, size_t errlen)
 {
     int rc = db_defer_sync(r->db, true);
     if (rc != TN_OK)
-        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+        rc = tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
     return rc;
 }
 
@@ -184,7 +173,7 @@ int registry_flush(registry *r, char *err, size_t errlen)
 {
     int rc = db_flush(r->db);
     if (rc != TN_OK)
-        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+        rc = tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
     return rc;
 }
 
@@ -239,13 +228,14 @@ int registry_init(registry *r, char *err, size_t errlen)
     buf sql = BUF_INIT;
     int rc = schema_for(r->pg, &sql);
     if (rc != TN_OK) {
-        tn_errf(err, errlen, rc, "registry: %s", rc == TN_NOMEM ? "out of memory"
-                                                 : "the schema has a word the dialects lack");
+        rc = tn_errf(err, errlen, rc, "registry: %s", rc == TN_NOMEM ? "out of memory"
+                                                      : "the schema has a word the dialects lack");
         goto done;
     }
     rc = db_exec_script(r->db, sql.p);
     if (rc != TN_OK) {
-        tn_errf(err, errlen, rc, "registry: cannot create the tables: %s", tn_db_error(r->db));
+        rc = tn_errf(err, errlen, rc, "registry: cannot create the tables: %s",
+                     tn_db_error(r->db));
         goto done;
     }
     if (r->gen_path != NULL && (gen_of(r, true) == NULL || !r->gen_writable))
@@ -264,11 +254,10 @@ int registry_ready(registry *r, char *err, size_t errlen)
     if (rc == TN_OK)
         return TN_OK;
     if (rc == TN_IO) {
-        fail(err, errlen, "registry: %s", tn_db_error(r->db));
-        return rc;
+        return tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
     }
-    fail(err, errlen, "the registry is not initialised (run 'tenancy init')");
-    return TN_NOTFOUND;
+    return tn_errf(err, errlen, TN_NOTFOUND,
+                   "the registry is not initialised (run 'tenancy init')");
 }
 
 /* After a committed change: every worker of this host and (PostgreSQL) every other host. */
@@ -366,14 +355,13 @@ static int run_tx(registry *r, int (*fn)(registry *, void *, char *, size_t), vo
 {
     int rc = tn_db_begin(r->db);
     if (rc != TN_OK) {
-        fail(err, errlen, "registry: %s", tn_db_error(r->db));
-        return rc;
+        return tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
     }
     rc = fn(r, arg, err, errlen);
     if (rc == TN_OK) {
         rc = tn_db_commit(r->db);
         if (rc != TN_OK)
-            fail(err, errlen, "registry: commit failed: %s", tn_db_error(r->db));
+            rc = tn_errf(err, errlen, rc, "registry: commit failed: %s", tn_db_error(r->db));
     } else {
         tn_db_rollback(r->db);
     }
@@ -395,7 +383,7 @@ static int exec(registry *r, char *err, size_t errlen, const char *sql, int n,
 {
     int rc = tn_db_exec(r->db, sql, n, p);
     if (rc != TN_OK && rc != TN_EXISTS)
-        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+        rc = tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
     return rc;
 }
 
@@ -405,9 +393,9 @@ static int id_of(registry *r, const char *slug, char *id, size_t idlen, char *er
     const char *p[] = {slug};
     int rc = db_query_value(r->db, id, idlen, "SELECT id FROM tenants WHERE slug = $1", 1, p);
     if (rc == TN_NOTFOUND)
-        fail(err, errlen, "no tenant '%s'", slug);
+        rc = tn_errf(err, errlen, rc, "no tenant '%s'", slug);
     else if (rc != TN_OK)
-        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+        rc = tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
     return rc;
 }
 
@@ -432,20 +420,19 @@ static bool text_ok(const char *s, bool allow_control)
 static int setting_check(const char *key, const char *value, char *err, size_t errlen)
 {
     if (key == NULL || key[0] == '\0' || strlen(key) > SETTING_KEY_MAX) {
-        fail(err, errlen, "a setting needs a key of 1 to %d bytes", SETTING_KEY_MAX);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "a setting needs a key of 1 to %d bytes", SETTING_KEY_MAX);
     }
     if (!text_ok(key, false)) {
-        fail(err, errlen, "invalid setting key: UTF-8 text without control characters");
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "invalid setting key: UTF-8 text without control characters");
     }
     if (value != NULL && strlen(value) > SETTING_VALUE_MAX) {
-        fail(err, errlen, "the value of setting '%s' is over %d bytes", key, SETTING_VALUE_MAX);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "the value of setting '%s' is over %d bytes", key, SETTING_VALUE_MAX);
     }
     if (value != NULL && !text_ok(value, true)) {
-        fail(err, errlen, "the value of setting '%s' is not UTF-8 text", key);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID, "the value of setting '%s' is not UTF-8 text", key);
     }
     return TN_OK;
 }
@@ -466,8 +453,7 @@ static int settings_write(const tenant_setting *s, int n, buf *b, char *err, siz
     }
     buf_putc(b, '}');
     if (b->oom) {
-        fail(err, errlen, "out of memory");
-        return TN_NOMEM;
+        return tn_errf(err, errlen, TN_NOMEM, "out of memory");
     }
     return TN_OK;
 }
@@ -479,15 +465,14 @@ static int settings_canonical(const char *json, buf *b, char *err, size_t errlen
 {
     arena *a = arena_create(4096);
     if (a == NULL) {
-        fail(err, errlen, "out of memory");
-        return TN_NOMEM;
+        return tn_errf(err, errlen, TN_NOMEM, "out of memory");
     }
     tenant_setting *s = NULL;
     int n = settings_parse(json, &s, arena_cb, a);
     int rc;
     if (n < 0) {
-        fail(err, errlen, "settings must be a flat JSON object of strings, numbers and booleans");
-        rc = TN_INVALID;
+        rc = tn_errf(err, errlen, TN_INVALID,
+                     "settings must be a flat JSON object of strings, numbers and booleans");
     } else {
         rc = settings_write(s, n, b, err, errlen);
     }
@@ -505,7 +490,7 @@ static int owner_of(registry *r, const char *domain, char *owner, size_t ownerle
                             "SELECT t.slug FROM domains d JOIN tenants t ON t.id = d.tenant_id "
                             "WHERE d.domain = $1", 1, q);
     if (rc != TN_OK && rc != TN_NOTFOUND)
-        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+        rc = tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
     return rc;
 }
 
@@ -519,8 +504,8 @@ static int insert_domain(registry *r, const char *domain, const char *id, bool p
     char owner[128];
     int rc = owner_of(r, domain, owner, sizeof(owner), err, errlen);
     if (rc == TN_OK) {
-        fail(err, errlen, "domain '%s' already belongs to '%s'", domain, owner);
-        return TN_EXISTS;
+        return tn_errf(err, errlen, TN_EXISTS,
+                       "domain '%s' already belongs to '%s'", domain, owner);
     }
     if (rc != TN_NOTFOUND)
         return rc;
@@ -528,7 +513,7 @@ static int insert_domain(registry *r, const char *domain, const char *id, bool p
     rc = exec(r, err, errlen,
               "INSERT INTO domains (domain, tenant_id, is_primary) VALUES ($1, $2, $3)", 3, p);
     if (rc == TN_EXISTS)
-        fail(err, errlen, "domain '%s' is taken", domain);
+        rc = tn_errf(err, errlen, rc, "domain '%s' is taken", domain);
     return rc;
 }
 
@@ -536,8 +521,7 @@ static int insert_domain(registry *r, const char *domain, const char *id, bool p
 static int domain_norm(const char *in, char *norm, size_t normlen, char *err, size_t errlen)
 {
     if (in == NULL || strchr(in, ':') != NULL || tenant_host_normalise(in, norm, normlen) == 0) {
-        fail(err, errlen, "invalid domain '%s'", in ? in : "");
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID, "invalid domain '%s'", in ? in : "");
     }
     return TN_OK;
 }
@@ -566,8 +550,7 @@ static int do_create(registry *r, void *arg, char *err, size_t errlen)
                   "max_workers, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)",
                   8, p);
     if (rc == TN_EXISTS) {
-        fail(err, errlen, "slug '%s' is taken", t->slug);
-        return rc;
+        return tn_errf(err, errlen, rc, "slug '%s' is taken", t->slug);
     }
     if (rc != TN_OK)
         return rc;
@@ -586,37 +569,34 @@ static int do_create(registry *r, void *arg, char *err, size_t errlen)
 int registry_create(registry *r, const registry_new *t, int64_t *id, char *err, size_t errlen)
 {
     if (!tenant_slug_valid(t->slug)) {
-        fail(err, errlen, "invalid slug '%s': use 1-63 of a-z, 0-9 and '-', not at the ends",
-             t->slug ? t->slug : "");
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "invalid slug '%s': use 1-63 of a-z, 0-9 and '-', not at the ends",
+                       t->slug ? t->slug : "");
     }
     if (t->name == NULL || t->name[0] == '\0' || strlen(t->name) > NAME_MAX_BYTES) {
-        fail(err, errlen, "a tenant needs a name of 1 to %d bytes", NAME_MAX_BYTES);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "a tenant needs a name of 1 to %d bytes", NAME_MAX_BYTES);
     }
     /* The name is shown in terminals, logs and the admin panel: text only. */
     if (!text_ok(t->name, false)) {
-        fail(err, errlen, "invalid name for '%s': UTF-8 text without control characters",
-             t->slug);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "invalid name for '%s': UTF-8 text without control characters",
+                       t->slug);
     }
     if (t->state != TENANT_ACTIVE && t->state != TENANT_PROVISIONING) {
-        fail(err, errlen, "a new tenant is active or provisioning, not %s",
-             tenant_state_name(t->state));
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID, "a new tenant is active or provisioning, not %s",
+                       tenant_state_name(t->state));
     }
     if (t->max_workers < 0 || t->max_workers > MAX_WORKERS_MAX) {
-        fail(err, errlen, "max_workers must be between 0 and %d", MAX_WORKERS_MAX);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "max_workers must be between 0 and %d", MAX_WORKERS_MAX);
     }
     if (t->ndomains < 0 || (t->ndomains > 0 && t->domains == NULL)) {
-        fail(err, errlen, "registry_create: bad domain list");
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID, "registry_create: bad domain list");
     }
     char (*norm)[256] = t->ndomains > 0 ? calloc((size_t)t->ndomains, sizeof(*norm)) : NULL;
     if (t->ndomains > 0 && norm == NULL) {
-        fail(err, errlen, "out of memory");
-        return TN_NOMEM;
+        return tn_errf(err, errlen, TN_NOMEM, "out of memory");
     }
     buf settings = BUF_INIT;
     int rc = TN_OK;
@@ -624,8 +604,7 @@ int registry_create(registry *r, const registry_new *t, int64_t *id, char *err, 
         rc = domain_norm(t->domains[i], norm[i], sizeof(norm[i]), err, errlen);
         for (int j = 0; j < i && rc == TN_OK; j++)
             if (strcmp(norm[i], norm[j]) == 0) {
-                fail(err, errlen, "domain '%s' is given twice", norm[i]);
-                rc = TN_INVALID;
+                rc = tn_errf(err, errlen, TN_INVALID, "domain '%s' is given twice", norm[i]);
             }
     }
     if (rc == TN_OK)
@@ -655,8 +634,7 @@ static int do_update(registry *r, void *arg, char *err, size_t errlen)
     struct upd_arg *a = arg;
     int rc = exec(r, err, errlen, a->sql, a->n, a->p);
     if (rc == TN_OK && tn_db_changes(r->db) == 0) {
-        fail(err, errlen, "no tenant '%s'", a->slug);
-        return TN_NOTFOUND;
+        return tn_errf(err, errlen, TN_NOTFOUND, "no tenant '%s'", a->slug);
     }
     return rc;
 }
@@ -664,8 +642,7 @@ static int do_update(registry *r, void *arg, char *err, size_t errlen)
 int registry_set_state(registry *r, const char *slug, int state, char *err, size_t errlen)
 {
     if (state < 0 || state >= TENANT_NSTATES) {
-        fail(err, errlen, "invalid state");
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID, "invalid state");
     }
     char now[24];
     snprintf(now, sizeof(now), "%lld", (long long)now_s());
@@ -682,8 +659,8 @@ int registry_set_storage(registry *r, const char *slug, const char *placement,
                          const char *storage, char *err, size_t errlen)
 {
     if (placement == NULL || storage == NULL) {
-        fail(err, errlen, "registry_set_storage: placement and storage are required");
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "registry_set_storage: placement and storage are required");
     }
     char now[24];
     snprintf(now, sizeof(now), "%lld", (long long)now_s());
@@ -697,8 +674,8 @@ int registry_set_max_workers(registry *r, const char *slug, int max_workers, cha
                              size_t errlen)
 {
     if (max_workers < 0 || max_workers > MAX_WORKERS_MAX) {
-        fail(err, errlen, "max_workers must be between 0 and %d", MAX_WORKERS_MAX);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "max_workers must be between 0 and %d", MAX_WORKERS_MAX);
     }
     char now[24], mw[16];
     snprintf(now, sizeof(now), "%lld", (long long)now_s());
@@ -720,24 +697,21 @@ static int do_setting(registry *r, void *arg, char *err, size_t errlen)
     int rc = db_query_value(r->db, cur, sizeof(cur), "SELECT settings FROM tenants WHERE slug = $1",
                             1, p);
     if (rc == TN_NOTFOUND) {
-        fail(err, errlen, "no tenant '%s'", a->slug);
-        return rc;
+        return tn_errf(err, errlen, rc, "no tenant '%s'", a->slug);
     }
     if (rc != TN_OK) {
-        fail(err, errlen, "registry: %s", tn_db_error(r->db));
-        return rc;
+        return tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
     }
     tenant_rec *t = tenant_rec_new(0, a->slug, "x", 0, "", "", 0, 0, 0, cur);
     if (t == NULL) {
-        fail(err, errlen, "the stored settings of '%s' are not a flat JSON object", a->slug);
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "the stored settings of '%s' are not a flat JSON object", a->slug);
     }
     /* The new list: the old one with the key replaced, inserted in order, or removed. */
     tenant_setting *s = malloc(((size_t)t->nsettings + 1) * sizeof(*s));
     if (s == NULL) {
         free(t);
-        fail(err, errlen, "out of memory");
-        return TN_NOMEM;
+        return tn_errf(err, errlen, TN_NOMEM, "out of memory");
     }
     int n = 0;
     bool found = false, placed = a->value == NULL;
@@ -755,8 +729,7 @@ static int do_setting(registry *r, void *arg, char *err, size_t errlen)
     if (!placed)
         s[n++] = (tenant_setting){a->key, a->value};
     if (a->value == NULL && !found) {
-        fail(err, errlen, "tenant '%s' has no setting '%s'", a->slug, a->key);
-        rc = TN_NOTFOUND;
+        rc = tn_errf(err, errlen, TN_NOTFOUND, "tenant '%s' has no setting '%s'", a->slug, a->key);
     } else {
         buf b = BUF_INIT;
         rc = settings_write(s, n, &b, err, errlen);
@@ -800,8 +773,8 @@ static int do_domain_add(registry *r, void *arg, char *err, size_t errlen)
     const char *p0[] = {id};
     rc = owner_of(r, a->domain, owner, sizeof(owner), err, errlen);
     if (rc == TN_OK && (!a->primary || strcmp(owner, a->slug) != 0)) {
-        fail(err, errlen, "domain '%s' already belongs to '%s'", a->domain, owner);
-        return TN_EXISTS;
+        return tn_errf(err, errlen, TN_EXISTS,
+                       "domain '%s' already belongs to '%s'", a->domain, owner);
     }
     if (rc != TN_OK && rc != TN_NOTFOUND)
         return rc;
@@ -813,8 +786,7 @@ static int do_domain_add(registry *r, void *arg, char *err, size_t errlen)
                             "SELECT count(*) FROM domains WHERE tenant_id = $1 AND is_primary = 1",
                             1, p0);
         if (rc != TN_OK) {
-            fail(err, errlen, "registry: %s", tn_db_error(r->db));
-            return rc;
+            return tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
         }
         primary = atoll(n) == 0;
     }
@@ -849,8 +821,7 @@ static int do_domain_remove(registry *r, void *arg, char *err, size_t errlen)
     int rc = tn_db_query(r->db, &rows, "SELECT tenant_id, is_primary FROM domains WHERE domain = $1",
                          1, p);
     if (rc != TN_OK) {
-        fail(err, errlen, "registry: %s", tn_db_error(r->db));
-        return rc;
+        return tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
     }
     char id[24] = "";
     bool was_primary = false;
@@ -861,12 +832,10 @@ static int do_domain_remove(registry *r, void *arg, char *err, size_t errlen)
     }
     tn_rows_free(rows);
     if (rc == TN_DONE) {
-        fail(err, errlen, "no domain '%s'", a->domain);
-        return TN_NOTFOUND;
+        return tn_errf(err, errlen, TN_NOTFOUND, "no domain '%s'", a->domain);
     }
     if (rc != TN_OK) {
-        fail(err, errlen, "registry: %s", tn_db_error(r->db));
-        return rc;
+        return tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
     }
     rc = exec(r, err, errlen, "DELETE FROM domains WHERE domain = $1", 1, p);
     if (rc == TN_OK && was_primary) {
@@ -1022,8 +991,7 @@ int registry_set_migration(registry *r, const char *slug, const char *version,
     registry_migration_update u = {slug, version, last_error, TN_OK};
     int rc = registry_set_migrations(r, &u, 1, err, errlen);
     if (rc == TN_OK && u.rc == TN_NOTFOUND) {
-        fail(err, errlen, "no tenant '%s'", slug);
-        return TN_NOTFOUND;
+        return tn_errf(err, errlen, TN_NOTFOUND, "no tenant '%s'", slug);
     }
     return rc;
 }
@@ -1055,9 +1023,9 @@ int registry_set_migrations(registry *r, registry_migration_update *u, int n, ch
 {
     for (int i = 0; i < n; i++)
         if (u[i].slug == NULL || u[i].version == NULL || u[i].last_error == NULL) {
-            fail(err, errlen, "registry_set_migrations: slug, version and last_error are "
-                              "required");
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID,
+                           "registry_set_migrations: slug, version and last_error are "
+                           "required");
         }
     char now[24];
     snprintf(now, sizeof(now), "%lld", (long long)now_s());
@@ -1069,8 +1037,8 @@ int registry_provisioned(registry *r, const char *slug, const char *version, int
                          char *err, size_t errlen)
 {
     if (version == NULL || state < 0 || state >= TENANT_NSTATES) {
-        fail(err, errlen, "registry_provisioned: a version and a valid state are required");
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID,
+                       "registry_provisioned: a version and a valid state are required");
     }
     char now[24];
     snprintf(now, sizeof(now), "%lld", (long long)now_s());
@@ -1179,8 +1147,7 @@ static int life_row(registry *r, const char *slug, int *state, int64_t *deleted_
     int rc = tn_db_query(r->db, &rows, "SELECT id, state, deleted_at FROM tenants WHERE slug = $1",
                          1, p);
     if (rc != TN_OK) {
-        fail(err, errlen, "registry: %s", tn_db_error(r->db));
-        return rc;
+        return tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
     }
     rc = tn_rows_next(rows);
     if (rc == TN_OK) {
@@ -1190,10 +1157,9 @@ static int life_row(registry *r, const char *slug, int *state, int64_t *deleted_
         *state = st < 0 ? TENANT_SUSPENDED : st;
         *deleted_at = i64_or(tn_rows_get(rows, 2), -1);
     } else if (rc == TN_DONE) {
-        fail(err, errlen, "no tenant '%s'", slug);
-        rc = TN_NOTFOUND;
+        rc = tn_errf(err, errlen, TN_NOTFOUND, "no tenant '%s'", slug);
     } else {
-        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+        rc = tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
     }
     tn_rows_free(rows);
     return rc;
@@ -1209,7 +1175,7 @@ int registry_life_get(registry *r, const char *slug, registry_life *out, char *e
                          "SELECT state, updated_at, deleted_at, migration_version FROM tenants "
                          "WHERE slug = $1", 1, p);
     if (rc != TN_OK) {
-        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+        rc = tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
         if (rc == TN_IO)
             reconnect(r);
         return rc;
@@ -1223,10 +1189,9 @@ int registry_life_get(registry *r, const char *slug, registry_life *out, char *e
         snprintf(out->migration_version, sizeof(out->migration_version), "%s",
                  tn_rows_get(rows, 3) ? tn_rows_get(rows, 3) : "");
     } else if (rc == TN_DONE) {
-        fail(err, errlen, "no tenant '%s'", slug);
-        rc = TN_NOTFOUND;
+        rc = tn_errf(err, errlen, TN_NOTFOUND, "no tenant '%s'", slug);
     } else {
-        fail(err, errlen, "registry: %s", tn_db_error(r->db));
+        rc = tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
     }
     tn_rows_free(rows);
     return rc;
@@ -1250,8 +1215,8 @@ static int do_cas(registry *r, void *arg, char *err, size_t errlen)
     if (rc != TN_OK)
         return rc;
     if (!(a->from & (1u << a->was))) {
-        fail(err, errlen, "tenant '%s' is %s", a->slug, tenant_state_name(a->was));
-        return TN_BUSY;
+        return tn_errf(err, errlen, TN_BUSY,
+                       "tenant '%s' is %s", a->slug, tenant_state_name(a->was));
     }
     char now[24];
     snprintf(now, sizeof(now), "%lld", (long long)now_s());
@@ -1261,8 +1226,7 @@ static int do_cas(registry *r, void *arg, char *err, size_t errlen)
               "UPDATE tenants SET state = $1, updated_at = $2, deleted_at = $3 "
               "WHERE slug = $4 AND state = $5", 5, p);
     if (rc == TN_OK && tn_db_changes(r->db) == 0) {
-        fail(err, errlen, "tenant '%s' changed meanwhile; try again", a->slug);
-        return TN_BUSY;
+        return tn_errf(err, errlen, TN_BUSY, "tenant '%s' changed meanwhile; try again", a->slug);
     }
     return rc;
 }
@@ -1271,8 +1235,7 @@ int registry_set_state_if(registry *r, const char *slug, unsigned from, int to, 
                           char *err, size_t errlen)
 {
     if (to < 0 || to >= TENANT_NSTATES) {
-        fail(err, errlen, "invalid state");
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID, "invalid state");
     }
     struct cas_arg a = {slug, from, to, -1};
     int rc = in_tx(r, do_cas, &a, err, errlen);
@@ -1303,10 +1266,10 @@ static int do_switch(registry *r, void *arg, char *err, size_t errlen)
     int64_t deleted_at;
     rc = life_row(r, a->slug, &st, &deleted_at, NULL, 0, err, errlen);
     if (rc == TN_OK) {
-        fail(err, errlen, "tenant '%s' is no longer moving from %s (it is %s): someone changed "
-                          "it during the move", a->slug, a->from_placement,
-             tenant_state_name(st));
-        rc = TN_BUSY;
+        rc = tn_errf(err, errlen, TN_BUSY,
+                     "tenant '%s' is no longer moving from %s (it is %s): someone changed "
+                     "it during the move", a->slug, a->from_placement,
+                     tenant_state_name(st));
     }
     return rc;
 }
@@ -1317,8 +1280,7 @@ int registry_switch_storage(registry *r, const char *slug, const char *from_plac
 {
     if (state < 0 || state >= TENANT_NSTATES || placement == NULL || storage == NULL ||
         from_placement == NULL || from_storage == NULL) {
-        fail(err, errlen, "registry_switch_storage: bad arguments");
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID, "registry_switch_storage: bad arguments");
     }
     struct switch_arg a = {slug, from_placement, from_storage, placement, storage, state};
     return in_tx(r, do_switch, &a, err, errlen);
@@ -1338,18 +1300,17 @@ static int do_restore(registry *r, void *arg, char *err, size_t errlen)
     if (rc != TN_OK)
         return rc;
     if (st != TENANT_DELETING) {
-        fail(err, errlen, "tenant '%s' is not deleted (it is %s)", a->slug,
-             tenant_state_name(st));
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID, "tenant '%s' is not deleted (it is %s)", a->slug,
+                       tenant_state_name(st));
     }
     if (deleted_at == 0) {
-        fail(err, errlen, "tenant '%s' is being purged: it cannot be restored", a->slug);
-        return TN_BUSY;
+        return tn_errf(err, errlen, TN_BUSY,
+                       "tenant '%s' is being purged: it cannot be restored", a->slug);
     }
     if (deleted_at <= a->not_before) {
-        fail(err, errlen, "the grace period of tenant '%s' is over: it can only be purged",
-             a->slug);
-        return TN_TIMEOUT;
+        return tn_errf(err, errlen, TN_TIMEOUT,
+                       "the grace period of tenant '%s' is over: it can only be purged",
+                       a->slug);
     }
     char now[24], was[24];
     snprintf(now, sizeof(now), "%lld", (long long)now_s());
@@ -1359,8 +1320,7 @@ static int do_restore(registry *r, void *arg, char *err, size_t errlen)
               "UPDATE tenants SET state = 'active', updated_at = $1, deleted_at = NULL "
               "WHERE slug = $2 AND state = 'deleting' AND deleted_at = $3", 3, p);
     if (rc == TN_OK && tn_db_changes(r->db) == 0) {
-        fail(err, errlen, "tenant '%s' changed meanwhile; try again", a->slug);
-        return TN_BUSY;
+        return tn_errf(err, errlen, TN_BUSY, "tenant '%s' changed meanwhile; try again", a->slug);
     }
     return rc;
 }
@@ -1388,15 +1348,14 @@ static int do_tomb(registry *r, void *arg, char *err, size_t errlen)
     if (rc != TN_OK)
         return rc;
     if (st != TENANT_DELETING) {
-        fail(err, errlen, "tenant '%s' is not deleted (it is %s)", a->slug,
-             tenant_state_name(st));
-        return TN_INVALID;
+        return tn_errf(err, errlen, TN_INVALID, "tenant '%s' is not deleted (it is %s)", a->slug,
+                       tenant_state_name(st));
     }
     const char *p[] = {id};
     if (a->remove) {
         if (deleted_at != 0) {
-            fail(err, errlen, "tenant '%s' is not a tombstone: purge it first", a->slug);
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID,
+                           "tenant '%s' is not a tombstone: purge it first", a->slug);
         }
         rc = exec(r, err, errlen, "DELETE FROM domains WHERE tenant_id = $1", 1, p);
         if (rc == TN_OK)
@@ -1405,9 +1364,9 @@ static int do_tomb(registry *r, void *arg, char *err, size_t errlen)
         return rc;
     }
     if (deleted_at != 0 && deleted_at > a->deleted_before) {
-        fail(err, errlen, "tenant '%s' was deleted too recently: its grace period is not over",
-             a->slug);
-        return TN_TIMEOUT;
+        return tn_errf(err, errlen, TN_TIMEOUT,
+                       "tenant '%s' was deleted too recently: its grace period is not over",
+                       a->slug);
     }
     char now[24];
     snprintf(now, sizeof(now), "%lld", (long long)now_s());
