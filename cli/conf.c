@@ -5,10 +5,10 @@
  */
 #include "core/first.h"
 #include "cli/conf.h"
+#include "core/buf.h"
 #include "core/rc.h"
 #include "tenancy/operators.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #define OFF(f) offsetof(cli_config, f)
@@ -36,41 +36,29 @@ static int other_key(void *obj, const char *key, const char *value, arena *a, ch
     return rc == TN_NOTFOUND ? TN_OK : rc;
 }
 
-static int fail(conf_error *err, const char *path, const char *msg)
-{
-    snprintf(err->file, sizeof(err->file), "%s", path);
-    err->line = 0;
-    snprintf(err->msg, sizeof(err->msg), "%s", msg);
-    return TN_INVALID;
-}
-
 cli_config *cli_config_load(const char *path, conf_error *err)
 {
+    cli_config *c = NULL;
     arena *a = arena_create(8192);
-    if (a == NULL) {
-        fail(err, path, "out of memory");
-        return NULL;
-    }
-    cli_config *c = arena_calloc(a, sizeof(*c));
-    if (c == NULL) {
-        fail(err, path, "out of memory");
-        goto fail;
+    if (a == NULL || (c = arena_calloc(a, sizeof(*c))) == NULL) {
+        tn_errf(err->msg, sizeof(err->msg), TN_NOMEM, "out of memory");
+        goto whole_file;
     }
     c->arena = a;
     conf_target targets[] = {{cli_config_table, c}, {tenancy_config_table, &c->tenancy}};
     if (conf_load_targets(targets, 2, path, a, other_key, err) != TN_OK)
         goto fail;
-    char msg[512];
-    if (tenancy_config_finish(&c->tenancy, a, msg, sizeof(msg)) != TN_OK) {
-        fail(err, path, msg);
-        goto fail;
-    }
+    if (tenancy_config_finish(&c->tenancy, a, err->msg, sizeof(err->msg)) != TN_OK)
+        goto whole_file;
     c->password_file = operators_file(c->password_file_text, c->tenancy.state_dir, a);
     if (c->password_file == NULL) {
-        fail(err, path, "out of memory");
-        goto fail;
+        tn_errf(err->msg, sizeof(err->msg), TN_NOMEM, "out of memory");
+        goto whole_file;
     }
     return c;
+whole_file:   /* the message is about the file as a whole, not one of its lines */
+    str_copy(err->file, sizeof(err->file), path);
+    err->line = 0;
 fail:
     arena_destroy(a);
     return NULL;

@@ -165,7 +165,7 @@ int cli_fail(cli *c, int rc, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->err, sizeof(c->err), fmt, ap);
+    tn_verrf(c->err, sizeof(c->err), rc, fmt, ap);
     va_end(ap);
     c->code = cli_rc_code(rc);
     return CLI_EXIT_FAIL;
@@ -175,7 +175,7 @@ int cli_usage(cli *c, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->err, sizeof(c->err), fmt, ap);
+    tn_verrf(c->err, sizeof(c->err), TN_INVALID, fmt, ap);
     va_end(ap);
     c->code = "usage";
     return CLI_EXIT_USAGE;

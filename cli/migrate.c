@@ -33,10 +33,10 @@ static void print_json(cli *c, const ops_migrate_report *r, int canary)
     if (!ok) {
         char msg[160];
         if (n[OPS_M_FAILED] > 0)
-            snprintf(msg, sizeof(msg), "%d tenant%s failed", n[OPS_M_FAILED],
-                     n[OPS_M_FAILED] == 1 ? "" : "s");
+            tn_errf(msg, sizeof(msg), TN_ERR, "%d tenant%s failed", n[OPS_M_FAILED],
+                    n[OPS_M_FAILED] == 1 ? "" : "s");
         else
-            snprintf(msg, sizeof(msg), "stopped (%s)", r->stopped);
+            tn_errf(msg, sizeof(msg), TN_ERR, "stopped (%s)", r->stopped);
         buf_puts(b, ",\"error\":");
         buf_json_str(b, msg);
         buf_puts(b, ",\"code\":\"error\"");

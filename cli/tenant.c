@@ -292,8 +292,8 @@ static void bulk_json(cli *c, const bulk *b, const int *cnt, double secs)
     buf_puts(o, ok ? "true" : "false");
     if (!ok) {
         char msg[160];
-        snprintf(msg, sizeof(msg), "%d of %d tenant%s not created", b->n - cnt[OPS_B_CREATED],
-                 b->n, b->n == 1 ? "" : "s");
+        tn_errf(msg, sizeof(msg), TN_ERR, "%d of %d tenant%s not created",
+                b->n - cnt[OPS_B_CREATED], b->n, b->n == 1 ? "" : "s");
         buf_puts(o, ",\"error\":");
         buf_json_str(o, msg);
         buf_puts(o, ",\"code\":\"error\"");
