@@ -34,26 +34,24 @@ int app_load(const char *path, tn_app_module *m, char *err, size_t errlen)
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (h == NULL) {
         const char *e = dlerror();
-        snprintf(err, errlen, "app %s: cannot load: %s", path, e ? e : "unknown error");
-        return TN_NOTFOUND;
+        return tn_errf(err, errlen, TN_NOTFOUND,
+                       "app %s: cannot load: %s", path, e ? e : "unknown error");
     }
     const tn_app *app = dlsym(h, TN_APP_SYMBOL);
-    if (app == NULL) {
-        snprintf(err, errlen, "app %s: no '%s' symbol (define it with TN_APP_DEFINE)", path,
-                 TN_APP_SYMBOL);
+    int rc = TN_OK;
+    /* The message reads the module's own tn_app, so it is written before the dlclose. */
+    if (app == NULL)
+        rc = tn_errf(err, errlen, TN_INVALID,
+                     "app %s: no '%s' symbol (define it with TN_APP_DEFINE)", path, TN_APP_SYMBOL);
+    else if (app->abi != TN_ABI_VERSION)
+        rc = tn_errf(err, errlen, TN_INVALID,
+                     "app %s: built for ABI %u, this host speaks ABI %u (rebuild it)", path,
+                     app->abi, (unsigned)TN_ABI_VERSION);
+    else if (app->handle == NULL)
+        rc = tn_errf(err, errlen, TN_INVALID, "app %s: no handle function", path);
+    if (rc != TN_OK) {
         dlclose(h);
-        return TN_INVALID;
-    }
-    if (app->abi != TN_ABI_VERSION) {
-        snprintf(err, errlen, "app %s: built for ABI %u, this host speaks ABI %u (rebuild it)",
-                 path, app->abi, (unsigned)TN_ABI_VERSION);
-        dlclose(h);
-        return TN_INVALID;
-    }
-    if (app->handle == NULL) {
-        snprintf(err, errlen, "app %s: no handle function", path);
-        dlclose(h);
-        return TN_INVALID;
+        return rc;
     }
     m->app = app;
     return TN_OK;

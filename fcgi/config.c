@@ -8,7 +8,6 @@
 #include "core/log.h"
 #include "core/rc.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,17 +140,6 @@ void *config_part_of(const tn_config *c, const config_part *part)
 
 const char *config_pm_name(int pm) { return pm_names[pm]; }
 
-static int fail(conf_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(conf_error *err, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    err->line = 0;
-    vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-    va_end(ap);
-    return TN_INVALID;
-}
-
 bool config_listen_is_unix(const char *spec)
 {
     return strncmp(spec, "unix:", 5) == 0 || spec[0] == '/' || spec[0] == '.';
@@ -189,62 +177,74 @@ int config_shard_spec(const char *spec, int i, char *out, size_t n)
 
 int config_check_shards(const tn_config *c, int shards, conf_error *err)
 {
+    err->line = 0;   /* a message below is about the whole file, not one line of it */
     if (shards <= 1)
         return TN_OK;
     if (c->pm != PM_STATIC)
-        return fail(err, "listen.shards = %d needs pm = static (every shard must always have "
-                    "its workers)", shards);
+        return tn_errf(err->msg, sizeof(err->msg), TN_INVALID,
+                       "listen.shards = %d needs pm = static (every shard must always have "
+                       "its workers)", shards);
     if (shards > c->max_children)
-        return fail(err, "listen.shards (%d) is above pm.max_children (%d): a shard would have "
-                    "no worker", shards, c->max_children);
+        return tn_errf(err->msg, sizeof(err->msg), TN_INVALID,
+                       "listen.shards (%d) is above pm.max_children (%d): a shard would have "
+                       "no worker", shards, c->max_children);
     if (strcmp(c->listen, "inherit") == 0 || strcmp(c->listen, "systemd") == 0)
-        return fail(err, "listen.shards needs a socket tenancyd opens itself (a unix path or "
-                    "host:port), not listen = %s", c->listen);
+        return tn_errf(err->msg, sizeof(err->msg), TN_INVALID,
+                       "listen.shards needs a socket tenancyd opens itself (a unix path or "
+                       "host:port), not listen = %s", c->listen);
     char last[300];
     if (config_shard_spec(c->listen, shards - 1, last, sizeof(last)) != TN_OK)
-        return fail(err, "listen.shards = %d: shard %d of '%s' has no address (a unix path "
-                    "gets .0 to .%d, a port the %d ports after it)", shards, shards - 1,
-                    c->listen, shards - 1, shards);
+        return tn_errf(err->msg, sizeof(err->msg), TN_INVALID,
+                       "listen.shards = %d: shard %d of '%s' has no address (a unix path "
+                       "gets .0 to .%d, a port the %d ports after it)", shards, shards - 1,
+                       c->listen, shards - 1, shards);
     return TN_OK;
 }
 
 static int validate(tn_config *c, conf_error *err)
 {
     char msg[256];
+    err->line = 0;   /* as in config_check_shards */
     if (c->app == NULL || c->app[0] == '\0')
-        return fail(err, "app: no app module configured (app = /path/to/module.so)");
+        return tn_errf(err->msg, sizeof(err->msg), TN_INVALID,
+                       "app: no app module configured (app = /path/to/module.so)");
     if (c->pm == PM_DYNAMIC) {
         if (c->min_spare > c->max_spare)
-            return fail(err, "pm.min_spare (%d) is above pm.max_spare (%d)", c->min_spare,
-                        c->max_spare);
+            return tn_errf(err->msg, sizeof(err->msg), TN_INVALID,
+                           "pm.min_spare (%d) is above pm.max_spare (%d)", c->min_spare,
+                           c->max_spare);
         if (c->max_spare > c->max_children)
-            return fail(err, "pm.max_spare (%d) is above pm.max_children (%d)",
-                        c->max_spare, c->max_children);
+            return tn_errf(err->msg, sizeof(err->msg), TN_INVALID,
+                           "pm.max_spare (%d) is above pm.max_children (%d)",
+                           c->max_spare, c->max_children);
         if (c->start > c->max_children)
-            return fail(err, "pm.start (%d) is above pm.max_children (%d)", c->start,
-                        c->max_children);
+            return tn_errf(err->msg, sizeof(err->msg), TN_INVALID,
+                           "pm.start (%d) is above pm.max_children (%d)", c->start,
+                           c->max_children);
     }
     if (config_check_shards(c, c->listen_shards, err) != TN_OK)
         return TN_INVALID;
     if (c->slow_request_ms > 0 && c->request_timeout_ms > 0 &&
         c->slow_request_ms >= c->request_timeout_ms)
-        return fail(err, "slow_request must be shorter than request_timeout");
+        return tn_errf(err->msg, sizeof(err->msg), TN_INVALID,
+                       "slow_request must be shorter than request_timeout");
     const char *paths[] = {c->status_path, c->metrics_path, c->ping_path};
     for (size_t i = 0; i < TN_ARRAY_LEN(paths); i++)
         if (paths[i] != NULL && paths[i][0] != '\0' && paths[i][0] != '/')
-            return fail(err, "status, metrics and ping paths must start with '/': '%s'",
-                        paths[i]);
+            return tn_errf(err->msg, sizeof(err->msg), TN_INVALID,
+                           "status, metrics and ping paths must start with '/': '%s'",
+                           paths[i]);
     if (netaddr_list_parse(c->allowed_clients, c->arena, &c->allowed, msg, sizeof(msg)) != TN_OK)
-        return fail(err, "allowed_clients: %s", msg);
+        return tn_errf(err->msg, sizeof(err->msg), TN_INVALID, "allowed_clients: %s", msg);
     if (netaddr_list_parse(c->status_allow, c->arena, &c->status_allowed, msg, sizeof(msg)) !=
         TN_OK)
-        return fail(err, "status_allow: %s", msg);
+        return tn_errf(err->msg, sizeof(err->msg), TN_INVALID, "status_allow: %s", msg);
     if (tenancy_config_finish(&c->tenancy, c->arena, msg, sizeof(msg)) != TN_OK)
-        return fail(err, "%s", msg);
+        return tn_errf(err->msg, sizeof(err->msg), TN_INVALID, "%s", msg);
     for (int i = 0; i < nparts; i++)
         if (parts[i]->finish != NULL &&
             parts[i]->finish(c, c->parts[i], msg, sizeof(msg)) != TN_OK)
-            return fail(err, "%s", msg);
+            return tn_errf(err->msg, sizeof(err->msg), TN_INVALID, "%s", msg);
     return TN_OK;
 }
 

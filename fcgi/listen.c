@@ -37,15 +37,13 @@ static int open_unix(const tn_config *cfg, const char *path, tn_listener *l, cha
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof(sa.sun_path)) {
-        snprintf(err, errlen, "listen: unix socket path too long (max %zu): %s",
-                 sizeof(sa.sun_path) - 1, path);
-        return TN_ERR;
+        return tn_errf(err, errlen, TN_ERR, "listen: unix socket path too long (max %zu): %s",
+                       sizeof(sa.sun_path) - 1, path);
     }
     strcpy(sa.sun_path, path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        snprintf(err, errlen, "listen: socket: %s", strerror(errno));
-        return TN_ERR;
+        return tn_errf(err, errlen, TN_ERR, "listen: socket: %s", strerror(errno));
     }
     /* Create it with the right mode from the start: no window where it is world-writable. */
     mode_t old = umask((mode_t)(0777 & ~cfg->listen_mode));
@@ -59,8 +57,7 @@ static int open_unix(const tn_config *cfg, const char *path, tn_listener *l, cha
         if (live) {
             umask(old);
             close(fd);
-            snprintf(err, errlen, "listen: %s is in use by a running server", path);
-            return TN_ERR;
+            return tn_errf(err, errlen, TN_ERR, "listen: %s is in use by a running server", path);
         }
         struct stat st;
         if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
@@ -69,12 +66,12 @@ static int open_unix(const tn_config *cfg, const char *path, tn_listener *l, cha
     }
     umask(old);
     if (rc < 0) {
-        snprintf(err, errlen, "listen: bind %s: %s", path, strerror(errno));
-        close(fd);
-        return TN_ERR;
+        rc = tn_errf(err, errlen, TN_ERR, "listen: bind %s: %s", path, strerror(errno));
+        close(fd);   /* not unlinked: the path may be another program's */
+        return rc;
     }
     if (chmod(path, (mode_t)cfg->listen_mode) < 0) {
-        snprintf(err, errlen, "listen: chmod %s: %s", path, strerror(errno));
+        rc = tn_errf(err, errlen, TN_ERR, "listen: chmod %s: %s", path, strerror(errno));
         goto fail;
     }
     if (cfg->listen_owner != NULL || cfg->listen_group != NULL) {
@@ -83,7 +80,8 @@ static int open_unix(const tn_config *cfg, const char *path, tn_listener *l, cha
         if (cfg->listen_owner != NULL) {
             struct passwd *pw = getpwnam(cfg->listen_owner);
             if (pw == NULL) {
-                snprintf(err, errlen, "listen.owner: no such user '%s'", cfg->listen_owner);
+                rc = tn_errf(err, errlen, TN_ERR, "listen.owner: no such user '%s'",
+                             cfg->listen_owner);
                 goto fail;
             }
             uid = pw->pw_uid;
@@ -91,18 +89,19 @@ static int open_unix(const tn_config *cfg, const char *path, tn_listener *l, cha
         if (cfg->listen_group != NULL) {
             struct group *gr = getgrnam(cfg->listen_group);
             if (gr == NULL) {
-                snprintf(err, errlen, "listen.group: no such group '%s'", cfg->listen_group);
+                rc = tn_errf(err, errlen, TN_ERR, "listen.group: no such group '%s'",
+                             cfg->listen_group);
                 goto fail;
             }
             gid = gr->gr_gid;
         }
         if (chown(path, uid, gid) < 0) {
-            snprintf(err, errlen, "listen: chown %s: %s", path, strerror(errno));
+            rc = tn_errf(err, errlen, TN_ERR, "listen: chown %s: %s", path, strerror(errno));
             goto fail;
         }
     }
     if (listen(fd, cfg->listen_backlog < 0 ? SOMAXCONN * 64 : cfg->listen_backlog) < 0) {
-        snprintf(err, errlen, "listen: listen %s: %s", path, strerror(errno));
+        rc = tn_errf(err, errlen, TN_ERR, "listen: listen %s: %s", path, strerror(errno));
         goto fail;
     }
     l->fd = fd;
@@ -113,7 +112,7 @@ static int open_unix(const tn_config *cfg, const char *path, tn_listener *l, cha
 fail:
     close(fd);
     unlink(path);
-    return TN_ERR;
+    return rc;
 }
 
 static int open_inet(const tn_config *cfg, const char *spec, tn_listener *l, char *err,
@@ -122,8 +121,7 @@ static int open_inet(const tn_config *cfg, const char *spec, tn_listener *l, cha
     char host[256];
     const char *port = config_listen_port(spec);
     if (port == NULL) {
-        snprintf(err, errlen, "listen: expected [address]:port, got '%s'", spec);
-        return TN_ERR;
+        return tn_errf(err, errlen, TN_ERR, "listen: expected [address]:port, got '%s'", spec);
     }
     if (spec[0] == '[')   /* "[" address "]:" port */
         snprintf(host, sizeof(host), "%.*s", (int)(port - spec - 3), spec + 1);
@@ -134,32 +132,31 @@ static int open_inet(const tn_config *cfg, const char *spec, tn_listener *l, cha
     char *end;
     long p = strtol(port, &end, 10);
     if (*port == '\0' || *end != '\0' || p < 1 || p > 65535) {
-        snprintf(err, errlen, "listen: invalid port in '%s'", spec);
-        return TN_ERR;
+        return tn_errf(err, errlen, TN_ERR, "listen: invalid port in '%s'", spec);
     }
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *res = NULL;
     int gai = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
     if (gai != 0) {
-        snprintf(err, errlen, "listen: cannot resolve '%s': %s", host, gai_strerror(gai));
-        return TN_ERR;
+        return tn_errf(err, errlen, TN_ERR,
+                       "listen: cannot resolve '%s': %s", host, gai_strerror(gai));
     }
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        snprintf(err, errlen, "listen: socket: %s", strerror(errno));
+        int rc = tn_errf(err, errlen, TN_ERR, "listen: socket: %s", strerror(errno));
         freeaddrinfo(res);
-        return TN_ERR;
+        return rc;
     }
-    int one = 1;
+    int rc, one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (res->ai_family == AF_INET6)
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
     if (bind(fd, res->ai_addr, res->ai_addrlen) < 0) {
-        snprintf(err, errlen, "listen: bind %s: %s", spec, strerror(errno));
+        rc = tn_errf(err, errlen, TN_ERR, "listen: bind %s: %s", spec, strerror(errno));
         goto fail;
     }
     if (listen(fd, cfg->listen_backlog < 0 ? SOMAXCONN * 64 : cfg->listen_backlog) < 0) {
-        snprintf(err, errlen, "listen: listen %s: %s", spec, strerror(errno));
+        rc = tn_errf(err, errlen, TN_ERR, "listen: listen %s: %s", spec, strerror(errno));
         goto fail;
     }
     freeaddrinfo(res);
@@ -169,14 +166,14 @@ static int open_inet(const tn_config *cfg, const char *spec, tn_listener *l, cha
 fail:
     freeaddrinfo(res);
     close(fd);
-    return TN_ERR;
+    return rc;
 }
 
 static int adopt(int fd, const char *what, tn_listener *l, char *err, size_t errlen)
 {
     if (!is_listening_socket(fd)) {
-        snprintf(err, errlen, "listen: %s: fd %d is not a listening socket", what, fd);
-        return TN_ERR;
+        return tn_errf(err, errlen, TN_ERR,
+                       "listen: %s: fd %d is not a listening socket", what, fd);
     }
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
@@ -188,8 +185,7 @@ static int adopt(int fd, const char *what, tn_listener *l, char *err, size_t err
     /* Move it off fd 0 so stdin can be /dev/null; keep it out of exec'ed children. */
     int nfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
     if (nfd < 0) {
-        snprintf(err, errlen, "listen: dup: %s", strerror(errno));
-        return TN_ERR;
+        return tn_errf(err, errlen, TN_ERR, "listen: dup: %s", strerror(errno));
     }
     if (fd == 0) {
         int null = open("/dev/null", O_RDONLY);
@@ -229,8 +225,8 @@ int listen_open(const tn_config *cfg, tn_listener *l, char *err, size_t errlen)
     if (strcmp(spec, "systemd") == 0) {
         const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
         if (pid == NULL || fds == NULL || atol(pid) != (long)getpid() || atoi(fds) < 1) {
-            snprintf(err, errlen, "listen = systemd, but no socket was passed (LISTEN_FDS)");
-            return TN_ERR;
+            return tn_errf(err, errlen, TN_ERR,
+                           "listen = systemd, but no socket was passed (LISTEN_FDS)");
         }
         unsetenv("LISTEN_PID");
         unsetenv("LISTEN_FDS");
@@ -246,9 +242,10 @@ int listen_open(const tn_config *cfg, tn_listener *l, char *err, size_t errlen)
         tn_listener one;
         memset(&one, 0, sizeof(one));
         if (config_shard_spec(spec, i, sspec, sizeof(sspec)) != TN_OK) {
-            snprintf(err, errlen, "listen.shards: no address for shard %d of '%s'", i, spec);
+            int rc = tn_errf(err, errlen, TN_ERR, "listen.shards: no address for shard %d of '%s'",
+                             i, spec);
             listen_close(l, true);
-            return TN_ERR;
+            return rc;
         }
         if (open_spec(cfg, sspec, &one, err, errlen) != TN_OK) {
             listen_close(l, true);

@@ -17,15 +17,15 @@ void sd_notifyf(const char *fmt, ...)
     const char *path = getenv("NOTIFY_SOCKET");
     if (path == NULL || (path[0] != '/' && path[0] != '@') || strlen(path) >= 108)
         return;
-    char msg[512];
+    char dgram[512];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(msg, sizeof(msg), fmt, ap);
+    int n = vsnprintf(dgram, sizeof(dgram), fmt, ap);
     va_end(ap);
     if (n <= 0)
         return;
-    if ((size_t)n >= sizeof(msg))
-        n = sizeof(msg) - 1;
+    if ((size_t)n >= sizeof(dgram))
+        n = sizeof(dgram) - 1;
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     memcpy(sa.sun_path, path, strlen(path));
     if (sa.sun_path[0] == '@')
@@ -34,6 +34,6 @@ void sd_notifyf(const char *fmt, ...)
     int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return;
-    (void)!sendto(fd, msg, (size_t)n, MSG_NOSIGNAL, (struct sockaddr *)&sa, len);
+    (void)!sendto(fd, dgram, (size_t)n, MSG_NOSIGNAL, (struct sockaddr *)&sa, len);
     close(fd);
 }
