@@ -39,6 +39,7 @@
 #include "core/arena.h"
 #include "core/kv.h"
 #include "core/log.h"
+#include "core/rc.h"
 #include "tenancy/operators.h"
 
 #include <crypt.h>
@@ -443,8 +444,8 @@ int auth_login_post(adm_req *a)
         tn_add_header(a->r, "Retry-After", ra);
         audit(a, "login", NULL, "throttled", "refused");
         a->user = NULL;
-        snprintf(msg, sizeof(msg), "Too many failed logins. Try again in %lld s.",
-                 (long long)wait);
+        tn_errf(msg, sizeof(msg), TN_BUSY, "Too many failed logins. Try again in %lld s.",
+                (long long)wait);
         return auth_login_page(a, 429, msg);
     }
     char fp[65];

@@ -22,6 +22,7 @@
 #include "admin/pages.h"
 #include "admin/store.h"
 #include "core/clock.h"
+#include "core/rc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,11 +64,10 @@ static void run(adm_req *a, const tenant_rec *t, const char *sql, result *res)
         res->rows = r->rows;
         res->truncated = r->truncated;
     } else {
-        res->rc = rc;
-        snprintf(res->err, sizeof(res->err), "%s",
-                 rc != TN_TIMEOUT ? tn_db_error(s.db)
-                 : s.sqlite       ? "the query ran past admin.query_timeout"
-                                  : "the query ran past admin.query_timeout (statement_timeout)");
+        res->rc = tn_errf(res->err, sizeof(res->err), rc, "%s",
+                          rc != TN_TIMEOUT ? tn_db_error(s.db)
+                          : s.sqlite       ? "the query ran past admin.query_timeout"
+                          : "the query ran past admin.query_timeout (statement_timeout)");
     }
     store_close(&s);
     res->elapsed_us = (clock_mono_ns() - t0) / 1000;

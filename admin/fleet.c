@@ -12,6 +12,7 @@
 #include "core/first.h"
 #include "admin/pages.h"
 #include "admin/store.h"
+#include "core/buf.h"
 #include "core/log.h"
 #include "tenancy/lookup.h"
 
@@ -37,8 +38,8 @@ int adm_tenant_get(adm_req *a, const char *slug, adm_tenant *out)
         if (tn_rows_next(rows) == TN_OK) {
             const char *v = tn_rows_get(rows, 0), *e = tn_rows_get(rows, 1),
                        *d = tn_rows_get(rows, 2);
-            snprintf(out->migration_version, sizeof(out->migration_version), "%s", v ? v : "");
-            snprintf(out->last_error, sizeof(out->last_error), "%s", e ? e : "");
+            str_copy(out->migration_version, sizeof(out->migration_version), v ? v : "");
+            str_copy(out->last_error, sizeof(out->last_error), e ? e : "");
             out->deleted_at = d ? atoll(d) : 0;
         }
         tn_rows_free(rows);

@@ -20,6 +20,7 @@
 #include "core/first.h"
 #include "admin/pages.h"
 #include "admin/store.h"
+#include "core/buf.h"
 #include "core/log.h"
 
 #include <stdio.h>
@@ -618,7 +619,7 @@ int page_row(adm_req *a, const char *slug, const char *table)
     tn_rows *rows = NULL;
     int rc = tn_db_query(s.db, &rows, sql, np, p);
     if (rc != TN_OK) {
-        snprintf(err, sizeof(err), "%s", tn_db_error(s.db));
+        str_copy(err, sizeof(err), tn_db_error(s.db));   /* kept past the close */
         close_table(&t, &s);
         return send_message(a, 500, "Error", err);
     }

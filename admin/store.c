@@ -16,6 +16,7 @@
 #include "admin/page.h"
 #include "admin/store.h"
 #include "core/clock.h"
+#include "core/rc.h"
 #include "tenancy/placement.h"
 #include "tenancy/rolekey.h"
 
@@ -136,20 +137,18 @@ int store_open(adm_req *a, const tenant_rec *t, bool console, adm_store *s, char
     memset(s, 0, sizeof(*s));
     int rc = placement_target(adm.env.tcfg, t, &s->target);
     if (rc == TN_NOTFOUND) {
-        snprintf(err, errlen, "placement '%s' is not configured on this host", t->placement);
-        return rc;
+        return tn_errf(err, errlen, rc,
+                       "placement '%s' is not configured on this host", t->placement);
     }
     if (rc != TN_OK) {
-        snprintf(err, errlen, "this tenant has no storage yet");
-        return rc;
+        return tn_errf(err, errlen, rc, "this tenant has no storage yet");
     }
     s->sqlite = s->target.kind == TARGET_SQLITE;
     if (s->sqlite) {
         db_options o = {.busy_timeout_ms = 2000, .read_only = true};
         char *uri = arena_sprintf(a->r->arena, "sqlite:%s?mode=ro", s->target.name);
         if (uri == NULL || strchr(s->target.name, '?') != NULL) {
-            snprintf(err, errlen, "cannot name the tenant's file");
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID, "cannot name the tenant's file");
         }
         rc = db_open(uri, &o, &s->db, err, errlen);
         return rc;
@@ -162,8 +161,7 @@ int store_open(adm_req *a, const tenant_rec *t, bool console, adm_store *s, char
          * role may not reach. One connection per query, never kept. */
         char pw[65] = "";
         if (tt.role == NULL) {
-            snprintf(err, errlen, "the tenant has no role (tenancy check)");
-            return TN_INVALID;
+            return tn_errf(err, errlen, TN_INVALID, "the tenant has no role (tenancy check)");
         }
         rc = rolekey_password(adm.env.tcfg, tt.role, pw, err, errlen);
         if (rc != TN_OK && rc != TN_NOTFOUND)
@@ -211,11 +209,11 @@ int store_open(adm_req *a, const tenant_rec *t, bool console, adm_store *s, char
     }
     s->uses++;
     if (rc != TN_OK) {
-        snprintf(err, errlen, "the tenant's schema is missing: %s",
-                 rc == TN_NOTFOUND ? "no such schema" : tn_db_error(s->db));
+        rc = tn_errf(err, errlen, rc, "the tenant's schema is missing: %s",
+                     rc == TN_NOTFOUND ? "no such schema" : tn_db_error(s->db));
         db_close(s->db);
         s->db = NULL;
-        return rc == TN_NOTFOUND ? TN_NOTFOUND : rc;
+        return rc;
     }
     return TN_OK;
 }
@@ -246,7 +244,7 @@ int store_ro_begin(adm_store *s, int64_t timeout_ms, char *err, size_t errlen)
                       .role = s->target.role};
     int rc = db_read_begin(s->db, &o);
     if (rc != TN_OK)
-        tn_errf(err, errlen, rc, "%s", tn_db_error(s->db));
+        rc = tn_errf(err, errlen, rc, "%s", tn_db_error(s->db));
     return rc;
 }
 
@@ -298,7 +296,7 @@ int store_tables(adm_store *s, arena *ar, const char ***names, char *err, size_t
     struct tables_ctx c = {.ar = ar};
     int rc = target_tables(s->db, &s->target, add_table, &c);
     if (rc != TN_OK) {
-        snprintf(err, errlen, "%s", c.oom ? "out of memory" : tn_db_error(s->db));
+        tn_errf(err, errlen, rc, "%s", c.oom ? "out of memory" : tn_db_error(s->db));
         return -1;
     }
     if (c.n > 1)
