@@ -6,8 +6,9 @@
 # message that is already made (one saved before the connection's is rewritten) is
 # str_copy's job, not a format's.
 #
-# The folders checked; the others join once they fill their buffers the same way.
-ERRBUF_DIRS="core storage"
+# The folders checked: every folder of the host's own C (apps/ use the public app API only,
+# which has no tn_errf).
+ERRBUF_DIRS="core storage tenancy cli fcgi admin"
 
 . "$(dirname "$0")/lib.sh"
 
