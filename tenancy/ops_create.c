@@ -89,6 +89,7 @@ void ops_plan_free(provision_plan *p)
     migrate_free(p->set);
     free(p->seed_sql);
     free(p->tpl);
+    free(p);
 }
 
 /* Everything that can be refused for all tenants alike is refused here, before the registry
