@@ -230,10 +230,27 @@ void handoff_take(worker *w, int64_t now)
     }
 }
 
-/* Another worker that is idle or serving (this one being SB_EXITING): one that will read
- * the handoff socket. */
-bool handoff_others_running(worker *w)
+/* Whether a process will take c if this leaving worker (SB_EXITING) passes it now: when
+ * not, c is closed instead of left in the handoff socket for nobody (a stop).
+ *
+ * Another worker idle or serving reads the socket between its requests. A worker that
+ * recycles (pm.max_requests) counts on none of them: with a small max_requests under load
+ * the others are often all starting or leaving at that moment, and closing its kept
+ * connections then loses the requests the web server is writing on them. It is replaced,
+ * and the new worker's loop reads the socket first: under static always, under dynamic
+ * while pm.min_spare keeps a worker (with 0 the pool may stay empty). Under ondemand the
+ * master itself takes kept connections when no worker is left (it holds them and starts a
+ * worker when one speaks: master.c). Should the master stop meanwhile, the connections
+ * close with the handoff socket when it exits, as they would have here. */
+bool handoff_will_be_taken(const worker *w, const struct conn *c)
 {
-    return __atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED) +
-               __atomic_load_n(&w->sb->pool.active_workers, __ATOMIC_RELAXED) > 0;
+    if (__atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED) +
+            __atomic_load_n(&w->sb->pool.active_workers, __ATOMIC_RELAXED) > 0)
+        return true;
+    switch (w->cfg->pm) {
+    case PM_STATIC: return w->recycled;
+    case PM_DYNAMIC: return w->recycled && w->cfg->min_spare > 0;
+    case PM_ONDEMAND: return c->kept;
+    }
+    return false;
 }

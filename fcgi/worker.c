@@ -203,6 +203,7 @@ static void worker_loop(worker *w)
         if (w->max_requests && w->served >= w->max_requests) {
             log_info("recycling after %llu requests (pm.max_requests)",
                      (unsigned long long)w->served);
+            w->recycled = true;
             break;
         }
         reqlog_check_reopen(w);
@@ -458,7 +459,8 @@ void worker_main(const worker_args *a)
     worker_loop(&w);
 
     /* Leaving: a request the web server already wrote on a connection is served first;
-     * the others are passed to the other workers while any is running: kept ones, and
+     * the others are passed on whenever a process will take them (handoff_will_be_taken:
+     * a running worker, a recycled one's replacement, an ondemand master): kept ones, and
      * fresh ones that have not spoken yet (under load the web server may be descheduled
      * between its connect and its write for longer than the wait below, and closing one
      * under it fails the request it is about to write). The rest is closed. */
@@ -477,10 +479,7 @@ void worker_main(const worker_args *a)
                 continue;
         }
         sb_set_state(w.sb, w.slot, SB_EXITING);   /* not counted among the others below */
-        /* ondemand: with no other worker left, the master keeps them (it parks them and
-         * starts a worker when one speaks: master.c) */
-        if ((handoff_others_running(&w) || (c->kept && w.cfg->pm == PM_ONDEMAND)) &&
-            conn_hand_off(&w, c))
+        if (handoff_will_be_taken(&w, c) && conn_hand_off(&w, c))
             continue;
         conn_drop(&w, c);
     }

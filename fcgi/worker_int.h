@@ -65,6 +65,7 @@ typedef struct worker {
     size_t peek_size;
     uint64_t served;
     uint64_t max_requests;
+    bool recycled;         /* the loop ended at max_requests: the master replaces this worker */
     uint64_t req_counter;
     uint64_t ready_seq;    /* the last conn.ready_seq given */
     alog *alog;            /* the access log (NULL: off) */
@@ -129,7 +130,7 @@ int conn_table_size(void);
 bool conn_hand_off(worker *w, struct conn *c);
 bool handoff_start_thread(worker *w);
 void handoff_take(worker *w, int64_t now);
-bool handoff_others_running(worker *w);
+bool handoff_will_be_taken(const worker *w, const struct conn *c);
 
 /* ---- reqlog.c: the access log ----------------------------------------------------------- */
 
