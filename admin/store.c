@@ -180,7 +180,6 @@ int store_open(adm_req *a, const tenant_rec *t, bool console, adm_store *s, char
     /* The schema target_tables lists: the tenant's own, or public in its own database. */
     snprintf(s->schema, sizeof(s->schema), "%s",
              s->target.kind == TARGET_PG_SCHEMA ? s->target.name : "public");
-    const char *p[] = {s->schema};
     s->db = console ? NULL : keep_take(s->key, &s->uses);
     for (int attempt = 0;; attempt++) {
         if (s->db == NULL) {
@@ -199,9 +198,7 @@ int store_open(adm_req *a, const tenant_rec *t, bool console, adm_store *s, char
             if (s->target.kind == TARGET_PG_SCHEMA)
                 db_set_schema_scope(s->db, NULL);
         }
-        rc = db_query_value(s->db, s->nsp_oid, sizeof(s->nsp_oid),
-                            "SELECT oid::text FROM pg_catalog.pg_namespace WHERE nspname = $1",
-                            1, p);
+        rc = db_schema_exists(s->db, s->schema);
         if (rc != TN_IO || attempt > 0 || s->uses == 0)
             break;
         db_close(s->db);   /* a kept connection the server dropped: one new one */

@@ -15,7 +15,6 @@ typedef struct adm_store {
     storage_target target;
     bool sqlite;
     char schema[128];             /* PostgreSQL: the tenant's schema (public in its own database) */
-    char nsp_oid[24];             /* PostgreSQL: the namespace's OID, as text */
     bool console;
     int uses;                     /* PostgreSQL: requests this connection has served */
     char key[640];                /* PostgreSQL: which kept connection it is */

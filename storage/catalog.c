@@ -458,3 +458,21 @@ int db_describe_tables(tn_db *db, const char *schema,
     tn_rows_free(rows);
     return rc == TN_DONE ? TN_OK : rc;
 }
+
+int db_schema_exists(tn_db *db, const char *schema)
+{
+    if (db == NULL || schema == NULL)
+        return TN_INVALID;
+    if (db->drv->dialect != DB_DIALECT_PG)
+        return strcmp(schema, "main") == 0
+                   ? TN_OK
+                   : db_set_error(db, TN_NOTFOUND, "no such schema: %s", schema);
+    const char *nsp[] = {schema};
+    char oid[24];
+    int rc = db_query_value(db, oid, sizeof(oid),
+                            "SELECT oid::text FROM pg_catalog.pg_namespace WHERE nspname = $1",
+                            1, nsp);
+    if (rc == TN_NOTFOUND)
+        return db_set_error(db, TN_NOTFOUND, "no such schema");
+    return rc;
+}

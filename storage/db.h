@@ -204,6 +204,10 @@ int db_describe(tn_db *db, const char *schema, const char *table, arena *a,
 int db_describe_tables(tn_db *db, const char *schema,
                        int (*fn)(void *ctx, const char *table, const char *parent), void *ctx);
 
+/* Whether `schema` exists on this connection's server: TN_OK, TN_NOTFOUND (a message in the
+ * handle) or a storage error. SQLite has one schema, "main" (anything else: TN_NOTFOUND). */
+int db_schema_exists(tn_db *db, const char *schema);
+
 /* ---- reading with a time limit, and the sandboxed query (readonly.c) ---------------------- */
 
 typedef struct db_read_opts {

@@ -149,6 +149,24 @@ END_TEST
 START_TEST(tables_pg) { tables_case(true); }
 END_TEST
 
+/* db_schema_exists: the tenant's own schema yes, a name that is not there no (with a
+ * message), and on SQLite only "main". */
+static void schema_exists_case(bool pg)
+{
+    tn_db *d = open_tables(pg, true);
+    ST_OK(d, db_schema_exists(d, pg ? PG_SCHEMA : "main"));
+    ck_assert_int_eq(db_schema_exists(d, "tn_catalog_absent"), TN_NOTFOUND);
+    ck_assert(strstr(tn_db_error(d), "no such schema") != NULL);
+    ck_assert_int_eq(db_schema_exists(d, NULL), TN_INVALID);
+    db_close(d);
+}
+
+START_TEST(schema_exists_sqlite) { schema_exists_case(false); }
+END_TEST
+
+START_TEST(schema_exists_pg) { schema_exists_case(true); }
+END_TEST
+
 /* One capped query: its code, and the message when it failed. */
 static int capped(tn_db *d, bool pg, const char *sql, int cap, int64_t timeout_ms, arena *a,
                   db_result **r)
@@ -247,6 +265,8 @@ Suite *catalog_suite(void)
     tcase_add_test(tc, describe_pg);
     tcase_add_test(tc, tables_sqlite);
     tcase_add_test(tc, tables_pg);
+    tcase_add_test(tc, schema_exists_sqlite);
+    tcase_add_test(tc, schema_exists_pg);
     tcase_add_test(tc, capped_sqlite);
     tcase_add_test(tc, capped_pg);
     tcase_add_test(tc, read_deadline_sqlite);
