@@ -62,9 +62,9 @@ int cli_domain_remove(cli *c, const cli_args *a)
 
 /* ---- settings --------------------------------------------------------------------------------- */
 
-int cli_settings_set(cli *c, const cli_args *a)
+/* Set `key` to value, or remove it (value NULL). */
+static int settings_change(cli *c, const char *slug, const char *key, const char *value)
 {
-    const char *slug = a->pos[0], *key = a->pos[1], *value = a->pos[2];
     char err[1024];
     ops_env e;
     cli_ops_env(c, &e);
@@ -73,9 +73,13 @@ int cli_settings_set(cli *c, const cli_args *a)
         return cli_fail(c, rc, "%s", err);
     if (c->json) {
         cli_json_changed(c, slug);
+        return 0;
+    }
+    printf("tenant '%s': ", slug);
+    cli_put_text(stdout, key);
+    if (value == NULL) {
+        fputs(" removed\n", stdout);
     } else {
-        printf("tenant '%s': ", slug);
-        cli_put_text(stdout, key);
         fputs(" = ", stdout);
         cli_put_text(stdout, value);
         fputc('\n', stdout);
@@ -83,23 +87,14 @@ int cli_settings_set(cli *c, const cli_args *a)
     return 0;
 }
 
+int cli_settings_set(cli *c, const cli_args *a)
+{
+    return settings_change(c, a->pos[0], a->pos[1], a->pos[2]);
+}
+
 int cli_settings_unset(cli *c, const cli_args *a)
 {
-    const char *slug = a->pos[0], *key = a->pos[1];
-    char err[1024];
-    ops_env e;
-    cli_ops_env(c, &e);
-    int rc = ops_setting_set(&e, slug, key, NULL, err, sizeof(err));
-    if (rc != TN_OK)
-        return cli_fail(c, rc, "%s", err);
-    if (c->json) {
-        cli_json_changed(c, slug);
-    } else {
-        printf("tenant '%s': ", slug);
-        cli_put_text(stdout, key);
-        fputs(" removed\n", stdout);
-    }
-    return 0;
+    return settings_change(c, a->pos[0], a->pos[1], NULL);
 }
 
 int cli_settings_get(cli *c, const cli_args *a)

@@ -159,15 +159,13 @@ static int sqlite_indexes(tn_db *db, const char *table, arena *a, db_table_desc 
     return TN_OK;
 }
 
-static int sqlite_fkeys(tn_db *db, const char *table, arena *a, db_table_desc *t, bool *oom)
+/* The foreign keys a query gives as (name, definition) rows, into t. */
+static int fkeys_from(tn_db *db, const char *sql, const char *param, arena *a,
+                      db_table_desc *t, bool *oom)
 {
-    const char *p[] = {table};
+    const char *p[] = {param};
     tn_rows *rows = NULL;
-    int rc = tn_db_query(db, &rows,
-                         "SELECT id, '(' || group_concat(\"from\", ', ') || ') REFERENCES ' || "
-                         "\"table\" || ' (' || group_concat(COALESCE(\"to\", '(primary key)'), "
-                         "', ') || ') ON UPDATE ' || on_update || ' ON DELETE ' || on_delete "
-                         "FROM pragma_foreign_key_list($1) GROUP BY id ORDER BY id", 1, p);
+    int rc = tn_db_query(db, &rows, sql, 1, p);
     if (rc != TN_OK)
         return rc;
     int cap = 0;
@@ -183,6 +181,16 @@ static int sqlite_fkeys(tn_db *db, const char *table, arena *a, db_table_desc *t
     }
     tn_rows_free(rows);
     return rc == TN_DONE || rc == TN_OK ? TN_OK : rc;
+}
+
+static int sqlite_fkeys(tn_db *db, const char *table, arena *a, db_table_desc *t, bool *oom)
+{
+    return fkeys_from(db,
+                      "SELECT id, '(' || group_concat(\"from\", ', ') || ') REFERENCES ' || "
+                      "\"table\" || ' (' || group_concat(COALESCE(\"to\", '(primary key)'), "
+                      "', ') || ') ON UPDATE ' || on_update || ' ON DELETE ' || on_delete "
+                      "FROM pragma_foreign_key_list($1) GROUP BY id ORDER BY id",
+                      table, a, t, oom);
 }
 
 static int describe_sqlite(tn_db *db, const char *schema, const char *table, arena *a,
@@ -337,27 +345,11 @@ static int pg_indexes(tn_db *db, const char *oid, arena *a, db_table_desc *t, bo
 
 static int pg_fkeys(tn_db *db, const char *oid, arena *a, db_table_desc *t, bool *oom)
 {
-    const char *o[] = {oid};
-    tn_rows *rows = NULL;
-    int rc = tn_db_query(db, &rows,
-                         "SELECT con.conname, pg_catalog.pg_get_constraintdef(con.oid) "
-                         "FROM pg_catalog.pg_constraint con WHERE con.conrelid = $1::oid "
-                         "AND con.contype = 'f' ORDER BY con.conname", 1, o);
-    if (rc != TN_OK)
-        return rc;
-    int cap = 0;
-    while ((rc = tn_rows_next(rows)) == TN_OK) {
-        t->fkeys = grow(a, t->fkeys, t->nfkeys, &cap, sizeof(*t->fkeys));
-        if (t->fkeys == NULL) {
-            *oom = true;
-            break;
-        }
-        db_fkey *f = &t->fkeys[t->nfkeys++];
-        f->name = dup0(a, tn_rows_get(rows, 0), oom);
-        f->def = dup0(a, tn_rows_get(rows, 1), oom);
-    }
-    tn_rows_free(rows);
-    return rc == TN_DONE || rc == TN_OK ? TN_OK : rc;
+    return fkeys_from(db,
+                      "SELECT con.conname, pg_catalog.pg_get_constraintdef(con.oid) "
+                      "FROM pg_catalog.pg_constraint con WHERE con.conrelid = $1::oid "
+                      "AND con.contype = 'f' ORDER BY con.conname",
+                      oid, a, t, oom);
 }
 
 static int describe_pg(tn_db *db, const char *schema, const char *table, arena *a,
