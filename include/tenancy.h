@@ -228,6 +228,47 @@ const char *tn_db_error(const tn_db *db);
 const char *tn_db_backend(const tn_db *db);
 void *tn_db_native(tn_db *db);
 
+/* A read-only statement from the tenant's own clients (a data API's query endpoint), run in
+ * the sandbox the admin panel's console uses (storage/readonly.c): SQLite on a read-only
+ * connection under an allow-list authorizer, one statement; PostgreSQL in a READ ONLY
+ * transaction as the tenant's own role with the tenant's schema as its only search path,
+ * always rolled back. Parameters as tn_db_query. At most row_cap rows (truncated says there
+ * were more); each statement stops after timeout_ms. The result lives in the request's
+ * arena. TN_OK with *out; TN_DENIED (the sandbox refused it: tn_request_error() says by what
+ * rule), TN_TIMEOUT, TN_INVALID (SQL error), TN_NOTFOUND (a central request), or a storage
+ * error. */
+typedef struct tn_result {
+    int ncols;
+    const char *const *cols;
+    int nrows;
+    const char *const *const *rows;   /* rows[i][j]: text, NULL for SQL NULL */
+    int truncated;
+} tn_result;
+int tn_db_query_sandboxed(tn_request *r, const char *sql, int nparams,
+                          const char *const *params, int row_cap, int timeout_ms,
+                          const tn_result **out);
+
+/* The message of the last tn_db_query_sandboxed or tn_key_check that failed ("" if none). */
+const char *tn_request_error(const tn_request *r);
+
+/* ---- API keys -----------------------------------------------------------------------------
+ *
+ * Per-tenant bearer tokens (`tenancy key create SLUG`), kept in the registry as hashes. An app
+ * that serves a tenant's own clients (apps/data) checks the token it was given.
+ */
+#define TN_KEY_READ_ONLY 1u   /* the key may read, not write */
+
+/* Check `token` against the live keys of the request's own tenant: TN_OK with *flags when it
+ * is one; TN_DENIED when it is unknown, revoked, expired or another tenant's; TN_INVALID when
+ * it is not a key's shape; TN_NOTFOUND for a central request; or a registry error. */
+int tn_key_check(tn_request *r, const char *token, unsigned *flags);
+
+/* ---- Mounts ------------------------------------------------------------------------------- */
+
+/* The path prefix the request's app is mounted at ("" for the app at the root); tn_path()
+ * is the path after it. */
+const char *tn_mount(const tn_request *r);
+
 /* ---- The app module --------------------------------------------------------------------- */
 
 /* What the host tells an app at init. */
