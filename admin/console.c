@@ -23,6 +23,7 @@
 #include "admin/store.h"
 #include "core/clock.h"
 #include "core/rc.h"
+#include "tenancy/sandbox.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,32 +45,31 @@ typedef struct result {
 static void run(adm_req *a, const tenant_rec *t, const char *sql, result *res)
 {
     memset(res, 0, sizeof(*res));
-    adm_store s;
+    sandbox s;
     int64_t t0 = clock_mono_ns();
-    int rc = store_open(a, t, true, &s, res->err, sizeof(res->err));
+    int rc = sandbox_open(adm.env.tcfg, t, a->r->arena, &s, res->err, sizeof(res->err));
     if (rc != TN_OK) {
         res->rc = rc;
-        store_close(&s);
         return;
     }
-    db_read_opts o = {.timeout_ms = adm.env.cfg->query_timeout_ms,
-                      .schema = s.sqlite ? NULL : s.schema,
-                      .role = s.target.role};
     db_result *r = NULL;
-    rc = db_query_capped(s.db, sql, adm.env.cfg->row_cap, &o, a->r->arena, &r);
+    rc = sandbox_query(&s, sql, 0, NULL, adm.env.cfg->row_cap, adm.env.cfg->query_timeout_ms,
+                       a->r->arena, &r, res->err, sizeof(res->err));
     if (rc == TN_OK) {
         res->ncols = r->ncols;
         res->cols = r->cols;
         res->nrows = r->nrows;
         res->rows = r->rows;
         res->truncated = r->truncated;
-    } else {
+    } else if (rc == TN_TIMEOUT) {
         res->rc = tn_errf(res->err, sizeof(res->err), rc, "%s",
-                          rc != TN_TIMEOUT ? tn_db_error(s.db)
-                          : s.sqlite       ? "the query ran past admin.query_timeout"
-                          : "the query ran past admin.query_timeout (statement_timeout)");
+                          s.sqlite ? "the query ran past admin.query_timeout"
+                                   : "the query ran past admin.query_timeout (statement_timeout)");
+    } else {
+        res->rc = rc;   /* sandbox_query said why in res->err */
     }
-    store_close(&s);
+    /* The operator's own login as the tenant's role: one query, then gone. */
+    sandbox_close(&s, false);
     res->elapsed_us = (clock_mono_ns() - t0) / 1000;
 }
 

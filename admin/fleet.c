@@ -635,7 +635,7 @@ int page_tenant(adm_req *a, const char *slug)
     buf_puts(o, "/sql\">SQL console</a></header>");
     adm_store s;
     char err[512];
-    rc = store_open(a, r, false, &s, err, sizeof(err));
+    rc = store_open(a, r, &s, err, sizeof(err));
     if (rc == TN_OK)
         rc = store_ro_begin(&s, adm.env.cfg->query_timeout_ms, err, sizeof(err));
     if (rc != TN_OK) {

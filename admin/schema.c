@@ -89,7 +89,7 @@ static int open_table(adm_req *a, const char *slug, const char *table, adm_tenan
         return send_message(a, 503, "Registry error", "The tenant could not be read.");
     }
     char err[512];
-    rc = store_open(a, t->rec, false, s, err, sizeof(err));
+    rc = store_open(a, t->rec, s, err, sizeof(err));
     if (rc == TN_OK)
         rc = store_ro_begin(s, adm.env.cfg->query_timeout_ms, err, sizeof(err));
     if (rc != TN_OK) {

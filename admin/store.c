@@ -3,11 +3,11 @@
  *
  * SQLite: the tenant's file opened read-only (db_open with ?mode=ro and read_only), so the
  * database refuses every write whatever SQL reaches it. PostgreSQL: target_open (scoped to
- * the tenant's schema, or its own database); the SQL console's connection logs in as the
- * tenant's own role (one per query, never kept). Reads run inside db_read_begin (storage:
+ * the tenant's schema, or its own database). Reads run inside db_read_begin (storage:
  * SQLite's deadline; PostgreSQL's READ ONLY transaction with a transaction-local
- * statement_timeout, search_path and the tenant's role, which for the console refuses to go
- * on when that role could act outside the database).
+ * statement_timeout, search_path and the tenant's role). The SQL console does not come
+ * here: the operator's SQL runs on the tenant's own login (tenancy/sandbox.c), as the apps'
+ * sandboxed queries do.
  *
  * Must not: read another tenant's schema or file (catalog reads are filtered by this
  * tenant's namespace OID), or leave a transaction open (store_ro_end, store_close).
@@ -18,7 +18,6 @@
 #include "core/clock.h"
 #include "core/rc.h"
 #include "tenancy/placement.h"
-#include "tenancy/rolekey.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,11 +47,10 @@ char *store_relation(adm_store *s, arena *ar, const char *table)
 /* ---- kept PostgreSQL connections -------------------------------------------------------------
  * A new backend pays for its catalog caches on its first queries (with many schemas, the
  * planning of the first catalog query alone is slow), so each worker keeps a few of its panel's
- * connections between requests, one per (server, database, console or not). They are the
- * panel's own: never lent to tenant code. A connection is kept only when it is clean after the
- * request (its read-only transaction rolled back); a console connection is also reset with
- * DISCARD ALL, so nothing the operator's SQL set for the session outlives the query; and each
- * is closed after KEEP_USES requests, which bounds the catalog memory a backend collects as it
+ * connections between requests, one per (server, database). They are the panel's own:
+ * never lent to tenant code, and never given the operator's SQL. A connection is kept only
+ * when it is clean after the request (its read-only transaction rolled back), and each is
+ * closed after KEEP_USES requests, which bounds the catalog memory a backend collects as it
  * visits schemas. */
 #define KEEP_SLOTS 4
 #define KEEP_USES 200
@@ -64,9 +62,9 @@ static struct kept {
     int64_t last_ms;
 } kept[KEEP_SLOTS];
 
-static void keep_key(const storage_target *t, bool console, char *key, size_t n)
+static void keep_key(const storage_target *t, char *key, size_t n)
 {
-    snprintf(key, n, "%d|%d|%s|%s", (int)t->kind, console ? 1 : 0, t->server ? t->server : "",
+    snprintf(key, n, "%d|%s|%s", (int)t->kind, t->server ? t->server : "",
              t->kind == TARGET_PG_DATABASE ? t->name : "");
 }
 
@@ -115,24 +113,7 @@ void store_fini(void)
     }
 }
 
-/* The role given the verifier of its derived password, by the host's login (it made the
- * role, so it may): target_role_ensure. */
-static int set_password(const storage_target *t, char *err, size_t errlen)
-{
-    char pw[65], v[200];
-    int rc = rolekey_password(adm.env.tcfg, t->role, pw, err, errlen);
-    if (rc == TN_OK)
-        rc = rolekey_verifier(pw, v, sizeof(v));
-    memset(pw, 0, sizeof(pw));
-    if (rc != TN_OK)
-        return rc;
-    storage_target tt = *t;
-    tt.role_verifier = v;
-    return target_role_ensure(&tt, err, errlen);
-}
-
-int store_open(adm_req *a, const tenant_rec *t, bool console, adm_store *s, char *err,
-               size_t errlen)
+int store_open(adm_req *a, const tenant_rec *t, adm_store *s, char *err, size_t errlen)
 {
     memset(s, 0, sizeof(*s));
     int rc = placement_target(adm.env.tcfg, t, &s->target);
@@ -154,44 +135,15 @@ int store_open(adm_req *a, const tenant_rec *t, bool console, adm_store *s, char
         return rc;
     }
     storage_target tt = s->target;
-    if (console) {
-        /* The console logs in as the tenant's own role: nothing the operator's SQL does in
-         * that session can take another identity (a member of every tenant role could, with
-         * set_config('role', ...) inside the statement), and the database refuses all that
-         * role may not reach. One connection per query, never kept. */
-        char pw[65] = "";
-        if (tt.role == NULL) {
-            return tn_errf(err, errlen, TN_INVALID, "the tenant has no role (tenancy check)");
-        }
-        rc = rolekey_password(adm.env.tcfg, tt.role, pw, err, errlen);
-        if (rc != TN_OK && rc != TN_NOTFOUND)
-            return rc;   /* no key at all: the server may trust the role without one */
-        char *login = tn_alloc(a->r, 4096);
-        rc = login == NULL ? TN_NOMEM
-                           : db_uri_with(tt.server, NULL, tt.role, pw[0] ? pw : NULL, login,
-                                         4096, err, errlen);
-        memset(pw, 0, sizeof(pw));
-        if (rc != TN_OK)
-            return rc;
-        tt.server = login;
-    }
-    s->console = console;
-    keep_key(&tt, console, s->key, sizeof(s->key));
+    keep_key(&tt, s->key, sizeof(s->key));
     /* The schema target_tables lists: the tenant's own, or public in its own database. */
     snprintf(s->schema, sizeof(s->schema), "%s",
              s->target.kind == TARGET_PG_SCHEMA ? s->target.name : "public");
-    s->db = console ? NULL : keep_take(s->key, &s->uses);
+    s->db = keep_take(s->key, &s->uses);
     for (int attempt = 0;; attempt++) {
         if (s->db == NULL) {
             s->uses = 0;
             rc = target_open(&tt, &s->db, err, errlen);
-            if (rc != TN_OK && console && strstr(err, "password authentication failed")) {
-                /* The role has no password yet (schema mode makes none) or an old one (a
-                 * new role key): the login sets the derived one, then the login again. */
-                rc = set_password(&s->target, err, errlen);
-                if (rc == TN_OK)
-                    rc = target_open(&tt, &s->db, err, errlen);
-            }
             if (rc != TN_OK)
                 return rc;
             /* The panel runs its own transactions (store_ro_begin): no per-statement scope. */
@@ -224,10 +176,7 @@ void store_close(adm_store *s)
     } else {
         if (!db_is_clean(s->db))
             tn_db_rollback(s->db);
-        if (s->console)
-            db_close(s->db);   /* the tenant's own login: one query, then gone */
-        else
-            keep_put(s->db, s->key, s->uses);
+        keep_put(s->db, s->key, s->uses);
     }
     s->db = NULL;
 }

@@ -15,24 +15,21 @@ typedef struct adm_store {
     storage_target target;
     bool sqlite;
     char schema[128];             /* PostgreSQL: the tenant's schema (public in its own database) */
-    bool console;
     int uses;                     /* PostgreSQL: requests this connection has served */
     char key[640];                /* PostgreSQL: which kept connection it is */
 } adm_store;
 
-/* Open tenant t's storage for reading: SQLite read-only (mode=ro), PostgreSQL scoped to the
- * tenant's schema or database. `console`: for the operator's own SQL (PostgreSQL then logs
- * in as the tenant's own role, one connection per query). TN_OK, or an error with a sentence
- * in err. */
-int store_open(adm_req *a, const tenant_rec *t, bool console, adm_store *s, char *err,
-               size_t errlen);
+/* Open tenant t's storage for the panel's own reads (the schema explorer, the fleet):
+ * SQLite read-only (mode=ro), PostgreSQL scoped to the tenant's schema or database. The
+ * operator's SQL never runs here (console.c: tenancy/sandbox.h). TN_OK, or an error with a
+ * sentence in err. */
+int store_open(adm_req *a, const tenant_rec *t, adm_store *s, char *err, size_t errlen);
 void store_close(adm_store *s);   /* a clean PostgreSQL connection is kept for the next */
 void store_fini(void);              /* close the kept connections */
 
 /* Start reading (db_read_begin: SQLite arms a deadline of timeout_ms; PostgreSQL opens a
  * READ ONLY transaction with statement_timeout, search_path and the tenant's role set for
- * it alone, and checks that it is read-only and, for the console, that the role cannot act
- * outside the database). TN_OK, or an error with err set (nothing is left open). End with
+ * it alone, and checks that it is read-only). TN_OK, or an error with err set (nothing is left open). End with
  * store_ro_end. */
 int store_ro_begin(adm_store *s, int64_t timeout_ms, char *err, size_t errlen);
 void store_ro_end(adm_store *s);

@@ -237,7 +237,8 @@ typedef struct db_result {
     bool truncated;         /* there were more than row_cap rows */
 } db_result;
 
-/* Run one statement of someone else's (an operator's SQL) read-only, in the sandbox: inside
+/* Run one statement of someone else's (an operator's, a tenant client's) read-only, with
+ * parameters as tn_db_query ($1..$n; SQLite refuses any other placeholder), in the sandbox: inside
  * db_read_begin(o, made strict) and db_read_end, at most row_cap rows. SQLite (open the file
  * read-only): one statement only, refused unless sqlite3_stmt_readonly(), under an allow list
  * authorizer (SELECT, reads, the reading PRAGMAs, a list of built-in functions: nothing
@@ -247,8 +248,8 @@ typedef struct db_result {
  * id (it wrote despite READ ONLY) refused and its rows dropped. TN_OK with *out; TN_DENIED
  * (refused: the handle says by what rule), TN_TIMEOUT, TN_INVALID, TN_NOMEM or a storage
  * error, with the message in the handle. */
-int db_query_capped(tn_db *db, const char *sql, int row_cap, const db_read_opts *o, arena *a,
-                    db_result **out);
+int db_query_capped(tn_db *db, const char *sql, int nparams, const char *const *params,
+                    int row_cap, const db_read_opts *o, arena *a, db_result **out);
 
 /* SQLite: copy the file at `from` into a new file `to` (VACUUM INTO on a private, hardened
  * connection of its own: tenant connections refuse ATTACH, which VACUUM INTO needs), waiting

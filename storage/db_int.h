@@ -137,7 +137,8 @@ void db_sqlite_deadline(tn_db *db, int64_t deadline_ms);
 int db_sqlite_own_authorizer(tn_db *db);
 
 /* sqlite_read.c: SQLite's half of db_query_capped (inside db_read_begin; res zeroed). */
-int db_sqlite_query_capped(tn_db *db, const char *sql, int row_cap, arena *a, db_result *res);
+int db_sqlite_query_capped(tn_db *db, const char *sql, int nparams, const char *const *params,
+                           int row_cap, arena *a, db_result *res);
 
 /* readonly.c: rows (n of them) in an array of at least n + 1 (the old one left to the arena);
  * NULL when out of memory. */

@@ -101,7 +101,8 @@ static int pg_read_begin(tn_db *db, const db_read_opts *o)
 /* Only a query can be a cursor; any other statement (SHOW, EXPLAIN, or a write the
  * transaction then refuses) runs as it is, after the savepoint has undone the failed
  * DECLARE. */
-static int pg_query_cursor(tn_db *db, const char *sql, int row_cap, tn_rows **rows)
+static int pg_query_cursor(tn_db *db, const char *sql, int nparams, const char *const *params,
+                           int row_cap, tn_rows **rows)
 {
     buf declare = BUF_INIT;
     buf_puts(&declare, "DECLARE tn_admin_c NO SCROLL CURSOR FOR ");
@@ -110,7 +111,7 @@ static int pg_query_cursor(tn_db *db, const char *sql, int row_cap, tn_rows **ro
     snprintf(fetch, sizeof(fetch), "FETCH FORWARD %d FROM tn_admin_c", row_cap + 1);
     int rc = declare.oom ? db_set_error(db, TN_NOMEM, "out of memory")
                          : tn_db_exec(db, "SAVEPOINT tn_admin_q", 0, NULL);
-    if (rc == TN_OK && tn_db_exec(db, declare.p, 0, NULL) == TN_OK) {
+    if (rc == TN_OK && tn_db_exec(db, declare.p, nparams, params) == TN_OK) {
         buf_free(&declare);
         return tn_db_query(db, rows, fetch, 0, NULL);
     }
@@ -120,13 +121,14 @@ static int pg_query_cursor(tn_db *db, const char *sql, int row_cap, tn_rows **ro
     rc = tn_db_exec(db, "ROLLBACK TO SAVEPOINT tn_admin_q", 0, NULL);
     if (rc != TN_OK)
         return rc;
-    return tn_db_query(db, rows, sql, 0, NULL);
+    return tn_db_query(db, rows, sql, nparams, params);
 }
 
-static int pg_query_capped(tn_db *db, const char *sql, int row_cap, arena *a, db_result *res)
+static int pg_query_capped(tn_db *db, const char *sql, int nparams, const char *const *params,
+                           int row_cap, arena *a, db_result *res)
 {
     tn_rows *rows = NULL;
-    int rc = pg_query_cursor(db, sql, row_cap, &rows);
+    int rc = pg_query_cursor(db, sql, nparams, params, row_cap, &rows);
     if (rc != TN_OK)
         return rc;
     res->ncols = tn_rows_ncols(rows);
@@ -203,14 +205,15 @@ void db_read_end(tn_db *db)
         db_reset(db);
 }
 
-int db_query_capped(tn_db *db, const char *sql, int row_cap, const db_read_opts *o, arena *a,
-                    db_result **out)
+int db_query_capped(tn_db *db, const char *sql, int nparams, const char *const *params,
+                    int row_cap, const db_read_opts *o, arena *a, db_result **out)
 {
     if (out != NULL)
         *out = NULL;
     if (db == NULL)
         return TN_INVALID;
-    if (sql == NULL || o == NULL || a == NULL || out == NULL || row_cap < 0)
+    if (sql == NULL || o == NULL || a == NULL || out == NULL || row_cap < 0 || nparams < 0 ||
+        nparams > DB_MAX_PARAMS || (nparams > 0 && params == NULL))
         return db_set_error(db, TN_INVALID, "db_query_capped: no SQL, options, arena or result");
     db->err[0] = '\0';
     db_result *res = arena_calloc(a, sizeof(*res));
@@ -221,8 +224,8 @@ int db_query_capped(tn_db *db, const char *sql, int row_cap, const db_read_opts 
     int rc = db_read_begin(db, &strict);
     if (rc != TN_OK)
         return rc;
-    rc = is_pg(db) ? pg_query_capped(db, sql, row_cap, a, res)
-                   : db_sqlite_query_capped(db, sql, row_cap, a, res);
+    rc = is_pg(db) ? pg_query_capped(db, sql, nparams, params, row_cap, a, res)
+                   : db_sqlite_query_capped(db, sql, nparams, params, row_cap, a, res);
     /* The end rolls back, which clears the message: keep the statement's. */
     char why[DB_ERRLEN];
     str_copy(why, sizeof(why), tn_db_error(db));

@@ -35,6 +35,7 @@
 
 #include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The first refusal, described for the message. */
@@ -227,7 +228,30 @@ static int sandbox_rows(tn_db *db, sqlite3 *h, sqlite3_stmt *st, int row_cap, ar
                         "%s", sqlite3_errmsg(h));
 }
 
-int db_sqlite_query_capped(tn_db *db, const char *sql, int row_cap, arena *a, db_result *res)
+/* Bind $1..$n by name, as the connection's own statements are bound (sqlite.c): any other
+ * placeholder, or a number past nparams, is refused rather than left NULL. */
+static int sandbox_bind(tn_db *db, sqlite3_stmt *st, int nparams, const char *const *params)
+{
+    int count = sqlite3_bind_parameter_count(st);
+    for (int i = 1; i <= count; i++) {
+        const char *name = sqlite3_bind_parameter_name(st, i);
+        char *end = NULL;
+        long k = name != NULL && name[0] == '$' ? strtol(name + 1, &end, 10) : 0;
+        if (k < 1 || k > nparams || end == NULL || *end != '\0')
+            return db_set_error(db, TN_INVALID,
+                                "parameter %s: parameters are written $1 to $%d here",
+                                name != NULL ? name : "?", nparams);
+        int s = params[k - 1] == NULL
+                    ? sqlite3_bind_null(st, i)
+                    : sqlite3_bind_text(st, i, params[k - 1], -1, SQLITE_TRANSIENT);
+        if (s != SQLITE_OK)
+            return db_set_error(db, TN_NOMEM, "cannot bind parameter %s", name);
+    }
+    return TN_OK;
+}
+
+int db_sqlite_query_capped(tn_db *db, const char *sql, int nparams, const char *const *params,
+                           int row_cap, arena *a, db_result *res)
 {
     sqlite3 *h = db->drv->native(db);
     /* Static: one sandboxed statement at a time per process (a worker serves one request),
@@ -239,6 +263,8 @@ int db_sqlite_query_capped(tn_db *db, const char *sql, int row_cap, arena *a, db
                             sqlite3_errmsg(h));
     sqlite3_stmt *st = NULL;
     int rc = sandbox_prepare(db, h, sql, &refusal, &st);
+    if (rc == TN_OK)
+        rc = sandbox_bind(db, st, nparams, params);
     if (rc == TN_OK)
         rc = sandbox_rows(db, h, st, row_cap, a, res);
     sqlite3_finalize(st);

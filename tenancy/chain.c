@@ -18,6 +18,7 @@
 #include "tenancy/placement.h"
 #include "tenancy/registry.h"
 #include "tenancy/rolekey.h"
+#include "tenancy/sandbox.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +84,7 @@ void chain_fini(void)
     lookup_destroy(ch.lookup);
     appcache_destroy(ch.apps);
     pool_destroy(ch.pool);
+    sandbox_fini();
     registry_close(ch.reg);
     arena_destroy(ch.run_arena);
     buf_free(&ch.run_headers);
@@ -552,6 +554,45 @@ tn_db *tn_db_of(tn_request *r)
     }
     r->db = db;
     return db;
+}
+
+/* db_result and tn_result are the same shape; the public one is read-only. */
+static const tn_result *public_result(tn_request *r, const db_result *d)
+{
+    tn_result *o = tn_alloc(r, sizeof(*o));
+    if (o != NULL)
+        *o = (tn_result){.ncols = d->ncols, .cols = d->cols, .nrows = d->nrows,
+                         .rows = (const char *const *const *)d->rows,
+                         .truncated = d->truncated};
+    return o;
+}
+
+int tn_db_query_sandboxed(tn_request *r, const char *sql, int nparams,
+                          const char *const *params, int row_cap, int timeout_ms,
+                          const tn_result **out)
+{
+    *out = NULL;
+    r->error = NULL;
+    char err[1024] = "";
+    int rc;
+    if (!ch.ready || r->tenant == NULL) {
+        rc = tn_errf(err, sizeof(err), TN_NOTFOUND, "a central request has no tenant storage");
+    } else if (sql == NULL || row_cap < 0 || timeout_ms <= 0 || nparams < 0) {
+        rc = tn_errf(err, sizeof(err), TN_INVALID, "no SQL, or a bad row cap or time limit");
+    } else {
+        sandbox s;
+        db_result *res = NULL;
+        rc = sandbox_open(ch.env.cfg, r->tenant, r->arena, &s, err, sizeof(err));
+        if (rc == TN_OK)
+            rc = sandbox_query(&s, sql, nparams, params, row_cap, timeout_ms, r->arena, &res,
+                               err, sizeof(err));
+        sandbox_close(&s, rc == TN_OK || rc == TN_INVALID || rc == TN_DENIED);
+        if (rc == TN_OK && (*out = public_result(r, res)) == NULL)
+            rc = tn_errf(err, sizeof(err), TN_NOMEM, "out of memory");
+    }
+    if (rc != TN_OK)
+        r->error = arena_strdup(r->arena, err);
+    return rc;
 }
 
 static int64_t cache_ns(const tn_request *r) { return r->tenant ? r->tenant->id : 0; }

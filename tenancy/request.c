@@ -244,6 +244,8 @@ const char *tn_query(const tn_request *r) { return r->query; }
 const char *tn_host(const tn_request *r) { return r->host; }
 const char *tn_request_id(const tn_request *r) { return r->req_id; }
 
+const char *tn_request_error(const tn_request *r) { return r->error != NULL ? r->error : ""; }
+
 TN_HOT const char *tn_param(const tn_request *r, const char *name) { return param(r, name); }
 
 const char *tn_header(const tn_request *r, const char *name)

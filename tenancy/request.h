@@ -68,6 +68,7 @@ struct tn_request {
     bool tenant_counted;               /* admitted by limits_enter: limits_leave is owed */
     const char *stage;                 /* the chain stage running, for error lines */
     tn_db *db;                         /* the tenant's storage, when the chain gave one */
+    const char *error;                 /* tn_request_error(): why the last call failed */
 };
 
 /* Fill r for a request arriving over transport tp. Buffers are the caller's (reused across

@@ -172,7 +172,7 @@ static int capped(tn_db *d, bool pg, const char *sql, int cap, int64_t timeout_m
                   db_result **r)
 {
     db_read_opts o = {.timeout_ms = timeout_ms, .schema = schema_of(pg)};
-    int rc = db_query_capped(d, sql, cap, &o, a, r);
+    int rc = db_query_capped(d, sql, 0, NULL, cap, &o, a, r);
     ck_assert(db_is_clean(d));   /* whatever happened, nothing is left open */
     return rc;
 }
@@ -229,6 +229,43 @@ static void capped_case(bool pg)
     db_close(d);
 }
 
+/* Parameters: bound as text, NULL as SQL NULL, through the cursor on PostgreSQL; on SQLite
+ * only $1..$n, and a number past the count is refused rather than read as NULL. */
+static void capped_params_case(bool pg)
+{
+    tn_db *d = open_tables(pg, true);
+    arena *a = arena_create(0);
+    db_read_opts o = {.timeout_ms = 5000, .schema = schema_of(pg)};
+    db_result *r = NULL;
+    const char *p[] = {"b", NULL};
+    ST_OK(d, db_query_capped(d, "SELECT id, name FROM parent WHERE name >= $1 ORDER BY id", 1,
+                             p, 2, &o, a, &r));
+    ck_assert_int_eq(r->nrows, 2);
+    ck_assert(r->truncated);
+    ck_assert_str_eq(r->rows[0][1], "b");
+    ST_OK(d, db_query_capped(d, pg ? "SELECT $2::text IS NULL, $1::text" : "SELECT $2 IS NULL, $1", 2, p, 10, &o, a, &r));
+    ck_assert_str_eq(r->rows[0][1], "b");
+    ck_assert_str_eq(r->rows[0][0], pg ? "t" : "1");
+    if (!pg) {
+        ST_EXPECT(d, TN_INVALID, db_query_capped(d, "SELECT $2", 1, p, 10, &o, a, &r));
+        ST_EXPECT(d, TN_INVALID, db_query_capped(d, "SELECT ?", 1, p, 10, &o, a, &r));
+        ST_EXPECT(d, TN_INVALID, db_query_capped(d, "SELECT :x", 1, p, 10, &o, a, &r));
+    } else {
+        ck_assert_int_ne(db_query_capped(d, "SELECT $2", 1, p, 10, &o, a, &r), TN_OK);
+    }
+    ST_EXPECT(d, TN_DENIED, db_query_capped(d, "DELETE FROM parent WHERE name = $1", 1, p, 10,
+                                            &o, a, &r));
+    ck_assert(db_is_clean(d));
+    arena_destroy(a);
+    db_close(d);
+}
+
+START_TEST(capped_params_sqlite) { capped_params_case(false); }
+END_TEST
+
+START_TEST(capped_params_pg) { capped_params_case(true); }
+END_TEST
+
 START_TEST(capped_sqlite) { capped_case(false); }
 END_TEST
 
@@ -269,6 +306,8 @@ Suite *catalog_suite(void)
     tcase_add_test(tc, schema_exists_pg);
     tcase_add_test(tc, capped_sqlite);
     tcase_add_test(tc, capped_pg);
+    tcase_add_test(tc, capped_params_sqlite);
+    tcase_add_test(tc, capped_params_pg);
     tcase_add_test(tc, read_deadline_sqlite);
     suite_add_tcase(s, tc);
     return s;
