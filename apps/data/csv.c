@@ -146,6 +146,8 @@ int dt_csv_parse(const rest_mem *m, const char *text, size_t len, dt_csv *out, i
     for (int i = 0; rc == TN_OK && i < hdr.n; i++)
         if (hdr.v[i] == NULL)
             rc = TN_INVALID;   /* an empty column name */
+    if (rc != TN_OK)
+        rd.line = 1;
     while (rc == TN_OK && rd.p < rd.end) {
         int at = rd.line;
         rc = read_record(&rd, &row);

@@ -217,7 +217,5 @@ int dt_timeout_ms(dt_req *d);
 int dt_stats(dt_req *d);                                   /* stats.c */
 void dt_stats_count(tn_request *r);
 int dt_openapi(dt_req *d);                                 /* openapi.c */
-int dt_export(dt_req *d);                                  /* io.c */
-int dt_import(dt_req *d);
 
 #endif

@@ -430,12 +430,20 @@ static const dt_col *input_col(dt_req *d, const dt_table *t, const char *name, b
     return *answered ? NULL : c;
 }
 
+/* name is in the comma list (columns=, on_conflict=); items may be double-quoted, as
+ * PostgREST's clients write them. */
 static bool in_list(const char *list, const char *name)
 {
     size_t n = strlen(name);
-    for (const char *p = list; p != NULL && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
-        if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+    for (const char *p = list; p != NULL && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+        while (*p == ' ')
+            p++;
+        bool q = *p == '"';
+        const char *s = p + q;
+        if (strncmp(s, name, n) == 0 && (!q || s[n] == '"') &&
+            (s[n + q] == ',' || s[n + q] == '\0' || s[n + q] == ' '))
             return true;
+    }
     return false;
 }
 
@@ -603,8 +611,8 @@ static int conflict_target(dt_req *d, const dt_table *t, const rest_query *q, co
     char *copy = tn_strdup(d->r, list);
     *cols = tn_alloc(d->r, (strlen(list) / 2 + 2) * sizeof(char *));
     *n = 0;
-    for (char *save = NULL, *c = strtok_r(copy, ",", &save); c != NULL;
-         c = strtok_r(NULL, ",", &save)) {
+    for (char *save = NULL, *c = strtok_r(copy, ", \"", &save); c != NULL;
+         c = strtok_r(NULL, ", \"", &save)) {
         if (dt_col_find(t, c) == NULL)
             return dt_errorf(d, 400, "unknown_column", c, "on_conflict: no column %s", c) ==
                            TN_OK ? TN_DONE : TN_IO;

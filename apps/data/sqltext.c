@@ -385,9 +385,10 @@ bool dt_timestamp_ok(const char *s)
     p++;
     if (!digits(&p, 2))
         return false;
-    if (lit(&p, ':') && !digits(&p, 2))
-        return false;
-    return *p == '\0';
+    bool colon = lit(&p, ':');
+    if (colon || *p != '\0')
+        return digits(&p, 2) && *p == '\0';
+    return true;
 }
 
 /* ---- FTS5 terms ------------------------------------------------------------------------- */
