@@ -197,8 +197,8 @@ int dt_value_text(dt_req *d, int type, const json_t *v, const char **text, const
     case DT_TIMESTAMP:
         if (!json_is_string(v) || !dt_timestamp_ok(json_string_value(v)))
             break;
-        *text = json_string_value(v);
-        return TN_OK;
+        *text = tn_strdup(d->r, json_string_value(v));
+        return *text != NULL ? TN_OK : TN_NOMEM;
     case DT_JSON: {
         char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
         *text = s != NULL ? tn_strdup(d->r, s) : NULL;
@@ -208,8 +208,9 @@ int dt_value_text(dt_req *d, int type, const json_t *v, const char **text, const
     default:
         if (!json_is_string(v) || memchr(json_string_value(v), '\0', json_string_length(v)))
             break;
-        *text = json_string_value(v);
-        return TN_OK;
+        /* copied: the JSON document is freed before the statement runs */
+        *text = tn_strdup(d->r, json_string_value(v));
+        return *text != NULL ? TN_OK : TN_NOMEM;
     }
     *why = tn_sprintf(d->r, "expected %s", dt_type_name(type));
     return TN_INVALID;
