@@ -18,11 +18,13 @@
 #define GREETING "v1"
 #endif
 
+#ifndef GREET_FAIL_INIT
 static int greet_stage(tn_request *r, void *arg)
 {
     (void)arg;
     return tn_add_header(r, "X-Greet-Stage", GREETING);
 }
+#endif
 
 static int greet_init(const tn_app_env *env)
 {
