@@ -92,7 +92,18 @@ void chain_fini(void)
     memset(&ch, 0, sizeof(ch));
 }
 
-void chain_allow_stages(bool allow) { ch.stages_open = allow; }
+void chain_stages_open(chain_app *app)
+{
+    app->first_stage = ch.nstages;
+    app->nstages = 0;
+    ch.stages_open = true;
+}
+
+void chain_stages_close(chain_app *app)
+{
+    app->nstages = ch.nstages - app->first_stage;
+    ch.stages_open = false;
+}
 
 const char *chain_stage(const tn_request *r) { return r->stage ? r->stage : "start"; }
 
@@ -170,38 +181,16 @@ static TN_HOT bool subdomain_slug(const char *host, size_t hl, char *out, size_t
 }
 
 /* The slug after the path prefix ("/t/acme/x" -> "acme", rest "/x"). */
-/* A path the web server may read differently from us: a "." or ".." segment, or an encoded
- * dot, slash or backslash. nginx matches its locations (and their access rules) on the
- * normalised path while the path resolver reads the raw one, so /t/globex/../acme/x passes
- * nginx's rule for /t/acme/ and would name globex: such a path is refused, never resolved. */
-static bool path_ambiguous(const char *p)
-{
-    for (const char *s = p; *s != '\0' && *s != '?'; s++) {
-        if (*s == '\\')
-            return true;
-        if (*s == '%' && s[1] != '\0' && s[2] != '\0') {
-            char a = s[1], b = (char)(s[2] | 0x20);
-            if ((a == '2' && (b == 'e' || b == 'f')) || (a == '5' && b == 'c'))
-                return true;
-        }
-        if (*s == '/' && s[1] == '.') {
-            const char *t = s[2] == '.' ? s + 3 : s + 2;
-            if (*t == '/' || *t == '\0' || *t == '?')
-                return true;
-        }
-    }
-    return false;
-}
-
 /* The slug the path names after tenant.path_prefix: TN_OK (out and *rest set), TN_NOTFOUND
- * (no prefix, or no valid slug after it), TN_INVALID (an ambiguous path, see above). */
+ * (no prefix, or no valid slug after it), TN_INVALID (an ambiguous path:
+ * request_path_ambiguous). */
 static int path_slug(tn_request *r, char *out, size_t n, const char **rest)
 {
     const char *pfx = ch.env.cfg->path_prefix;
     size_t pl = strlen(pfx);
     if (strncmp(r->path, pfx, pl) != 0)
         return TN_NOTFOUND;
-    if (path_ambiguous(r->path))
+    if (request_path_ambiguous(r->path))
         return TN_INVALID;
     const char *s = r->path + pl;
     const char *end = strchr(s, '/');
@@ -425,7 +414,7 @@ static TN_HOT void enter_context(tn_request *r)
         ch.env.note_tenant(ch.env.hook_ctx, r->tenant->id, r->tenant->slug);
 }
 
-TN_HOT int chain_run(tn_request *r, int (*handler)(tn_request *))
+TN_HOT int chain_run(tn_request *r, const chain_app *app)
 {
     if (ch.current != NULL || ch.in_request) {
         /* A request must start with no tenant. Continuing could serve another tenant's
@@ -465,7 +454,12 @@ TN_HOT int chain_run(tn_request *r, int (*handler)(tn_request *))
                 return serve_theme(r);
         }
     }
-    for (int i = 0; i < ch.nstages; i++) {
+    if (ch.env.pick != NULL) {
+        r->stage = "mount";
+        if ((app = ch.env.pick(ch.env.pick_ctx, r)) == NULL)
+            return TN_DONE;
+    }
+    for (int i = app->first_stage, end = i + app->nstages; i < end; i++) {
         r->stage = ch.stages[i].name;
         int rc = ch.stages[i].fn(r, ch.stages[i].arg);
         if (rc == TN_DONE)
@@ -478,7 +472,7 @@ TN_HOT int chain_run(tn_request *r, int (*handler)(tn_request *))
         }
     }
     r->stage = "handler";
-    return handler(r);
+    return app->handle(r);
 }
 
 /* Give the request's storage back: rolled back if left open, checked, unscoped. */

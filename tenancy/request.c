@@ -197,6 +197,25 @@ TN_HOT void request_init(tn_request *r, const tn_transport *tp, void *tx, arena 
     r->host = request_normalise_host(a, h);
 }
 
+bool request_path_ambiguous(const char *p)
+{
+    for (const char *s = p; *s != '\0' && *s != '?'; s++) {
+        if (*s == '\\')
+            return true;
+        if (*s == '%' && s[1] != '\0' && s[2] != '\0') {
+            char a = s[1], b = (char)(s[2] | 0x20);
+            if ((a == '2' && (b == 'e' || b == 'f')) || (a == '5' && b == 'c'))
+                return true;
+        }
+        if (*s == '/' && s[1] == '.') {
+            const char *t = s[2] == '.' ? s + 3 : s + 2;
+            if (*t == '/' || *t == '\0' || *t == '?')
+                return true;
+        }
+    }
+    return false;
+}
+
 TN_HOT int request_route_host(tn_request *r, const char *const *params, int nparams)
 {
     if (r->route_state != RH_UNSET)
@@ -241,6 +260,7 @@ void request_init_detached(tn_request *r, arena *a, buf *headers, buf *out)
 const char *tn_method(const tn_request *r) { return r->method; }
 const char *tn_path(const tn_request *r) { return r->path; }
 const char *tn_query(const tn_request *r) { return r->query; }
+const char *tn_mount(const tn_request *r) { return r->mount != NULL ? r->mount : ""; }
 const char *tn_host(const tn_request *r) { return r->host; }
 const char *tn_request_id(const tn_request *r) { return r->req_id; }
 

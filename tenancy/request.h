@@ -41,6 +41,8 @@ struct tn_request {
     const char *method;
     const char *path;         /* the path the handler sees (a path-prefix resolver strips) */
     const char *orig_path;    /* the path as requested */
+    const char *mount;        /* the prefix of the app serving it (tn_mount); NULL: no mounts
+                               * configured, the one app at the root */
     const char *query;
     const char *host;         /* HTTP_HOST or SERVER_NAME, normalised ("" when absent: tn_host) */
     const char *route_host;   /* the name the request is routed by (request_route_host) */
@@ -108,6 +110,13 @@ enum { RH_UNSET = 0, RH_OK, RH_ABSENT, RH_INVALID };
  * the same params: the generation's). RH_OK (r->route_host is the valid name), RH_ABSENT
  * (no param set) or RH_INVALID (r->route_host is ""). */
 int request_route_host(tn_request *r, const char *const *params, int nparams);
+
+/* A path the web server may read differently from us: a "." or ".." segment, or an encoded
+ * dot, slash or backslash. nginx matches its locations (and their access rules) on the
+ * normalised path while we route by the raw one (the tenant path prefix, the mounts), so
+ * /t/globex/../acme/x passes nginx's rule for /t/acme/ and would name globex: such a path is
+ * refused by whatever routes by it, never resolved. */
+bool request_path_ambiguous(const char *p);
 
 /* The HTTP reason phrase for a status code ("Not Found"). */
 const char *http_reason(int status);

@@ -5,6 +5,7 @@
  *   GET /sleep?ms=N  -> sleeps N ms first (for timeout and drain tests)
  *   GET /crash       -> dies from SIGSEGV (for respawn tests)
  *   POST /echo       -> the request body back
+ *   GET /_mount...   -> "mount=<tn_mount> path=<tn_path>" (where it is mounted, what it sees)
  *
  * The test routes exist only when the environment says TENANCY_HELLO_TEST_ROUTES=1, so the
  * shipped module cannot be crashed from outside.
@@ -40,6 +41,9 @@ static int hello_handle(tn_request *r)
          * even in a sanitizer build whose own handler would report it as an error. */
         signal(SIGSEGV, SIG_DFL);
         raise(SIGSEGV);
+    } else if (test_routes && strncmp(path, "/_mount", 7) == 0) {
+        tn_add_header(r, "Content-Type", "text/plain; charset=utf-8");
+        return tn_printf(r, "mount=%s path=%s\n", tn_mount(r), path);
     } else if (strcmp(path, "/echo") == 0 && strcmp(tn_method(r), "POST") == 0) {
         const char *body;
         size_t len;

@@ -59,6 +59,7 @@ static int handler(tn_request *r)
     snprintf(handler_slug, sizeof(handler_slug), "%s", t ? tn_tenant_slug(t) : "-");
     return tn_puts(r, "ok");
 }
+static const chain_app handler_app = {.handle = handler};
 
 /* Run one request; returns the final status and leaves the body in f->out. */
 static int run(struct fake *f, const char *host, const char *path, const char *extra_name,
@@ -81,7 +82,7 @@ static int run(struct fake *f, const char *host, const char *path, const char *e
     tn_request r;
     request_init(&r, &fake_tp, f, req_arena, &headers, &out, 1 << 20, "test", 0);
     handler_slug[0] = '\0';
-    int rc = chain_run(&r, handler);
+    int rc = chain_run(&r, &handler_app);
     (void)rc;
     request_finish(&r);
     int status = r.status;
@@ -206,7 +207,7 @@ START_TEST(test_header_untrusted_source)
     f.n = (int)TN_ARRAY_LEN(p);
     tn_request r;
     request_init(&r, &fake_tp, &f, req_arena, &headers, &out, 1 << 20, "test", 0);
-    chain_run(&r, handler);
+    chain_run(&r, &handler_app);
     request_finish(&r);
     ck_assert_int_eq(r.status, 404);
     chain_finish(&r, r.status);
@@ -387,6 +388,83 @@ static int during_run(tn_request *r, void *arg)
                : TN_ERR;
 }
 
+/* Two apps behind one chain (fcgi/route.c's pick, reduced): /api goes to the second. Each
+ * app's init adds a stage; a stage runs for its own app's requests only. */
+static int stage_runs[2];
+static char mount_seen[64];
+static int count_stage(tn_request *r, void *arg)
+{
+    (void)r;
+    stage_runs[(intptr_t)arg]++;
+    return TN_OK;
+}
+static int deny_stage(tn_request *r, void *arg)
+{
+    (void)arg;
+    tn_send_error(r, 401, "no key");
+    return TN_DONE;
+}
+static int mount_handler(tn_request *r)
+{
+    snprintf(mount_seen, sizeof(mount_seen), "%s", tn_mount(r));
+    return handler(r);
+}
+static chain_app app_root = {.handle = mount_handler}, app_api = {.handle = mount_handler};
+static const chain_app *pick_two(void *ctx, tn_request *r)
+{
+    (void)ctx;
+    if (strncmp(r->path, "/api", 4) == 0 && (r->path[4] == '\0' || r->path[4] == '/')) {
+        r->mount = "/api";
+        r->path = r->path[4] ? r->path + 4 : "/";
+        return &app_api;
+    }
+    r->mount = "";
+    return &app_root;
+}
+
+START_TEST(test_stages_per_app)
+{
+    chain_fini();
+    chain_env env = {.cfg = &cfg, .max_children = 4, .lim = lim, .pick = pick_two};
+    ck_assert_int_eq(chain_init(&env), TN_OK);
+    ck_assert_int_eq(tn_stage_add("outside", count_stage, NULL), TN_ERR);   /* init only */
+    chain_stages_open(&app_root);
+    ck_assert_int_eq(tn_stage_add("root-count", count_stage, (void *)0), TN_OK);
+    chain_stages_close(&app_root);
+    chain_stages_open(&app_api);
+    ck_assert_int_eq(tn_stage_add("api-count", count_stage, (void *)1), TN_OK);
+    ck_assert_int_eq(tn_stage_add("api-auth", deny_stage, NULL), TN_OK);
+    chain_stages_close(&app_api);
+    ck_assert_int_eq(app_root.nstages, 1);
+    ck_assert_int_eq(app_api.first_stage, 1);
+    ck_assert_int_eq(app_api.nstages, 2);
+
+    struct fake f = {0};
+    stage_runs[0] = stage_runs[1] = 0;
+    /* The root app: its stage only, never the api's auth stage. */
+    ck_assert_int_eq(run(&f, "acme.example.com", "/apix/1", NULL, NULL), 200);
+    ck_assert_str_eq(handler_path, "/apix/1");
+    ck_assert_str_eq(mount_seen, "");
+    ck_assert_int_eq(stage_runs[0], 1);
+    ck_assert_int_eq(stage_runs[1], 0);
+    /* The api: its two stages, the second answers; the root's stage does not run. */
+    ck_assert_int_eq(run(&f, "acme.example.com", "/api/x", NULL, NULL), 401);
+    ck_assert_int_eq(stage_runs[0], 1);
+    ck_assert_int_eq(stage_runs[1], 1);
+    /* The tenant path prefix first, then the mount: /t/acme/api/x is acme's /api, path /x. */
+    chain_stages_open(&app_api);   /* the api without its auth stage, for the next request */
+    ck_assert_int_eq(tn_stage_add("api-count2", count_stage, (void *)1), TN_OK);
+    chain_stages_close(&app_api);
+    ck_assert_int_eq(run(&f, "other.test", "/t/acme/api/x", NULL, NULL), 200);
+    ck_assert_str_eq(handler_slug, "acme");
+    ck_assert_str_eq(handler_path, "/x");
+    ck_assert_str_eq(mount_seen, "/api");
+    ck_assert_int_eq(stage_runs[0], 1);
+    ck_assert_int_eq(stage_runs[1], 2);
+    buf_free(&f.out);
+}
+END_TEST
+
 START_TEST(test_tn_run)
 {
     ck_assert_int_eq(tn_run("acme", during_run, NULL), TN_OK);
@@ -404,10 +482,10 @@ START_TEST(test_context_must_be_empty)
     f.n = 1;
     tn_request r1, r2;
     request_init(&r1, &fake_tp, &f, req_arena, &headers, &out, 1 << 20, "a", 0);
-    chain_run(&r1, handler);
+    chain_run(&r1, &handler_app);
     /* no chain_finish(&r1): the next request must not run */
     request_init(&r2, &fake_tp, &f, req_arena, &headers, &out, 1 << 20, "b", 0);
-    chain_run(&r2, handler);
+    chain_run(&r2, &handler_app);
 }
 END_TEST
 
@@ -424,6 +502,7 @@ Suite *chain_suite(void)
     tcase_add_test(tc, test_limits_table_full);
     tcase_add_test(tc, test_limits_top_pages);
     tcase_add_test(tc, test_limits_cap_concurrent);
+    tcase_add_test(tc, test_stages_per_app);
     tcase_add_test(tc, test_tn_run);
     suite_add_tcase(s, tc);
     /* Expects the process to abort: fork mode only (tagged, so that CK_FORK=no runs such as
