@@ -8,8 +8,10 @@
 #include "core/buf.h"
 #include "core/kv.h"
 #include "core/log.h"
+#include "core/rc.h"
 
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,6 +245,18 @@ const char *tn_path(const tn_request *r) { return r->path; }
 const char *tn_query(const tn_request *r) { return r->query; }
 const char *tn_host(const tn_request *r) { return r->host; }
 const char *tn_request_id(const tn_request *r) { return r->req_id; }
+
+void request_set_error(tn_request *r, const char *fmt, ...)
+{
+    if (r->error == NULL && (r->error = arena_alloc(r->arena, REQUEST_ERROR_MAX)) == NULL)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    tn_verrf(r->error, REQUEST_ERROR_MAX, TN_ERR, fmt, ap);
+    va_end(ap);
+}
+
+const char *tn_request_error(const tn_request *r) { return r->error ? r->error : ""; }
 
 TN_HOT const char *tn_param(const tn_request *r, const char *name) { return param(r, name); }
 

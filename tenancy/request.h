@@ -68,6 +68,12 @@ struct tn_request {
     bool tenant_counted;               /* admitted by limits_enter: limits_leave is owed */
     const char *stage;                 /* the chain stage running, for error lines */
     tn_db *db;                         /* the tenant's storage, when the chain gave one */
+
+    /* The message of the last app API call that failed with one to give (tn_key_check,
+     * tn_db_query_sandboxed), for tn_request_error. Allocated from the request arena when
+     * first set: a pointer keeps request_init's memset as small as before, and most requests
+     * never fail a call. NULL: none. */
+    char *error;
 };
 
 /* Fill r for a request arriving over transport tp. Buffers are the caller's (reused across
@@ -107,6 +113,11 @@ enum { RH_UNSET = 0, RH_OK, RH_ABSENT, RH_INVALID };
  * the same params: the generation's). RH_OK (r->route_host is the valid name), RH_ABSENT
  * (no param set) or RH_INVALID (r->route_host is ""). */
 int request_route_host(tn_request *r, const char *const *params, int nparams);
+
+/* Set the request's error message (tn_request_error), through tn_verrf; replaces the one
+ * before. Out of request memory the message is lost (tn_request_error then says ""). */
+#define REQUEST_ERROR_MAX 512
+void request_set_error(tn_request *r, const char *fmt, ...) TN_PRINTF(2, 3);
 
 /* The HTTP reason phrase for a status code ("Not Found"). */
 const char *http_reason(int status);
