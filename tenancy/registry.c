@@ -1643,6 +1643,9 @@ static int do_key_revoke(registry *r, void *arg, char *err, size_t errlen)
         return rc;
     snprintf(kid, sizeof(kid), "%lld", (long long)a->id);
     const char *p[] = {tid, a->id > 0 ? kid : a->prefix};
+    /* asked first: in a PostgreSQL transaction, a failed query would end it */
+    if ((rc = keys_table(r)) == TN_NOTFOUND)
+        return tn_errf(err, errlen, TN_NOTFOUND, "tenant '%s' has no key %s", a->slug, p[1]);
     tn_rows *rows = NULL;
     rc = tn_db_query(r->db, &rows,
                      a->id > 0 ? "SELECT " KEY_COLS " FROM api_keys k JOIN tenants t ON t.id = "
@@ -1651,11 +1654,8 @@ static int do_key_revoke(registry *r, void *arg, char *err, size_t errlen)
                                  "k.tenant_id WHERE k.tenant_id = $1 AND k.prefix = $2 "
                                  "ORDER BY k.id LIMIT 2",
                      2, p);
-    if (rc != TN_OK) {
-        if (keys_missing(r, rc))
-            return tn_errf(err, errlen, TN_NOTFOUND, "tenant '%s' has no key %s", a->slug, p[1]);
+    if (rc != TN_OK)
         return tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
-    }
     registry_key k;
     int found = 0;
     while ((rc = tn_rows_next(rows)) == TN_OK) {
