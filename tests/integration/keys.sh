@@ -49,8 +49,7 @@ R=$(sed 's/.*"token":"\([^"]*\)".*/\1/' <<< "$json")
 assert_contains "$json" '"read_only":true' "--json: the key's flags"
 [[ $R =~ ^tnk_ ]] || fatal "no token in --json: $json"
 G=$(tn_cli key create globex | sed -n 2p)
-E=$(tn_cli key create acme --expires 3s | sed -n 2p)
-[ -n "$G" ] && [ -n "$E" ] || fatal "key create printed no token"
+[ -n "$G" ] || fatal "key create printed no token"
 
 tn_cli key create nobody > /dev/null 2>&1
 assert_eq "$?" 1 "key create for an unknown tenant: exit 1"
@@ -64,7 +63,7 @@ assert_eq "$?" 2 "an unknown option: exit 2"
 list=$(tn_cli key list)
 assert_contains "$list" "ci bot" "key list shows labels"
 assert_contains "$list" "${A:0:12}" "key list shows the prefix"
-for t in "$A" "$R" "$G" "$E"; do
+for t in "$A" "$R" "$G"; do
     case "$list$(tn_cli key list --json)" in
     *"${t:12}"*) fail "a list shows a token's secret part" ;;
     esac
@@ -109,6 +108,8 @@ assert_eq "$?" 1 "revoking another tenant's key by id: exit 1"
 assert_eq "$(key globex.localhost "$G" > /dev/null; last_status)" 200 "... and it still works"
 
 # expired: good (and cached) while valid, refused once its time is past
+E=$(tn_cli key create acme --expires 3s | sed -n 2p)
+[ -n "$E" ] || fatal "key create --expires printed no token"
 assert_eq "$(key acme.localhost "$E" > /dev/null; last_status)" 200 "a key before its expiry"
 sleep 3.5
 key acme.localhost "$E" > "$T/e.txt"
