@@ -45,7 +45,9 @@ typedef struct rest_err {
     const char *code;       /* stable and documented: "bad_filter", "unknown_column", ... */
     char message[256];
     char where[128];        /* the query parameter or header, and the byte offset in it:
-                               "or=(a.eq.1,b.zz.2) at 11" */
+                               "or=(a.eq.1,b.zz.2) at 13" (a long one cut with "...") */
+    size_t at;              /* that offset: in the decoded "name=value" of a parameter, in
+                               the value of a header */
 } rest_err;
 
 typedef enum rest_op {
@@ -72,6 +74,10 @@ typedef struct rest_cond {
     /* REST_AND / REST_OR */
     int nkids;
     struct rest_cond **kids;
+    /* where it was read, for errors found later (unknown_column): the decoded parameter
+       "name=value" and the offset of the column in it */
+    const char *param;
+    size_t at;
 } rest_cond;
 
 typedef enum rest_nulls { REST_NULLS_DEFAULT, REST_NULLS_FIRST, REST_NULLS_LAST } rest_nulls;
@@ -80,11 +86,15 @@ typedef struct rest_order {
     const char *column;
     bool desc;
     rest_nulls nulls;
+    const char *param;             /* as in rest_cond */
+    size_t at;
 } rest_order;
 
 typedef struct rest_select {
     const char *column;            /* "*" for every column */
     const char *alias;             /* alias:column, or NULL */
+    const char *param;             /* as in rest_cond */
+    size_t at;
 } rest_select;
 
 /* Prefer: header (RFC 7240 list, PostgREST's preferences). */
@@ -101,6 +111,7 @@ typedef struct rest_prefer {
     rest_resolution resolution;
     bool missing_default;          /* missing=default */
     bool tx_rollback;              /* tx=rollback */
+    bool strict;                   /* handling=strict */
 } rest_prefer;
 
 /* A whole request's reading of the query string and headers. */
@@ -115,12 +126,13 @@ typedef struct rest_query {
     const char *search;            /* search=: full-text terms, or NULL */
     const char *on_conflict;       /* on_conflict=a,b (comma list, unchecked until SQL) */
     const char *columns;           /* columns=a,b (insert: which keys to take) */
+    bool all;                      /* all=true: PATCH/DELETE without a filter (the app's) */
     rest_prefer prefer;
 } rest_query;
 
 /* Read a query string (raw, still percent-encoded; may be NULL or "") into *q. Parameters
  * that are not reserved words (select, order, limit, offset, or, and, not.or, not.and,
- * search, on_conflict, columns) are filters: `column=op.value`. TN_OK, TN_INVALID or
+ * search, on_conflict, columns, all) are filters: `column=op.value`. TN_OK, TN_INVALID or
  * TN_TOOBIG with *e filled. */
 int rest_parse_query(const rest_mem *m, const char *qs, rest_query *q, rest_err *e);
 
