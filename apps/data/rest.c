@@ -861,9 +861,12 @@ static int raw_param(qstate *s, const rest_mem *m, rest_err *e, const char *b, c
     size_t len = nlen + 1 + (eq ? pct_decode(eq + 1, end, t + nlen + 1) : 0);
     t[len] = '\0';
     pctx c = {m, e, t, len, t + len, &s->nconds};
-    const char *nul = memchr(t, '\0', len);
-    if (nul != NULL)
+    char *nul = memchr(t, '\0', len);
+    if (nul != NULL) {
+        for (char *z = nul; z < t + len; z++)
+            *z = *z ? *z : '?';          /* the where shows the whole parameter */
         return pbad(&c, "bad_value", nul, "a NUL byte (%00) in the query string");
+    }
     return one_param(s, &c, nlen);
 }
 
@@ -1099,7 +1102,7 @@ static void range_apply(rest_query *q, int64_t first, int64_t last)
 
 int rest_parse_range(const char *header, rest_query *q, rest_err *e)
 {
-    int64_t first, last;
+    int64_t first = 0, last = -1;
     err_clear(e);
     if (header == NULL)
         return TN_OK;
