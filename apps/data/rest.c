@@ -191,6 +191,7 @@ typedef struct pctx {
     size_t len;
     const char *end;
     int *nconds;
+    size_t nlen;                       /* the name's length in text */
 } pctx;
 
 static int perr(const pctx *c, int rc, const char *code, const char *at, const char *fmt, ...)
@@ -566,7 +567,7 @@ static int p_filter(qstate *s, const pctx *c, const char *v)
     rest_cond *leaf = new_cond(c, REST_LEAF, c->text);
     if (leaf == NULL)
         return pnomem(c);
-    if ((rc = take_name(c, c->text, v - 1, &leaf->column)) != TN_OK)
+    if ((rc = take_name(c, c->text, c->text + c->nlen, &leaf->column)) != TN_OK)
         return rc;
     if (v >= c->end)
         return pbad(c, "bad_filter", v, "a filter needs operator.value, as eq.1");
@@ -809,9 +810,10 @@ static const struct {
     {"columns", p_columns, "bad_value"}, {"all", p_all, "bad_value"},
 };
 
-static int one_param(qstate *s, const pctx *c, size_t nlen)
+static int one_param(qstate *s, const pctx *c)
 {
-    const char *v = c->text + nlen + 1;
+    size_t nlen = c->nlen;
+    const char *v = c->text + nlen + (nlen < c->len);
     for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++) {
         if (strlen(reserved[i].name) != nlen || memcmp(reserved[i].name, c->text, nlen) != 0)
             continue;
@@ -848,7 +850,7 @@ static size_t pct_decode(const char *s, const char *e, char *d)
     return n;
 }
 
-/* One raw piece name[=value]: decoded into "name=value", then read. */
+/* One raw piece name[=value]: decoded into "name=value" (or "name"), then read. */
 static int raw_param(qstate *s, const rest_mem *m, rest_err *e, const char *b, const char *end)
 {
     const char *eq = memchr(b, '=', (size_t)(end - b));
@@ -856,18 +858,20 @@ static int raw_param(qstate *s, const rest_mem *m, rest_err *e, const char *b, c
     char *t = r_alloc(m, (size_t)(end - b) + 2);
     if (t == NULL)
         return err_nomem(e);
-    size_t nlen = pct_decode(b, ne, t);
-    t[nlen] = '=';
-    size_t len = nlen + 1 + (eq ? pct_decode(eq + 1, end, t + nlen + 1) : 0);
+    size_t nlen = pct_decode(b, ne, t), len = nlen;
+    if (eq) {
+        t[nlen] = '=';
+        len = nlen + 1 + pct_decode(eq + 1, end, t + nlen + 1);
+    }
     t[len] = '\0';
-    pctx c = {m, e, t, len, t + len, &s->nconds};
+    pctx c = {m, e, t, len, t + len, &s->nconds, nlen};
     char *nul = memchr(t, '\0', len);
     if (nul != NULL) {
         for (char *z = nul; z < t + len; z++)
             *z = *z ? *z : '?';          /* the where shows the whole parameter */
         return pbad(&c, "bad_value", nul, "a NUL byte (%00) in the query string");
     }
-    return one_param(s, &c, nlen);
+    return one_param(s, &c);
 }
 
 static void query_defaults(rest_query *q)

@@ -342,7 +342,8 @@ START_TEST(test_filter_errors)
     parse_err("or=(a.eq.1,b.zz.2)", TN_INVALID, "unknown_operator", "or=(a.eq.1,b.zz.2) at 13");
     parse_err("a=eq", TN_INVALID, "bad_filter", "a=eq at 2");
     parse_err("a=", TN_INVALID, "bad_filter", "a= at 2");
-    parse_err("a", TN_INVALID, "bad_filter", "a= at 2");
+    parse_err("a", TN_INVALID, "bad_filter", "a at 1");
+    parse_err("limit", TN_INVALID, "bad_limit", "limit at 5");
     parse_err("a=eq(any).1", TN_INVALID, "bad_filter", "a=eq(any).1 at 2");
     parse_err("1a=eq.1", TN_INVALID, "bad_column_name", "1a=eq.1 at 0");
     parse_err("=eq.1", TN_INVALID, "bad_column_name", "=eq.1 at 0");
