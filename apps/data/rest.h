@@ -132,8 +132,9 @@ typedef struct rest_query {
 
 /* Read a query string (raw, still percent-encoded; may be NULL or "") into *q. Parameters
  * that are not reserved words (select, order, limit, offset, or, and, not.or, not.and,
- * search, on_conflict, columns, all) are filters: `column=op.value`. TN_OK, TN_INVALID or
- * TN_TOOBIG with *e filled. */
+ * search, on_conflict, columns, all) are filters: `column=op.value`. *q is reset first
+ * (limit -1, offset 0, Prefer's defaults). TN_OK, or TN_INVALID, TN_TOOBIG (400) or
+ * TN_NOMEM (500) with *e filled; on failure *q is partly filled and must not be used. */
 int rest_parse_query(const rest_mem *m, const char *qs, rest_query *q, rest_err *e);
 
 /* Read the Prefer header (NULL: none) into q->prefer. Unknown preferences are ignored, as
@@ -141,8 +142,10 @@ int rest_parse_query(const rest_mem *m, const char *qs, rest_query *q, rest_err 
 int rest_parse_prefer(const char *header, rest_prefer *p, rest_err *e);
 
 /* Read a Range header's items ("0-9", "10-"; a "items=" unit is accepted) into q's
- * limit/offset, combined with limit= and offset= as PostgREST does. TN_OK, TN_INVALID (416:
- * "range_not_satisfiable" is the caller's, after counting). */
+ * limit/offset, combined with limit= and offset= as PostgREST does: the rows kept are the
+ * intersection of the two windows (limit 0 when they do not meet). Call it once, after
+ * rest_parse_query. NULL: nothing. TN_OK, TN_INVALID (416 "bad_range" for an unreadable
+ * header; "range_not_satisfiable" is the caller's, after counting). */
 int rest_parse_range(const char *header, rest_query *q, rest_err *e);
 
 /* ---- SQL -------------------------------------------------------------------------------- */
@@ -169,12 +172,17 @@ int rest_sql_ident(rest_sql *s, const char *ident);       /* "quoted""ident" */
 int rest_sql_param(rest_sql *s, const char *value);       /* $N, value kept (NULL: SQL NULL) */
 
 /* " WHERE ..." for q->where (nothing when NULL), each column checked with col(): unknown →
- * TN_NOTFOUND, 400 "unknown_column". On SQLite, like is case-sensitive as in PostgreSQL
- * (written as GLOB with the pattern translated) and ilike is LIKE (ASCII case-insensitive). */
+ * TN_NOTFOUND, 400 "unknown_column" with the where of the parameter it came from. Filters
+ * are joined by AND, groups parenthesised, a negation is NOT (...); eq is =, neq <>, in
+ * IN ($1, $2) (an empty list FALSE), is IS NULL/TRUE/FALSE/UNKNOWN (IS NULL for unknown on
+ * SQLite). On SQLite, like is case-sensitive as in PostgreSQL (written as GLOB with the
+ * pattern translated, '\' escaping as LIKE's) and ilike is LIKE ... ESCAPE '\' (ASCII
+ * case-insensitive). The rest_sql_* writers return TN_OK or TN_NOMEM besides. */
 int rest_sql_where(rest_sql *s, const rest_query *q, rest_column_fn col, void *ctx,
                    rest_err *e);
 
-/* " ORDER BY ..." and " LIMIT $n OFFSET $m" for q (nothing when absent). */
+/* " ORDER BY "c" ASC|DESC [NULLS FIRST|LAST], ..." and " LIMIT $n OFFSET $m" for q (nothing
+ * when absent; on SQLite an offset alone is " LIMIT -1 OFFSET $m"). */
 int rest_sql_order(rest_sql *s, const rest_query *q, rest_column_fn col, void *ctx,
                    rest_err *e);
 int rest_sql_limit(rest_sql *s, const rest_query *q);
