@@ -261,7 +261,10 @@ const char *tn_request_error(const tn_request *r);
 
 /* Check `token` against the live keys of the request's own tenant: TN_OK with *flags when it
  * is one; TN_DENIED when it is unknown, revoked, expired or another tenant's; TN_INVALID when
- * it is not a key's shape; TN_NOTFOUND for a central request; or a registry error. */
+ * it is not a key's shape; TN_NOTFOUND for a central request; or a registry error (TN_IO:
+ * answer 503). tn_request_error() says why for each refusal. Answers are cached in the worker
+ * for a few seconds, but a revoke reaches every worker by its next request, and expiry is
+ * checked at each call. */
 int tn_key_check(tn_request *r, const char *token, unsigned *flags);
 
 /* ---- Mounts ------------------------------------------------------------------------------- */

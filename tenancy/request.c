@@ -8,8 +8,10 @@
 #include "core/buf.h"
 #include "core/kv.h"
 #include "core/log.h"
+#include "core/rc.h"
 
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -264,7 +266,17 @@ const char *tn_mount(const tn_request *r) { return r->mount != NULL ? r->mount :
 const char *tn_host(const tn_request *r) { return r->host; }
 const char *tn_request_id(const tn_request *r) { return r->req_id; }
 
-const char *tn_request_error(const tn_request *r) { return r->error != NULL ? r->error : ""; }
+void request_set_error(tn_request *r, const char *fmt, ...)
+{
+    if (r->error == NULL && (r->error = arena_alloc(r->arena, REQUEST_ERROR_MAX)) == NULL)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    tn_verrf(r->error, REQUEST_ERROR_MAX, TN_ERR, fmt, ap);
+    va_end(ap);
+}
+
+const char *tn_request_error(const tn_request *r) { return r->error ? r->error : ""; }
 
 TN_HOT const char *tn_param(const tn_request *r, const char *name) { return param(r, name); }
 
