@@ -30,10 +30,11 @@ for x in la:sqlite lb:sqlite sa:pgs sb:pgs; do
         fatal "creating ${x%%:*}: $(cat "$T/create.out")"
 done
 
-# make_key SLUG [--read-only]: a new key of SLUG's (the last word `tenancy key create` prints)
+# make_key SLUG [--read-only]: a new key of SLUG's (the second line `tenancy key create`
+# prints, tenancy(1))
 make_key() {
-    tn_cli key create "$@" > "$T/key.out" 2>&1 || fatal "key create $*: $(cat "$T/key.out")"
-    tail -n 1 "$T/key.out" | awk '{print $NF}'
+    tn_cli key create "$@" > "$T/key.out" 2> "$T/key.err" || fatal "key create $*: $(cat "$T/key.err")"
+    sed -n 2p "$T/key.out" | awk '{print $NF}'
 }
 declare -A KEY RO
 for s in la lb sa sb; do
