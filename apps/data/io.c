@@ -724,8 +724,8 @@ static int exec1(sqlite3 *h, const char *sql)
 
 typedef struct dropper {
     dt_req *d;
-    const char *keep;      /* "\n" separated names */
-    dt_str drops;          /* the statements, "\n" separated is not needed: ';' */
+    const char *keep;      /* the names kept, each between two "\n" */
+    dt_str drops;          /* the DROP statements, each ending in ";" */
 } dropper;
 
 static bool kept(const dropper *dr, const char *name)
