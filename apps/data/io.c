@@ -634,7 +634,7 @@ static void read_end(dt_req *d)
     tn_db_rollback(d->db);
 }
 
-/* ---- answers ---------------------------------------------------------------------------------- */
+/* ---------------------------------------------------------------------------------------------- */
 
 static int send_blob(dt_req *d, const char *ctype, const char *ext, const void *data,
                      size_t len)
@@ -867,7 +867,7 @@ int dt_export(dt_req *d)
     return lite && (db || !json) ? export_db(d, limit) : export_json(d, limit);
 }
 
-/* ---- import ----------------------------------------------------------------------------------- */
+/* ---------------------------------------------------------------------------------------------- */
 
 typedef struct plan {
     const json_t *t;
