@@ -206,8 +206,9 @@ typedef struct tn_event {
 
 /* The request's own tenant's events with id > after that the log still holds, oldest first
  * (polling, or a page that shows what changed): fn is called for each, and must be quick
- * (the log is locked meanwhile: copy what you keep, write to the response, do not call the
- * storage); a non-zero return stops the walk and is returned. *last (may be NULL) gets the
+ * (the host's log is locked meanwhile: copy what you keep or append it to the response
+ * buffer; do not call the storage, tn_publish or anything that may wait); a non-zero return
+ * stops the walk and is returned. *last (may be NULL) gets the
  * tenant's newest id. TN_OK; TN_AGAIN when some events after `after` are no longer kept, or
  * `after` is newer than any id (ids restarted): the caller should reload and go on from
  * *last; TN_NOTFOUND (a central request), TN_BUSY, TN_ERR (no event log in this process). */

@@ -6,6 +6,7 @@
 #include "core/arena.h"
 #include "core/buf.h"
 #include "core/rc.h"
+#include "storage/db.h"
 #include "tenancy/events.h"
 
 #include <check.h>
@@ -448,9 +449,88 @@ START_TEST(test_notify_payload)
 }
 END_TEST
 
-Suite *events_suite(void);
-Suite *events_suite(void)
+static const char *pg_uri;
+
+static void notify(tn_db *db, const char *payload)
 {
+    const char *p[] = {EVENTS_NOTIFY_CHANNEL, payload};
+    ck_assert_int_eq(tn_db_exec(db, "SELECT pg_notify($1, $2)", 2, p), TN_OK);
+}
+
+/* Wait for the listener's socket, then take what came; the total appended. */
+static int poll_remote(events_remote *er, int want)
+{
+    int total = 0;
+    for (int i = 0; i < 50 && total < want; i++) {
+        struct pollfd pf = {.fd = events_remote_fd(er), .events = POLLIN};
+        poll(&pf, 1, 100);
+        int n = events_remote_poll(er);
+        ck_assert_int_ge(n, 0);
+        total += n;
+    }
+    return total;
+}
+
+/* The hub's side across hosts, against a real PostgreSQL: another host's events are appended
+ * with this host's ids; this host's own, malformed payloads and other channels are not. */
+START_TEST(test_remote_listen)
+{
+    tenancy_config cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.enabled = true;
+    cfg.registry_uri = pg_uri;
+    ck_assert(events_remote_needed(&cfg));
+    event_log *l = event_log_create(65536, 16);
+    append_ok(l, 3, "local-1", 1);
+    events_remote *er = NULL;
+    char err[512];
+    ck_assert_msg(events_remote_open(&cfg, l, &er, err, sizeof(err)) == TN_OK, "%s", err);
+    ck_assert_int_ge(events_remote_fd(er), 0);
+    ck_assert_int_eq(events_remote_poll(er), 0);   /* nothing yet, and no wait */
+
+    tn_db *db = NULL;
+    ck_assert_int_eq(db_open(pg_uri, NULL, &db, err, sizeof(err)), TN_OK);
+    buf b = BUF_INIT;
+    events_notify_payload(&b, event_log_origin(l), 3, "c", "mine", 4);
+    notify(db, b.p);   /* this host's own: already in the log */
+    notify(db, "{\"origin\":\"zz\"}");
+    const char *p2[] = {"tenancy_registry", "changed"};
+    ck_assert_int_eq(tn_db_exec(db, "SELECT pg_notify($1, $2)", 2, p2), TN_OK);
+    buf_reset(&b);
+    events_notify_payload(&b, event_log_origin(l) ^ 1, 3, "table:notes", "from afar", 9);
+    notify(db, b.p);
+    ck_assert_int_eq(poll_remote(er, 1), 1);
+    ck_assert_int_eq(poll_remote(er, 1), 0);   /* nothing more arrives */
+    int rc;
+    got *g = since(l, 3, 0, &rc);
+    ck_assert_int_eq(rc, TN_OK);
+    ck_assert_int_eq(g->n, 2);
+    ck_assert_uint_eq(g->ids[1], 2);   /* this host's next id */
+    g = since(l, 3, 1, &rc);
+    ck_assert_str_eq(g->first_data, "from afar");
+    ck_assert_str_eq(g->first_channel, "table:notes");
+    /* a lost connection says so */
+    ck_assert_int_eq(tn_db_exec(db, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                    "WHERE query LIKE 'LISTEN%' AND pid <> pg_backend_pid()",
+                                0, NULL), TN_OK);
+    rc = 0;
+    for (int i = 0; i < 50 && rc >= 0; i++) {
+        struct pollfd pf = {.fd = events_remote_fd(er), .events = POLLIN};
+        poll(&pf, 1, 100);
+        rc = events_remote_poll(er);
+    }
+    ck_assert_int_eq(rc, TN_IO);
+    events_remote_close(er);
+    db_close(db);
+    buf_free(&b);
+    event_log_destroy(l);
+}
+END_TEST
+
+Suite *events_suite(const char *pg);
+Suite *events_suite(const char *pg)
+{
+    pg_uri = pg;
     Suite *s = suite_create("events");
     TCase *tc = tcase_create("log");
     tcase_set_timeout(tc, 60);
@@ -463,5 +543,9 @@ Suite *events_suite(void)
     tcase_add_test(tc, test_killed_appenders);
     tcase_add_test(tc, test_notify_payload);
     suite_add_tcase(s, tc);
+    TCase *remote = tcase_create("remote");
+    tcase_set_timeout(remote, 30);
+    tcase_add_test(remote, test_remote_listen);
+    suite_add_tcase(s, remote);
     return s;
 }
