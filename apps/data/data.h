@@ -225,6 +225,10 @@ int dt_changelog(dt_req *d);
 int dt_table_plan(dt_req *d, const json_t *spec, const char **sql, int *nsql);
 /* Append one entry in the caller's transaction. */
 int dt_changelog_add(dt_req *d, const char *action, const char *table, json_t *detail);
+/* After a committed change (tables.c: the schema; rows.c: rows), tell the tenant's
+ * subscribers with tn_publish: `ev` (taken: decref'd here) on "table:<table>" (table NULL:
+ * on "schema"). A failure is logged, never answered: the change is committed. */
+void dt_publish(dt_req *d, const char *table, json_t *ev);
 json_t *dt_table_json(const dt_table *t);
 /* FTS maintenance for the row ids given (SQLite only: PostgreSQL's column is generated). */
 int dt_fts_delete(dt_req *d, const dt_table *t, const char *where_sql, int nparams,

@@ -16,6 +16,7 @@
  * Must not: touch internal objects other than its own (_fts_*, _search, _data_changelog),
  * or leave a transaction open.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -155,6 +156,49 @@ int dt_changelog(dt_req *d)
     return rc;
 }
 
+/* ---- events -------------------------------------------------------------------------------- */
+
+/* Events are for subscribers that redraw a view, so each is small: the detail only when it
+ * is short (the changelog has all of it). */
+#define EVENT_DETAIL_MAX 1024
+
+void dt_publish(dt_req *d, const char *table, json_t *ev)
+{
+    if (ev == NULL)
+        return;
+    char ch[80];
+    const char *channel = "schema";
+    if (table != NULL) {
+        snprintf(ch, sizeof(ch), "table:%s", table);
+        channel = ch;
+    }
+    char *text = json_dumps(ev, JSON_COMPACT);
+    json_decref(ev);
+    if (text == NULL)
+        return;
+    int rc = tn_publish(d->r, channel, text, NULL);
+    if (rc == TN_INVALID && table != NULL)   /* a name no channel can hold: "table" for all */
+        rc = tn_publish(d->r, "table", text, NULL);
+    if (rc != TN_OK && rc != TN_ERR)   /* TN_ERR: no event log here (a test harness) */
+        tn_log(d->r, TN_LOG_WARN, "data: event on %s not published: %s", channel,
+               tn_request_error(d->r));
+    free(text);
+}
+
+/* The "schema" event of a committed change: the changelog entry's action, table and detail
+ * (the detail when short). */
+static void publish_schema(dt_req *d, const char *action, const char *table, json_t *detail)
+{
+    json_t *ev = json_pack("{s:s,s:s}", "action", action, "table", table);
+    if (ev != NULL && detail != NULL) {
+        char *text = json_dumps(detail, JSON_COMPACT);
+        if (text != NULL && strlen(text) <= EVENT_DETAIL_MAX)
+            json_object_set(ev, "detail", detail);
+        free(text);
+    }
+    dt_publish(d, NULL, ev);
+}
+
 /* ---- running a change ---------------------------------------------------------------------- */
 
 /* Run the statements and the changelog entry in one transaction; answer the error or
@@ -171,8 +215,10 @@ static int ddl_run(dt_req *d, int n, const char *const *sql, const char *action,
     if (rc == TN_OK)
         rc = tn_db_commit(d->db);
     dt_catalog_reset(d);
-    if (rc == TN_OK)
+    if (rc == TN_OK) {
+        publish_schema(d, action, table, detail);
         return TN_OK;
+    }
     char *why = tn_strdup(d->r, tn_db_error(d->db));
     tn_db_rollback(d->db);
     *done = true;
