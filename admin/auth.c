@@ -40,6 +40,7 @@
 #include "core/kv.h"
 #include "core/log.h"
 #include "core/rc.h"
+#include "core/token.h"
 #include "tenancy/operators.h"
 
 #include <crypt.h>
@@ -47,7 +48,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 #define COOKIE "tn_admin"
@@ -65,46 +65,9 @@
 
 /* ---- small helpers ------------------------------------------------------------------------- */
 
-static bool ct_equal(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    unsigned char d = la == lb ? 0 : 1;
-    size_t n = la < lb ? la : lb;
-    for (size_t i = 0; i < n; i++)
-        d |= (unsigned char)(a[i] ^ b[i]);
-    return d == 0;
-}
-
 int auth_random_token(char *out, size_t outlen, size_t nbytes)
 {
-    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    unsigned char raw[64];
-    if (nbytes > sizeof(raw) || outlen < nbytes * 2)
-        return TN_INVALID;
-    size_t got = 0;
-    while (got < nbytes) {
-        ssize_t n = getrandom(raw + got, nbytes - got, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return TN_IO;
-        got += (size_t)n;
-    }
-    size_t o = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < nbytes; i++) {
-        acc = acc << 8 | raw[i];
-        bits += 8;
-        while (bits >= 6) {
-            bits -= 6;
-            out[o++] = b64[(acc >> bits) & 63];
-        }
-    }
-    if (bits > 0)
-        out[o++] = b64[(acc << (6 - bits)) & 63];
-    out[o] = '\0';
-    return TN_OK;
+    return token_random_b64url(out, outlen, nbytes);
 }
 
 static int64_t now_s(void) { return (int64_t)time(NULL); }
@@ -207,7 +170,7 @@ static int session_holds(const char *user, const char *stored_fp)
     int rc = user_fingerprint(user, fp);
     if (rc == TN_IO)
         return TN_IO;
-    return rc == TN_OK && ct_equal(fp, stored_fp) ? TN_OK : TN_DENIED;
+    return rc == TN_OK && token_equal(fp, stored_fp) ? TN_OK : TN_DENIED;
 }
 
 int auth_session(adm_req *a)
@@ -254,7 +217,7 @@ bool auth_csrf_ok(adm_req *a)
     const char *t = tn_header(a->r, "X-CSRF-Token");
     if (t == NULL)
         t = adm_form(a, "csrf");
-    if (t == NULL || a->csrf == NULL || !ct_equal(t, a->csrf))
+    if (t == NULL || a->csrf == NULL || !token_equal(t, a->csrf))
         return false;
     return from_panel(a);
 }
@@ -361,7 +324,7 @@ static bool password_ok(const char *user, const char *password, char fp[65])
         return false;
     }
     const char *h = crypt_r(password, hash, &cdata);
-    bool ok = h != NULL && h[0] == '$' && ct_equal(h, hash);
+    bool ok = h != NULL && h[0] == '$' && token_equal(h, hash);
     explicit_bzero(&cdata, sizeof(cdata));
     if (ok)
         sha256_hex(hash, strlen(hash), fp);
@@ -419,7 +382,7 @@ int auth_login_post(adm_req *a)
     }
     const char *nonce = adm_form(a, "nonce");
     const char *cookie = get_cookie(a, LOGIN_COOKIE);
-    if (nonce == NULL || cookie == NULL || !token_ok(nonce) || !ct_equal(nonce, cookie)) {
+    if (nonce == NULL || cookie == NULL || !token_ok(nonce) || !token_equal(nonce, cookie)) {
         audit(a, "login", NULL, "login form token missing or wrong", "refused");
         return auth_login_page(a, 403, "The login form expired or did not come from this "
                                        "panel. Please try again.");

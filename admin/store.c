@@ -17,6 +17,7 @@
 #include "admin/store.h"
 #include "core/clock.h"
 #include "core/rc.h"
+#include "storage/keep.h"
 #include "tenancy/placement.h"
 
 #include <stdio.h>
@@ -50,17 +51,9 @@ char *store_relation(adm_store *s, arena *ar, const char *table)
  * connections between requests, one per (server, database). They are the panel's own:
  * never lent to tenant code, and never given the operator's SQL. A connection is kept only
  * when it is clean after the request (its read-only transaction rolled back), and each is
- * closed after KEEP_USES requests, which bounds the catalog memory a backend collects as it
+ * closed after its max_uses requests, which bounds the catalog memory a backend collects as it
  * visits schemas. */
-#define KEEP_SLOTS 4
-#define KEEP_USES 200
-
-static struct kept {
-    tn_db *db;
-    char key[640];
-    int uses;
-    int64_t last_ms;
-} kept[KEEP_SLOTS];
+static db_keep kept = {.max_uses = 200};
 
 static void keep_key(const storage_target *t, char *key, size_t n)
 {
@@ -68,50 +61,7 @@ static void keep_key(const storage_target *t, char *key, size_t n)
              t->kind == TARGET_PG_DATABASE ? t->name : "");
 }
 
-static tn_db *keep_take(const char *key, int *uses)
-{
-    for (int i = 0; i < KEEP_SLOTS; i++)
-        if (kept[i].db != NULL && strcmp(kept[i].key, key) == 0) {
-            tn_db *db = kept[i].db;
-            *uses = kept[i].uses;
-            kept[i].db = NULL;
-            if (db_is_clean(db))
-                return db;
-            db_close(db);
-            return NULL;
-        }
-    return NULL;
-}
-
-static void keep_put(tn_db *db, const char *key, int uses)
-{
-    if (uses >= KEEP_USES || !db_is_clean(db)) {
-        db_close(db);
-        return;
-    }
-    int slot = 0;
-    for (int i = 0; i < KEEP_SLOTS; i++) {
-        if (kept[i].db == NULL) {
-            slot = i;
-            break;
-        }
-        if (kept[i].last_ms < kept[slot].last_ms)
-            slot = i;
-    }
-    db_close(kept[slot].db);
-    kept[slot].db = db;
-    kept[slot].uses = uses;
-    kept[slot].last_ms = clock_mono_ms();
-    snprintf(kept[slot].key, sizeof(kept[slot].key), "%s", key);
-}
-
-void store_fini(void)
-{
-    for (int i = 0; i < KEEP_SLOTS; i++) {
-        db_close(kept[i].db);
-        kept[i].db = NULL;
-    }
-}
+void store_fini(void) { db_keep_close_all(&kept); }
 
 int store_open(adm_req *a, const tenant_rec *t, adm_store *s, char *err, size_t errlen)
 {
@@ -139,7 +89,7 @@ int store_open(adm_req *a, const tenant_rec *t, adm_store *s, char *err, size_t 
     /* The schema target_tables lists: the tenant's own, or public in its own database. */
     snprintf(s->schema, sizeof(s->schema), "%s",
              s->target.kind == TARGET_PG_SCHEMA ? s->target.name : "public");
-    s->db = keep_take(s->key, &s->uses);
+    s->db = db_keep_take(&kept, s->key, &s->uses);
     for (int attempt = 0;; attempt++) {
         if (s->db == NULL) {
             s->uses = 0;
@@ -176,7 +126,7 @@ void store_close(adm_store *s)
     } else {
         if (!db_is_clean(s->db))
             tn_db_rollback(s->db);
-        keep_put(s->db, s->key, s->uses);
+        db_keep_put(&kept, s->db, s->key, s->uses);
     }
     s->db = NULL;
 }

@@ -12,45 +12,15 @@
 #include "tenancy/keys.h"
 #include "core/rc.h"
 #include "core/sha256.h"
+#include "core/token.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-
-static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 int key_token_new(char out[KEY_TOKEN_MAX])
 {
-    unsigned char raw[KEY_TOKEN_RANDOM];
-    size_t got = 0;
-    while (got < sizeof(raw)) {
-        ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            out[0] = '\0';
-            return TN_IO;
-        }
-        got += (size_t)n;
-    }
     memcpy(out, KEY_TOKEN_TAG, 4);
-    size_t o = 4;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < sizeof(raw); i++) {
-        acc = acc << 8 | raw[i];
-        bits += 8;
-        while (bits >= 6) {
-            bits -= 6;
-            out[o++] = b64url[(acc >> bits) & 63];
-        }
-    }
-    if (bits > 0)
-        out[o++] = b64url[(acc << (6 - bits)) & 63];
-    out[o] = '\0';
-    explicit_bzero(raw, sizeof(raw));
-    return TN_OK;
+    return token_random_b64url(out + 4, KEY_TOKEN_MAX - 4, KEY_TOKEN_RANDOM);
 }
 
 static bool b64url_char(char c)
@@ -90,16 +60,6 @@ void key_token_prefix(const char *token, char out[KEY_PREFIX_MAX])
 {
     memcpy(out, token, KEY_PREFIX_LEN);
     out[KEY_PREFIX_LEN] = '\0';
-}
-
-bool key_equal(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    unsigned char d = la == lb ? 0 : 1;
-    size_t n = la < lb ? la : lb;
-    for (size_t i = 0; i < n; i++)
-        d |= (unsigned char)(a[i] ^ b[i]);
-    return d == 0;
 }
 
 /* ---- the cache ---------------------------------------------------------------------------- */
@@ -170,7 +130,7 @@ key_answer *key_cache_get(key_cache *c, int64_t tenant_id, const char *hash, int
     if (c->n == 0 || strlen(hash) != KEY_HASH_MAX - 1)
         return NULL;
     struct slot *s = slot_of(c, tenant_id, hash);
-    bool same = key_equal(s->hash, hash);   /* a hash a client's token chose: no early exit */
+    bool same = token_equal(s->hash, hash);   /* a hash a client's token chose: no early exit */
     if (!s->used || s->tenant_id != tenant_id || !same)
         return NULL;
     if (now_ms >= s->expires_ms) {

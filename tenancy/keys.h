@@ -51,8 +51,6 @@ bool key_prefix_shape(const char *s);
 void key_token_hash(const char *token, char out[KEY_HASH_MAX]);
 void key_token_prefix(const char *token, char out[KEY_PREFIX_MAX]);
 
-/* Two NUL-terminated strings equal, in a time that does not depend on where they differ. */
-bool key_equal(const char *a, const char *b);
 
 /* ---- a worker's cache of answers ------------------------------------------------------------ */
 

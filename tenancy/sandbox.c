@@ -6,7 +6,7 @@
  * one per tenant (server, database and role). A kept connection is the tenant's own login:
  * it can reach nothing another tenant's could not, so keeping it crosses no boundary. It is
  * kept only when clean after its read-only transaction (storage's db_is_clean: no open
- * transaction, no session state left), and closed after KEEP_USES queries.
+ * transaction, no session state left), and closed after its max_uses queries (storage/keep.h).
  *
  * Must not: run SQL other than through db_query_capped, open a tenant's storage writable, or
  * log in as the placement's shared login for PostgreSQL.
@@ -15,68 +15,17 @@
 #include "tenancy/sandbox.h"
 #include "core/clock.h"
 #include "core/rc.h"
+#include "storage/keep.h"
 #include "tenancy/placement.h"
 #include "tenancy/rolekey.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#define KEEP_SLOTS 4
-#define KEEP_USES 500
-
-static struct kept {
-    tn_db *db;
-    char key[640];
-    int uses;
-    int64_t last_ms;
-} kept[KEEP_SLOTS];
-
+static db_keep kept = {.max_uses = 500};
 static int kept_uses;   /* the uses of the connection now open (carried from its slot) */
 
-static tn_db *keep_take(const char *key)
-{
-    for (int i = 0; i < KEEP_SLOTS; i++) {
-        if (kept[i].db == NULL || strcmp(kept[i].key, key) != 0)
-            continue;
-        tn_db *db = kept[i].db;
-        kept_uses = kept[i].uses;
-        kept[i].db = NULL;
-        if (db_is_clean(db))
-            return db;
-        db_close(db);
-        return NULL;
-    }
-    kept_uses = 0;
-    return NULL;
-}
-
-static void keep_put(tn_db *db, const char *key)
-{
-    if (++kept_uses >= KEEP_USES || !db_is_clean(db)) {
-        db_close(db);
-        return;
-    }
-    int slot = 0;
-    for (int i = 0; i < KEEP_SLOTS; i++) {
-        if (kept[i].db == NULL) {
-            slot = i;
-            break;
-        }
-        if (kept[i].last_ms < kept[slot].last_ms)
-            slot = i;
-    }
-    db_close(kept[slot].db);
-    kept[slot] = (struct kept){.db = db, .uses = kept_uses, .last_ms = clock_mono_ms()};
-    snprintf(kept[slot].key, sizeof(kept[slot].key), "%s", key);
-}
-
-void sandbox_fini(void)
-{
-    for (int i = 0; i < KEEP_SLOTS; i++) {
-        db_close(kept[i].db);
-        kept[i].db = NULL;
-    }
-}
+void sandbox_fini(void) { db_keep_close_all(&kept); }
 
 static int open_sqlite(sandbox *s, arena *a, char *err, size_t errlen)
 {
@@ -154,7 +103,7 @@ int sandbox_open(const tenancy_config *c, const tenant_rec *t, arena *a, sandbox
     snprintf(s->key, sizeof(s->key), "%d|%s|%s|%s", (int)s->target.kind,
              s->target.server ? s->target.server : "", s->target.name,
              s->target.role ? s->target.role : "");
-    s->db = keep_take(s->key);
+    s->db = db_keep_take(&kept, s->key, &kept_uses);
     if (s->db != NULL)
         return TN_OK;
     return s->sqlite ? open_sqlite(s, a, err, errlen) : open_pg(c, s, err, errlen);
@@ -167,7 +116,7 @@ void sandbox_close(sandbox *s, bool keep)
     /* SQLite files are opened afresh (cheap, and never a stale inode after an import or a
      * move replaced the file). */
     if (keep && !s->sqlite)
-        keep_put(s->db, s->key);
+        db_keep_put(&kept, s->db, s->key, ++kept_uses);
     else
         db_close(s->db);
     s->db = NULL;

@@ -230,12 +230,13 @@ bool dt_col_cb(void *ctx, const char *column, int *type)
 
 /* ---- indexes ----------------------------------------------------------------------------- */
 
-static const char sqlite_indexes[] =
+/* Indexes made by CREATE INDEX, not those of a constraint (a column's "unique", which the
+ * column says and an import remakes); io.c reads an uploaded file's with the same query. */
+const char dt_sql_indexes_sqlite[] =
     "SELECT l.name, l.\"unique\", (SELECT group_concat(name, ',') FROM "
     " (SELECT name FROM pragma_index_info(l.name) ORDER BY seqno)) "
     "FROM pragma_index_list($1) l WHERE l.origin = 'c' ORDER BY l.name";
-
-static const char pg_indexes[] =
+const char dt_sql_indexes_pg[] =
     "SELECT i.relname, ix.indisunique::int, (SELECT pg_catalog.string_agg(a.attname, ',' "
     " ORDER BY k.ord) FROM pg_catalog.unnest(ix.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord) "
     " JOIN pg_catalog.pg_attribute a ON a.attrelid = ix.indrelid AND a.attnum = k.attnum) "
@@ -243,7 +244,8 @@ static const char pg_indexes[] =
     "JOIN pg_catalog.pg_class c ON c.oid = ix.indrelid "
     "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
     "WHERE n.nspname = pg_catalog.current_schema() AND c.relname = $1 "
-    "AND NOT ix.indisprimary ORDER BY i.relname";
+    "AND NOT ix.indisprimary AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_constraint co "
+    " WHERE co.conindid = ix.indexrelid) ORDER BY i.relname";
 
 int dt_catalog_indexes(dt_req *d, dt_table *t)
 {
@@ -251,7 +253,7 @@ int dt_catalog_indexes(dt_req *d, dt_table *t)
     int cap = 0;
     const char *p[1] = {t->name};
     t->nindexes = 0;
-    int rc = tn_db_query(d->db, &rows, d->dialect == REST_SQLITE ? sqlite_indexes : pg_indexes,
+    int rc = tn_db_query(d->db, &rows, d->dialect == REST_SQLITE ? dt_sql_indexes_sqlite : dt_sql_indexes_pg,
                          1, p);
     while (rc == TN_OK && (rc = tn_rows_next(rows)) == TN_OK) {
         const char *name = tn_rows_get(rows, 0);

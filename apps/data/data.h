@@ -173,6 +173,9 @@ bool dt_col_cb(void *ctx, const char *column, int *type);
 void dt_catalog_reset(dt_req *d);
 /* The table's indexes, read now (only GET /tables/T and /tables need them). */
 int dt_catalog_indexes(dt_req *d, dt_table *t);
+/* The queries that list a table's CREATE INDEX indexes ($1 the table): name, unique, columns. */
+extern const char dt_sql_indexes_sqlite[];
+extern const char dt_sql_indexes_pg[];
 
 /* ---- answers (out.c) ----------------------------------------------------------------------- */
 

@@ -221,21 +221,6 @@ static const char pg_unique[] =
     "WHERE n.nspname = pg_catalog.current_schema() AND c.relname = $1 AND co.contype = 'u' "
     "AND pg_catalog.array_length(co.conkey, 1) = 1";
 
-/* Indexes made by CREATE INDEX (not those of a constraint, which "unique" remakes). */
-static const char sqlite_indexes[] =
-    "SELECT l.name, l.\"unique\", (SELECT group_concat(name, ',') FROM "
-    " (SELECT name FROM pragma_index_info(l.name) ORDER BY seqno)) "
-    "FROM pragma_index_list($1) l WHERE l.origin = 'c' ORDER BY l.name";
-static const char pg_indexes[] =
-    "SELECT i.relname, ix.indisunique::int, (SELECT pg_catalog.string_agg(a.attname, ',' "
-    " ORDER BY k.ord) FROM pg_catalog.unnest(ix.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord) "
-    " JOIN pg_catalog.pg_attribute a ON a.attrelid = ix.indrelid AND a.attnum = k.attnum) "
-    "FROM pg_catalog.pg_index ix JOIN pg_catalog.pg_class i ON i.oid = ix.indexrelid "
-    "JOIN pg_catalog.pg_class c ON c.oid = ix.indrelid "
-    "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-    "WHERE n.nspname = pg_catalog.current_schema() AND c.relname = $1 "
-    "AND NOT ix.indisprimary AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_constraint co "
-    " WHERE co.conindid = ix.indexrelid) ORDER BY i.relname";
 
 typedef struct xtable {
     const char *name;
@@ -395,7 +380,7 @@ static int read_tables(src *s, reader *rd)
             continue;
         rc = src_each(s, lite ? sqlite_unique : pg_unique, 1, p, unique_row, t);
         if (rc == TN_OK)
-            rc = src_each(s, lite ? sqlite_indexes : pg_indexes, 1, p, index_row, t);
+            rc = src_each(s, lite ? dt_sql_indexes_sqlite : dt_sql_indexes_pg, 1, p, index_row, t);
     }
     return rc;
 }
