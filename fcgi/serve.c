@@ -68,7 +68,17 @@ static TN_HOT int fx_write(void *tx, const char *p, size_t n)
     return 0;
 }
 
-static const tn_transport fcgi_transport = {fx_param, fx_read, fx_write};
+/* tn_flush: what libfcgi buffered leaves now, as STDOUT records. The head is out, so a
+ * timeout can no longer answer 504 (it would land inside this response): from here the
+ * SIGALRM path only exits, and the web server sees the response cut short. */
+static int fx_flush(void *tx)
+{
+    FCGX_Request *fx = tx;
+    alarm_may_answer = 0;
+    return FCGX_FFlush(fx->out) == 0 ? 0 : -1;
+}
+
+static const tn_transport fcgi_transport = {fx_param, fx_read, fx_write, fx_flush, NULL};
 
 /* REQUEST_START ("1733150000.123", nginx $msec) older than queue_timeout? */
 static bool past_queue_deadline(worker *w, tn_request *r)
