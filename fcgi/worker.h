@@ -44,6 +44,7 @@ typedef struct worker_args {
     int wake_fd;            /* write one byte here once the app is ready (wakes the master) */
     int handoff[2];         /* kept connections passed between workers: send on [0], receive
                              * on [1]; shared by all workers (-1: none) */
+    int hub_sock;           /* requests handed to the stream hub go here (-1: none) */
 } worker_args;
 
 /* What travels with a passed connection (SCM_RIGHTS over the handoff socket): whether it
