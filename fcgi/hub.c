@@ -38,11 +38,13 @@
 #include "tenancy/tenant.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -108,6 +110,13 @@ int hub_send(int sock, int fd, const hub_msg *msg)
     cm->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(cm), &fd, sizeof(int));
     ssize_t n = sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        /* A burst of subscriptions fills the socket faster than the hub takes them: wait a
+         * moment for room (the hub drains it in its next turn) before saying busy. */
+        struct pollfd p = {.fd = sock, .events = POLLOUT};
+        if (poll(&p, 1, 200) > 0)
+            n = sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
     if (n == (ssize_t)sizeof(*msg))
         return TN_OK;
     return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) ? TN_BUSY
@@ -709,6 +718,12 @@ TN_NORETURN void hub_main(const hub_args *a)
             close(a->close_fds[i]);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     prctl(PR_SET_NAME, "tenancyd-hub");
+    /* A descriptor per stream: as many as the hard limit allows. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
     log_set_pid();
     log_set_context("hub");
 

@@ -1052,6 +1052,12 @@ int master_run(tn_config *cfg, const char *config_path, const master_hooks *hook
     if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, m->hub) < 0) {
         log_warn("cannot make the stream hub's socket (%m): no streams");
         m->hub[0] = m->hub[1] = -1;
+    } else {
+        /* Room for a burst of hand-offs (a reconnecting crowd after a hub restart): the
+         * forced size needs privileges; the plain one is capped by the system's maximum. */
+        int sz = 4 << 20;
+        if (setsockopt(m->hub[0], SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
+            setsockopt(m->hub[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
     }
     if (m->sb == NULL || m->lim == NULL || m->sigfd < 0 || m->wake[0] < 0) {
         log_error("cannot set up the scoreboard or signals: %m");

@@ -1,0 +1,137 @@
+#!/bin/bash
+# stream.sh — streaming responses and the stream hub, through nginx with `fastcgi_buffering
+# off` and a real SSE client (the npm eventsource package, tests/sse/sse.mjs):
+#   flush     tn_flush: each chunk reaches the client before the app writes the next;
+#   order     a tenant's events arrive in order, each once, on the channels asked for;
+#   isolation tenant B's stream never carries tenant A's events (and the other way round);
+#   reload    SIGHUP (a new generation) and a SIGKILLed worker do not end a stream;
+#   resume    a client that reconnects with Last-Event-ID gets what it missed, nothing twice;
+#   hub       a SIGKILLed hub is restarted; its clients reconnect and resume;
+#   suspend   a suspended tenant's streams end (`event: end`), and a new one is refused;
+#   release   a client that goes away frees its stream (status JSON: no subscriber left).
+# The tenants are named in the path (tenant.resolvers = path): Node's fetch sets Host itself.
+. "$(dirname "$0")/lib.sh"
+need curl nginx node "$TENANCY_CLI"
+SSE=$top_srcdir/tests/sse
+[ -d "$SSE/node_modules/eventsource" ] || hard_error "tests/sse has no node_modules (run ./autogen.sh --deps)"
+
+tn_conf "pm.max_children = 2" "state_dir = $T/state" "tenant.resolvers = path" \
+    "stream.hub = on" "stream.heartbeat = 1s" "request_timeout = 10s"
+mkdir -p "$T/state"
+tn_cli init > /dev/null || fatal "tenancy init failed"
+tn_cli tenant create acme --name Acme > /dev/null || fatal "tenant create failed"
+tn_cli tenant create beta --name Beta > /dev/null || fatal "tenant create failed"
+export TENANCY_HUB_TEST_FEED=$T/feed.sock
+tn_start
+nginx_start "" "fastcgi_buffering off;"
+BASE="http://localhost:$NGINX_PORT"
+
+# publish SLUG CHANNEL DATA...: one event each (the hub's test feed until the event log).
+publish() {
+    local slug=$1 ch=$2 id
+    shift 2
+    case $slug in acme) id=1 ;; beta) id=2 ;; esac
+    python3 -c "
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+for d in sys.argv[1:]:
+    s.sendto(('$id $ch ' + d).encode(), '$T/feed.sock')
+" "$@"
+}
+
+
+# sse NAME SECONDS URL [args...]: a client in the background, its lines in $T/NAME.out.
+sse() {
+    local name=$1 secs=$2 url=$3
+    shift 3
+    node "$SSE/sse.mjs" --url "$url" --out "$T/$name.out" --seconds "$secs" "$@" \
+        > "$T/$name.res" 2> "$T/$name.err" &
+    echo $! > "$T/$name.pid"
+    PIDS+=("$!")
+}
+sse_wait() { wait "$(cat "$T/$1.pid")" 2> /dev/null; }
+opens() { grep -c '^open ' "$T/$1.out" 2> /dev/null || echo 0; }
+# the data of NAME's events of one type, one a line
+datas() { awk -v t="$2" '$1 == "event" && $4 == t { print $5 }' "$T/$1.out" 2> /dev/null; }
+ids() { awk -v t="$2" '$1 == "event" && $4 == t { print $3 }' "$T/$1.out" 2> /dev/null; }
+hub_status() { curl -s -m 5 "http://127.0.0.1:$NGINX_PORT/_tenancy/status" | json_field "$1"; }
+json_field() { python3 -c "import json,sys; d=json.load(sys.stdin)['hub']; print(d['$1'])"; }
+wait_open() { wait_until 10 bash -c "[ \$(grep -c '^open ' '$T/$1.out' 2>/dev/null) -ge ${2:-1} ]"; }
+
+# ---- flush: each chunk before the next is written --------------------------------------------
+start=$(date +%s%N)
+curl -sN -m 10 "$BASE/t/acme/stream?n=3&ms=600" | while IFS= read -r l; do
+    echo "$(( ($(date +%s%N) - start) / 1000000 )) $l"
+done > "$T/flush.out"
+first=$(awk 'NR == 1 { print $1 }' "$T/flush.out")
+last=$(awk 'NR == 3 { print $1 }' "$T/flush.out")
+assert_eq "$(awk '{ print $2 $3 }' "$T/flush.out" | tr '\n' ' ')" "chunk1 chunk2 chunk3 " "flush: all chunks"
+[ "${first:-9999}" -lt 500 ] && log "ok: flush: the first chunk came at once ($first ms)" ||
+    fail "flush: the first chunk came after $first ms (buffered?)"
+[ "${last:-0}" -ge 1100 ] && log "ok: flush: the last came when written ($last ms)" ||
+    fail "flush: the last chunk came at $last ms (expected >= 1100)"
+
+# ---- order and isolation ----------------------------------------------------------------------
+sse a 30 "$BASE/t/acme/subscribe?channels=table:a" --types table:a,table:b
+sse b 30 "$BASE/t/beta/subscribe" --types table:a,table:b
+wait_open a && wait_open b || fatal "the streams did not open: $(cat "$T"/a.err "$T"/b.err)"
+assert_eq "$(hub_status subscribers)" 2 "hub: two subscribers"
+publish acme table:a $(seq 1 20)
+publish acme table:b skipped
+publish beta table:b b1 b2
+wait_until 5 bash -c "[ \$(grep -c ' table:a ' '$T/a.out') -ge 20 ]"
+assert_eq "$(datas a table:a | tr '\n' ' ')" "$(seq 1 20 | tr '\n' ' ')" "order: acme's 20 events, in order, once each"
+assert_eq "$(datas a table:b)" "" "channels: acme's table:b is not on a table:a stream"
+wait_until 5 bash -c "[ \$(grep -c ' table:b ' '$T/b.out') -ge 2 ]"
+assert_eq "$(datas b table:b | tr '\n' ' ')" "b1 b2 " "beta's own events"
+assert_eq "$(datas b table:a)" "" "isolation: beta never receives acme's events"
+assert_eq "$(grep -c ' table:a ' "$T/b.out")" 0 "isolation: no table:a event at all on beta's stream"
+
+# ---- a reload and a killed worker do not end a stream ----------------------------------------
+kill -HUP "$TN_PID"
+wait_until 15 grep -q 'reloaded: generation 2' "$T/tenancyd.log" || fail "the reload did not finish"
+victim=$(pgrep -P "$TN_PID" | while read -r p; do
+    [ "$(cat /proc/"$p"/comm 2> /dev/null)" = tenancyd-hub ] || echo "$p"; done | head -1)
+kill -KILL "$victim"
+sleep 0.5
+publish acme table:a 21 22
+wait_until 5 bash -c "[ \$(grep -c ' table:a ' '$T/a.out') -ge 22 ]"
+assert_eq "$(datas a table:a | tail -2 | tr '\n' ' ')" "21 22 " "reload, killed worker: the stream carries on"
+assert_eq "$(opens a)" 1 "reload, killed worker: the stream was never reopened"
+
+# ---- resume with Last-Event-ID ----------------------------------------------------------------
+last=$(ids a table:a | tail -1)
+publish acme table:a 23 24 25
+sse r 4 "$BASE/t/acme/subscribe?channels=table:a" --types table:a --last-id "$((last - 2))"
+wait_open r
+wait_until 5 bash -c "[ \$(grep -c ' table:a ' '$T/r.out') -ge 5 ]"
+assert_eq "$(datas r table:a | tr '\n' ' ')" "21 22 23 24 25 " "resume: the missed events after Last-Event-ID, once each"
+
+# ---- a killed hub: restarted, its clients reconnect and resume ---------------------------------
+hub_pid=$(hub_status pid)
+kill -KILL "$hub_pid"
+wait_until 10 bash -c "[ \"\$(curl -s -m 2 http://127.0.0.1:$NGINX_PORT/_tenancy/status | python3 -c 'import json,sys; h=json.load(sys.stdin)[\"hub\"]; print(h[\"running\"] and h[\"pid\"] != $hub_pid)')\" = True ]" ||
+    fail "the hub was not restarted"
+assert_eq "$(hub_status restarts)" 1 "hub: the restart is counted"
+: > "$T/nginx-error.log"   # the streams the kill cut are nginx's upstream errors, rightly
+publish acme table:a 26 27
+wait_until 15 bash -c "[ \$(grep -c ' table:a ' '$T/a.out') -ge 27 ]"
+assert_ge "$(opens a)" 2 "hub restart: the client reconnected"
+assert_eq "$(datas a table:a | tr '\n' ' ')" "$(seq 1 27 | tr '\n' ' ')" "hub restart: resumed, nothing lost or doubled"
+
+# ---- a suspended tenant's streams end --------------------------------------------------------
+wait_open b 2 || true   # beta's client reconnected after the hub's restart
+tn_cli tenant suspend beta > /dev/null || fail "suspend failed"
+wait_until 10 grep -q ' end tenant suspended' "$T/b.out"
+assert_contains "$(cat "$T/b.out")" "end tenant suspended" "suspend: the stream ended with event: end"
+wait_until 10 grep -q '^error 0 403' "$T/b.out"
+assert_contains "$(cat "$T/b.out")" "error 0 403" "suspend: reconnecting is refused (403)"
+
+# ---- a client that goes away frees its stream ---------------------------------------------------
+kill "$(cat "$T/a.pid")" 2> /dev/null
+sse_wait a
+wait_until 10 bash -c "[ \"\$(curl -s -m 2 http://127.0.0.1:$NGINX_PORT/_tenancy/status | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"hub\"][\"subscribers\"])')\" = 0 ]" ||
+    fail "the streams were not released"
+assert_eq "$(hub_status subscribers)" 0 "release: no subscriber left"
+assert_eq "$(curl -s -m 5 "$BASE/t/acme/")" "hello from localhost" "ordinary requests after all that"
+assert_nginx_clean "streams ended properly"
