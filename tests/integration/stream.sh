@@ -86,6 +86,7 @@ wait_until 5 bash -c "[ \$(grep -c ' table:b ' '$T/b.out') -ge 2 ]"
 assert_eq "$(datas b table:b | tr '\n' ' ')" "b1 b2 " "beta's own events"
 assert_eq "$(datas b table:a)" "" "isolation: beta never receives acme's events"
 assert_eq "$(grep -c ' table:a ' "$T/b.out")" 0 "isolation: no table:a event at all on beta's stream"
+assert_ge "$(hub_status heartbeats)" 1 "heartbeats on idle streams (stream.heartbeat = 1s)"
 
 # ---- a reload and a killed worker do not end a stream ----------------------------------------
 kill -HUP "$TN_PID"
@@ -126,6 +127,7 @@ wait_until 10 grep -q ' end tenant suspended' "$T/b.out"
 assert_contains "$(cat "$T/b.out")" "end tenant suspended" "suspend: the stream ended with event: end"
 wait_until 10 grep -q '^error 0 403' "$T/b.out"
 assert_contains "$(cat "$T/b.out")" "error 0 403" "suspend: reconnecting is refused (403)"
+assert_ge "$(hub_status kept_returned)" 1 "an ended stream's kept connection went back to the workers"
 
 # ---- a client that goes away frees its stream ---------------------------------------------------
 kill "$(cat "$T/a.pid")" 2> /dev/null
