@@ -983,6 +983,8 @@ static void handle_signal(master *m, int sig)
     case SIGUSR1:
         log_reopen();
         __atomic_add_fetch(&m->sb->pool.log_generation, 1, __ATOMIC_RELAXED);
+        if (m->hub_pid > 0)
+            kill(m->hub_pid, SIGUSR1);   /* the hub reopens its error log too */
         log_info("logs reopened");
         break;
     default: break;
