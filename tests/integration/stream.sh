@@ -8,6 +8,8 @@
 #   resume    a client that reconnects with Last-Event-ID gets what it missed, nothing twice;
 #   hub       a SIGKILLed hub is restarted; its clients reconnect and resume;
 #   suspend   a suspended tenant's streams end (`event: end`), and a new one is refused;
+#   slow      a client that reads nothing is dropped past stream.max_buffer, and nobody else;
+#   limits    a reload lowers stream.max_per_tenant: one stream more is refused (503);
 #   release   a client that goes away frees its stream (status JSON: no subscriber left).
 # The tenants are named in the path (tenant.resolvers = path): Node's fetch sets Host itself.
 . "$(dirname "$0")/lib.sh"
@@ -16,7 +18,7 @@ SSE=$top_srcdir/tests/sse
 [ -d "$SSE/node_modules/eventsource" ] || hard_error "tests/sse has no node_modules (run ./autogen.sh --deps)"
 
 tn_conf "pm.max_children = 2" "state_dir = $T/state" "tenant.resolvers = path" \
-    "stream.hub = on" "stream.heartbeat = 1s" "request_timeout = 10s"
+    "stream.hub = on" "stream.heartbeat = 1s" "request_timeout = 10s" "stream.max_buffer = 64k"
 mkdir -p "$T/state"
 tn_cli init > /dev/null || fatal "tenancy init failed"
 tn_cli tenant create acme --name Acme > /dev/null || fatal "tenant create failed"
@@ -72,8 +74,8 @@ assert_eq "$(awk '{ print $2 $3 }' "$T/flush.out" | tr '\n' ' ')" "chunk1 chunk2
     fail "flush: the last chunk came at $last ms (expected >= 1100)"
 
 # ---- order and isolation ----------------------------------------------------------------------
-sse a 30 "$BASE/t/acme/subscribe?channels=table:a" --types table:a,table:b
-sse b 30 "$BASE/t/beta/subscribe" --types table:a,table:b
+sse a 150 "$BASE/t/acme/subscribe?channels=table:a" --types table:a,table:b
+sse b 150 "$BASE/t/beta/subscribe" --types table:a,table:b
 wait_open a && wait_open b || fatal "the streams did not open: $(cat "$T"/a.err "$T"/b.err)"
 assert_eq "$(hub_status subscribers)" 2 "hub: two subscribers"
 publish acme table:a $(seq 1 20)
@@ -86,6 +88,7 @@ wait_until 5 bash -c "[ \$(grep -c ' table:b ' '$T/b.out') -ge 2 ]"
 assert_eq "$(datas b table:b | tr '\n' ' ')" "b1 b2 " "beta's own events"
 assert_eq "$(datas b table:a)" "" "isolation: beta never receives acme's events"
 assert_eq "$(grep -c ' table:a ' "$T/b.out")" 0 "isolation: no table:a event at all on beta's stream"
+wait_until 5 bash -c "[ \$(curl -s -m 2 http://127.0.0.1:$NGINX_PORT/_tenancy/status | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"hub\"][\"heartbeats\"])') -ge 1 ]"
 assert_ge "$(hub_status heartbeats)" 1 "heartbeats on idle streams (stream.heartbeat = 1s)"
 
 # ---- a reload and a killed worker do not end a stream ----------------------------------------
@@ -128,6 +131,39 @@ assert_contains "$(cat "$T/b.out")" "end tenant suspended" "suspend: the stream 
 wait_until 10 grep -q '^error 0 403' "$T/b.out"
 assert_contains "$(cat "$T/b.out")" "error 0 403" "suspend: reconnecting is refused (403)"
 assert_ge "$(hub_status kept_returned)" 1 "an ended stream's kept connection went back to the workers"
+
+# ---- a slow client is dropped past stream.max_buffer, the others go on ----------------------------
+python3 - "$NGINX_PORT" > "$T/slow.out" 2>&1 <<'PY' &
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.sendall(b"GET /t/acme/subscribe?channels=bulk HTTP/1.1\r\nHost: localhost\r\n\r\n")
+time.sleep(25)   # reads nothing: nginx's buffers, then the hub's, fill up
+PY
+echo $! > "$T/slow.pid"
+PIDS+=("$(cat "$T/slow.pid")")
+wait_until 5 bash -c "[ \"\$(curl -s -m 2 http://127.0.0.1:$NGINX_PORT/_tenancy/status | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"hub\"][\"subscribers\"])')\" = 2 ]"
+bulk=$(head -c 7000 /dev/zero | tr '\0' 'x')
+for i in $(seq 1 40); do publish acme bulk $(for _ in $(seq 1 50); do echo "$bulk"; done); done
+wait_until 10 bash -c "[ \"\$(curl -s -m 2 http://127.0.0.1:$NGINX_PORT/_tenancy/status | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"hub\"][\"dropped_slow\"])')\" -ge 1 ]"
+assert_eq "$(hub_status dropped_slow)" 1 "slow: the client that reads nothing was dropped"
+assert_contains "$(grep 'client is slow' "$T/tenancyd.log")" "stream.max_buffer" "slow: logged"
+publish acme table:a 28
+wait_until 5 bash -c "[ \$(grep -c ' table:a ' '$T/a.out') -ge 28 ]"
+assert_eq "$(datas a table:a | tail -1)" 28 "slow: the other stream goes on"
+kill "$(cat "$T/slow.pid")" 2> /dev/null
+
+# ---- a reload lowers the per-tenant limit: one stream more is refused ----------------------------
+sed -i 's/^stream.heartbeat = .*/stream.heartbeat = 1s\nstream.max_per_tenant = 1/' "$T/tenancyd.conf"
+kill -HUP "$TN_PID"
+wait_until 15 grep -q 'reloaded: generation 3' "$T/tenancyd.log" || fail "the second reload did not finish"
+before=$(opens a)
+code=$(curl -s -o "$T/limit.body" -w '%{http_code}' -m 5 "$BASE/t/acme/subscribe")
+assert_eq "$code" 503 "limits: a second stream of acme is refused after the reload (stream.max_per_tenant = 1)"
+sleep 1
+assert_eq "$(opens a)" "$before" "limits: the open stream stays (not reopened)"
+assert_eq "$(hub_status subscribers)" 1 "limits: one stream of acme open"
+assert_ge "$(hub_status refused_limit)" 1 "limits: counted"
 
 # ---- a client that goes away frees its stream ---------------------------------------------------
 kill "$(cat "$T/a.pid")" 2> /dev/null
