@@ -716,16 +716,20 @@ TN_NORETURN void hub_main(const hub_args *a)
     for (int i = 0; i < a->nclose; i++)
         if (a->close_fds[i] >= 0)
             close(a->close_fds[i]);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    prctl(PR_SET_NAME, "tenancyd-hub");
-    /* A descriptor per stream: as many as the hard limit allows. */
+    log_set_pid();
+    log_set_context("hub");
+    /* A descriptor per stream: as many as the hard limit allows (raised while still root). */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
-    log_set_pid();
-    log_set_context("hub");
+    /* The workers' user: the hub holds client connections and reads the registry, as they
+     * do. Before the death signal, which a change of user clears. */
+    if (worker_drop_privileges(a->cfg) != TN_OK)
+        _exit(WORKER_EXIT_SETUP);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    prctl(PR_SET_NAME, "tenancyd-hub");
 
     static hub hh;
     hub *h = &hh;

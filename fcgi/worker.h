@@ -62,6 +62,10 @@ typedef struct handoff_msg {
 bool handoff_send(int sock, int fd, const handoff_msg *msg);
 int handoff_recv(int sock, handoff_msg *msg);
 
+/* Become `user` (and `group`) when started as root: the workers and the stream hub do.
+ * TN_OK, or TN_ERR (logged). */
+int worker_drop_privileges(const tn_config *cfg);
+
 /* Run a worker; never returns. */
 TN_NORETURN void worker_main(const worker_args *a);
 
