@@ -33,6 +33,7 @@
 #include "fcgi/signals.h"
 #include "fcgi/status.h"
 #include "fcgi/worker.h"
+#include "tenancy/events.h"
 #include "tenancy/limits.h"
 #include "tenancy/watch.h"
 
@@ -78,6 +79,7 @@ typedef struct master {
     tn_listener old_lis;      /* the previous socket, until its workers are gone */
     scoreboard *sb;
     limits *lim;              /* per-tenant counters shared with the workers */
+    event_log *events;        /* the host's event log (tn_publish), shared likewise */
     child kids[SB_SLOTS];
     int sigfd;
     int wake[2];           /* workers write a byte when their app is ready (read end polled) */
@@ -203,8 +205,8 @@ static int spawn(master *m, tn_config *cfg, const tn_listener *lis)
 
     int shard = listen_shard(lis, index);
     int shard_fd = shard >= 0 ? lis->shard_fd[shard] : -1;
-    worker_args a = {.cfg = cfg, .sb = m->sb, .lim = m->lim, .lis = lis, .slot = slot, .index = index,
-                     .generation = gen, .master_pid = getpid(),
+    worker_args a = {.cfg = cfg, .sb = m->sb, .lim = m->lim, .events = m->events, .lis = lis,
+                     .slot = slot, .index = index, .generation = gen, .master_pid = getpid(),
                      .shard = shard, .shard_fd = shard_fd,
                      .close_fds = {m->sigfd, m->wake[0], m->hub[1]}, .nclose = 3,
                      .wake_fd = m->wake[1], .handoff = {m->handoff[0], m->handoff[1]},
@@ -1043,6 +1045,10 @@ int master_run(tn_config *cfg, const char *config_path, const master_hooks *hook
     }
     m->sb = sb_create();
     m->lim = limits_create();
+    /* Before any fork, so every worker generation (and the stream hub) shares it: the log
+     * lives as long as this process. Its size is read here only (a reload keeps it). */
+    m->events = event_log_create((size_t)cfg->tenancy.events_ring_size,
+                                 cfg->tenancy.events_max_tenants);
     m->sigfd = signals_init_master();
     if (pipe2(m->wake, O_NONBLOCK | O_CLOEXEC) < 0)
         m->wake[0] = m->wake[1] = -1;
@@ -1061,8 +1067,9 @@ int master_run(tn_config *cfg, const char *config_path, const master_hooks *hook
         if (setsockopt(m->hub[0], SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
             setsockopt(m->hub[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
     }
-    if (m->sb == NULL || m->lim == NULL || m->sigfd < 0 || m->wake[0] < 0) {
-        log_error("cannot set up the scoreboard or signals: %m");
+    if (m->sb == NULL || m->lim == NULL || m->events == NULL || m->sigfd < 0 ||
+        m->wake[0] < 0) {
+        log_error("cannot set up the scoreboard, the event log or signals: %m");
         listen_close(&m->lis, true);
         config_free(cfg);
         return 1;
@@ -1215,5 +1222,6 @@ int master_run(tn_config *cfg, const char *config_path, const master_hooks *hook
     config_free(m->cfg);
     sb_destroy(m->sb);
     limits_destroy(m->lim);
+    event_log_destroy(m->events);
     return code;
 }

@@ -124,7 +124,7 @@ static int chain_handler_init(const tn_handler_env *env)
     worker *w = rw = env->host;
     chain_env ce = {.cfg = &w->cfg->tenancy, .max_children = w->cfg->max_children,
                     .lim = w->args->lim, .worker = w->args->slot, .note_tenant = note_tenant,
-                    .hook_ctx = w->slot};
+                    .hook_ctx = w->slot, .events = w->args->events};
     if (w->cfg->mounts.n > 0) {
         /* No mounts: no pick, and the chain calls the root app with nothing more to do. */
         ce.pick = pick_app;

@@ -18,6 +18,7 @@
 #include "fcgi/config.h"
 #include "fcgi/listen.h"
 #include "fcgi/scoreboard.h"
+#include "tenancy/events.h"
 #include "tenancy/limits.h"
 
 /* Exit codes the master interprets (anything else, or a signal, is a crash). */
@@ -32,6 +33,7 @@ typedef struct worker_args {
     const tn_config *cfg;
     scoreboard *sb;
     limits *lim;            /* shared per-tenant counters */
+    event_log *events;      /* the host's event log (shared) */
     const tn_listener *lis;
     int slot;               /* scoreboard slot owned by this worker */
     int index;              /* worker number within its generation */

@@ -198,6 +198,44 @@ int tn_stage_add(const char *name, tn_stage_fn fn, void *arg);
 typedef int (*tn_run_fn)(tn_request *r, void *arg);
 int tn_run(const char *slug, tn_run_fn fn, void *arg);
 
+/* ---- Events ------------------------------------------------------------------------------
+ *
+ * Each host keeps a bounded log of events per tenant (`events.ring_size`), which the host's
+ * stream hub sends to the tenant's Server-Sent Events subscribers. A tenant's events never
+ * reach another tenant. Ids are per tenant and per host, from 1, increasing by one; they
+ * start again when tenancyd restarts. With a PostgreSQL registry, each event also reaches
+ * the other hosts (NOTIFY), where it gets that host's next id.
+ */
+
+/* Publish an event to the request's own tenant's subscribers, on `channel` (a name
+ * [A-Za-z0-9_.:-]{1,64}; the data API uses "table:<name>" and "schema"). Call it after the
+ * commit that made the change. data is UTF-8 text without NUL (SSE "data:" lines: newlines
+ * are split into several data lines by the hub). Works in tn_run too. TN_OK with the
+ * event's id in *id (may be NULL); TN_INVALID (a bad channel name), TN_TOOBIG (data over
+ * events.max_event), TN_NOTFOUND (a central request), TN_BUSY (the log's tenant table is
+ * full, or its lock is held too long), TN_ERR (no event log in this process). */
+int tn_publish(tn_request *r, const char *channel, const char *data, uint64_t *id);
+
+/* One event as tn_events gives it; valid during the callback only. */
+typedef struct tn_event {
+    uint64_t id;
+    const char *channel;
+    const char *data;
+    size_t len;
+    int64_t time_ms;   /* wall clock (ms since the epoch) when this host logged it */
+} tn_event;
+
+/* The request's own tenant's events with id > after that the log still holds, oldest first
+ * (polling, or a page that shows what changed): fn is called for each, and must be quick
+ * (the host's log is locked meanwhile: copy what you keep or append it to the response
+ * buffer; do not call the storage, tn_publish or anything that may wait); a non-zero return
+ * stops the walk and is returned. *last (may be NULL) gets the
+ * tenant's newest id. TN_OK; TN_AGAIN when some events after `after` are no longer kept, or
+ * `after` is newer than any id (ids restarted): the caller should reload and go on from
+ * *last; TN_NOTFOUND (a central request), TN_BUSY, TN_ERR (no event log in this process). */
+typedef int (*tn_event_fn)(void *ctx, const tn_event *e);
+int tn_events(tn_request *r, uint64_t after, tn_event_fn fn, void *ctx, uint64_t *last);
+
 /* ---- Storage ------------------------------------------------------------------------------
  *
  * One API over SQLite and PostgreSQL. SQL takes positional parameters written $1, $2, ... in

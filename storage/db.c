@@ -284,12 +284,22 @@ int db_listen(tn_db *db, const char *channel)
 
 int db_wait_notify(tn_db *db, int timeout_ms)
 {
+    return db_wait_notify_each(db, timeout_ms, NULL, NULL);
+}
+
+int db_wait_notify_each(tn_db *db, int timeout_ms, db_notify_fn fn, void *ctx)
+{
     if (db == NULL)
         return TN_INVALID;
     clear_error(db);
     if (db->drv->wait_notify == NULL)
         return db_set_error(db, TN_INVALID, "notifications need PostgreSQL");
-    return db->drv->wait_notify(db, timeout_ms);
+    return db->drv->wait_notify(db, timeout_ms, fn, ctx);
+}
+
+int db_socket(tn_db *db)
+{
+    return db != NULL && db->drv->socket != NULL ? db->drv->socket(db) : -1;
 }
 
 /* ---- row sets ---------------------------------------------------------------------------- */

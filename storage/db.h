@@ -120,6 +120,14 @@ int db_uri_with(const char *uri, const char *dbname, const char *user, const cha
 int db_listen(tn_db *db, const char *channel);
 int db_wait_notify(tn_db *db, int timeout_ms);
 
+/* The same, handing each notification to fn (its channel and payload, "" when none) before
+ * it is consumed. timeout_ms 0 takes only what has arrived, without waiting. With
+ * db_socket (the connection's socket, -1 when there is none or it is not PostgreSQL), a
+ * caller waits in its own poll/epoll and calls this when the socket is readable. */
+typedef void (*db_notify_fn)(void *ctx, const char *channel, const char *payload);
+int db_wait_notify_each(tn_db *db, int timeout_ms, db_notify_fn fn, void *ctx);
+int db_socket(tn_db *db);
+
 /* The backend of a URI without opening it: "sqlite", "postgres" or NULL. */
 const char *db_uri_backend(const char *uri);
 

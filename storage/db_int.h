@@ -109,7 +109,8 @@ struct db_driver {
                      const char *quoted_role);
     const char *(*scope)(const tn_db *db);
     const char *(*scope_role)(const tn_db *db);
-    int (*wait_notify)(tn_db *db, int timeout_ms);
+    int (*wait_notify)(tn_db *db, int timeout_ms, db_notify_fn fn, void *ctx);
+    int (*socket)(tn_db *db);   /* the connection's socket (-1: none) */
     /* `target` (as open gets it) with its database replaced by `dbname`, as a keyword=value
      * conninfo string in out. TN_OK, TN_INVALID (a malformed target), TN_TOOBIG. */
     int (*with_dbname)(const char *target, const char *dbname, const char *user,

@@ -942,12 +942,14 @@ static const char *pg_scope(const tn_db *db)
 
 /* ---- notifications ------------------------------------------------------------------------ */
 
-static bool drain_notifies(PGconn *c)
+static bool drain_notifies(PGconn *c, db_notify_fn fn, void *ctx)
 {
     bool any = false;
     PGnotify *nt;
     while ((nt = PQnotifies(c)) != NULL) {
         any = true;
+        if (fn != NULL)
+            fn(ctx, nt->relname, nt->extra != NULL ? nt->extra : "");
         PQfreemem(nt);
     }
     return any;
@@ -960,8 +962,10 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static int pg_socket(tn_db *db) { return PQsocket(PDB(db)->conn); }
+
 /* An interrupted wait (a signal) counts as a timeout, so the caller sees its stop flag. */
-static int pg_wait_notify(tn_db *db, int timeout_ms)
+static int pg_wait_notify(tn_db *db, int timeout_ms, db_notify_fn fn, void *ctx)
 {
     pg_db *d = PDB(db);
     PGconn *c = d->conn;
@@ -969,7 +973,7 @@ static int pg_wait_notify(tn_db *db, int timeout_ms)
         return conn_error(d, TN_IO, "connection lost");
     if (!PQconsumeInput(c))
         return conn_error(d, TN_IO, "connection lost");
-    if (drain_notifies(c))
+    if (drain_notifies(c, fn, ctx))
         return TN_OK;
     int64_t end = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     for (;;) {
@@ -986,7 +990,7 @@ static int pg_wait_notify(tn_db *db, int timeout_ms)
             continue;
         if (!PQconsumeInput(c))
             return conn_error(d, TN_IO, "connection lost");
-        if (drain_notifies(c))
+        if (drain_notifies(c, fn, ctx))
             return TN_OK;
     }
 }
@@ -1077,6 +1081,7 @@ static const db_driver db_pg_driver = {
     .scope = pg_scope,
     .scope_role = pg_scope_role,
     .wait_notify = pg_wait_notify,
+    .socket = pg_socket,
     .with_dbname = pg_with_dbname,
     .alive = pg_alive,
 };

@@ -1,6 +1,7 @@
 /*
  * chain.c — identification, state, limits, theme, app stages, the tenant context, and the
- * tenant half of the app API (tn_tenant_*, tn_cache_*, tn_stage_add, tn_run). See chain.h.
+ * tenant half of the app API (tn_tenant_*, tn_cache_*, tn_stage_add, tn_run, tn_publish,
+ * tn_events). See chain.h.
  *
  * Per-process state lives in one static struct: the lookup cache, the app cache, the API key
  * cache, the registry connection (opened on first use), the app's stages, and the current
@@ -63,6 +64,8 @@ static struct __attribute__((aligned(64))) {
     arena *run_arena;
     buf run_headers, run_out;
     key_cache *keys;
+    bool events_remote;       /* a PostgreSQL registry: tn_publish tells the other hosts */
+    buf notify;               /* tn_publish's NOTIFY payload, kept for the process */
 } ch;
 
 /* The pool asks when it logs in as a tenant's role (placement.NAME.login = tenant). */
@@ -91,6 +94,7 @@ int chain_init(const chain_env *env)
                                KEY_CACHE_NEGATIVE_TTL_MS);
     if (ch.lookup == NULL || ch.apps == NULL || ch.pool == NULL || ch.keys == NULL)
         return TN_NOMEM;
+    ch.events_remote = env->events != NULL && events_remote_needed(c);
     ch.ready = true;
     return TN_OK;
 }
@@ -106,6 +110,7 @@ void chain_fini(void)
     arena_destroy(ch.run_arena);
     buf_free(&ch.run_headers);
     buf_free(&ch.run_out);
+    buf_free(&ch.notify);
     memset(&ch, 0, sizeof(ch));
 }
 
@@ -719,6 +724,103 @@ int tn_stage_add(const char *name, tn_stage_fn fn, void *arg)
         return TN_BUSY;
     ch.stages[ch.nstages++] = (struct stage){name ? name : "app", fn, arg};
     return TN_OK;
+}
+
+/* ---- events (tenancy/events.h) --------------------------------------------------------------- */
+
+/* Tell the other hosts (a PostgreSQL registry): on the registry connection the lookups use,
+ * after the local append, so a failure here loses the event for other hosts only. */
+static void publish_remote(int64_t tenant, const char *channel, const char *data, size_t len)
+{
+    registry *rg = reg();
+    if (rg == NULL)
+        return;   /* reg() logged it */
+    buf_reset(&ch.notify);
+    events_notify_payload(&ch.notify, event_log_origin(ch.env.events), tenant, channel, data,
+                          len);
+    if (ch.notify.oom) {
+        log_error("events: out of memory for a notification");
+        return;
+    }
+    int rc = registry_notify(rg, EVENTS_NOTIFY_CHANNEL, ch.notify.p);
+    if (rc == TN_OK || rc == TN_DECLINED)
+        return;
+    log_warn("events: NOTIFY %s failed (other hosts miss this event): %s",
+             EVENTS_NOTIFY_CHANNEL, tn_db_error(registry_db(rg)));
+    if (rc == TN_IO) {
+        registry_close(ch.reg);   /* reconnect next time */
+        ch.reg = NULL;
+    }
+}
+
+int tn_publish(tn_request *r, const char *channel, const char *data, uint64_t *id)
+{
+    if (id != NULL)
+        *id = 0;
+    if (!ch.ready || ch.env.events == NULL) {
+        request_set_error(r, "no event log in this process");
+        return TN_ERR;
+    }
+    if (r->tenant == NULL) {
+        request_set_error(r, "a central request has no tenant to publish to");
+        return TN_NOTFOUND;
+    }
+    if (!event_channel_valid(channel)) {
+        request_set_error(r, "a channel name is 1 to 64 of A-Z a-z 0-9 _ . : -");
+        return TN_INVALID;
+    }
+    size_t len = data != NULL ? strlen(data) : 0;
+    if ((int64_t)len > ch.env.cfg->events_max_event) {
+        request_set_error(r, "the event is larger than events.max_event");
+        return TN_TOOBIG;
+    }
+    int64_t tenant = r->tenant->id;
+    int rc = event_log_append(ch.env.events, tenant, channel, data ? data : "", len, id);
+    if (rc != TN_OK) {
+        request_set_error(r, "the event log refused the event: %s", tn_rc_str(rc));
+        return rc;
+    }
+    if (ch.events_remote)
+        publish_remote(tenant, channel, data ? data : "", len);
+    return TN_OK;
+}
+
+struct events_walk {
+    tn_event_fn fn;
+    void *ctx;
+};
+
+static int events_step(void *ctx, const event_rec *e)
+{
+    struct events_walk *w = ctx;
+    tn_event te = {.id = e->id, .channel = e->channel, .data = e->data, .len = e->len,
+                   .time_ms = e->time_ms};
+    return w->fn(w->ctx, &te);
+}
+
+int tn_events(tn_request *r, uint64_t after, tn_event_fn fn, void *ctx, uint64_t *last)
+{
+    if (last != NULL)
+        *last = 0;
+    if (!ch.ready || ch.env.events == NULL) {
+        request_set_error(r, "no event log in this process");
+        return TN_ERR;
+    }
+    if (r->tenant == NULL) {
+        request_set_error(r, "a central request has no tenant, hence no events");
+        return TN_NOTFOUND;
+    }
+    if (fn == NULL)
+        return TN_INVALID;
+    struct events_walk w = {fn, ctx};
+    int rc = event_log_since(ch.env.events, r->tenant->id, after, events_step, &w);
+    if (last != NULL)
+        *last = event_log_last_id(ch.env.events, r->tenant->id);
+    if (rc == TN_NOTFOUND) {
+        request_set_error(r, "events after %llu are no longer all kept", (unsigned long long)after);
+        return TN_AGAIN;
+    }
+    return rc;
 }
 
 int tn_run(const char *slug, tn_run_fn fn, void *arg)

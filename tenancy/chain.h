@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "tenancy/config.h"
+#include "tenancy/events.h"
 #include "tenancy/limits.h"
 #include "tenancy/request.h"
 
@@ -48,6 +49,9 @@ typedef struct chain_env {
      * request, with no call. */
     const chain_app *(*pick)(void *ctx, tn_request *r);
     void *pick_ctx;
+    /* The host's event log in shared memory (tn_publish, tn_events); NULL: none in this
+     * process (both then answer TN_ERR). */
+    event_log *events;
 } chain_env;
 
 /* Per process (a worker, the CLI). The registry is opened lazily, on the first lookup, so

@@ -67,6 +67,12 @@ const conf_opt tenancy_config_table[] = {
      "tenant whose storage `tenant create --from-template` clones"},
     {"storage.delete_grace", CONF_DURATION, OFF(delete_grace_ms), "168h", 0, 0, NULL, 0,
      "how long a deleted tenant can be restored before `tenancy purge` drops it"},
+    {"events.ring_size", CONF_SIZE, OFF(events_ring_size), "8M", 65536, (long long)1 << 32,
+     NULL, CONF_RESTART, "bytes of the host's event log (tn_publish), kept in shared memory"},
+    {"events.max_tenants", CONF_INT, OFF(events_max_tenants), "10000", 1, 10000000, NULL,
+     CONF_RESTART, "most tenants the event log numbers events for"},
+    {"events.max_event", CONF_SIZE, OFF(events_max_event), "64k", 1, 16777216, NULL, 0,
+     "largest event data tn_publish takes"},
     {NULL, 0, 0, NULL, 0, 0, NULL, 0, NULL},
 };
 

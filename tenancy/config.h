@@ -63,6 +63,9 @@ typedef struct tenancy_config {
     const char *seed;             /* SQL file run once when a tenant is created ("": none) */
     const char *template_slug;    /* tenant cloned by `tenant create --from-template` */
     int64_t delete_grace_ms;
+    int64_t events_ring_size;     /* the host's event log (tenancy/events.h) */
+    int events_max_tenants;
+    int64_t events_max_event;
 
     /* placements (placement.NAME.KEY lines, plus the built-in "sqlite") */
     placement placements[MAX_PLACEMENTS];

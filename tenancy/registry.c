@@ -212,6 +212,14 @@ void registry_close(registry *r)
 
 tn_db *registry_db(registry *r) { return r->db; }
 
+int registry_notify(registry *r, const char *channel, const char *payload)
+{
+    if (!r->pg)
+        return TN_DECLINED;
+    const char *p[] = {channel, payload};
+    return tn_db_exec(r->db, "SELECT pg_notify($1, $2)", 2, p);
+}
+
 /* Map the generation file on first use (readers tolerate its absence: generation 0). A
  * writer that finds a read-only map (registry_generation ran first) maps it again
  * read-write: bumping through a PROT_READ mapping would crash the process. */

@@ -177,6 +177,12 @@ int registry_migration_status(registry *r, registry_version_fn fn, void *ctx);
 /* The underlying connection (the admin panel and migrations use it). */
 tn_db *registry_db(registry *r);
 
+/* PostgreSQL only: pg_notify(channel, payload) on the registry's connection, so every host
+ * that LISTENs gets it (tn_publish's events: tenancy/events.h). Outside a transaction it is
+ * sent at once. TN_OK, TN_DECLINED (a SQLite registry: no other host to tell), or a storage
+ * error (TN_IO: the connection is lost). */
+int registry_notify(registry *r, const char *channel, const char *payload);
+
 /* ---- lifecycle: move, import, delete with a grace period, purge, check --------------------
  * (cli/move.c and cli/lifecycle.c). Same rules as the changes above: one transaction,
  * one generation bump on TN_OK, nothing changed otherwise, a sentence in err.

@@ -769,6 +769,44 @@ static int insert_all(dt_req *d, writer *w, const input *in, rest_err *e)
     return rc ?: dt_fts_insert_ids(d, w->t, w->ids.n, w->ids.v);
 }
 
+/* The event of a committed write on "table:<t>": the operation, and the changed rows' keys
+ * when the answer carries them (a single-column key, at most EVENT_IDS rows), else their
+ * count. Nothing for Prefer: tx=rollback (nothing changed). */
+#define EVENT_IDS 20
+
+static void publish_rows(dt_req *d, const dt_table *t, const rest_query *q, const char *op,
+                         int64_t n, const json_t *rows)
+{
+    if (q->prefer.tx_rollback)
+        return;
+    json_t *ev = json_pack("{s:s,s:s}", "op", op, "table", t->name);
+    if (ev == NULL)
+        return;
+    const char *pk = NULL;
+    for (int i = 0; i < t->ncols; i++) {
+        if (t->cols[i].pk)
+            pk = pk == NULL ? t->cols[i].name : "";   /* "": a key of several columns */
+    }
+    json_t *ids = NULL;
+    size_t nrows = rows != NULL ? json_array_size(rows) : 0;
+    if (pk != NULL && pk[0] != '\0' && nrows > 0 && nrows <= EVENT_IDS && (ids = json_array())) {
+        for (size_t i = 0; ids != NULL && i < nrows; i++) {
+            json_t *v = json_object_get(json_array_get(rows, i), pk);
+            if (v == NULL) {   /* not selected */
+                json_decref(ids);
+                ids = NULL;
+            } else {
+                json_array_append(ids, v);
+            }
+        }
+    }
+    if (ids != NULL)
+        json_object_set_new(ev, "ids", ids);
+    else
+        json_object_set_new(ev, "count", json_integer(n));
+    dt_publish(d, t->name, ev);
+}
+
 /* Commit (or roll back for Prefer: tx=rollback); on failure, roll back and answer. */
 static int finish_tx(dt_req *d, int rc, const rest_query *q, const rest_err *e,
                      const char *what)
@@ -827,6 +865,8 @@ static int post_rows(dt_req *d, const dt_table *t, int fmt, json_t *out)
     rc = finish_tx(d, insert_all(d, &w, &in, &e), &q, &e, "insert refused");
     if (rc != TN_OK)
         return rc == TN_DONE ? TN_OK : dt_db_error(d, rc, "committing the insert");
+    publish_rows(d, t, &q, q.prefer.resolution != REST_RES_NONE ? "upsert" : "insert",
+                 in.nrows, w.rows_wanted ? out : NULL);
     if (!w.rows_wanted) {
         tn_set_status(d->r, 201);
         return TN_OK;
@@ -906,7 +946,8 @@ static int fts_before(dt_req *d, writer *w, rest_err *e)
 }
 
 /* Runs the statement in a transaction with its FTS upkeep; answers. */
-static int change_rows(dt_req *d, writer *w, rest_sql *s, rest_err *e, int fmt, bool reinsert)
+static int change_rows(dt_req *d, writer *w, rest_sql *s, rest_err *e, int fmt, bool reinsert,
+                       const char *op)
 {
     int rc = tn_db_begin(d->db);
     if (rc != TN_OK)
@@ -924,6 +965,7 @@ static int change_rows(dt_req *d, writer *w, rest_sql *s, rest_err *e, int fmt, 
         return rc == TN_DONE ? TN_OK : dt_db_error(d, rc, "committing the change");
     if (w->rows_wanted)
         n = (int64_t)json_array_size(w->out);
+    publish_rows(d, w->t, w->q, op, n, w->rows_wanted ? w->out : NULL);
     if (w->q->prefer.count != REST_COUNT_NONE)
         tn_add_header(d->r, "Content-Range", tn_sprintf(d->r, "*/%lld", (long long)n));
     if (!w->rows_wanted) {
@@ -957,7 +999,7 @@ static int patch_rows(dt_req *d, const dt_table *t, int fmt, json_t *out)
     json_decref(body);
     if (rc != TN_OK)
         return sql_failed(d, rc, &e) == TN_DONE ? TN_OK : rc;
-    return change_rows(d, &w, &s, &e, fmt, true);
+    return change_rows(d, &w, &s, &e, fmt, true, "update");
 }
 
 static int delete_rows(dt_req *d, const dt_table *t, int fmt, json_t *out)
@@ -979,7 +1021,7 @@ static int delete_rows(dt_req *d, const dt_table *t, int fmt, json_t *out)
     rc = rc ?: add_returning(&w, &s, &e, d);
     if (rc != TN_OK)
         return sql_failed(d, rc, &e) == TN_DONE ? TN_OK : rc;
-    return change_rows(d, &w, &s, &e, fmt, false);
+    return change_rows(d, &w, &s, &e, fmt, false, "delete");
 }
 
 static int write_with(dt_req *d, const dt_table *t,

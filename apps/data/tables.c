@@ -16,6 +16,7 @@
  * Must not: touch internal objects other than its own (_fts_*, _search, _data_changelog),
  * or leave a transaction open.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -155,6 +156,49 @@ int dt_changelog(dt_req *d)
     return rc;
 }
 
+/* ---- events -------------------------------------------------------------------------------- */
+
+/* Events are for subscribers that redraw a view, so each is small: the detail only when it
+ * is short (the changelog has all of it). */
+#define EVENT_DETAIL_MAX 1024
+
+void dt_publish(dt_req *d, const char *table, json_t *ev)
+{
+    if (ev == NULL)
+        return;
+    char ch[80];
+    const char *channel = "schema";
+    if (table != NULL) {
+        snprintf(ch, sizeof(ch), "table:%s", table);
+        channel = ch;
+    }
+    char *text = json_dumps(ev, JSON_COMPACT);
+    json_decref(ev);
+    if (text == NULL)
+        return;
+    int rc = tn_publish(d->r, channel, text, NULL);
+    if (rc == TN_INVALID && table != NULL)   /* a name no channel can hold: "table" for all */
+        rc = tn_publish(d->r, "table", text, NULL);
+    if (rc != TN_OK && rc != TN_ERR)   /* TN_ERR: no event log here (a test harness) */
+        tn_log(d->r, TN_LOG_WARN, "data: event on %s not published: %s", channel,
+               tn_request_error(d->r));
+    free(text);
+}
+
+/* The "schema" event of a committed change: the changelog entry's action, table and detail
+ * (the detail when short). */
+static void publish_schema(dt_req *d, const char *action, const char *table, json_t *detail)
+{
+    json_t *ev = json_pack("{s:s,s:s}", "action", action, "table", table);
+    if (ev != NULL && detail != NULL) {
+        char *text = json_dumps(detail, JSON_COMPACT);
+        if (text != NULL && strlen(text) <= EVENT_DETAIL_MAX)
+            json_object_set(ev, "detail", detail);
+        free(text);
+    }
+    dt_publish(d, NULL, ev);
+}
+
 /* ---- running a change ---------------------------------------------------------------------- */
 
 /* Run the statements and the changelog entry in one transaction; answer the error or
@@ -171,8 +215,10 @@ static int ddl_run(dt_req *d, int n, const char *const *sql, const char *action,
     if (rc == TN_OK)
         rc = tn_db_commit(d->db);
     dt_catalog_reset(d);
-    if (rc == TN_OK)
+    if (rc == TN_OK) {
+        publish_schema(d, action, table, detail);
         return TN_OK;
+    }
     char *why = tn_strdup(d->r, tn_db_error(d->db));
     tn_db_rollback(d->db);
     *done = true;
@@ -380,34 +426,46 @@ static int read_columns(dt_req *d, const json_t *jcols, colspec *cols)
     return TN_OK;
 }
 
-static int create_table(dt_req *d, json_t *body)
+int dt_table_plan(dt_req *d, const json_t *spec, const char **sql, int *nsql)
 {
     const char *name = NULL;
     json_t *jcols = NULL;
     json_error_t je;
-    if (json_unpack_ex(body, &je, 0, "{s:s, s?o}", "name", &name, "columns", &jcols) != 0 ||
-        (jcols != NULL && !json_is_array(jcols)))
+    if (json_unpack_ex((json_t *)spec, &je, 0, "{s:s, s?o}", "name", &name, "columns",
+                       &jcols) != 0 || (jcols != NULL && !json_is_array(jcols)))
         return dt_error(d, 400, "bad_table", "a table is {\"name\", \"columns\": [...], "
-                        "\"search\": [...]}", je.text);
+                        "\"search\": [...]}", je.text) == TN_OK ? TN_DONE : TN_IO;
     if (!dt_table_name_ok(name))
         return dt_errorf(d, 400, "bad_name", name, "%s is not a table name the API accepts",
-                         name);
-    if (dt_table_find(d, name) != NULL)
-        return dt_errorf(d, 409, "table_exists", name, "table %s exists", name);
+                         name) == TN_OK ? TN_DONE : TN_IO;
     if (json_array_size(jcols) > MAX_COLUMNS)
-        return dt_error(d, 400, "too_many_columns", "too many columns", NULL);
+        return dt_error(d, 400, "too_many_columns", "too many columns", NULL) == TN_OK
+                   ? TN_DONE : TN_IO;
     colspec *cols = tn_alloc(d->r, (json_array_size(jcols) + 1) * sizeof(colspec));
-    const char **search = NULL, *sql[3];
+    const char **search = NULL;
     int nsearch = 0;
     int rc = cols != NULL ? read_columns(d, jcols, cols) : TN_NOMEM;
     if (rc == TN_OK)
-        rc = read_search(d, json_object_get(body, "search"), cols,
+        rc = read_search(d, json_object_get(spec, "search"), cols,
                          (int)json_array_size(jcols), &search, &nsearch);
     if (rc == TN_OK)
         rc = create_sql(d, name, jcols, nsearch, search, cols, &sql[0]);
     if (rc != TN_OK)
+        return rc;
+    *nsql = 1 + (nsearch > 0 ? search_stmts(d, name, nsearch, search, &sql[1]) : 0);
+    return TN_OK;
+}
+
+static int create_table(dt_req *d, json_t *body)
+{
+    const char *name = json_string_value(json_object_get(body, "name"));
+    if (name != NULL && dt_table_name_ok(name) && dt_table_find(d, name) != NULL)
+        return dt_errorf(d, 409, "table_exists", name, "table %s exists", name);
+    const char *sql[3];
+    int n = 0;
+    int rc = dt_table_plan(d, body, sql, &n);
+    if (rc != TN_OK)
         return rc == TN_DONE ? TN_OK : rc;
-    int n = 1 + (nsearch > 0 ? search_stmts(d, name, nsearch, search, &sql[1]) : 0);
     bool done;
     rc = ddl_run(d, n, sql, "create_table", name, body, &done);
     if (done || rc != TN_OK)

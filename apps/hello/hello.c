@@ -13,10 +13,16 @@
  *   GET /subscribe?channels=a,b -> hands the request to the stream hub (tn_subscribe); 503
  *                       when it cannot (the hub's tests)
  *   GET /_mount...   -> "mount=<tn_mount> path=<tn_path>" (where it is mounted, what it sees)
+ *   POST /_publish?channel=C -> tn_publish of the body on channel C: "id=N" (the event's id),
+ *                       or 4xx/5xx with tn_request_error's message
+ *   GET /_events?after=N -> the tenant's own events after id N from tn_events, one a line:
+ *                       "id=N channel=C data=D", then "last=N"; 410 "gap" when some are no
+ *                       longer kept (for the event log tests)
  *
  * The test routes exist only when the environment says TENANCY_HELLO_TEST_ROUTES=1, so the
  * shipped module cannot be crashed from outside.
  */
+#include <inttypes.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +38,49 @@ static int hello_init(const tn_app_env *env)
     const char *t = getenv("TENANCY_HELLO_TEST_ROUTES");
     test_routes = t != NULL && strcmp(t, "1") == 0;
     return TN_OK;
+}
+
+static int publish(tn_request *r)
+{
+    const char *body;
+    size_t len;
+    int rc = tn_body(r, &body, &len);
+    if (rc != TN_OK)
+        return rc;
+    char *data = tn_alloc(r, len + 1);
+    if (data == NULL)
+        return TN_NOMEM;
+    memcpy(data, body, len);
+    data[len] = '\0';
+    const char *channel = tn_query_arg(r, "channel");
+    uint64_t id = 0;
+    rc = tn_publish(r, channel ? channel : "", data, &id);
+    if (rc != TN_OK) {
+        int status = rc == TN_INVALID ? 400 : rc == TN_TOOBIG ? 413 : rc == TN_NOTFOUND ? 404 : 503;
+        return tn_send_error(r, status, tn_request_error(r));
+    }
+    tn_add_header(r, "Content-Type", "text/plain; charset=utf-8");
+    return tn_printf(r, "id=%" PRIu64 "\n", id);
+}
+
+static int list_event(void *ctx, const tn_event *e)
+{
+    return tn_printf(ctx, "id=%" PRIu64 " channel=%s data=%s\n", e->id, e->channel, e->data);
+}
+
+static int list_events(tn_request *r)
+{
+    const char *a = tn_query_arg(r, "after");
+    uint64_t after = a ? strtoull(a, NULL, 10) : 0, last = 0;
+    tn_add_header(r, "Content-Type", "text/plain; charset=utf-8");
+    int rc = tn_events(r, after, list_event, r, &last);
+    if (rc == TN_AGAIN) {
+        tn_set_status(r, 410);
+        return tn_printf(r, "gap last=%" PRIu64 "\n", last);
+    }
+    if (rc != TN_OK)
+        return tn_send_error(r, 503, tn_request_error(r));
+    return tn_printf(r, "last=%" PRIu64 "\n", last);
 }
 
 static int hello_handle(tn_request *r)
@@ -51,6 +100,11 @@ static int hello_handle(tn_request *r)
     } else if (test_routes && strncmp(path, "/_mount", 7) == 0) {
         tn_add_header(r, "Content-Type", "text/plain; charset=utf-8");
         return tn_printf(r, "mount=%s path=%s\n", tn_mount(r), path);
+    } else if (test_routes && strcmp(path, "/_publish") == 0 &&
+               strcmp(tn_method(r), "POST") == 0) {
+        return publish(r);
+    } else if (test_routes && strcmp(path, "/_events") == 0) {
+        return list_events(r);
     } else if (test_routes && strcmp(path, "/key") == 0) {
         const char *auth = tn_header(r, "Authorization");
         const char *token = auth && strncmp(auth, "Bearer ", 7) == 0 ? auth + 7 : "";

@@ -30,6 +30,7 @@ void registry_tests_init(const char *dir, const char *pg);
 Suite *dump_suite(void);   /* check_dump.c: the dump format, copy_type_for */
 Suite *rolekey_suite(void);   /* check_rolekey.c: the role key and the SCRAM verifiers */
 Suite *operators_suite(void);   /* check_operators.c: the panel's password file */
+Suite *events_suite(const char *pg);   /* check_events.c: the host's event log */
 
 /* Remove the flat temporary folder the cases wrote their files into. */
 static void remove_dir(const char *dir)
@@ -77,7 +78,7 @@ int main(void)
     Suite *s[] = {tenant_suite(),   request_suite(),       lookup_suite(),
                   appcache_suite(), chain_suite(),         registry_suite(false),
                   registry_suite(true), dump_suite(),      rolekey_suite(),
-                  operators_suite()};
+                  operators_suite(), events_suite(pg)};
     int rc = run_suites(s, (int)TN_ARRAY_LEN(s));
     remove_dir(dir);
     return rc;
