@@ -21,8 +21,15 @@
  * `event: end` (`data: tenant suspended`). A tenant's events are only ever written to streams
  * of the same tenant id (the feed looks streams up by tenant).
  *
+ * Events. The host's event log (tenancy/events.h) is shared memory the master made before any
+ * fork; the hub follows it with a cursor, woken by the log's eventfd, and writes each event to
+ * the streams of its tenant that want its channel. A stream that resumes (Last-Event-ID) first
+ * gets the events it missed from the log; one whose resume point fell out of the ring gets
+ * `event: reset` (the client reloads).
+ *
  * Must not: serve a request itself, load the app, touch tenant storage, or block anywhere but
- * in epoll_wait (every socket is non-blocking).
+ * in epoll_wait (every socket is non-blocking; the registry is read only when its generation
+ * moved).
  */
 #include "core/first.h"
 #include "fcgi/hub.h"
@@ -33,6 +40,7 @@
 #include "fcgi/proto.h"
 #include "fcgi/signals.h"
 #include "fcgi/worker.h"
+#include "tenancy/events.h"
 #include "tenancy/registry.h"
 #include "tenancy/lookup.h"
 #include "tenancy/tenant.h"
@@ -47,7 +55,6 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 /* ---- pure parts: SSE text and FastCGI records ------------------------------------------- */
@@ -125,7 +132,7 @@ int hub_send(int sock, int fd, const hub_msg *msg)
 
 /* ---- the hub process ---------------------------------------------------------------------- */
 
-enum { TAG_SOCK = 1, TAG_SIG, TAG_FEED };
+enum { TAG_SOCK = 1, TAG_SIG, TAG_FEED, TAG_REMOTE };
 
 enum end_why { END_CLIENT, END_TENANT, END_DROPPED, END_STOP, END_LIMIT };
 
@@ -170,8 +177,12 @@ typedef struct hub {
     registry *reg;
     uint64_t reg_gen;
     int64_t reg_next_ms;
-    /* the events, until the host's event log: a test feed (see feed_*) */
-    uint64_t feed_ids[256][2];
+    /* the feed (the host's event log) */
+    event_cursor cursor;
+    arena *feed_arena;
+    bool feed_more;          /* a turn's worth was read: read on at the next tick */
+    events_remote *er;       /* other hosts' events (PostgreSQL registry) */
+    int64_t er_next_ms, er_delay_ms;
 } hub;
 
 static inline unsigned bucket_of(int64_t tenant_id)
@@ -388,65 +399,159 @@ static void deliver(hub *h, int64_t tenant_id, uint64_t id, const char *channel,
 }
 
 /* ---- the event feed ------------------------------------------------------------------------ *
- * TEST HOOK, until the host's event log (tenancy/events.h) is in: with TENANCY_HUB_TEST_FEED
- * set to a path, the hub binds a datagram socket there and takes each datagram
- * "<tenant id> <channel> <data>" as an event of that tenant, numbered here from 1. No replay.
+ * The host's event log (tenancy/events.h), in shared memory the master made before any fork:
+ * the hub reads every new event after its cursor when the log's eventfd says something was
+ * appended, and hands each to its tenant's streams. A restarted hub starts at the newest
+ * event; its clients reconnect with Last-Event-ID and get what they missed from the log
+ * (event_log_since). With a PostgreSQL registry the hub also LISTENs for other hosts' events
+ * and appends them to the log (events_remote), where the feed finds them like local ones.
  */
 static void feed_open(hub *h)
 {
     h->feed_fd = -1;
-    const char *path = getenv("TENANCY_HUB_TEST_FEED");
-    if (path == NULL || *path == '\0')
+    h->feed_arena = arena_create(0);
+    if (h->a->events == NULL || h->feed_arena == NULL)
         return;
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof(sa.sun_path))
+    event_log_cursor_now(h->a->events, &h->cursor);
+    h->feed_fd = event_log_wake_fd(h->a->events);
+    if (h->feed_fd < 0)
         return;
-    strcpy(sa.sun_path, path);
-    unlink(path);
-    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        log_warn("the hub's test feed %s: %m", path);
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    h->feed_fd = fd;
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TAG_FEED};
-    epoll_ctl(h->ep, EPOLL_CTL_ADD, fd, &ev);
+    epoll_ctl(h->ep, EPOLL_CTL_ADD, h->feed_fd, &ev);
 }
 
-static uint64_t feed_next_id(hub *h, int64_t tenant_id)
+/* The feed lost events (the hub fell a whole ring behind): every stream may have missed some,
+ * so each gets `event: reset` (the client must reload) and goes on from its tenant's newest. */
+static void feed_lost(hub *h, uint64_t lost)
 {
-    unsigned i = (unsigned)tenant_id & 255;
-    if (h->feed_ids[i][0] != (uint64_t)tenant_id) {
-        h->feed_ids[i][0] = (uint64_t)tenant_id;
-        h->feed_ids[i][1] = 0;
+    log_warn("the hub fell behind the event log: %llu events lost; every stream is told to "
+             "reload (event: reset)", (unsigned long long)lost);
+    for (int b = 0; b < NBUCKETS; b++) {
+        sub *next;
+        for (sub *s = h->buckets[b]; s != NULL; s = next) {
+            next = s->next;
+            if (s->closing)
+                continue;
+            s->last_id = event_log_last_id(h->a->events, s->tenant_id);
+            static const char reset[] = "event: reset\ndata: events were missed: reload\n\n";
+            sub_send_text(h, s, reset, sizeof(reset) - 1);
+        }
     }
-    return ++h->feed_ids[i][1];
-}
-
-static uint64_t feed_last_id(hub *h, int64_t tenant_id)
-{
-    unsigned i = (unsigned)tenant_id & 255;
-    return h->feed_ids[i][0] == (uint64_t)tenant_id ? h->feed_ids[i][1] : 0;
 }
 
 static void feed_read(hub *h)
 {
-    char b[8192];
-    ssize_t n;
-    while ((n = recv(h->feed_fd, b, sizeof(b) - 1, MSG_DONTWAIT)) > 0) {
-        b[n] = '\0';
-        char *sp1 = strchr(b, ' ');
-        char *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
-        if (sp2 == NULL)
-            continue;
-        *sp1 = *sp2 = '\0';
-        int64_t t = strtoll(b, NULL, 10);
-        if (t <= 0 || !request_channel_valid(sp1 + 1))
-            continue;
-        deliver(h, t, feed_next_id(h, t), sp1 + 1, sp2 + 1, strlen(sp2 + 1));
+    uint64_t one;
+    while (read(h->feed_fd, &one, sizeof(one)) > 0)
+        ;   /* the eventfd's count: cleared; the cursor says what is new */
+    event_rec recs[64];
+    for (int round = 0; round < 64; round++) {
+        uint64_t lost = 0;
+        arena_reset(h->feed_arena);
+        int n = event_log_read(h->a->events, &h->cursor, recs, (int)TN_ARRAY_LEN(recs),
+                               h->feed_arena, &lost);
+        if (lost > 0)
+            feed_lost(h, lost);
+        if (n <= 0)
+            return;   /* none new, or busy: the next wake-up or tick reads on */
+        for (int i = 0; i < n; i++)
+            deliver(h, recs[i].tenant_id, recs[i].id, recs[i].channel, recs[i].data,
+                    recs[i].len);
+        if (n < (int)TN_ARRAY_LEN(recs))
+            return;
     }
+    /* More than a turn's worth: the rest on the next tick, so that nothing else starves. */
+    h->feed_more = true;
+}
+
+/* Other hosts' events (PostgreSQL registry): connect, LISTEN, and append what arrives. */
+static void remote_check(hub *h, int64_t now)
+{
+    if (h->a->events == NULL || !events_remote_needed(&h->a->cfg->tenancy) || h->er != NULL ||
+        now < h->er_next_ms)
+        return;
+    char err[256];
+    if (events_remote_open(&h->a->cfg->tenancy, h->a->events, &h->er, err, sizeof(err)) !=
+        TN_OK) {
+        h->er = NULL;
+        h->er_delay_ms = h->er_delay_ms == 0 ? 1000 : h->er_delay_ms * 2;
+        if (h->er_delay_ms > 30000)
+            h->er_delay_ms = 30000;
+        h->er_next_ms = now + h->er_delay_ms;
+        log_warn("the hub cannot listen for other hosts' events (%s); trying again in %lld ms",
+                 err, (long long)h->er_delay_ms);
+        return;
+    }
+    h->er_delay_ms = 0;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TAG_REMOTE};
+    epoll_ctl(h->ep, EPOLL_CTL_ADD, events_remote_fd(h->er), &ev);
+}
+
+static void remote_poll(hub *h)
+{
+    if (h->er == NULL || events_remote_poll(h->er) != TN_IO)
+        return;
+    log_warn("the hub lost its registry connection for other hosts' events; reconnecting "
+             "(events they send meanwhile are not seen here)");
+    epoll_ctl(h->ep, EPOLL_CTL_DEL, events_remote_fd(h->er), NULL);
+    events_remote_close(h->er);
+    h->er = NULL;
+    h->er_delay_ms = 1000;
+    h->er_next_ms = clock_mono_ms() + h->er_delay_ms;
+}
+
+/* A resuming stream's replay: the events after its Last-Event-ID on its channels, gathered
+ * as SSE text while the log is locked (event_log_since's rule: quick, no call back into the
+ * log, nothing written to a socket), then sent. */
+typedef struct replay {
+    const sub *s;
+    buf *text;
+    uint64_t last;
+    uint64_t n;
+} replay;
+
+static int replay_one(void *ctx, const event_rec *e)
+{
+    replay *rp = ctx;
+    rp->last = e->id;
+    if (!sub_wants(rp->s, e->channel))
+        return 0;
+    hub_format_event(rp->text, e->id, e->channel, e->data, e->len);
+    rp->n++;
+    return rp->text->oom ? 1 : 0;
+}
+
+/* Where a new stream starts: after its resume point (replaying what it missed), else after
+ * its tenant's newest event. False when the stream ended meanwhile. */
+static bool start_feed(hub *h, sub *s, const hub_msg *m)
+{
+    event_log *l = h->a->events;
+    if (l == NULL)
+        return true;
+    if (!m->has_last) {
+        s->last_id = event_log_last_id(l, s->tenant_id);
+        return true;
+    }
+    buf_reset(&h->ev);
+    replay rp = {.s = s, .text = &h->ev, .last = m->last_id};
+    int rc = event_log_since(l, s->tenant_id, m->last_id, replay_one, &rp);
+    uint64_t newest = event_log_last_id(l, s->tenant_id);
+    if (rc == TN_NOTFOUND || rc == 1 || (rc == TN_OK && m->last_id > newest)) {
+        /* A gap (evicted from the ring), too much to copy, or an id this log never gave (a
+         * restarted master): the client must reload. */
+        s->last_id = event_log_last_id(l, s->tenant_id);
+        static const char reset[] = "event: reset\ndata: events were missed: reload\n\n";
+        return sub_send_text(h, s, reset, sizeof(reset) - 1);
+    }
+    if (rc != TN_OK) {
+        s->last_id = event_log_last_id(l, s->tenant_id);
+        return true;
+    }
+    s->last_id = rp.last;
+    if (rp.n == 0)
+        return true;
+    __atomic_add_fetch(&h->st->events_sent, rp.n, __ATOMIC_RELAXED);
+    return sub_send_text(h, s, h->ev.p, h->ev.len);
 }
 
 /* ---- taking a stream ---------------------------------------------------------------------- */
@@ -517,8 +622,8 @@ static void take(hub *h, int fd, const hub_msg *m)
                                "retry: 2000\n\n";
     if (!sub_send_text(h, s, head, sizeof(head) - 1))
         return;
-    /* Where this stream starts: after the resume point, else after the tenant's last event. */
-    s->last_id = m->has_last ? m->last_id : feed_last_id(h, s->tenant_id);
+    if (!start_feed(h, s, m))
+        return;
     log_debug("req=%s tenant=%s: stream taken (%d channels, from event %llu)", s->req_id, s->slug,
               s->nchannels, (unsigned long long)s->last_id);
 }
@@ -694,6 +799,11 @@ static void tick(hub *h, int64_t now)
         }
     }
     check_tenants(h, now);
+    remote_check(h, now);
+    if (h->feed_more) {
+        h->feed_more = false;
+        feed_read(h);
+    }
 }
 
 /* ---- the process ------------------------------------------------------------------------- */
@@ -810,6 +920,10 @@ TN_NORETURN void hub_main(const hub_args *a)
                 feed_read(h);
                 continue;
             }
+            if (tag == TAG_REMOTE) {
+                remote_poll(h);
+                continue;
+            }
             /* A stream: released ones stay allocated until the turn ends (free_dead), so
              * the pointer is valid here even when something before released it. */
             sub *s = evs[i].data.ptr;
@@ -831,6 +945,8 @@ TN_NORETURN void hub_main(const hub_args *a)
     __atomic_store_n(&h->st->pid, 0, __ATOMIC_RELEASE);
     if (h->reg != NULL)
         registry_close(h->reg);
+    if (h->er != NULL)
+        events_remote_close(h->er);
     log_info("stream hub stopped");
     _exit(0);
 }

@@ -44,6 +44,7 @@ typedef struct hub_msg {
 typedef struct hub_args {
     const tn_config *cfg;    /* the generation that served when the hub was started */
     scoreboard *sb;
+    struct event_log *events;   /* the host's event log (tenancy/events.h; NULL: none) */
     int sock;                /* hand-offs arrive here */
     int pool_sock;           /* kept connections go back to the workers here (-1: close) */
     pid_t master_pid;

@@ -325,7 +325,8 @@ static void hub_publish_limits(master *m)
 
 static void spawn_hub(master *m)
 {
-    hub_args a = {.cfg = m->cfg, .sb = m->sb, .sock = m->hub[1], .pool_sock = m->handoff[0],
+    hub_args a = {.cfg = m->cfg, .sb = m->sb, .events = m->events, .sock = m->hub[1],
+                  .pool_sock = m->handoff[0],
                   .master_pid = getpid(),
                   .close_fds = {m->sigfd, m->wake[0], m->wake[1], m->hub[0], m->handoff[1]},
                   .nclose = 5};

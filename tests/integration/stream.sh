@@ -23,24 +23,25 @@ mkdir -p "$T/state"
 tn_cli init > /dev/null || fatal "tenancy init failed"
 tn_cli tenant create acme --name Acme > /dev/null || fatal "tenant create failed"
 tn_cli tenant create beta --name Beta > /dev/null || fatal "tenant create failed"
-export TENANCY_HUB_TEST_FEED=$T/feed.sock
 tn_start
 nginx_start "" "fastcgi_buffering off;"
 BASE="http://localhost:$NGINX_PORT"
 
-# publish SLUG CHANNEL DATA...: one event each (the hub's test feed until the event log).
+# publish SLUG CHANNEL DATA...: one event each, through the app (hello's POST /_publish,
+# tn_publish), on one kept HTTP connection.
 publish() {
-    local slug=$1 ch=$2 id
-    shift 2
-    case $slug in acme) id=1 ;; beta) id=2 ;; esac
-    python3 -c "
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-for d in sys.argv[1:]:
-    s.sendto(('$id $ch ' + d).encode(), '$T/feed.sock')
-" "$@"
+    python3 - "$NGINX_PORT" "$@" <<'PY' || fail "publish $1 $2 failed"
+import http.client, sys
+port, slug, ch, datas = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+c = http.client.HTTPConnection("localhost", int(port), timeout=10)
+for d in datas:
+    c.request("POST", "/t/%s/_publish?channel=%s" % (slug, ch), body=d.encode())
+    r = c.getresponse()
+    r.read()
+    if r.status != 200:
+        sys.exit("publish %s %s: %d" % (slug, d[:20], r.status))
+PY
 }
-
 
 # sse NAME SECONDS URL [args...]: a client in the background, its lines in $T/NAME.out.
 sse() {

@@ -24,7 +24,6 @@ tn_conf "pm.max_children = 4" "state_dir = $T/state" "tenant.resolvers = path" \
 mkdir -p "$T/state"
 tn_cli init > /dev/null || fatal "tenancy init failed"
 tn_cli tenant create acme --name Acme > /dev/null || fatal "tenant create failed"
-export TENANCY_HUB_TEST_FEED=$T/feed.sock
 tn_start
 
 NGINX_PORT=$(free_port)
@@ -75,11 +74,8 @@ assert_eq "$(field "['pool']['active']" <<< "$st")" 1 "no worker held (the one a
 assert_eq "$(field "['hub']['subscribers']" <<< "$st")" "$N" "the streams still open"
 
 # an event reaches every stream
-python3 -c "
-import socket
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-s.sendto(b'1 table:a to-all', '$T/feed.sock')
-"
+code=$(curl -s -o /dev/null -w '%{http_code}' -m 10 -d to-all "$BASE/t/acme/_publish?channel=table:a")
+assert_eq "$code" 200 "published (tn_publish)"
 wait_until 15 bash -c "[ \$(grep -c ' to-all\$' '$T/many.out') -ge $N ]"
 assert_eq "$(grep -c ' to-all$' "$T/many.out")" "$N" "one event reached all $N streams"
 kill "$SSE_PID" 2> /dev/null
