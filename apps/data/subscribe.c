@@ -2,7 +2,8 @@
  * subscribe.c — GET /subscribe?tables=a,b: the tenant's change feed as Server-Sent Events.
  *
  * Owns: turning the request into a subscription of the host's stream hub (tn_subscribe):
- * the channels "table:<t>" of each table asked for (each must exist) and "schema", or every
+ * the channels "table:<t>" of each table asked for (each must exist; "table" for a name too
+ * long for a channel, as dt_publish does) and "schema", or every
  * channel of the tenant when no table is named; the resume point is the Last-Event-ID
  * header, which tn_subscribe reads. From TN_OK on the hub answers the request and this
  * worker is free. Events are published on those channels by the writes of this app
@@ -38,7 +39,8 @@ int dt_subscribe(dt_req *d)
             char *c = tn_sprintf(r, "table:%s", t);
             if (c == NULL)
                 return TN_NOMEM;
-            ch[n++] = c;
+            /* A name too long for a channel: its events go on "table" (dt_publish). */
+            ch[n++] = strlen(c) > 64 ? "table" : c;
         }
         ch[n++] = "schema";
     }

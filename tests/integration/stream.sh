@@ -10,6 +10,7 @@
 #   suspend   a suspended tenant's streams end (`event: end`), and a new one is refused;
 #   slow      a client that reads nothing is dropped past stream.max_buffer, and nobody else;
 #   limits    a reload lowers stream.max_per_tenant: one stream more is refused (503);
+#   data      the data API's GET /subscribe?tables=notes: its row writes and schema changes;
 #   release   a client that goes away frees its stream (status JSON: no subscriber left).
 # The tenants are named in the path (tenant.resolvers = path): Node's fetch sets Host itself.
 . "$(dirname "$0")/lib.sh"
@@ -17,12 +18,16 @@ need curl nginx node "$TENANCY_CLI"
 SSE=$top_srcdir/tests/sse
 [ -d "$SSE/node_modules/eventsource" ] || hard_error "tests/sse has no node_modules (run ./autogen.sh --deps)"
 
+DATA_SO=${DATA_SO:-$(cd "$top_builddir" && pwd)/apps/.libs/data.so}
 tn_conf "pm.max_children = 2" "state_dir = $T/state" "tenant.resolvers = path" \
+    "mount.data.prefix = /api" "mount.data.app = $DATA_SO" "tenant.max_workers = 100%" \
     "stream.hub = on" "stream.heartbeat = 1s" "request_timeout = 10s" "stream.max_buffer = 64k"
 mkdir -p "$T/state"
 tn_cli init > /dev/null || fatal "tenancy init failed"
 tn_cli tenant create acme --name Acme > /dev/null || fatal "tenant create failed"
 tn_cli tenant create beta --name Beta > /dev/null || fatal "tenant create failed"
+tn_cli key create acme > "$T/key.out" 2> "$T/key.err" || fatal "key create: $(cat "$T/key.err")"
+KEY=$(sed -n 2p "$T/key.out" | awk '{print $NF}')
 tn_start
 nginx_start "" "fastcgi_buffering off;"
 BASE="http://localhost:$NGINX_PORT"
@@ -165,6 +170,28 @@ sleep 1
 assert_eq "$(opens a)" "$before" "limits: the open stream stays (not reopened)"
 assert_eq "$(hub_status subscribers)" 1 "limits: one stream of acme open"
 assert_ge "$(hub_status refused_limit)" 1 "limits: counted"
+
+# ---- the data API's change feed ---------------------------------------------------------------
+api() {   # api METHOD PATH [BODY]: the data API of acme, with its key
+    curl -s -m 10 -o /dev/null -w '%{http_code}' -X "$1" -H "Authorization: Bearer $KEY" \
+        -H 'Content-Type: application/json' ${3:+-d "$3"} "$BASE/t/acme/api$2"
+}
+sed -i 's/^stream.max_per_tenant = 1$/stream.max_per_tenant = 100/' "$T/tenancyd.conf"
+kill -HUP "$TN_PID"
+wait_until 15 grep -q 'reloaded: generation 4' "$T/tenancyd.log" || fail "the third reload did not finish"
+assert_eq "$(api POST /tables '{"name":"notes","columns":[{"name":"body","type":"text"}]}')" 201 "data: a table"
+assert_eq "$(api GET '/subscribe?tables=nosuch')" 404 "data: a stream of an unknown table is refused"
+sse d 20 "$BASE/t/acme/api/subscribe?tables=notes" --types table:notes,schema \
+    --header "Authorization: Bearer $KEY"
+wait_open d || fail "data: the stream did not open: $(cat "$T/d.out" "$T/d.err")"
+assert_eq "$(api POST /notes '[{"body":"one"},{"body":"two"}]')" 201 "data: rows written"
+assert_eq "$(api POST /tables '{"name":"other","columns":[{"name":"x","type":"integer"}]}')" 201 "data: another table"
+assert_eq "$(api POST /other '{"x":1}')" 201 "data: a row of a table not followed"
+wait_until 10 bash -c "grep -q ' schema ' '$T/d.out'"
+assert_contains "$(datas d table:notes)" '"op":"insert"' "data: the insert into notes arrived"
+assert_contains "$(datas d schema)" '"table":"other"' "data: the schema change arrived"
+assert_eq "$(grep -c 'table:other' "$T/d.out")" 0 "data: nothing of a table not followed"
+kill "$(cat "$T/d.pid")" 2> /dev/null
 
 # ---- a client that goes away frees its stream ---------------------------------------------------
 kill "$(cat "$T/a.pid")" 2> /dev/null

@@ -2,7 +2,7 @@
 // writes what arrives, for tests/integration/stream.sh and stream_many.sh.
 //
 //   node sse.mjs --url URL --out FILE [--types a,b] [--count N] [--seconds S]
-//                [--last-id N] [--no-reconnect]
+//                [--last-id N] [--header 'Name: value'] [--no-reconnect]
 //
 // Each stream appends lines to FILE: "open K", "event K ID TYPE DATA" (data lines joined by
 // "|"), "error K STATUS|MESSAGE". K is the stream's number (0..N-1). The client reconnects
@@ -35,6 +35,10 @@ for (let k = 0; k < count; k++) {
     fetch: (input, init) => {
       const headers = new Headers(init.headers);
       if (args['last-id'] && !headers.has('last-event-id')) headers.set('last-event-id', args['last-id']);
+      if (args.header) {
+        const i = args.header.indexOf(':');
+        headers.set(args.header.slice(0, i).trim(), args.header.slice(i + 1).trim());
+      }
       return fetch(input, { ...init, headers });
     },
   });
