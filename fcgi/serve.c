@@ -126,11 +126,15 @@ static int fx_hand_off(void *tx, tn_request *r, const tn_subscription *sub)
     str_copy(m.req_id, sizeof(m.req_id), r->req_id);
     m.nchannels = sub->nchannels;
     memcpy(m.channels, sub->channels, sizeof(m.channels));
+    /* From the send on, the connection is the hub's: a request_timeout alarm must not write
+     * its 504 into the hub's stream (it only exits now). */
+    alarm_may_answer = 0;
     int rc = hub_send(w->args->hub_sock, serving_fd, &m);
     if (rc == TN_OK) {
         sb_inc(&h->handed_off);
         return TN_OK;
     }
+    alarm_may_answer = 1;   /* still ours: a timeout may answer 504 again */
     request_set_error(r, rc == TN_BUSY ? "the stream hub's queue is full"
                                        : "cannot reach the stream hub");
     if (rc == TN_BUSY)
