@@ -5,7 +5,7 @@
 # nginx; each is handed to the stream hub. Then, with all of them open, hammer sends ordinary
 # requests: every one is answered, and the status JSON shows the workers free (none running a
 # request once the load stops) while the hub holds the 2,000 streams. Events published then
-# reach the streams. nginx gets enough descriptors and connections for it (a stream is two:
+# reach the streams, and the hub's memory per idle stream stays within 16 KiB. nginx gets enough descriptors and connections for it (a stream is two:
 # the client's and the upstream's), and so does this shell's limit, which the processes
 # started here inherit.
 . "$(dirname "$0")/lib.sh"
@@ -51,6 +51,9 @@ BASE="http://localhost:$NGINX_PORT"
 status() { curl -s -m 5 "http://127.0.0.1:$NGINX_PORT/_tenancy/status"; }
 field() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval('d' + sys.argv[1]))" "$1"; }
 
+hub_pid=$(status | field "['hub']['pid']")
+rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$hub_pid/status"; }   # KiB
+rss0=$(rss)
 node "$SSE/sse.mjs" --url "$BASE/t/acme/subscribe?channels=table:a" --out "$T/many.out" \
     --types table:a --count "$N" --seconds 60 > "$T/many.res" 2> "$T/many.err" &
 SSE_PID=$!
@@ -58,6 +61,10 @@ PIDS+=("$SSE_PID")
 wait_until 40 bash -c "[ \$(grep -c '^open ' '$T/many.out' 2>/dev/null) -ge $N ]" ||
     fail "only $(grep -c '^open ' "$T/many.out") of $N streams opened ($(grep -c '^error' "$T/many.out") errors: $(grep '^error' "$T/many.out" | head -2))"
 assert_eq "$(status | field "['hub']['subscribers']")" "$N" "the hub holds $N streams"
+per=$(( ($(rss) - rss0) * 1024 / N ))
+log "hub memory: $rss0 KiB idle, $(rss) KiB with $N streams: $per bytes per stream"
+[ "$per" -le 16384 ] && log "ok: at most 16 KiB of hub memory per idle stream" ||
+    fail "hub memory per idle stream: $per bytes (over 16 KiB)"
 
 # ordinary requests beside them: all answered, quickly
 "$HELPERS/hammer" -p "$NGINX_PORT" -H localhost -u /t/acme/ -c 8 -n 3000 -e 'hello from' \
