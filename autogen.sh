@@ -41,8 +41,9 @@ if [ "${1:-}" = "--deps" ]; then
         echo "autogen.sh: all Debian packages from .ci/debian-packages are present"
     fi
     # Test clients from npm, pinned by their lock files: the browser driver (the panel's
-    # tests) and PostgREST's JavaScript client (the data API's).
-    for d in browser postgrest; do
+    # tests), PostgREST's JavaScript client (the data API's) and an EventSource client (the
+    # stream hub's).
+    for d in browser postgrest sse; do
         if [ -f "$top/tests/$d/package.json" ] && [ ! -d "$top/tests/$d/node_modules" ]; then
             echo "autogen.sh: installing the $d test client (npm ci in tests/$d)"
             (cd "$top/tests/$d" && npm ci --no-audit --no-fund --silent)

@@ -108,6 +108,20 @@ const conf_opt tn_config_table[] = {
      "path answering pong (empty: off)"},
     {"status_allow", CONF_STR, OFF(status_allow), "127.0.0.1, ::1", 0, 0, NULL, 0,
      "client addresses (REMOTE_ADDR) that may read status, metrics and ping"},
+    {"stream.hub", CONF_BOOL, OFF(stream_hub), "on", 0, 0, NULL, 0,
+     "run the stream hub, which holds the Server-Sent Events streams apps hand it "
+     "(tn_subscribe) so that no worker waits on them (off: tn_subscribe answers TN_ERR)"},
+    {"stream.heartbeat", CONF_DURATION, OFF(stream_heartbeat_ms), "15s", 100, 3600000, NULL, 0,
+     "a stream with nothing to send gets a comment line this often (shorter than the web "
+     "server's read timeout: nginx's fastcgi_read_timeout)"},
+    {"stream.max_per_tenant", CONF_INT, OFF(stream_max_per_tenant), "1000", 1, 10000000, NULL,
+     0, "most open streams of one tenant (more: tn_subscribe answers TN_BUSY)"},
+    {"stream.max_total", CONF_INT, OFF(stream_max_total), "10000", 1, 10000000, NULL, 0,
+     "most open streams on this host (more: TN_BUSY)"},
+    {"stream.max_buffer", CONF_SIZE, OFF(stream_max_buffer), "256k", 4096, (long long)1 << 30,
+     NULL, 0,
+     "bytes a slow client's stream may have waiting; over it the stream gets a last "
+     "`event: dropped` and is closed"},
     {NULL, 0, 0, NULL, 0, 0, NULL, 0, NULL},
 };
 

@@ -80,6 +80,12 @@ typedef struct tn_config {
     int64_t access_log_buffer;
     int64_t access_log_flush_ms;
     bool log_requests;
+    /* the stream hub (fcgi/hub.h) */
+    bool stream_hub;
+    int64_t stream_heartbeat_ms;
+    int stream_max_per_tenant;
+    int stream_max_total;
+    int64_t stream_max_buffer;
     const char *error_log;
     int log_level;
 

@@ -26,6 +26,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/rc.h"
+#include "fcgi/hub.h"
 #include "fcgi/listen.h"
 #include "fcgi/scoreboard.h"
 #include "fcgi/sdnotify.h"
@@ -112,6 +113,13 @@ typedef struct master {
     /* the registry watcher (PostgreSQL registry only) */
     pid_t watch_pid;
     int64_t watch_next_ms;
+    /* the stream hub (hub.h): outside the generations, restarted with backoff */
+    int hub[2];                /* hand-offs: workers send on [0], the hub reads [1] */
+    pid_t hub_pid;
+    int64_t hub_next_ms;       /* no start before */
+    int64_t hub_backoff_ms;    /* the delay after the next death */
+    int64_t hub_started_ms;
+    bool hub_started_once;
 } master;
 
 static bool child_busy(const scoreboard *sb, int slot)
@@ -200,8 +208,9 @@ static int spawn(master *m, tn_config *cfg, const tn_listener *lis)
     worker_args a = {.cfg = cfg, .sb = m->sb, .lim = m->lim, .events = m->events, .lis = lis,
                      .slot = slot, .index = index, .generation = gen, .master_pid = getpid(),
                      .shard = shard, .shard_fd = shard_fd,
-                     .close_fds = {m->sigfd, m->wake[0]}, .nclose = 2, .wake_fd = m->wake[1],
-                     .handoff = {m->handoff[0], m->handoff[1]}};
+                     .close_fds = {m->sigfd, m->wake[0], m->hub[1]}, .nclose = 3,
+                     .wake_fd = m->wake[1], .handoff = {m->handoff[0], m->handoff[1]},
+                     .hub_sock = m->hub[0]};
     /* The other listeners, and the other shards, are not this worker's to accept on (nor
      * to keep open once the master closes them). */
     const tn_listener *all[] = {&m->lis, &m->pending_lis, &m->old_lis};
@@ -302,6 +311,78 @@ static void spawn_watcher(master *m)
     m->watch_pid = pid;
 }
 
+/* ---- the stream hub ----------------------------------------------------------------------- */
+
+/* The limits the hub and the workers read: the serving generation's. */
+static void hub_publish_limits(master *m)
+{
+    sb_hub *h = &m->sb->hub;
+    __atomic_store_n(&h->max_per_tenant, m->cfg->stream_max_per_tenant, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->max_total, m->cfg->stream_max_total, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->heartbeat_ms, m->cfg->stream_heartbeat_ms, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->max_buffer, m->cfg->stream_max_buffer, __ATOMIC_RELAXED);
+}
+
+static void spawn_hub(master *m)
+{
+    hub_args a = {.cfg = m->cfg, .sb = m->sb, .events = m->events, .sock = m->hub[1],
+                  .pool_sock = m->handoff[0],
+                  .master_pid = getpid(),
+                  .close_fds = {m->sigfd, m->wake[0], m->wake[1], m->hub[0], m->handoff[1]},
+                  .nclose = 5};
+    const tn_listener *ls[] = {&m->lis, &m->pending_lis, &m->old_lis};
+    for (size_t i = 0; i < TN_ARRAY_LEN(ls); i++) {
+        if (ls[i]->fd >= 0)
+            a.close_fds[a.nclose++] = ls[i]->fd;
+        for (int k = 0; k < ls[i]->nshards; k++)
+            a.close_fds[a.nclose++] = ls[i]->shard_fd[k];
+    }
+    sigset_t old;
+    signals_block_all(&old);
+    pid_t pid = fork();
+    if (pid == 0)
+        hub_main(&a);   /* never returns */
+    signals_restore(&old);
+    if (pid < 0) {
+        log_error("fork (stream hub): %m");
+        m->hub_next_ms = clock_mono_ms() + 1000;
+        return;
+    }
+    m->hub_pid = pid;
+    m->hub_started_ms = clock_mono_ms();
+    if (m->hub_started_once)
+        sb_inc(&m->sb->hub.restarts);
+    m->hub_started_once = true;
+}
+
+/* The hub ended: start another after a delay that doubles while it keeps dying young (up
+ * to pm.respawn_backoff_max) and starts again from 100 ms after one that ran a minute. */
+static void hub_reaped(master *m, int status)
+{
+    int64_t now = clock_mono_ms();
+    m->hub_pid = 0;
+    __atomic_store_n(&m->sb->hub.pid, 0, __ATOMIC_RELEASE);
+    /* Whatever it counted died with it: the streams it held are gone. */
+    m->sb->hub.subscribers = 0;
+    m->sb->hub.bytes_buffered = 0;
+    memset(m->sb->hub.tenants, 0, sizeof(m->sb->hub.tenants));
+    if (m->state == M_STOPPING)
+        return;
+    if (now - m->hub_started_ms > 60000 || m->hub_backoff_ms == 0)
+        m->hub_backoff_ms = 100;
+    m->hub_next_ms = now + m->hub_backoff_ms;
+    if (WIFSIGNALED(status))
+        log_error("the stream hub died from signal %d (%s); restarting it in %lld ms (its "
+                  "clients reconnect)", WTERMSIG(status), strsignal(WTERMSIG(status)),
+                  (long long)m->hub_backoff_ms);
+    else
+        log_warn("the stream hub exited (status %d); restarting it in %lld ms",
+                 WEXITSTATUS(status), (long long)m->hub_backoff_ms);
+    m->hub_backoff_ms *= 2;
+    if (m->hub_backoff_ms > m->cfg->respawn_backoff_max_ms)
+        m->hub_backoff_ms = m->cfg->respawn_backoff_max_ms;
+}
+
 /* ---- crashes and reaping ----------------------------------------------------------------- */
 
 static int crashes_in_window(const master *m, int64_t now)
@@ -376,6 +457,10 @@ static void reap(master *m)
         for (int i = 0; i < SB_SLOTS; i++)
             if (m->kids[i].pid == pid)
                 slot = i;
+        if (pid == m->hub_pid) {
+            hub_reaped(m, status);
+            continue;
+        }
         if (pid == m->watch_pid) {
             m->watch_pid = 0;
             m->watch_next_ms = clock_mono_ms() + 1000;
@@ -832,6 +917,13 @@ static void finish_reload(master *m, int64_t now)
     m->state = M_RUNNING;
     if (m->watch_pid > 0 && (registry_moved || !watch_needed(&n->tenancy)))
         kill(m->watch_pid, SIGTERM);   /* restarted with the new configuration */
+    /* The hub keeps running across a reload (its streams stay open) and takes the new
+     * limits from the scoreboard; only a registry it can no longer read restarts it. */
+    hub_publish_limits(m);
+    if (m->hub_pid > 0 && (registry_moved || !n->stream_hub)) {
+        kill(m->hub_pid, SIGTERM);
+        m->hub_backoff_ms = 0;
+    }
     config_free(old);   /* workers of the old generation have their own copy */
     log_set_level(n->log_level);
     m->sb->pool.generation = n->generation;
@@ -873,6 +965,8 @@ static void begin_stop(master *m, bool fast)
     sd_notifyf("STOPPING=1");
     if (m->watch_pid > 0)
         kill(m->watch_pid, SIGTERM);
+    if (m->hub_pid > 0)
+        kill(m->hub_pid, SIGTERM);   /* it ends its streams properly, then exits */
     for (int i = 0; i < SB_SLOTS; i++)
         if (m->kids[i].pid)
             retire(m, i, fast ? SIGTERM : SIGQUIT, now + deadline);
@@ -892,6 +986,8 @@ static void handle_signal(master *m, int sig)
     case SIGUSR1:
         log_reopen();
         __atomic_add_fetch(&m->sb->pool.log_generation, 1, __ATOMIC_RELAXED);
+        if (m->hub_pid > 0)
+            kill(m->hub_pid, SIGUSR1);   /* the hub reopens its error log too */
         log_info("logs reopened");
         break;
     default: break;
@@ -960,6 +1056,18 @@ int master_run(tn_config *cfg, const char *config_path, const master_hooks *hook
     /* Without it, workers close idle kept connections instead of passing them on. */
     if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, m->handoff) < 0)
         m->handoff[0] = m->handoff[1] = -1;
+    /* Made once, before any fork: a restarted hub reads the same socket every worker of
+     * every generation sends on. Without it, tn_subscribe answers TN_ERR. */
+    if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, m->hub) < 0) {
+        log_warn("cannot make the stream hub's socket (%m): no streams");
+        m->hub[0] = m->hub[1] = -1;
+    } else {
+        /* Room for a burst of hand-offs (a reconnecting crowd after a hub restart): the
+         * forced size needs privileges; the plain one is capped by the system's maximum. */
+        int sz = 4 << 20;
+        if (setsockopt(m->hub[0], SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
+            setsockopt(m->hub[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+    }
     if (m->sb == NULL || m->lim == NULL || m->events == NULL || m->sigfd < 0 ||
         m->wake[0] < 0) {
         log_error("cannot set up the scoreboard, the event log or signals: %m");
@@ -971,6 +1079,7 @@ int master_run(tn_config *cfg, const char *config_path, const master_hooks *hook
     m->sb->pool.generation = cfg->generation;
     m->sb->pool.max_children = cfg->max_children;
     m->sb->pool.pm = cfg->pm;
+    hub_publish_limits(m);
     write_pid_file(cfg);
     log_info("starting: pm %s, max %d workers, listening on %s, app %s, %d mount%s",
              config_pm_name(cfg->pm), cfg->max_children, cfg->listen,
@@ -1081,9 +1190,15 @@ int master_run(tn_config *cfg, const char *config_path, const master_hooks *hook
         if (m->state != M_STOPPING && m->state != M_STARTING && m->watch_pid == 0 &&
             watch_needed(&m->cfg->tenancy) && now >= m->watch_next_ms)
             spawn_watcher(m);
+        if (m->state != M_STOPPING && m->hub_pid == 0 && m->cfg->stream_hub && m->hub[1] >= 0 &&
+            now >= m->hub_next_ms)
+            spawn_hub(m);
         if (m->state == M_STOPPING && m->watch_pid > 0 && now >= m->stop_deadline)
             kill(m->watch_pid, SIGKILL);
-        if (m->state == M_STOPPING && alive_children(m) == 0 && m->watch_pid == 0)
+        if (m->state == M_STOPPING && m->hub_pid > 0 && now >= m->stop_deadline)
+            kill(m->hub_pid, SIGKILL);
+        if (m->state == M_STOPPING && alive_children(m) == 0 && m->watch_pid == 0 &&
+            m->hub_pid == 0)
             break;
         if (now - last_status >= 10000 && m->state == M_RUNNING) {
             sb_counts c;

@@ -82,6 +82,8 @@ TN_HOT void reqlog_line(worker *w, const tn_request *r, int status, int64_t us)
         buf_json_str(l, r->tenant->slug);
         buf_putc(l, '}');
     }
+    if (r->detached)
+        buf_puts(l, ",\"stream\":\"handed off\"");   /* the hub answers it from here */
     if (status >= 400) {
         buf_puts(l, ",\"stage\":");
         buf_json_str(l, chain_stage(r));

@@ -163,3 +163,73 @@ void sb_slot_read(const sb_slot *s, sb_slot *out)
     out->req_id[sizeof(out->req_id) - 1] = '\0';
     out->audit_id[sizeof(out->audit_id) - 1] = '\0';
 }
+
+/* ---- the hub's per-tenant table ------------------------------------------------------------ *
+ * Open addressing, linear probing. Entries are never removed (a count goes back to 0 and the
+ * entry is reused by the same tenant), so a probe never meets a hole that hides a tenant
+ * behind it; the hub compacts the table when it is full of zero counts (sb_hub_tenant_add).
+ */
+static inline uint32_t hub_hash(int64_t id)
+{
+    uint64_t x = (uint64_t)id * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(x >> 40) & (SB_HUB_TENANTS - 1);
+}
+
+int32_t sb_hub_tenant_count(const sb_hub *h, int64_t tenant_id)
+{
+    uint32_t i = hub_hash(tenant_id);
+    for (int n = 0; n < SB_HUB_TENANTS; n++, i = (i + 1) & (SB_HUB_TENANTS - 1)) {
+        int64_t t = __atomic_load_n(&h->tenants[i].tenant_id, __ATOMIC_ACQUIRE);
+        if (t == 0)
+            return 0;
+        if (t == tenant_id)
+            return __atomic_load_n(&h->tenants[i].subscribers, __ATOMIC_RELAXED);
+    }
+    return 0;
+}
+
+/* Rebuild the table with the tenants that still have subscribers (the hub only). */
+static void hub_compact(sb_hub *h)
+{
+    static sb_hub_tenant keep[SB_HUB_TENANTS];
+    int n = 0;
+    for (int i = 0; i < SB_HUB_TENANTS; i++)
+        if (h->tenants[i].tenant_id != 0 && h->tenants[i].subscribers > 0)
+            keep[n++] = h->tenants[i];
+    for (int i = 0; i < SB_HUB_TENANTS; i++) {
+        __atomic_store_n(&h->tenants[i].tenant_id, 0, __ATOMIC_RELEASE);
+        h->tenants[i].subscribers = 0;
+    }
+    for (int k = 0; k < n; k++) {
+        uint32_t i = hub_hash(keep[k].tenant_id);
+        while (h->tenants[i].tenant_id != 0)
+            i = (i + 1) & (SB_HUB_TENANTS - 1);
+        h->tenants[i].subscribers = keep[k].subscribers;
+        __atomic_store_n(&h->tenants[i].tenant_id, keep[k].tenant_id, __ATOMIC_RELEASE);
+    }
+}
+
+bool sb_hub_tenant_add(sb_hub *h, int64_t tenant_id, int delta)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        uint32_t i = hub_hash(tenant_id);
+        for (int n = 0; n < SB_HUB_TENANTS; n++, i = (i + 1) & (SB_HUB_TENANTS - 1)) {
+            sb_hub_tenant *e = &h->tenants[i];
+            if (e->tenant_id == tenant_id) {
+                __atomic_add_fetch(&e->subscribers, delta, __ATOMIC_RELAXED);
+                return true;
+            }
+            if (e->tenant_id == 0) {
+                if (delta <= 0)
+                    return true;
+                e->subscribers = delta;
+                __atomic_store_n(&e->tenant_id, tenant_id, __ATOMIC_RELEASE);
+                return true;
+            }
+        }
+        if (delta <= 0)
+            return true;
+        hub_compact(h);   /* full: drop the tenants with no subscriber left, and try again */
+    }
+    return false;
+}

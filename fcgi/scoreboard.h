@@ -98,10 +98,53 @@ typedef struct sb_pool {
     int32_t pm;
 } sb_pool;
 
+/* The stream hub's counters (fcgi/hub.h). The hub is their only writer, but for `restarts`
+ * (the master) and `handed_off`/`refused_*` (the workers); workers read `pid`, `subscribers`
+ * and the per-tenant table to refuse a subscription over a limit before handing it on (a
+ * read that races the hub is only a pre-check: the hub enforces the limits itself). The
+ * limits are the master's copy of the generation that serves (a reload updates them; the
+ * hub is not restarted). */
+#define SB_HUB_TENANTS 4096   /* tenants with subscribers counted at once (a power of two) */
+typedef struct sb_hub_tenant {
+    int64_t tenant_id;        /* 0: empty */
+    int32_t subscribers;
+    int32_t pad;
+} sb_hub_tenant;
+
+typedef struct sb_hub {
+    int32_t pid;                  /* the running hub (0: none) */
+    int32_t max_per_tenant;       /* stream.max_per_tenant */
+    int32_t max_total;            /* stream.max_total */
+    int32_t pad;
+    int64_t heartbeat_ms;         /* stream.heartbeat */
+    int64_t max_buffer;           /* stream.max_buffer */
+    uint64_t subscribers;         /* open streams now */
+    uint64_t streams;             /* streams taken since the master started */
+    uint64_t events_sent;
+    uint64_t heartbeats;
+    uint64_t bytes_buffered;      /* bytes waiting for slow clients now */
+    uint64_t dropped_slow;        /* ended with `event: dropped` (over stream.max_buffer) */
+    uint64_t ended_client;        /* the client (web server) went away */
+    uint64_t ended_tenant;        /* the tenant was suspended or deleted */
+    uint64_t ended_stop;          /* the hub stopped */
+    uint64_t refused_limit;       /* refused over a limit (by a worker or the hub) */
+    uint64_t handed_off;          /* requests workers handed to the hub */
+    uint64_t kept_returned;       /* kept connections passed back to the workers */
+    uint64_t restarts;            /* hubs started after the first */
+    sb_hub_tenant tenants[SB_HUB_TENANTS];
+} sb_hub;
+
 typedef struct scoreboard {
     sb_pool pool;
     sb_slot slots[SB_SLOTS];
+    sb_hub hub;
 } scoreboard;
+
+/* A tenant's subscriber count in the hub's table (0 when absent). Lock-free read. */
+int32_t sb_hub_tenant_count(const sb_hub *h, int64_t tenant_id);
+/* The hub's side: add delta to the tenant's count (an entry is taken or kept). False when the
+ * table is full (the hub then refuses the stream). */
+bool sb_hub_tenant_add(sb_hub *h, int64_t tenant_id, int delta);
 
 /* Map a fresh, zeroed scoreboard (shared with children forked later). NULL on failure. */
 scoreboard *sb_create(void);

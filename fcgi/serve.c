@@ -27,9 +27,11 @@
 #include "core/rc.h"
 #include "fcgi/guard.h"
 #include "fcgi/handler.h"
+#include "fcgi/hub.h"
 #include "fcgi/proto.h"
 #include "fcgi/worker_int.h"
 #include "tenancy/chain.h"
+#include "tenancy/tenant.h"
 
 #include <errno.h>
 #include <fcgiapp.h>
@@ -68,7 +70,79 @@ static TN_HOT int fx_write(void *tx, const char *p, size_t n)
     return 0;
 }
 
-static const tn_transport fcgi_transport = {fx_param, fx_read, fx_write};
+/* tn_flush: what libfcgi buffered leaves now, as STDOUT records. The head is out, so a
+ * timeout can no longer answer 504 (it would land inside this response): from here the
+ * SIGALRM path only exits, and the web server sees the response cut short. */
+static int fx_flush(void *tx)
+{
+    FCGX_Request *fx = tx;
+    alarm_may_answer = 0;
+    return FCGX_FFlush(fx->out) == 0 ? 0 : -1;
+}
+
+/* The request being served, for fx_hand_off (one at a time per process). */
+static worker *serving_w;
+static int serving_fd = -1;
+
+static bool drain_stdin(FCGX_Request *fx);
+
+/* tn_subscribe: pass the connection to the stream hub (hub.h). Nothing was written to it
+ * yet (request.c checks that the response has not started, and libfcgi sends nothing
+ * before a flush), and the request's STDIN must have been read to its end, so the hub
+ * starts on a record boundary: the web server sends nothing more on the connection until
+ * the response ends. The limits are checked here first so that the app can answer 503
+ * itself; the hub checks them again (it answers 503 when a race got past this). */
+static int fx_hand_off(void *tx, tn_request *r, const tn_subscription *sub)
+{
+    FCGX_Request *fx = tx;
+    worker *w = serving_w;
+    sb_hub *h = &w->sb->hub;
+    if (w->args->hub_sock < 0 || __atomic_load_n(&h->pid, __ATOMIC_ACQUIRE) == 0) {
+        request_set_error(r, "no stream hub is running (stream.hub)");
+        return TN_ERR;
+    }
+    if ((int64_t)__atomic_load_n(&h->subscribers, __ATOMIC_RELAXED) >=
+            __atomic_load_n(&h->max_total, __ATOMIC_RELAXED) ||
+        sb_hub_tenant_count(h, r->tenant->id) >= __atomic_load_n(&h->max_per_tenant,
+                                                                 __ATOMIC_RELAXED)) {
+        sb_inc(&h->refused_limit);
+        request_set_error(r, "too many streams (stream.max_total or stream.max_per_tenant)");
+        return TN_BUSY;
+    }
+    if (!drain_stdin(fx)) {
+        request_set_error(r, "the request body was not read to its end: cannot hand it on");
+        return TN_ERR;
+    }
+    hub_msg m;
+    memset(&m, 0, sizeof(m));
+    m.magic = HUB_MSG_MAGIC;
+    m.fcgi_id = (uint16_t)fx->requestId;
+    m.keep_conn = fx->keepConnection != 0;
+    m.has_last = sub->has_last;
+    m.last_id = sub->last_id;
+    m.tenant_id = r->tenant->id;
+    m.started_ms = r->start_ns / 1000000;
+    str_copy(m.slug, sizeof(m.slug), r->tenant->slug);
+    str_copy(m.req_id, sizeof(m.req_id), r->req_id);
+    m.nchannels = sub->nchannels;
+    memcpy(m.channels, sub->channels, sizeof(m.channels));
+    /* From the send on, the connection is the hub's: a request_timeout alarm must not write
+     * its 504 into the hub's stream (it only exits now). */
+    alarm_may_answer = 0;
+    int rc = hub_send(w->args->hub_sock, serving_fd, &m);
+    if (rc == TN_OK) {
+        sb_inc(&h->handed_off);
+        return TN_OK;
+    }
+    alarm_may_answer = 1;   /* still ours: a timeout may answer 504 again */
+    request_set_error(r, rc == TN_BUSY ? "the stream hub's queue is full"
+                                       : "cannot reach the stream hub");
+    if (rc == TN_BUSY)
+        sb_inc(&h->refused_limit);
+    return rc;
+}
+
+static const tn_transport fcgi_transport = {fx_param, fx_read, fx_write, fx_flush, fx_hand_off};
 
 /* REQUEST_START ("1733150000.123", nginx $msec) older than queue_timeout? */
 static bool past_queue_deadline(worker *w, tn_request *r)
@@ -256,6 +330,36 @@ static bool drain_stdin(FCGX_Request *fx)
     return FCGX_HasSeenEOF(fx->in) && FCGX_GetError(fx->in) == 0;
 }
 
+/* The request was handed to the stream hub (fx_hand_off): the hub answers it on the same
+ * connection, so this process writes nothing more — no flush, no END_REQUEST (libfcgi's
+ * FCGX_Finish_r would write both: it gets no descriptor to write to) — and closes only its
+ * own copy of the descriptor (a plain close: a shutdown would end the hub's stream too). The
+ * scoreboard and the access log count it as a 200 handed off. Returns false: the connection
+ * is no longer this worker's. */
+static bool finish_detached(worker *w, tn_request *r, int fd, int64_t t0)
+{
+    FCGX_Request *fx = &w->fx;
+    sb_set_state(w->sb, w->slot, SB_FINISHING);
+    fx->ipcFd = -1;
+    fx->keepConnection = 1;
+    FCGX_Finish_r(fx);
+    guard_end();
+    fx->ipcFd = -1;
+    close(fd);
+    alarm_armed = 0;
+    w->now_ns = clock_mono_ns();
+    int64_t us = (w->now_ns - t0) / 1000;
+    sb_request_end(w->sb, w->slot, 200, us);
+    reqlog_line(w, r, 200, us);
+    chain_finish(r, 200);
+    log_set_context(NULL);
+    arena_reset(w->req_arena);
+    w->served++;
+    serving_w = NULL;
+    serving_fd = -1;
+    return false;
+}
+
 /* Serve the request whose header precheck() found complete on fd. Returns true when the
  * connection stays open (kept); false when it was closed. */
 static TN_HOT bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
@@ -307,8 +411,12 @@ static TN_HOT bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
     log_set_context(ctx);
 
     sb_set_state(w->sb, w->slot, SB_RUNNING);
+    serving_w = w;
+    serving_fd = fd;
     int status = run_request(w, &r);
     alarm_may_answer = 0;   /* from here on the response belongs to libfcgi */
+    if (TN_UNLIKELY(r.detached))
+        return finish_detached(w, &r, fd, t0);
     sb_set_state(w->sb, w->slot, SB_FINISHING);
     request_finish(&r);
     if (r.io_error) {

@@ -39,6 +39,55 @@ static void kv_u64(buf *o, const char *k, uint64_t v, bool comma)
     buf_u64(o, v);
 }
 
+/* The stream hub (fcgi/hub.h): ,"hub":{running, counters, the tenants with most streams}. */
+static void hub_json(buf *o, const sb_hub *h)
+{
+    int32_t pid = __atomic_load_n(&h->pid, __ATOMIC_ACQUIRE);
+    buf_puts(o, ",\"hub\":{\"running\":");
+    buf_puts(o, pid ? "true" : "false");
+    kv_u64(o, "pid", (uint64_t)(pid > 0 ? pid : 0), true);
+    kv_u64(o, "subscribers", sb_get(&h->subscribers), true);
+    kv_u64(o, "max_total", (uint64_t)h->max_total, true);
+    kv_u64(o, "max_per_tenant", (uint64_t)h->max_per_tenant, true);
+    kv_u64(o, "streams", sb_get(&h->streams), true);
+    kv_u64(o, "handed_off", sb_get(&h->handed_off), true);
+    kv_u64(o, "events_sent", sb_get(&h->events_sent), true);
+    kv_u64(o, "heartbeats", sb_get(&h->heartbeats), true);
+    kv_u64(o, "bytes_buffered", sb_get(&h->bytes_buffered), true);
+    kv_u64(o, "dropped_slow", sb_get(&h->dropped_slow), true);
+    kv_u64(o, "ended_client", sb_get(&h->ended_client), true);
+    kv_u64(o, "ended_tenant", sb_get(&h->ended_tenant), true);
+    kv_u64(o, "ended_stop", sb_get(&h->ended_stop), true);
+    kv_u64(o, "refused_limit", sb_get(&h->refused_limit), true);
+    kv_u64(o, "kept_returned", sb_get(&h->kept_returned), true);
+    kv_u64(o, "restarts", sb_get(&h->restarts), true);
+    /* the ten tenants with most streams: one pass over the table, insertion into ten */
+    sb_hub_tenant top[10];
+    int n = 0;
+    for (int i = 0; i < SB_HUB_TENANTS; i++) {
+        sb_hub_tenant e = {__atomic_load_n(&h->tenants[i].tenant_id, __ATOMIC_ACQUIRE),
+                           __atomic_load_n(&h->tenants[i].subscribers, __ATOMIC_RELAXED), 0};
+        if (e.tenant_id == 0 || e.subscribers <= 0)
+            continue;
+        int k = n < 10 ? n++ : 10;
+        while (k > 0 && top[k - 1].subscribers < e.subscribers) {
+            if (k < 10)
+                top[k] = top[k - 1];
+            k--;
+        }
+        if (k < 10)
+            top[k] = e;
+    }
+    buf_puts(o, ",\"top_tenants\":[");
+    for (int i = 0; i < n; i++) {
+        buf_puts(o, i ? ",{\"id\":" : "{\"id\":");
+        buf_i64(o, top[i].tenant_id);
+        kv_u64(o, "subscribers", (uint64_t)top[i].subscribers, true);
+        buf_putc(o, '}');
+    }
+    buf_puts(o, "]}");
+}
+
 void status_json(buf *o, scoreboard *sb, const tn_listener *l, const limits *lim,
                  const status_app *apps, int napps)
 {
@@ -172,7 +221,9 @@ void status_json(buf *o, scoreboard *sb, const tn_listener *l, const limits *lim
         kv_u64(o, "rejected", top[i].rejected, true);
         buf_putc(o, '}');
     }
-    buf_puts(o, "]}\n");
+    buf_putc(o, ']');
+    hub_json(o, &sb->hub);
+    buf_puts(o, "}\n");
 }
 
 static void metric(buf *o, const char *name, const char *type, const char *help)
@@ -283,6 +334,33 @@ void status_metrics(buf *o, scoreboard *sb, const tn_listener *l, const status_a
                (unsigned long long)sb_get(&p->rejected_deadline));
     buf_printf(o, "tenancy_rejected_requests_total{reason=\"tenant_limit\"} %llu\n",
                (unsigned long long)sb_get(&p->rejected_tenant_limit));
+    sb_hub *h = &sb->hub;
+    struct {
+        const char *name, *help;
+        uint64_t *v;
+    } hub_counters[] = {
+        {"tenancy_hub_streams_total", "Streams the hub took", &h->streams},
+        {"tenancy_hub_events_sent_total", "Events written to streams", &h->events_sent},
+        {"tenancy_hub_heartbeats_total", "Heartbeats written to idle streams", &h->heartbeats},
+        {"tenancy_hub_dropped_slow_total", "Streams ended over stream.max_buffer", &h->dropped_slow},
+        {"tenancy_hub_ended_client_total", "Streams whose client went away", &h->ended_client},
+        {"tenancy_hub_ended_tenant_total", "Streams ended: tenant suspended or deleted",
+         &h->ended_tenant},
+        {"tenancy_hub_refused_total", "Streams refused over a limit", &h->refused_limit},
+        {"tenancy_hub_restarts_total", "Stream hubs started after the first", &h->restarts},
+    };
+    for (size_t i = 0; i < TN_ARRAY_LEN(hub_counters); i++) {
+        metric(o, hub_counters[i].name, "counter", hub_counters[i].help);
+        buf_printf(o, "%s %llu\n", hub_counters[i].name,
+                   (unsigned long long)sb_get(hub_counters[i].v));
+    }
+    metric(o, "tenancy_hub_subscribers", "gauge", "Open streams");
+    buf_printf(o, "tenancy_hub_subscribers %llu\n", (unsigned long long)sb_get(&h->subscribers));
+    metric(o, "tenancy_hub_bytes_buffered", "gauge", "Bytes waiting for slow stream clients");
+    buf_printf(o, "tenancy_hub_bytes_buffered %llu\n",
+               (unsigned long long)sb_get(&h->bytes_buffered));
+    metric(o, "tenancy_hub_up", "gauge", "1 while the stream hub runs");
+    buf_printf(o, "tenancy_hub_up %d\n", __atomic_load_n(&h->pid, __ATOMIC_ACQUIRE) ? 1 : 0);
     metric(o, "tenancy_respawn_brake", "gauge", "1 while the crash-storm brake is engaged");
     buf_printf(o, "tenancy_respawn_brake %u\n", __atomic_load_n(&p->brake, __ATOMIC_RELAXED));
 }

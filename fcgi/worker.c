@@ -144,7 +144,7 @@ static void install_handlers(worker *w)
 }
 
 
-static int drop_privileges(const tn_config *cfg)
+int worker_drop_privileges(const tn_config *cfg)
 {
     if (cfg->user == NULL || geteuid() != 0)
         return TN_OK;
@@ -408,7 +408,7 @@ void worker_main(const worker_args *a)
         _exit(WORKER_EXIT_OK);
     w.slot->pid = (int32_t)getpid();
 
-    if (drop_privileges(w.cfg) != TN_OK)
+    if (worker_drop_privileges(w.cfg) != TN_OK)
         _exit(WORKER_EXIT_SETUP);
 
     /* libfcgi reads these at FCGX_Init; ours close connections themselves, but a stream

@@ -46,6 +46,7 @@ typedef struct worker_args {
     int wake_fd;            /* write one byte here once the app is ready (wakes the master) */
     int handoff[2];         /* kept connections passed between workers: send on [0], receive
                              * on [1]; shared by all workers (-1: none) */
+    int hub_sock;           /* requests handed to the stream hub go here (-1: none) */
 } worker_args;
 
 /* What travels with a passed connection (SCM_RIGHTS over the handoff socket): whether it
@@ -62,6 +63,10 @@ typedef struct handoff_msg {
  * is full or there is none. Receive one: its descriptor, or -1 when none is waiting. */
 bool handoff_send(int sock, int fd, const handoff_msg *msg);
 int handoff_recv(int sock, handoff_msg *msg);
+
+/* Become `user` (and `group`) when started as root: the workers and the stream hub do.
+ * TN_OK, or TN_ERR (logged). */
+int worker_drop_privileges(const tn_config *cfg);
 
 /* Run a worker; never returns. */
 TN_NORETURN void worker_main(const worker_args *a);

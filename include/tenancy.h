@@ -120,6 +120,27 @@ int tn_printf(tn_request *r, const char *fmt, ...) TN_PRINTF(2, 3);
  * Only valid before the body has started: returns TN_ERR after. */
 int tn_send_error(tn_request *r, int status, const char *message);
 
+/* Send the response head and what is buffered now, and go on writing: a long answer
+ * streams instead of waiting for the end (tn_write buffers up to 64 KiB, then sends too).
+ * The head goes out once, on the first flush; headers and status are fixed from then on.
+ * The request still ends at request_timeout; for a stream that outlives it, use
+ * tn_subscribe. TN_OK, TN_IO (the client went away, or a request with no client). The web
+ * server must pass the bytes on as they come (nginx: `fastcgi_buffering off`). */
+int tn_flush(tn_request *r);
+
+/* Hand this request to the host's stream hub as a Server-Sent Events stream of the
+ * request's tenant: the hub answers 200 text/event-stream, replays the events after
+ * `last_event_id` (NULL: the Last-Event-ID header, else none) on `channels` (NULL/0: all
+ * the tenant's), then sends each new one as it is published, with heartbeats, until the
+ * client goes away, the tenant is suspended or deleted, or a limit ends it. The worker is
+ * free as soon as this returns TN_OK; the handler must return right after and write
+ * nothing more. Only before anything was sent, and with the request body read or empty.
+ * TN_BUSY (a subscriber limit: answer 503), TN_NOTFOUND (central request), TN_INVALID (a
+ * bad channel name, more than 16 channels, a bad last_event_id), TN_ERR (no hub running,
+ * or the response has started: answer 503). A channel is [A-Za-z0-9_.:-]{1,64}. */
+int tn_subscribe(tn_request *r, const char *const *channels, int nchannels,
+                 const char *last_event_id);
+
 /* Write to the host's error log with this request's context (request id, tenant, pid).
  * Levels: */
 #ifndef TN_LOG_DECLARED

@@ -440,7 +440,7 @@ int tn_add_header(tn_request *r, const char *name, const char *value)
 
 static TN_HOT int put(tn_request *r, const char *p, size_t n)
 {
-    if (r->tp == NULL || r->tp->write(r->tx, p, n) != 0) {
+    if (r->tp == NULL || r->detached || r->tp->write(r->tx, p, n) != 0) {
         r->io_error = true;
         return TN_IO;
     }
@@ -497,6 +497,104 @@ int tn_write(tn_request *r, const void *data, size_t len)
 }
 
 int tn_puts(tn_request *r, const char *s) { return tn_write(r, s, strlen(s)); }
+
+int tn_flush(tn_request *r)
+{
+    if (r->io_error || r->tp == NULL || r->detached)
+        return TN_IO;
+    if (!r->started) {
+        if (start_response(r, false) != TN_OK)
+            return TN_IO;
+        if (r->out->len && put(r, r->out->p, r->out->len) != TN_OK)
+            return TN_IO;
+        buf_reset(r->out);
+    }
+    if (r->tp->flush != NULL && r->tp->flush(r->tx) != 0) {
+        r->io_error = true;
+        return TN_IO;
+    }
+    return TN_OK;
+}
+
+/* ---- the app API: streams ----------------------------------------------------------------- */
+
+static const bool channel_byte[256] = {
+    ['0' ... '9'] = true, ['A' ... 'Z'] = true, ['a' ... 'z'] = true,
+    ['_'] = true, ['.'] = true, [':'] = true, ['-'] = true,
+};
+
+bool request_channel_valid(const char *name)
+{
+    size_t n = 0;
+    for (; name[n] != '\0'; n++)
+        if (n >= TN_SUB_CHANNEL_MAX || !channel_byte[(unsigned char)name[n]])
+            return false;
+    return n > 0;
+}
+
+/* An event id as the hub writes it: decimal, 1..20 digits, no sign. */
+static bool parse_event_id(const char *s, uint64_t *out)
+{
+    uint64_t v = 0;
+    size_t n = 0;
+    for (; s[n] >= '0' && s[n] <= '9'; n++) {
+        if (n >= 20 || v > (UINT64_MAX - (uint64_t)(s[n] - '0')) / 10)
+            return false;
+        v = v * 10 + (uint64_t)(s[n] - '0');
+    }
+    if (n == 0 || s[n] != '\0')
+        return false;
+    *out = v;
+    return true;
+}
+
+int tn_subscribe(tn_request *r, const char *const *channels, int nchannels,
+                 const char *last_event_id)
+{
+    if (r->tenant == NULL) {
+        request_set_error(r, "a stream belongs to a tenant: this request has none");
+        return TN_NOTFOUND;
+    }
+    if (r->started || r->detached || r->io_error) {
+        request_set_error(r, "the response has started: too late to hand the request on");
+        return TN_ERR;
+    }
+    tn_subscription sub;
+    memset(&sub, 0, sizeof(sub));
+    if (nchannels < 0 || nchannels > TN_SUB_MAX_CHANNELS || (nchannels > 0 && channels == NULL)) {
+        request_set_error(r, "a stream takes 0 to %d channels, not %d", TN_SUB_MAX_CHANNELS,
+                          nchannels);
+        return TN_INVALID;
+    }
+    for (int i = 0; i < nchannels; i++) {
+        if (channels[i] == NULL || !request_channel_valid(channels[i])) {
+            request_set_error(r, "not a channel name (1 to 64 of A-Z a-z 0-9 _ . : -)");
+            return TN_INVALID;
+        }
+        str_copy(sub.channels[sub.nchannels++], sizeof(sub.channels[0]), channels[i]);
+    }
+    const char *last = last_event_id;
+    if (last == NULL) {
+        last = tn_header(r, "Last-Event-ID");
+        if (last != NULL && *last == '\0')
+            last = NULL;
+    }
+    if (last != NULL) {
+        if (!parse_event_id(last, &sub.last_id)) {
+            request_set_error(r, "not an event id: Last-Event-ID is a decimal number");
+            return TN_INVALID;
+        }
+        sub.has_last = true;
+    }
+    if (r->tp == NULL || r->tp->hand_off == NULL) {
+        request_set_error(r, "this request cannot be handed to a stream hub");
+        return TN_ERR;
+    }
+    int rc = r->tp->hand_off(r->tx, r, &sub);
+    if (rc == TN_OK)
+        r->detached = true;
+    return rc;
+}
 
 int tn_printf(tn_request *r, const char *fmt, ...)
 {
@@ -585,6 +683,8 @@ int tn_send_error(tn_request *r, int status, const char *message)
 
 TN_HOT int request_finish(tn_request *r)
 {
+    if (r->detached)
+        return TN_OK;   /* the hub answers it */
     if (r->io_error)
         return TN_IO;
     if (!r->started) {

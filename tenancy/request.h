@@ -23,6 +23,20 @@
 #include "core/rc.h"
 #include "tenancy.h"   /* the app API implemented here */
 
+/* What tn_subscribe asks of the hub, checked by request.c before the transport sees it:
+ * channel names valid, `last_id` parsed (has_last false: no resume point). */
+#define TN_SUB_MAX_CHANNELS 16
+#define TN_SUB_CHANNEL_MAX 64
+typedef struct tn_subscription {
+    int nchannels;                                  /* 0: all the tenant's channels */
+    char channels[TN_SUB_MAX_CHANNELS][TN_SUB_CHANNEL_MAX + 1];
+    bool has_last;
+    uint64_t last_id;
+} tn_subscription;
+
+/* A channel name: [A-Za-z0-9_.:-]{1,64}. */
+bool request_channel_valid(const char *name);
+
 typedef struct tn_transport {
     /* A request parameter (CGI-style name) or NULL. */
     const char *(*param)(void *tx, const char *name);
@@ -30,9 +44,17 @@ typedef struct tn_transport {
     int (*read)(void *tx, char *buf, int n);
     /* Write response bytes (headers and body as one stream): 0, or -1 when the client is gone. */
     int (*write)(void *tx, const char *p, size_t n);
+    /* Send what the transport buffered now (tn_flush): 0, or -1 when the client is gone.
+     * NULL: the transport buffers nothing of its own. */
+    int (*flush)(void *tx);
+    /* Give the connection to the stream hub (tn_subscribe): TN_OK (the transport is
+     * detached: nothing more is written), TN_BUSY, TN_ERR, TN_INVALID with r's error set.
+     * NULL: this transport cannot hand a request on (TN_ERR). */
+    int (*hand_off)(void *tx, tn_request *r, const tn_subscription *sub);
 } tn_transport;
 
 struct tenant_rec;
+
 
 struct tn_request {
     const tn_transport *tp;   /* NULL: detached (no client) */
@@ -64,6 +86,7 @@ struct tn_request {
     bool has_content_type;
     bool started;
     bool io_error;
+    bool detached;            /* handed to the stream hub (tn_subscribe): write nothing more */
     uint64_t bytes_out;
 
     bool body_read;

@@ -105,6 +105,8 @@ static int route_top(dt_req *d, const route *rt, const char *m)
         return is(m, "POST") ? dt_query(d) : bad_method(d, "POST");
     if (is(s, "changelog"))
         return is(m, "GET") ? dt_changelog(d) : bad_method(d, "GET");
+    if (is(s, "subscribe"))
+        return is(m, "GET") ? dt_subscribe(d) : bad_method(d, "GET");
     if (is(s, "stats"))
         return is(m, "GET") ? dt_stats(d) : bad_method(d, "GET");
     if (is(s, "export"))

@@ -253,6 +253,8 @@ int dt_query(dt_req *d);                                   /* query.c */
 int dt_row_cap(dt_req *d);
 int dt_timeout_ms(dt_req *d);
 int dt_stats(dt_req *d);                                   /* stats.c */
+/* GET /subscribe?tables=a,b: hand the request to the stream hub (subscribe.c). */
+int dt_subscribe(dt_req *d);
 void dt_stats_count(tn_request *r);
 int dt_openapi(dt_req *d);                                 /* openapi.c */
 int dt_export(dt_req *d);                                  /* io.c */

@@ -132,6 +132,11 @@ http {
             fastcgi_keep_conn on;
             fastcgi_next_upstream off;
             fastcgi_pass tenancy;
+            # the data API's change feed (Server-Sent Events): passed on as it comes
+            location /api/subscribe {
+                fastcgi_buffering off;
+                fastcgi_pass tenancy;
+            }
         }
     }
 }

@@ -8,6 +8,10 @@
  *                       200 "key ok flags=N read_only=0|1", or 401 with tn_request_error's
  *                       message (for the API key tests)
  *   POST /echo       -> the request body back
+ *   GET /stream?n=N&ms=M -> N lines "chunk I", each flushed (tn_flush), M ms apart (for the
+ *                       streaming tests: each line must reach the client before the next)
+ *   GET /subscribe?channels=a,b -> hands the request to the stream hub (tn_subscribe); 503
+ *                       when it cannot (the hub's tests)
  *   GET /_mount...   -> "mount=<tn_mount> path=<tn_path>" (where it is mounted, what it sees)
  *   POST /_publish?channel=C -> tn_publish of the body on channel C: "id=N" (the event's id),
  *                       or 4xx/5xx with tn_request_error's message
@@ -117,6 +121,35 @@ static int hello_handle(tn_request *r)
         tn_set_status(r, 401);
         tn_add_header(r, "Content-Type", "text/plain; charset=utf-8");
         return tn_printf(r, "%s: %s\n", tn_rc_str(rc), tn_request_error(r));
+    } else if (test_routes && strcmp(path, "/stream") == 0) {
+        const char *ns = tn_query_arg(r, "n"), *ms = tn_query_arg(r, "ms");
+        long n = ns ? strtol(ns, NULL, 10) : 3, v = ms ? strtol(ms, NULL, 10) : 200;
+        tn_add_header(r, "Content-Type", "text/plain; charset=utf-8");
+        for (long i = 1; i <= n; i++) {
+            if (tn_printf(r, "chunk %ld\n", i) != TN_OK || tn_flush(r) != TN_OK)
+                return TN_IO;
+            struct timespec ts = {v / 1000, (v % 1000) * 1000000};
+            if (i < n)
+                while (nanosleep(&ts, &ts) != 0)
+                    ;
+        }
+        return TN_OK;
+    } else if (test_routes && strcmp(path, "/subscribe") == 0) {
+        /* channels=a,b: at most 16, split here; none: all the tenant's */
+        const char *list = tn_query_arg(r, "channels");
+        const char *ch[16];
+        int n = 0;
+        char *copy = list && *list ? tn_strdup(r, list) : NULL;
+        for (char *save = NULL, *t = copy ? strtok_r(copy, ",", &save) : NULL; t && n < 16;
+             t = strtok_r(NULL, ",", &save))
+            ch[n++] = t;
+        int rc = tn_subscribe(r, ch, n, NULL);
+        if (rc == TN_OK)
+            return TN_OK;
+        if (rc == TN_BUSY)
+            tn_add_header(r, "Retry-After", "5");
+        return tn_send_error(r, rc == TN_INVALID ? 400 : rc == TN_NOTFOUND ? 404 : 503,
+                             tn_request_error(r)) == TN_OK ? TN_OK : rc;
     } else if (strcmp(path, "/echo") == 0 && strcmp(tn_method(r), "POST") == 0) {
         const char *body;
         size_t len;

@@ -123,6 +123,8 @@ wait_until() {   # wait_until SECONDS command...
 # ---- tenancyd -------------------------------------------------------------------------------
 
 # tn_conf "key = value" ... : write $T/tenancyd.conf with test defaults, then the given lines.
+# The stream hub is off by default here: the tests that count the master's children as its
+# workers (pgrep -P) predate it; the stream tests turn it on (stream.hub = on).
 tn_conf() {
     {
         echo "listen = $T/fcgi.sock"
@@ -130,6 +132,7 @@ tn_conf() {
         echo "access_log = $T/access.log"
         echo "pm = static"
         echo "pm.max_children = 2"
+        echo "stream.hub = off"
         for l in "$@"; do echo "$l"; done
     } > "$T/tenancyd.conf.new"
     # A later line for the same key replaces the default (the parser refuses duplicates).

@@ -1,7 +1,9 @@
 /*
  * check_request.c — tenancy/request.c's host names: the one normaliser
  * (request_host_normalise) and the routing host a request computes once
- * (request_route_host). No database, no files.
+ * (request_route_host); streaming: tn_flush sends the head once, then the body as it
+ * comes, and tn_subscribe's checks before the transport hands the request on. No database,
+ * no files.
  *
  * Owns: these cases only. The tenant-name rule itself is checked case by case in
  * check_tenant.c (tenant_host_normalise is a wrapper over the same function).
@@ -13,6 +15,7 @@
 #include "tenancy/tenant.h"
 
 #include <check.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- the normaliser ------------------------------------------------------------------------- */
@@ -162,6 +165,136 @@ START_TEST(test_route_host)
 }
 END_TEST
 
+/* ---- streaming: tn_flush, tn_subscribe's checks --------------------------------------------- */
+
+/* A transport that records what reaches it: each write appended, each flush marks the
+ * length sent so far. */
+struct rec_tx {
+    char out[4096];
+    size_t len;
+    size_t flushed_at[8];
+    int flushes;
+    int handed;
+    tn_subscription sub;
+    int hand_rc;
+};
+
+static const char *rparam(void *tx, const char *name)
+{
+    (void)tx;
+    return strcmp(name, "HTTP_LAST_EVENT_ID") == 0 ? "41" : NULL;
+}
+
+static int rwrite(void *tx, const char *p, size_t n)
+{
+    struct rec_tx *t = tx;
+    if (t->len + n > sizeof(t->out))
+        return -1;
+    memcpy(t->out + t->len, p, n);
+    t->len += n;
+    return 0;
+}
+
+static int rflush(void *tx)
+{
+    struct rec_tx *t = tx;
+    if (t->flushes < 8)
+        t->flushed_at[t->flushes] = t->len;
+    t->flushes++;
+    return 0;
+}
+
+static int rhand(void *tx, tn_request *r, const tn_subscription *sub)
+{
+    (void)r;
+    struct rec_tx *t = tx;
+    t->handed++;
+    t->sub = *sub;
+    return t->hand_rc;
+}
+
+static const tn_transport rec_tp = {rparam, fread_, rwrite, rflush, rhand};
+
+START_TEST(test_flush_streams)
+{
+    arena *a = arena_create(0);
+    buf h = BUF_INIT, o = BUF_INIT;
+    tn_request r;
+    struct rec_tx t;
+    memset(&t, 0, sizeof(t));
+    request_init(&r, &rec_tp, &t, a, &h, &o, 0, "t", 0);
+    tn_add_header(&r, "Content-Type", "text/plain");
+    ck_assert_int_eq(tn_puts(&r, "one\n"), TN_OK);
+    ck_assert_uint_eq(t.len, 0);   /* buffered until the flush */
+    ck_assert_int_eq(tn_flush(&r), TN_OK);
+    ck_assert_int_eq(t.flushes, 1);
+    t.out[t.len] = '\0';
+    /* the head once, no Content-Length (the length is not known), then the body so far */
+    ck_assert_str_eq(t.out, "Status: 200 OK\r\nContent-Type: text/plain\r\n\r\none\n");
+    ck_assert_int_eq(tn_add_header(&r, "X-Late", "1"), TN_ERR);
+    ck_assert_int_eq(tn_puts(&r, "two\n"), TN_OK);
+    ck_assert_int_eq(tn_flush(&r), TN_OK);
+    ck_assert_int_eq(request_finish(&r), TN_OK);
+    t.out[t.len] = '\0';
+    ck_assert_str_eq(t.out, "Status: 200 OK\r\nContent-Type: text/plain\r\n\r\none\ntwo\n");
+    ck_assert_ptr_null(strstr(t.out + 1, "Status:"));   /* the head went out once */
+
+    /* no client: TN_IO */
+    tn_request d;
+    request_init_detached(&d, a, &h, &o);
+    ck_assert_int_eq(tn_flush(&d), TN_IO);
+    buf_free(&h);
+    buf_free(&o);
+    arena_destroy(a);
+}
+END_TEST
+
+START_TEST(test_subscribe_checks)
+{
+    arena *a = arena_create(0);
+    buf h = BUF_INIT, o = BUF_INIT;
+    tn_request r;
+    struct rec_tx t;
+    memset(&t, 0, sizeof(t));
+    request_init(&r, &rec_tp, &t, a, &h, &o, 0, "t", 0);
+    /* central: no tenant */
+    ck_assert_int_eq(tn_subscribe(&r, NULL, 0, NULL), TN_NOTFOUND);
+    tenant_rec *tr = tenant_rec_new(7, "acme", "Acme", TENANT_ACTIVE, "sqlite", "", 0, 0, 0, NULL);
+    ck_assert_ptr_nonnull(tr);
+    r.tenant = tr;
+    const char *bad[] = {"table:a", "no spaces"};
+    ck_assert_int_eq(tn_subscribe(&r, bad, 2, NULL), TN_INVALID);
+    ck_assert_int_eq(tn_subscribe(&r, bad, 17, NULL), TN_INVALID);
+    ck_assert_int_eq(tn_subscribe(&r, bad, 1, "x1"), TN_INVALID);
+    ck_assert_int_eq(t.handed, 0);
+    /* the resume point from the header when none is given */
+    t.hand_rc = TN_BUSY;
+    ck_assert_int_eq(tn_subscribe(&r, bad, 1, NULL), TN_BUSY);
+    ck_assert_int_eq(t.handed, 1);
+    ck_assert(t.sub.has_last);
+    ck_assert_uint_eq(t.sub.last_id, 41);
+    ck_assert_int_eq(t.sub.nchannels, 1);
+    ck_assert_str_eq(t.sub.channels[0], "table:a");
+    ck_assert(!r.detached);
+    t.hand_rc = TN_OK;
+    ck_assert_int_eq(tn_subscribe(&r, NULL, 0, "5"), TN_OK);
+    ck_assert_uint_eq(t.sub.last_id, 5);
+    ck_assert_int_eq(t.sub.nchannels, 0);
+    ck_assert(r.detached);
+    /* nothing more reaches the connection */
+    ck_assert_int_eq(tn_puts(&r, "late"), TN_OK);   /* buffered, never sent */
+    ck_assert_int_eq(tn_flush(&r), TN_IO);
+    ck_assert_int_eq(request_finish(&r), TN_OK);
+    ck_assert_uint_eq(t.len, 0);
+    ck_assert(request_channel_valid("schema"));
+    ck_assert(!request_channel_valid(""));
+    free(tr);
+    buf_free(&h);
+    buf_free(&o);
+    arena_destroy(a);
+}
+END_TEST
+
 Suite *request_suite(void);
 Suite *request_suite(void)
 {
@@ -171,6 +304,10 @@ Suite *request_suite(void)
     tcase_add_test(tc, test_wrappers_agree);
     tcase_add_test(tc, test_normalise_bounds);
     tcase_add_test(tc, test_route_host);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("streams");
+    tcase_add_test(tc, test_flush_streams);
+    tcase_add_test(tc, test_subscribe_checks);
     suite_add_tcase(s, tc);
     return s;
 }
