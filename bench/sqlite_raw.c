@@ -3,6 +3,7 @@
  *
  *   sqlite_raw run DIR PREFIX TENANTS PROCS SECONDS full|normal MAX_OPEN SEED [COUNTS]
  *   sqlite_raw count DIR PREFIX TENANTS [ROWS]
+ *   sqlite_raw create DIR PREFIX TENANTS PROCS full|normal
  *
  * run: PROCS forked processes, each for SECONDS, pick a random tenant file DIR/PREFIXn.db
  * (n in 1..TENANTS) and insert 20 rows into its items table in one transaction (BEGIN
@@ -17,6 +18,12 @@
  *
  * count: the total of items rows over the TENANTS files, and how many files could not be
  * read; one JSON line. With ROWS, also one line "n rows" per tenant there (-1: unreadable).
+ *
+ * create: the floor of provisioning a data API tenant (bench/run data, S1): PROCS forked
+ * processes make the new files DIR/PREFIXn.db for n in 1..TENANTS, each its stripe, as a
+ * tenant's table and rows would be made without the host: WAL, synchronous as asked, one
+ * transaction with the items table (the columns the data API keeps and the benchmark's)
+ * and its 100 rows "PREFIXn-rK". One JSON line: tenants, errors, seconds, per_s.
  *
  * Exit status 0, or 1 when anything failed.
  */
@@ -259,6 +266,72 @@ static int count(int argc, char **argv)
     return unreadable == 0 ? 0 : 1;
 }
 
+static int create_one(const char *dir, const char *prefix, long n, const char *sync)
+{
+    char path[4096], sql[512];
+    snprintf(path, sizeof(path), "%s/%s%ld.db", dir, prefix, n);
+    sqlite3 *db = NULL;
+    sqlite3_stmt *ins = NULL;
+    int ok = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                                            SQLITE_OPEN_EXCLUSIVE, NULL) == SQLITE_OK;
+    snprintf(sql, sizeof(sql),
+             "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s; BEGIN IMMEDIATE;"
+             "CREATE TABLE items (id INTEGER PRIMARY KEY, "
+             "created_at TEXT NOT NULL DEFAULT (strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ','now')), "
+             "updated_at TEXT NOT NULL DEFAULT (strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ','now')), "
+             "name TEXT NOT NULL, n INTEGER NOT NULL);", sync);
+    ok = ok && sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK &&
+         sqlite3_prepare_v2(db, "INSERT INTO items (name, n) VALUES (?1, ?2)", -1, &ins, NULL) ==
+             SQLITE_OK;
+    for (int k = 1; ok && k <= 100; k++) {
+        char name[96];
+        snprintf(name, sizeof(name), "%s%ld-r%d", prefix, n, k);
+        sqlite3_bind_text(ins, 1, name, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int(ins, 2, k);
+        ok = sqlite3_step(ins) == SQLITE_DONE;
+        sqlite3_reset(ins);
+    }
+    ok = ok && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK;
+    if (!ok)
+        fprintf(stderr, "sqlite_raw: %s: %s\n", path, db ? sqlite3_errmsg(db) : "cannot open");
+    sqlite3_finalize(ins);
+    sqlite3_close(db);
+    return ok ? 0 : -1;
+}
+
+static int create(int argc, char **argv)
+{
+    if (argc != 7)
+        return 2;
+    const char *dir = argv[2], *prefix = argv[3], *sync = argv[6];
+    long tenants = atol(argv[4]), procs = atol(argv[5]);
+    if (tenants < 1 || procs < 1 || (strcmp(sync, "full") != 0 && strcmp(sync, "normal") != 0))
+        return 2;
+    if (procs > tenants)
+        procs = tenants;
+    double t0 = now_s();
+    for (long p = 0; p < procs; p++) {
+        pid_t pid = fork();
+        if (pid < 0)
+            return 1;
+        if (pid == 0) {
+            int bad = 0;
+            for (long n = 1 + p; n <= tenants; n += procs)
+                bad += create_one(dir, prefix, n, sync) != 0;
+            _exit(bad > 0 ? 1 : 0);
+        }
+    }
+    int status, bad = 0;
+    while (wait(&status) > 0)
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            bad++;
+    double el = now_s() - t0;
+    printf("{\"tenants\":%ld,\"failed_processes\":%d,\"seconds\":%.3f,\"per_s\":%.1f,"
+           "\"procs\":%ld,\"synchronous\":\"%s\"}\n",
+           tenants, bad, el, (double)tenants / el, procs, sync);
+    return bad == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -267,8 +340,11 @@ int main(int argc, char **argv)
         rc = run(argc, argv);
     else if (argc > 1 && strcmp(argv[1], "count") == 0)
         rc = count(argc, argv);
+    else if (argc > 1 && strcmp(argv[1], "create") == 0)
+        rc = create(argc, argv);
     if (rc == 2)
         fprintf(stderr, "usage: sqlite_raw run DIR PREFIX TENANTS PROCS SECONDS full|normal "
-                        "MAX_OPEN SEED [COUNTS]\n       sqlite_raw count DIR PREFIX TENANTS [ROWS]\n");
+                        "MAX_OPEN SEED [COUNTS]\n       sqlite_raw count DIR PREFIX TENANTS [ROWS]\n"
+                        "       sqlite_raw create DIR PREFIX TENANTS PROCS full|normal\n");
     return rc;
 }
