@@ -40,10 +40,14 @@ if [ "${1:-}" = "--deps" ]; then
     else
         echo "autogen.sh: all Debian packages from .ci/debian-packages are present"
     fi
-    if [ -f "$top/tests/browser/package.json" ] && [ ! -d "$top/tests/browser/node_modules" ]; then
-        echo "autogen.sh: installing the browser test driver (npm ci in tests/browser)"
-        (cd "$top/tests/browser" && npm ci --no-audit --no-fund --silent)
-    fi
+    # Test clients from npm, pinned by their lock files: the browser driver (the panel's
+    # tests) and PostgREST's JavaScript client (the data API's).
+    for d in browser postgrest; do
+        if [ -f "$top/tests/$d/package.json" ] && [ ! -d "$top/tests/$d/node_modules" ]; then
+            echo "autogen.sh: installing the $d test client (npm ci in tests/$d)"
+            (cd "$top/tests/$d" && npm ci --no-audit --no-fund --silent)
+        fi
+    done
 fi
 
 autoreconf -fi

@@ -4,7 +4,8 @@
  * grace period of storage.delete_grace). The audit log itself is audit.c.
  *
  * Short actions call the tenant operations in process (tenancy/ops.h, the functions the
- * `tenancy` command calls): state changes and restore, domains, creating one tenant; on the
+ * `tenancy` command calls): state changes and restore, domains, revoking an API key,
+ * creating one tenant; on the
  * panel's registry connection, so they bump the generation and every worker sees them at
  * its next request.
  *
@@ -397,6 +398,9 @@ static const act acts[] = {
      "Requests for this domain are served as this tenant from now on.", -1, false},
     {"domain-remove", "Remove domain", "Remove domain",
      "Requests for this domain are no longer served as this tenant.", -1, true},
+    {"key-revoke", "Revoke API key", "Revoke key",
+     "Every worker refuses this key from its next request on. A revoked key cannot be "
+     "restored: make a new one with `tenancy key create`.", -1, true},
 };
 
 static const act *find_act(const char *name)
@@ -452,6 +456,13 @@ int page_confirm(adm_req *a, const char *slug)
         if (strcmp(x->name, "domain-add") == 0)
             buf_puts(o, "<label class=\"check\"><input type=\"checkbox\" name=\"primary\" "
                         "value=\"1\"> make it the primary domain</label>");
+    }
+    if (strcmp(x->name, "key-revoke") == 0) {
+        const char *key = adm_arg(a, "key");
+        buf_puts(o, "<label>Key id or prefix <input name=\"key\" required autocomplete=\"off\" "
+                    "value=\"");
+        buf_html(o, key ? key : "");
+        buf_puts(o, "\"></label>");
     }
     if (strcmp(x->name, "move") == 0) {
         buf_puts(o, "<label>To placement <select name=\"to\" required>");
@@ -561,6 +572,20 @@ int post_action(adm_req *a, const char *slug)
             /* Only a domain of this tenant. */
             rc = ops_domain_remove(&e, slug, domain, err, sizeof(err));
         }
+    } else if (strcmp(x->name, "key-revoke") == 0) {
+        const char *key = adm_form(a, "key");
+        if (key == NULL || key[0] == '\0')
+            return done(a, slug, false, "Give the key's id or prefix.", NULL);
+        registry_key k;
+        bool already = false;
+        rc = ops_key_revoke(&e, slug, key, &k, &already, err, sizeof(err));
+        /* the audit line names the key by id and prefix, never by what was typed (which
+         * could be a whole token) */
+        if (rc == TN_OK)
+            snprintf(detail, sizeof(detail), "key %lld %s%s", (long long)k.id, k.prefix,
+                     already ? " (already revoked)" : "");
+        else
+            snprintf(detail, sizeof(detail), "key %.12s", key);   /* at most a prefix */
     } else {
         /* migrate, move: a detached job; this request only starts it. */
         job *j = tn_alloc(a->r, sizeof(*j));

@@ -15,6 +15,7 @@
 #include "core/buf.h"
 #include "core/log.h"
 #include "tenancy/lookup.h"
+#include "tenancy/ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -509,6 +510,58 @@ static int show_domains(void *ctx, const tenant_rec *t, const registry_domain *d
     return TN_OK;
 }
 
+/* The tenant's API keys (tenancy key), a row each: never a token or a hash, only the prefix. */
+typedef struct keys_ctx {
+    buf *o;
+    const char *slug;
+    int n;
+} keys_ctx;
+
+static void key_time_cell(buf *o, int64_t t)
+{
+    buf_puts(o, "<td>");
+    if (t != 0)
+        put_time(o, t);
+    else
+        buf_puts(o, "<span class=\"muted\">—</span>");
+    buf_puts(o, "</td>");
+}
+
+static int show_key(void *ctx, const registry_key *k)
+{
+    keys_ctx *c = ctx;
+    buf *o = c->o;
+    if (c->n++ == 0)
+        buf_puts(o, "<table class=\"grid\" id=\"keys\"><thead><tr><th>Id</th><th>Prefix</th>"
+                    "<th>Label</th><th>Flags</th><th>Created</th><th>Expires</th>"
+                    "<th>Last used</th><th>Revoked</th><th></th></tr></thead><tbody>");
+    buf_puts(o, "<tr><td>");
+    buf_i64(o, k->id);
+    buf_puts(o, "</td><td class=\"mono\">");
+    buf_html(o, k->prefix);
+    buf_puts(o, "</td><td>");
+    buf_html(o, k->label);
+    buf_puts(o, "</td><td>");
+    buf_puts(o, k->read_only ? "<span class=\"tag\">read-only</span>" : "read-write");
+    buf_puts(o, "</td>");
+    key_time_cell(o, k->created_at);
+    key_time_cell(o, k->expires_at);
+    key_time_cell(o, k->last_used_at);
+    key_time_cell(o, k->revoked_at);
+    buf_puts(o, "<td>");
+    if (k->revoked_at == 0) {
+        buf_puts(o, "<a class=\"small\" id=\"revoke-key-");
+        buf_i64(o, k->id);
+        buf_puts(o, "\" href=\"/t/");
+        buf_html(o, c->slug);
+        buf_puts(o, "/confirm?action=key-revoke&amp;key=");
+        buf_i64(o, k->id);
+        buf_puts(o, "\">revoke</a>");
+    }
+    buf_puts(o, "</td></tr>");
+    return TN_OK;
+}
+
 /* Row counts: exact below `cap` rows (a count over at most cap+1 rows), "cap+" above. */
 #define COUNT_CAP 100000
 
@@ -627,6 +680,31 @@ int page_tenant(adm_req *a, const char *slug)
         buf_puts(o, "</a>");
     }
     buf_puts(o, "</div></section></div>");
+
+    /* Its API keys: listed through the operations the command uses; made with `tenancy key
+     * create` (a token is shown once, to whoever made it), revoked here. */
+    buf_puts(o, "<section class=\"block\"><header class=\"block-head\"><h2>API keys</h2>"
+                "</header>");
+    keys_ctx kc = {o, r->slug, 0};
+    ops_env ke;
+    memset(&ke, 0, sizeof(ke));
+    ke.tc = adm.env.tcfg;
+    ke.conf_path = adm.env.config_path;
+    ke.reg = adm.reg;
+    char kerr[512];
+    rc = ops_key_list(&ke, r->slug, show_key, &kc, kerr, sizeof(kerr));
+    if (kc.n > 0)
+        buf_puts(o, "</tbody></table>");
+    if (rc != TN_OK) {
+        buf_puts(o, "<p class=\"error\">");
+        buf_html(o, kerr);
+        buf_puts(o, "</p>");
+    } else if (kc.n == 0) {
+        buf_puts(o, "<p class=\"muted\">No keys. <code>tenancy key create ");
+        buf_html(o, r->slug);
+        buf_puts(o, "</code> makes one.</p>");
+    }
+    buf_puts(o, "</section>");
 
     /* The tables of this tenant's own schema or file. */
     buf_puts(o, "<section class=\"block\"><header class=\"block-head\"><h2>Tables</h2>"

@@ -333,6 +333,7 @@ static int empty_handler(tn_request *r)
     (void)r;
     return TN_OK;
 }
+static const chain_app empty_handler_app = {.handle = empty_handler};
 
 /* One request through the chain, as fcgi/serve.c's serve_one does it minus FastCGI, the
  * scoreboard and the access log. Returns the status. */
@@ -342,7 +343,7 @@ static inline int one_request(uint32_t tenant, const char *uri_env, const char *
     tx_set(tenant, uri_env, doc_env);
     request_init(&r, &mem_transport, &tx, req_arena, &req_headers, &req_out, 8 << 20, "bench",
                  0);
-    int rc = chain_run(&r, empty_handler);
+    int rc = chain_run(&r, &empty_handler_app);
     (void)rc;
     request_finish(&r);
     chain_finish(&r, r.status);

@@ -151,6 +151,9 @@ int cli_settings_set(cli *c, const cli_args *a);
 int cli_settings_unset(cli *c, const cli_args *a);
 int cli_settings_get(cli *c, const cli_args *a);
 int cli_admin_passwd(cli *c, const cli_args *a);   /* cli/admin.c */
+int cli_key_create(cli *c, const cli_args *a);     /* cli/key.c */
+int cli_key_list(cli *c, const cli_args *a);
+int cli_key_revoke(cli *c, const cli_args *a);
 int cli_migrate(cli *c, const cli_args *a);   /* migrate, migrate status */
 /* cli/move.c and cli/lifecycle.c: a tenant's storage moved, exported, imported; the end of a
  * tenant (restore, purge) and the check of registry against storage. */

@@ -79,6 +79,12 @@ static const cli_optdef purge_opts[] = {{"--expired", CLI_FLAG, NULL},
                                         {"--now", CLI_FLAG, NULL},
                                         {NULL, 0, NULL}};
 
+/* tenancy key (cli/key.c) */
+static const cli_optdef key_create_opts[] = {{"--read-only", CLI_FLAG, NULL},
+                                             {"--expires", CLI_VALUE, "DURATION|DATE"},
+                                             {"--label", CLI_VALUE, "TEXT"},
+                                             {NULL, 0, NULL}};
+
 static const cli_optdef check_opts[] = {{"--repair-roles", CLI_FLAG, NULL}, {NULL, 0, NULL}};
 
 static const cli_cmd commands[] = {
@@ -117,6 +123,15 @@ static const cli_cmd commands[] = {
      cli_settings_unset, 0},
     {"settings get", "SLUG [KEY]", 1, 2, NULL, "a tenant's settings, or the value of one",
      cli_settings_get, 0},
+    /* cli/key.c */
+    {"key create", "SLUG", 1, 1, key_create_opts,
+     "make an API key for a tenant's own clients and print its token, once (the registry "
+     "keeps its hash)", cli_key_create, 0},
+    {"key list", "[SLUG]", 0, 1, NULL,
+     "API keys (of one tenant or all): prefix, flags, created, expires, last used, revoked; "
+     "never a token", cli_key_list, 0},
+    {"key revoke", "SLUG KEYID|PREFIX", 2, 2, NULL,
+     "revoke an API key: every worker refuses it from its next request", cli_key_revoke, 0},
     /* before "migrate": the first full match wins */
     {"migrate status", "", 0, 0, NULL,
      "how many tenants are at each migration version (one registry query)", cli_migrate, 0},

@@ -86,7 +86,8 @@ const conf_opt tn_config_table[] = {
     {"max_params", CONF_SIZE, OFF(max_params), "1M", 1024, (long long)1 << 30, NULL, 0,
      "largest FastCGI parameter a request may declare"},
     {"app", CONF_STR, OFF(app), NULL, 0, 0, NULL, 0,
-     "path of the app module (.so); loaded afresh by each reload"},
+     "path of the app module (.so) at the root; loaded afresh by each reload (optional when "
+     "mount.NAME lines mount other apps: unmatched paths then get 404)"},
     {"access_log", CONF_STR, OFF(access_log), "stdout", 0, 0, NULL, 0,
      "file for one JSON line per request (stdout, stderr or a path)"},
     {"access_log_buffer", CONF_SIZE, OFF(access_log_buffer), "32k", 0, 1 << 20, NULL, 0,
@@ -205,9 +206,14 @@ static int validate(tn_config *c, conf_error *err)
 {
     char msg[256];
     err->line = 0;   /* as in config_check_shards */
-    if (c->app == NULL || c->app[0] == '\0')
+    if (c->app != NULL && c->app[0] == '\0')
+        c->app = NULL;
+    if (mount_set_finish(&c->mounts, msg, sizeof(msg)) != TN_OK)
+        return tn_errf(err->msg, sizeof(err->msg), TN_INVALID, "%s", msg);
+    if (c->app == NULL && c->mounts.n == 0)
         return tn_errf(err->msg, sizeof(err->msg), TN_INVALID,
-                       "app: no app module configured (app = /path/to/module.so)");
+                       "app: no app module configured (app = /path/to/module.so, or "
+                       "mount.NAME.prefix and mount.NAME.app)");
     if (c->pm == PM_DYNAMIC) {
         if (c->min_spare > c->max_spare)
             return tn_errf(err->msg, sizeof(err->msg), TN_INVALID,
@@ -248,11 +254,16 @@ static int validate(tn_config *c, conf_error *err)
     return TN_OK;
 }
 
-/* placement.NAME.KEY lines belong to the tenancy options (obj is the tn_config). */
-static int placement_key(void *obj, const char *key, const char *value, arena *a, char *err,
-                         size_t errlen)
+/* The keys no table has (obj is the tn_config): mount.NAME.KEY lines are the host's
+ * (mount.h), placement.NAME.KEY lines belong to the tenancy options. */
+static int dynamic_key(void *obj, const char *key, const char *value, arena *a, char *err,
+                       size_t errlen)
 {
-    return tenancy_config_placement(&((tn_config *)obj)->tenancy, key, value, a, err, errlen);
+    tn_config *c = obj;
+    int rc = mount_set_key(&c->mounts, key, value, a, err, errlen);
+    if (rc != TN_NOTFOUND)
+        return rc;
+    return tenancy_config_placement(&c->tenancy, key, value, a, err, errlen);
 }
 
 tn_config *config_load(const char *path, conf_error *err)
@@ -270,7 +281,7 @@ tn_config *config_load(const char *path, conf_error *err)
             goto oom;
         targets[2 + i] = (conf_target){parts[i]->table, c->parts[i]};
     }
-    if (conf_load_targets(targets, 2 + nparts, path, a, placement_key, err) != TN_OK)
+    if (conf_load_targets(targets, 2 + nparts, path, a, dynamic_key, err) != TN_OK)
         goto fail;
     c->path = arena_strdup(a, path);
     if (validate(c, err) != TN_OK)

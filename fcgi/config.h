@@ -20,6 +20,7 @@
 #include "core/arena.h"
 #include "core/conf.h"
 #include "core/netaddr.h"
+#include "fcgi/mount.h"
 #include "tenancy/config.h"
 
 enum pm_mode { PM_STATIC = 0, PM_DYNAMIC = 1, PM_ONDEMAND = 2 };
@@ -72,7 +73,8 @@ typedef struct tn_config {
     int64_t max_body;
     int64_t max_params;
 
-    const char *app;
+    const char *app;           /* the app at the root (NULL: none, when mounts exist) */
+    mount_set mounts;          /* the apps at path prefixes (mount.h), longest first */
 
     const char *access_log;
     int64_t access_log_buffer;

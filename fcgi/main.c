@@ -2,7 +2,7 @@
  * main.c — tenancyd: command line, configuration check, then the master.
  *
  *   tenancyd -c FILE        run in the foreground (systemd style)
- *   tenancyd -c FILE -t     check the configuration (and that the app loads); exit 0 or 1
+ *   tenancyd -c FILE -t     check the configuration (and that every app loads); exit 0 or 1
  *   tenancyd -c FILE -T     check, then print the effective configuration
  *   tenancyd --options      list every option with its default and help (for the docs check)
  *
@@ -35,7 +35,7 @@ static void usage(FILE *f)
                "       tenancyd --options | --version\n"
                "\n"
                "  -c, --config FILE   configuration file (see tenancyd.conf(5))\n"
-               "  -t, --test          check the configuration and the app module, then exit\n"
+               "  -t, --test          check the configuration and the app modules, then exit\n"
                "  -T, --test-dump     check, then print the effective configuration\n"
                "      --options       list every option with its default\n"
                "  -V, --version       print the version\n");
@@ -98,6 +98,9 @@ static void dump_config(const tn_config *cfg)
     conf_dump(tenancy_config_table, &cfg->tenancy, stdout);
     for (const config_part *const *p = config_parts(); *p != NULL; p++)
         conf_dump((*p)->table, config_part_of(cfg, *p), stdout);
+    for (int i = 0; i < cfg->mounts.n; i++)
+        printf("mount.%s.prefix = %s\nmount.%s.app = %s\n", cfg->mounts.m[i].name,
+               cfg->mounts.m[i].prefix, cfg->mounts.m[i].name, cfg->mounts.m[i].app);
 }
 
 /* The master's hook for a worker that died under a console statement: the audit log is the
@@ -111,20 +114,28 @@ static void audit_died(const tn_config *cfg, const char *audit_id, const char *r
         log_error("cannot close audit entry %s (%s): %s", audit_id, how, err);
 }
 
-/* Load the app in a child so its constructors cannot disturb this process. */
-static int check_app(const char *path)
+/* Load every app (the root's and each mount's) in a child so their constructors cannot
+ * disturb this process. */
+static int check_apps(const tn_config *cfg)
 {
     pid_t pid = fork();
     if (pid < 0)
         return TN_ERR;
     if (pid == 0) {
-        tn_app_module m;
-        char err[512];
-        if (app_load(path, &m, err, sizeof(err)) != TN_OK) {
-            fprintf(stderr, "%s\n", err);
-            _exit(1);
+        int bad = 0;
+        for (int i = -1; i < cfg->mounts.n; i++) {
+            const char *path = i < 0 ? cfg->app : cfg->mounts.m[i].app;
+            tn_app_module m;
+            char err[512];
+            if (path != NULL && app_load(path, &m, err, sizeof(err)) != TN_OK) {
+                if (i < 0)
+                    fprintf(stderr, "%s\n", err);
+                else
+                    fprintf(stderr, "mount.%s: %s\n", cfg->mounts.m[i].name, err);
+                bad = 1;
+            }
         }
-        _exit(0);
+        _exit(bad);
     }
     int st;
     if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
@@ -175,7 +186,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (test) {
-        int rc = check_app(cfg->app) == TN_OK ? 0 : 1;
+        int rc = check_apps(cfg) == TN_OK ? 0 : 1;
         if (rc == 0) {
             if (test == 2)
                 dump_config(cfg);

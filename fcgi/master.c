@@ -965,8 +965,10 @@ int master_run(tn_config *cfg, const char *config_path, const master_hooks *hook
     m->sb->pool.max_children = cfg->max_children;
     m->sb->pool.pm = cfg->pm;
     write_pid_file(cfg);
-    log_info("starting: pm %s, max %d workers, listening on %s, app %s", config_pm_name(cfg->pm),
-             cfg->max_children, cfg->listen, cfg->app);
+    log_info("starting: pm %s, max %d workers, listening on %s, app %s, %d mount%s",
+             config_pm_name(cfg->pm), cfg->max_children, cfg->listen,
+             cfg->app != NULL ? cfg->app : "(none)", cfg->mounts.n,
+             cfg->mounts.n == 1 ? "" : "s");
 
     for (int i = initial_workers(cfg); i > 0; i--)
         spawn(m, cfg, &m->lis);

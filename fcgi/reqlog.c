@@ -69,6 +69,12 @@ TN_HOT void reqlog_line(worker *w, const tn_request *r, int status, int64_t us)
     buf_i64(l, us);
     buf_puts(l, ",\"pid\":");
     buf_i64(l, w->slot->pid);
+    if (r->mount != NULL) {
+        /* With mounts, the app that served it: its prefix ("" the root app); uri is the path
+         * it saw. */
+        buf_puts(l, ",\"mount\":");
+        buf_json_str(l, r->mount);
+    }
     if (r->tenant != NULL) {
         buf_puts(l, ",\"tenant\":{\"id\":");
         buf_i64(l, r->tenant->id);

@@ -4,7 +4,7 @@
  *
  * The composition root puts them in the worker's list (fcgi/handler.h) with the others: the
  * host's endpoints claim a request by its path; the tenancy chain takes every request left
- * and runs the app behind it. Both serve through the worker they were set up in (one per
+ * and runs the app behind it (with mounts, the app whose prefix the path falls under). Both serve through the worker they were set up in (one per
  * process, after the fork).
  *
  * Must not: name a module above fcgi/ (the panel reaches the worker only through
@@ -65,11 +65,12 @@ static int endpoints_handle(tn_request *r)
         tn_puts(r, "pong\n");
     } else if (which == 2) {
         tn_add_header(r, "Content-Type", "application/json");
-        status_json(r->out, w->sb, w->args->lis, w->args->lim);
+        status_json(r->out, w->sb, w->args->lis, w->args->lim, w->status_apps,
+                    w->nstatus_apps);
         r->bytes_out = r->out->len;
     } else {
         tn_add_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-        status_metrics(r->out, w->sb, w->args->lis);
+        status_metrics(r->out, w->sb, w->args->lis, w->status_apps, w->nstatus_apps);
         r->bytes_out = r->out->len;
     }
     return r->status;
@@ -90,19 +91,53 @@ static TN_HOT void note_tenant(void *ctx, int64_t id, const char *slug)
 }
 
 
+/* With mounts, the chain asks which app serves r once the tenant is known (a tenant path
+ * prefix comes first, the mount after it: /t/acme/api/x is tenant acme, mount /api, path
+ * /x). The raw path decides, so a path the web server may read otherwise is refused, as the
+ * tenant path resolver refuses it: /api/../x must not reach the app at /api while nginx
+ * applies the rules of /x. */
+static TN_HOT const chain_app *pick_app(void *ctx, tn_request *r)
+{
+    const worker *w = ctx;
+    if (request_path_ambiguous(r->path)) {
+        tn_send_error(r, 400, "ambiguous path: dot segments and encoded dots or slashes are "
+                              "not allowed");
+        return NULL;
+    }
+    const char *rest = NULL;
+    int i = mount_match(&w->cfg->mounts, r->path, &rest);
+    if (i < 0) {
+        if (w->apps[0].serve == NULL) {
+            tn_send_error(r, 404, "no app is mounted at this path");
+            return NULL;
+        }
+        r->mount = "";
+        return w->apps[0].serve;
+    }
+    r->mount = w->cfg->mounts.m[i].prefix;
+    r->path = rest;
+    return w->apps[1 + i].serve;
+}
+
 static int chain_handler_init(const tn_handler_env *env)
 {
     worker *w = rw = env->host;
     chain_env ce = {.cfg = &w->cfg->tenancy, .max_children = w->cfg->max_children,
                     .lim = w->args->lim, .worker = w->args->slot, .note_tenant = note_tenant,
                     .hook_ctx = w->slot};
+    if (w->cfg->mounts.n > 0) {
+        /* No mounts: no pick, and the chain calls the root app with nothing more to do. */
+        ce.pick = pick_app;
+        ce.pick_ctx = w;
+    }
     return chain_init(&ce);
 }
 
-/* The chain, then the app's handler (loaded after the handlers were set up: worker.c). */
+/* The chain, then the app's handler (the apps are loaded after the handlers were set up:
+ * worker.c). */
 static TN_HOT int chain_handle(tn_request *r)
 {
-    int rc = chain_run(r, rw->mod.app->handle);
+    int rc = chain_run(r, rw->apps[0].serve);
     if (rc == TN_DONE)
         return r->status;   /* the chain answered (404, 503, a theme, a stage) */
     if (rc != TN_OK && !request_started(r) && !r->io_error) {
@@ -128,7 +163,7 @@ const tn_handler route_chain = {.name = "tenancy chain", .init = chain_handler_i
 static void host_status(void *host, buf *out)
 {
     worker *w = host;
-    status_json(out, w->sb, w->args->lis, w->args->lim);
+    status_json(out, w->sb, w->args->lis, w->args->lim, w->status_apps, w->nstatus_apps);
 }
 
 /* A handler's pending id, kept in this worker's slot: should the request take the worker

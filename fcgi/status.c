@@ -39,7 +39,8 @@ static void kv_u64(buf *o, const char *k, uint64_t v, bool comma)
     buf_u64(o, v);
 }
 
-void status_json(buf *o, scoreboard *sb, const tn_listener *l, const limits *lim)
+void status_json(buf *o, scoreboard *sb, const tn_listener *l, const limits *lim,
+                 const status_app *apps, int napps)
 {
     sb_pool *p = &sb->pool;
     sb_counts c;
@@ -103,7 +104,19 @@ void status_json(buf *o, scoreboard *sb, const tn_listener *l, const limits *lim
     kv_u64(o, "keepalive_released", sb_get(&p->keepalive_released), true);
     kv_u64(o, "malformed", sb_get(&p->malformed), true);
     kv_u64(o, "get_values", sb_get(&p->get_values), true);
-    buf_puts(o, "},\"workers\":[");
+    buf_puts(o, "},\"apps\":[");
+    for (int i = 0; i < napps; i++) {
+        buf_puts(o, i ? ",{\"name\":" : "{\"name\":");
+        buf_json_str(o, apps[i].name);
+        buf_puts(o, ",\"version\":");
+        buf_json_str(o, apps[i].version);
+        buf_puts(o, ",\"mount\":");
+        buf_json_str(o, apps[i].mount);
+        buf_puts(o, ",\"module\":");
+        buf_json_str(o, apps[i].path);
+        buf_putc(o, '}');
+    }
+    buf_puts(o, "],\"workers\":[");
     bool first = true;
     for (int i = 0; i < SB_SLOTS; i++) {
         if (__atomic_load_n(&sb->slots[i].state, __ATOMIC_RELAXED) == SB_FREE)
@@ -167,7 +180,21 @@ static void metric(buf *o, const char *name, const char *type, const char *help)
     buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-void status_metrics(buf *o, scoreboard *sb, const tn_listener *l)
+/* A label value of the text format: backslash, double quote and newline escaped. */
+static void label_value(buf *o, const char *v)
+{
+    for (const char *p = v != NULL ? v : ""; *p != '\0'; p++) {
+        if (*p == '\\' || *p == '"')
+            buf_putc(o, '\\');
+        if (*p == '\n')
+            buf_puts(o, "\\n");
+        else
+            buf_putc(o, *p);
+    }
+}
+
+void status_metrics(buf *o, scoreboard *sb, const tn_listener *l, const status_app *apps,
+                    int napps)
 {
     sb_pool *p = &sb->pool;
     sb_counts c;
@@ -179,6 +206,17 @@ void status_metrics(buf *o, scoreboard *sb, const tn_listener *l)
     buf_printf(o, "tenancy_start_time_seconds %lld\n", (long long)(p->start_wall_us / 1000000));
     metric(o, "tenancy_generation", "gauge", "Configuration generation (bumped by each reload)");
     buf_printf(o, "tenancy_generation %u\n", p->generation);
+
+    metric(o, "tenancy_app_info", "gauge", "The apps loaded, by name, version and mount");
+    for (int i = 0; i < napps; i++) {
+        buf_puts(o, "tenancy_app_info{name=\"");
+        label_value(o, apps[i].name);
+        buf_puts(o, "\",version=\"");
+        label_value(o, apps[i].version);
+        buf_puts(o, "\",mount=\"");
+        label_value(o, apps[i].mount);
+        buf_puts(o, "\"} 1\n");
+    }
 
     metric(o, "tenancy_workers", "gauge", "Worker processes by state");
     buf_printf(o, "tenancy_workers{state=\"active\"} %u\n", c.active);

@@ -332,6 +332,58 @@ static void worker_loop(worker *w)
     }
 }
 
+/* Load and initialise the apps of the generation: the root app (if any), then each mount's,
+ * in the order of cfg->mounts; a module already loaded for an earlier entry is shared (see
+ * worker_app). Each init may add chain stages, which are that app's. A module that does not
+ * load, or whose init fails, ends the worker with WORKER_EXIT_INIT, as the one app did. */
+static void load_apps(worker *w)
+{
+    const tn_config *c = w->cfg;
+    char err[512];
+    for (int i = 0; i < 1 + c->mounts.n; i++) {
+        worker_app *wa = &w->apps[i];
+        wa->path = i == 0 ? c->app : c->mounts.m[i - 1].app;
+        wa->label = i == 0 ? "app" : c->mounts.m[i - 1].name;
+        if (wa->path == NULL)
+            continue;   /* no app at the root: the mounts only */
+        if (app_load(wa->path, &wa->mod, err, sizeof(err)) != TN_OK) {
+            if (i == 0)
+                log_error("%s", err);
+            else
+                log_error("mount.%s: %s", wa->label, err);
+            _exit(WORKER_EXIT_INIT);
+        }
+        const tn_app *app = wa->mod.app;
+        wa->capp.handle = app->handle;
+        wa->serve = &wa->capp;
+        wa->owner = true;
+        for (int j = 0; j < i; j++)
+            if (w->apps[j].mod.app == app) {
+                wa->serve = w->apps[j].serve;
+                wa->owner = false;
+                break;
+            }
+        status_app *sa = &w->status_apps[w->nstatus_apps++];
+        *sa = (status_app){.name = app->name, .version = app->version,
+                           .mount = i == 0 ? "" : c->mounts.m[i - 1].prefix, .path = wa->path};
+        if (!wa->owner || app->init == NULL)
+            continue;
+        tn_app_env aenv = {c->path, wa->path, w->args->index, w->args->generation};
+        chain_stages_open(&wa->capp);
+        int rc = app->init(&aenv);
+        chain_stages_close(&wa->capp);
+        if (rc != TN_OK) {
+            if (i == 0)
+                log_error("app %s: init failed: %s", app->name ? app->name : wa->path,
+                          tn_rc_str(rc));
+            else
+                log_error("app %s (mount.%s): init failed: %s",
+                          app->name ? app->name : wa->path, wa->label, tn_rc_str(rc));
+            _exit(WORKER_EXIT_INIT);
+        }
+    }
+}
+
 void worker_main(const worker_args *a)
 {
     static worker w;   /* static: large buffers off the stack, and one per process anyway */
@@ -385,22 +437,7 @@ void worker_main(const worker_args *a)
         log_error("cannot set up the %s: %s", failed, tn_rc_str(hrc));
         _exit(WORKER_EXIT_SETUP);
     }
-    char err[512];
-    if (app_load(w.cfg->app, &w.mod, err, sizeof(err)) != TN_OK) {
-        log_error("%s", err);
-        _exit(WORKER_EXIT_INIT);
-    }
-    if (w.mod.app->init != NULL) {
-        tn_app_env aenv = {w.cfg->path, w.cfg->app, a->index, a->generation};
-        chain_allow_stages(true);
-        int rc = w.mod.app->init(&aenv);
-        chain_allow_stages(false);
-        if (rc != TN_OK) {
-            log_error("app %s: init failed: %s", w.mod.app->name ? w.mod.app->name : w.cfg->app,
-                      tn_rc_str(rc));
-            _exit(WORKER_EXIT_INIT);
-        }
-    }
+    load_apps(&w);
     w.req_arena = arena_create(16384);
     w.ep = epoll_create1(EPOLL_CLOEXEC);
     if (w.req_arena == NULL || w.ep < 0) {
@@ -484,8 +521,9 @@ void worker_main(const worker_args *a)
         conn_drop(&w, c);
     }
     sb_set_state(w.sb, w.slot, SB_EXITING);
-    if (w.mod.app->fini != NULL)
-        w.mod.app->fini();
+    for (int i = 0; i < 1 + TN_MAX_MOUNTS; i++)
+        if (w.apps[i].owner && w.apps[i].mod.app->fini != NULL)
+            w.apps[i].mod.app->fini();
     /* No handlers_fini: the worker leaves with _exit and the kernel closes what the
      * handlers hold. Closing storage here (a SQLite close checkpoints its WAL) would only
      * delay the exit, and the master starts the replacement after it. */

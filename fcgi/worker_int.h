@@ -24,7 +24,9 @@
 #include "core/buf.h"
 #include "fcgi/accesslog.h"
 #include "fcgi/app.h"
+#include "fcgi/status.h"
 #include "fcgi/worker.h"
+#include "tenancy/chain.h"
 #include "tenancy/handler.h"
 #include "tenancy/request.h"
 
@@ -46,12 +48,27 @@ struct conn {
     uint64_t ready_seq;   /* when it became ready, in the order epoll reported it */
 };
 
+/* An app this worker loaded: the one at the root (apps[0]) or mount i's (apps[1 + i]). A
+ * module mounted twice is one module in the process (dlopen shares it): it is initialised
+ * once, by its first entry (owner), and its entries serve through that entry's chain_app, so
+ * the stages its init added run for each of its mounts. */
+typedef struct worker_app {
+    tn_app_module mod;    /* mod.app NULL: no app here (no root app) */
+    chain_app capp;
+    const chain_app *serve;   /* its own capp, or its owner's */
+    const char *path;
+    const char *label;        /* for log lines: "app" or "mount.NAME" */
+    bool owner;
+} worker_app;
+
 typedef struct worker {
     const worker_args *args;
     const tn_config *cfg;
     scoreboard *sb;
     sb_slot *slot;
-    tn_app_module mod;
+    worker_app apps[1 + TN_MAX_MOUNTS];   /* [0] the root app, [1 + i] cfg->mounts.m[i]'s */
+    status_app status_apps[1 + TN_MAX_MOUNTS];   /* the loaded ones, for status and metrics */
+    int nstatus_apps;
     int ep;
     pthread_mutex_t conns_mu;   /* the table: held by the main thread except in serve_one */
     struct conn conns[MAX_CONNS];

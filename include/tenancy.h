@@ -162,7 +162,8 @@ int tn_cache_del(tn_request *r, const char *key);
 
 /* Add a stage to the chain (auth, rate limits...), from the app's init only. Stages run in
  * the order added, after the tenant is identified and its state checked, before the
- * handler. A stage returns TN_OK to go on, TN_DONE when it answered the request itself;
+ * handler, for this app's requests only (another app mounted in the same tenancyd never
+ * runs them). A stage returns TN_OK to go on, TN_DONE when it answered the request itself;
  * anything else gives a 500 (logged with the stage name). Returns TN_OK, TN_BUSY (too many
  * stages) or TN_ERR outside init. */
 typedef int (*tn_stage_fn)(tn_request *r, void *arg);
@@ -260,13 +261,17 @@ const char *tn_request_error(const tn_request *r);
 
 /* Check `token` against the live keys of the request's own tenant: TN_OK with *flags when it
  * is one; TN_DENIED when it is unknown, revoked, expired or another tenant's; TN_INVALID when
- * it is not a key's shape; TN_NOTFOUND for a central request; or a registry error. */
+ * it is not a key's shape; TN_NOTFOUND for a central request; or a registry error (TN_IO:
+ * answer 503). tn_request_error() says why for each refusal. Answers are cached in the worker
+ * for a few seconds, but a revoke reaches every worker by its next request, and expiry is
+ * checked at each call. */
 int tn_key_check(tn_request *r, const char *token, unsigned *flags);
 
 /* ---- Mounts ------------------------------------------------------------------------------- */
 
 /* The path prefix the request's app is mounted at ("" for the app at the root); tn_path()
- * is the path after it. */
+ * is the path after it. A tenant path prefix comes before the mount and is not part of it
+ * (/t/acme/api/x: mount "/api", path "/x"). */
 const char *tn_mount(const tn_request *r);
 
 /* ---- The app module --------------------------------------------------------------------- */

@@ -2,8 +2,10 @@
  * chain.c — identification, state, limits, theme, app stages, the tenant context, and the
  * tenant half of the app API (tn_tenant_*, tn_cache_*, tn_stage_add, tn_run). See chain.h.
  *
- * Per-process state lives in one static struct: the lookup cache, the app cache, the
- * registry connection (opened on first use), the app's stages, and the current tenant.
+ * Per-process state lives in one static struct: the lookup cache, the app cache, the API key
+ * cache, the registry connection (opened on first use), the app's stages, and the current
+ * tenant. tn_key_check reads keys through the same registry connection and generation as the
+ * tenant lookups, so one bump flushes both caches.
  * Must not: read the host from anything but the configured params, let a request start
  * with a tenant already set, or leave one set when it ends.
  */
@@ -14,6 +16,7 @@
 #include "core/log.h"
 #include "storage/db.h"
 #include "tenancy/appcache.h"
+#include "tenancy/keys.h"
 #include "tenancy/lookup.h"
 #include "tenancy/placement.h"
 #include "tenancy/registry.h"
@@ -23,8 +26,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_STAGES 16
+
+/* The API key cache (keys.h). Every registry change flushes it (the generation), a revoke
+ * included, so these only bound an answer's life where no generation file is there. */
+#define KEY_CACHE_ENTRIES 1024
+#define KEY_CACHE_TTL_MS 30000
+#define KEY_CACHE_NEGATIVE_TTL_MS 5000
+/* last_used_at is written at most this often per key (the registry's guard holds it across
+ * workers and hosts; the cache's keeps a worker from even asking) */
+#define KEY_TOUCH_INTERVAL_S 60
 
 struct stage {
     const char *name;
@@ -49,6 +62,7 @@ static struct __attribute__((aligned(64))) {
     bool stages_open;
     arena *run_arena;
     buf run_headers, run_out;
+    key_cache *keys;
 } ch;
 
 /* The pool asks when it logs in as a tenant's role (placement.NAME.login = tenant). */
@@ -73,7 +87,9 @@ int chain_init(const chain_env *env)
     pool_limits pl = {.sqlite_max_open = c->sqlite_max_open, .pg_db_max_open = c->pg_db_max_open,
                       .role_password = role_password, .role_password_ctx = (void *)c};
     ch.pool = pool_create(&pl);
-    if (ch.lookup == NULL || ch.apps == NULL || ch.pool == NULL)
+    ch.keys = key_cache_create(c->lookup_cache ? KEY_CACHE_ENTRIES : 0, KEY_CACHE_TTL_MS,
+                               KEY_CACHE_NEGATIVE_TTL_MS);
+    if (ch.lookup == NULL || ch.apps == NULL || ch.pool == NULL || ch.keys == NULL)
         return TN_NOMEM;
     ch.ready = true;
     return TN_OK;
@@ -85,6 +101,7 @@ void chain_fini(void)
     appcache_destroy(ch.apps);
     pool_destroy(ch.pool);
     sandbox_fini();
+    key_cache_destroy(ch.keys);
     registry_close(ch.reg);
     arena_destroy(ch.run_arena);
     buf_free(&ch.run_headers);
@@ -92,7 +109,18 @@ void chain_fini(void)
     memset(&ch, 0, sizeof(ch));
 }
 
-void chain_allow_stages(bool allow) { ch.stages_open = allow; }
+void chain_stages_open(chain_app *app)
+{
+    app->first_stage = ch.nstages;
+    app->nstages = 0;
+    ch.stages_open = true;
+}
+
+void chain_stages_close(chain_app *app)
+{
+    app->nstages = ch.nstages - app->first_stage;
+    ch.stages_open = false;
+}
 
 const char *chain_stage(const tn_request *r) { return r->stage ? r->stage : "start"; }
 
@@ -170,38 +198,16 @@ static TN_HOT bool subdomain_slug(const char *host, size_t hl, char *out, size_t
 }
 
 /* The slug after the path prefix ("/t/acme/x" -> "acme", rest "/x"). */
-/* A path the web server may read differently from us: a "." or ".." segment, or an encoded
- * dot, slash or backslash. nginx matches its locations (and their access rules) on the
- * normalised path while the path resolver reads the raw one, so /t/globex/../acme/x passes
- * nginx's rule for /t/acme/ and would name globex: such a path is refused, never resolved. */
-static bool path_ambiguous(const char *p)
-{
-    for (const char *s = p; *s != '\0' && *s != '?'; s++) {
-        if (*s == '\\')
-            return true;
-        if (*s == '%' && s[1] != '\0' && s[2] != '\0') {
-            char a = s[1], b = (char)(s[2] | 0x20);
-            if ((a == '2' && (b == 'e' || b == 'f')) || (a == '5' && b == 'c'))
-                return true;
-        }
-        if (*s == '/' && s[1] == '.') {
-            const char *t = s[2] == '.' ? s + 3 : s + 2;
-            if (*t == '/' || *t == '\0' || *t == '?')
-                return true;
-        }
-    }
-    return false;
-}
-
 /* The slug the path names after tenant.path_prefix: TN_OK (out and *rest set), TN_NOTFOUND
- * (no prefix, or no valid slug after it), TN_INVALID (an ambiguous path, see above). */
+ * (no prefix, or no valid slug after it), TN_INVALID (an ambiguous path:
+ * request_path_ambiguous). */
 static int path_slug(tn_request *r, char *out, size_t n, const char **rest)
 {
     const char *pfx = ch.env.cfg->path_prefix;
     size_t pl = strlen(pfx);
     if (strncmp(r->path, pfx, pl) != 0)
         return TN_NOTFOUND;
-    if (path_ambiguous(r->path))
+    if (request_path_ambiguous(r->path))
         return TN_INVALID;
     const char *s = r->path + pl;
     const char *end = strchr(s, '/');
@@ -425,7 +431,7 @@ static TN_HOT void enter_context(tn_request *r)
         ch.env.note_tenant(ch.env.hook_ctx, r->tenant->id, r->tenant->slug);
 }
 
-TN_HOT int chain_run(tn_request *r, int (*handler)(tn_request *))
+TN_HOT int chain_run(tn_request *r, const chain_app *app)
 {
     if (ch.current != NULL || ch.in_request) {
         /* A request must start with no tenant. Continuing could serve another tenant's
@@ -465,7 +471,12 @@ TN_HOT int chain_run(tn_request *r, int (*handler)(tn_request *))
                 return serve_theme(r);
         }
     }
-    for (int i = 0; i < ch.nstages; i++) {
+    if (ch.env.pick != NULL) {
+        r->stage = "mount";
+        if ((app = ch.env.pick(ch.env.pick_ctx, r)) == NULL)
+            return TN_DONE;
+    }
+    for (int i = app->first_stage, end = i + app->nstages; i < end; i++) {
         r->stage = ch.stages[i].name;
         int rc = ch.stages[i].fn(r, ch.stages[i].arg);
         if (rc == TN_DONE)
@@ -478,7 +489,7 @@ TN_HOT int chain_run(tn_request *r, int (*handler)(tn_request *))
         }
     }
     r->stage = "handler";
-    return handler(r);
+    return app->handle(r);
 }
 
 /* Give the request's storage back: rolled back if left open, checked, unscoped. */
@@ -572,8 +583,7 @@ int tn_db_query_sandboxed(tn_request *r, const char *sql, int nparams,
                           const tn_result **out)
 {
     *out = NULL;
-    r->error = NULL;
-    char err[1024] = "";
+    char err[REQUEST_ERROR_MAX] = "";
     int rc;
     if (!ch.ready || r->tenant == NULL) {
         rc = tn_errf(err, sizeof(err), TN_NOTFOUND, "a central request has no tenant storage");
@@ -591,8 +601,78 @@ int tn_db_query_sandboxed(tn_request *r, const char *sql, int nparams,
             rc = tn_errf(err, sizeof(err), TN_NOMEM, "out of memory");
     }
     if (rc != TN_OK)
-        r->error = arena_strdup(r->arena, err);
+        request_set_error(r, "%s", err);
     return rc;
+}
+
+/* ---- API keys ----------------------------------------------------------------------------- */
+
+int tn_key_check(tn_request *r, const char *token, unsigned *flags)
+{
+    if (flags != NULL)
+        *flags = 0;
+    if (!ch.ready || r->tenant == NULL) {
+        request_set_error(r, "a central request has no tenant, hence no keys");
+        return TN_NOTFOUND;
+    }
+    if (!key_token_shape(token)) {
+        request_set_error(r, "not an API key (tnk_ and 43 characters)");
+        return TN_INVALID;
+    }
+    char hash[KEY_HASH_MAX];
+    key_token_hash(token, hash);
+    int64_t now_ms = clock_mono_ms(), now_s = (int64_t)time(NULL);
+    uint64_t gen = gen_now(NULL);
+    key_cache_sync(ch.keys, gen);
+    key_answer *a = key_cache_get(ch.keys, r->tenant->id, hash, now_ms);
+    key_answer fresh;
+    if (a == NULL) {
+        registry *g = reg();
+        if (g == NULL) {
+            request_set_error(r, "the tenant registry is unavailable");
+            return TN_IO;
+        }
+        registry_key k;
+        int rc = registry_key_find(g, r->tenant->id, hash, &k);
+        if (rc != TN_OK && rc != TN_NOTFOUND) {
+            if (rc == TN_IO) {
+                registry_close(ch.reg);   /* reconnect next time */
+                ch.reg = NULL;
+            }
+            request_set_error(r, "the key could not be checked: %s", tn_rc_str(rc));
+            return rc;
+        }
+        memset(&fresh, 0, sizeof(fresh));
+        if (rc == TN_OK)
+            fresh = (key_answer){.found = true, .key_id = k.id,
+                                 .flags = k.read_only ? TN_KEY_READ_ONLY : 0,
+                                 .expires_at = k.expires_at, .revoked_at = k.revoked_at};
+        a = &fresh;
+        /* An answer read while the registry changed may be stale (a revoke that committed
+         * just before the bump): used for this request, never kept. */
+        if (ch.reg != NULL && gen_now(NULL) == gen) {
+            key_answer *kept = key_cache_put(ch.keys, r->tenant->id, hash, &fresh, now_ms);
+            if (kept != NULL)
+                a = kept;
+        }
+    }
+    if (!a->found) {
+        request_set_error(r, "unknown API key");
+        return TN_DENIED;
+    }
+    if (a->revoked_at != 0) {
+        request_set_error(r, "this API key was revoked");
+        return TN_DENIED;
+    }
+    if (a->expires_at != 0 && a->expires_at <= now_s) {
+        request_set_error(r, "this API key has expired");
+        return TN_DENIED;
+    }
+    if (key_cache_touch_due(a, now_ms, KEY_TOUCH_INTERVAL_S * 1000) && ch.reg != NULL)
+        registry_key_touch(ch.reg, a->key_id, now_s, KEY_TOUCH_INTERVAL_S);
+    if (flags != NULL)
+        *flags = a->flags;
+    return TN_OK;
 }
 
 static int64_t cache_ns(const tn_request *r) { return r->tenant ? r->tenant->id : 0; }

@@ -2,7 +2,7 @@
  * chain.h — the tenancy chain every request passes through, and the tenant context.
  *
  *   identify -> check the tenant's state -> per-tenant worker cap -> /_theme.css
- *            -> the app's own stages -> the handler            (then chain_finish)
+ *            -> the app (env.pick) -> that app's own stages -> its handler  (then chain_finish)
  *
  * Identification reads the host only from the FastCGI params the web server sets
  * (tenant.host_params), validates and normalises it before any lookup, answers central
@@ -25,6 +25,15 @@
 #include "tenancy/limits.h"
 #include "tenancy/request.h"
 
+/* An app behind the chain: its handler and the stages its init added (chain_stages_open /
+ * chain_stages_close). A stage runs for its own app's requests only: the auth stage of one
+ * app never sees another's. */
+typedef struct chain_app {
+    int (*handle)(tn_request *r);
+    int first_stage;   /* its stages: [first_stage, first_stage + nstages) */
+    int nstages;
+} chain_app;
+
 typedef struct chain_env {
     const tenancy_config *cfg;
     int max_children;                 /* for tenant.max_workers given as a percentage */
@@ -33,6 +42,12 @@ typedef struct chain_env {
     /* The host's scoreboard hook: which tenant this worker now serves (id 0: none). */
     void (*note_tenant)(void *ctx, int64_t id, const char *slug);
     void *hook_ctx;
+    /* Which app serves r, asked after identification (r->path is then the path after a
+     * tenant prefix), before any stage; it may set r->path and r->mount. NULL when it
+     * answered r itself (a 404, a 400). NULL pick: the app chain_run is given serves every
+     * request, with no call. */
+    const chain_app *(*pick)(void *ctx, tn_request *r);
+    void *pick_ctx;
 } chain_env;
 
 /* Per process (a worker, the CLI). The registry is opened lazily, on the first lookup, so
@@ -40,12 +55,15 @@ typedef struct chain_env {
 int chain_init(const chain_env *env);
 void chain_fini(void);
 
-/* The app's init may call tn_stage_add only between these two. */
-void chain_allow_stages(bool allow);
+/* An app's init may call tn_stage_add only between these two; the stages it adds are app's
+ * (first_stage and nstages set). Apps' inits run one after the other. */
+void chain_stages_open(chain_app *app);
+void chain_stages_close(chain_app *app);
 
-/* Run the request through the chain and the handler. Returns the handler's code, or TN_DONE
- * when the chain answered the request itself (404, 503, a theme, a stage). */
-int chain_run(tn_request *r, int (*handler)(tn_request *));
+/* Run the request through the chain, then app's stages and handler (or, with env.pick set,
+ * those of the app pick names). Returns the handler's code, or TN_DONE when the chain
+ * answered the request itself (404, 503, a theme, a stage, pick). */
+int chain_run(tn_request *r, const chain_app *app);
 
 /* End the request's tenant context: counters, cap, and the asserted-empty state for the
  * next request. Safe to call when chain_run did not get far. */

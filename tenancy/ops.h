@@ -10,7 +10,8 @@
  * outcome, so the command can draw its bar and the panel can write a progress file.
  *
  * Files: ops_env.c (what they share), ops_init.c (init), ops_create.c (create, single and bulk),
- * ops_tenant.c (state changes, restore, domains, settings, limits), ops_migrate.c (migrate
+ * ops_tenant.c (state changes, restore, domains, settings, limits), ops_keys.c (API keys),
+ * ops_migrate.c (migrate
  * and its status), ops_move.c (move, export, import), ops_lifecycle.c (purge, check),
  * ops_runner.c (the parallel runner behind migrate and the bulk create:
  * ops_runner.h, for the ops files only).
@@ -32,6 +33,7 @@
 #include "storage/migrate.h"
 #include "storage/target.h"
 #include "tenancy/config.h"
+#include "tenancy/keys.h"
 #include "tenancy/registry.h"
 
 /* ---- the environment and progress -------------------------------------------------------- */
@@ -161,6 +163,45 @@ int ops_setting_set(ops_env *e, const char *slug, const char *key, const char *v
 /* A tenant's own worker cap (0: the host's tenant.max_workers). */
 int ops_set_max_workers(ops_env *e, const char *slug, int max_workers, char *err,
                         size_t errlen);
+
+/* ---- API keys (ops_keys.c): a tenant's bearer tokens for its own clients ------------------ */
+
+typedef struct ops_key_opts {
+    bool read_only;              /* TN_KEY_READ_ONLY */
+    const char *label;           /* NULL: none */
+    const char *expires;         /* NULL: never; a duration from now (30d, 12h, 90m, 3600s,
+                                    2w) or a UTC date (2027-01-31 or 2027-01-31T12:00:00Z) */
+} ops_key_opts;
+
+typedef struct ops_key_made {
+    int64_t id;
+    char token[KEY_TOKEN_MAX];   /* the only copy there will be: show it once */
+    char prefix[KEY_PREFIX_MAX];
+    bool read_only;
+    int64_t created_at, expires_at;   /* expires_at 0: never */
+} ops_key_made;
+
+/* When `text` (as ops_key_opts.expires) ends, seen at `now`: TN_OK with *out, or TN_INVALID
+ * (not a duration or a date, or not in the future) with err saying which forms it takes. */
+int ops_key_expiry(const char *text, int64_t now, int64_t *out, char *err, size_t errlen);
+
+/* Make a key for tenant slug: TN_OK with *out holding the token (never stored: the registry
+ * keeps its hash), or the registry's code and message (TN_NOTFOUND, TN_INVALID), or TN_IO
+ * when no random bytes could be had. */
+int ops_key_create(ops_env *e, const char *slug, const ops_key_opts *o, ops_key_made *out,
+                   char *err, size_t errlen);
+
+/* Every key of one tenant (slug) or of all (NULL), in id order, a registry page at a time;
+ * fn as registry_key_list's. Lists never hold a token or a hash. TN_OK or the error. */
+int ops_key_list(ops_env *e, const char *slug, registry_key_fn fn, void *ctx, char *err,
+                 size_t errlen);
+
+/* Revoke a key of tenant slug named by `which`: its id (digits) or its prefix (tnk_ and 8
+ * characters; a whole token is taken by its prefix too). From the next request on, every
+ * worker refuses it. TN_OK (*already true when it was revoked before; *out may be NULL),
+ * TN_NOTFOUND, TN_INVALID, or the registry's error. */
+int ops_key_revoke(ops_env *e, const char *slug, const char *which, registry_key *out,
+                   bool *already, char *err, size_t errlen);
 
 /* ---- create (ops_create.c) ---------------------------------------------------------------- */
 

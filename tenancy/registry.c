@@ -31,6 +31,7 @@ struct registry {
     int64_t gen_retry_ms;   /* no new attempt to map a missing file before */
     const char *gen_path;
     char gen_path_buf[512];
+    char key_text[512];     /* registry_key_revoke's *out: its slug, prefix and label */
 };
 
 /* Limits shared by create and set_setting. */
@@ -45,6 +46,28 @@ struct registry {
 
 /* PostgreSQL: the schema the registry's tables live in (this connection's search_path). */
 #define PG_SCHEMA "tenancy"
+
+/* Tenants' API keys (tenancy/keys.h): only the token's SHA-256 and a prefix to show, never
+ * the token. A table added after the registry's first layout: registry_init makes it with
+ * the rest, and a registry made before gets it from `tenancy init` run again or from its
+ * first registry_key_create (keys_prepare), so an upgraded host needs no step of its own.
+ * Until then the key reads answer "no keys" (keys_missing). Removed with its tenant (ON
+ * DELETE CASCADE: SQLite connections run with foreign_keys on, storage/sqlite.c). */
+#define KEYS_SCHEMA                                                                          \
+    "CREATE TABLE IF NOT EXISTS @ns@api_keys ("                                              \
+    " id @id@,"                                                                              \
+    " tenant_id BIGINT NOT NULL REFERENCES @ns@tenants(id) ON DELETE CASCADE,"              \
+    " prefix TEXT NOT NULL,"                                                                 \
+    " token_hash TEXT NOT NULL UNIQUE,"                                                      \
+    " read_only INTEGER NOT NULL DEFAULT 0,"                                                 \
+    " label TEXT NOT NULL DEFAULT '',"                                                       \
+    " created_at BIGINT NOT NULL,"                                                           \
+    " expires_at BIGINT,"                                                                    \
+    " revoked_at BIGINT,"                                                                    \
+    " last_used_at BIGINT);"                                                                 \
+    "CREATE INDEX IF NOT EXISTS api_keys_tenant ON @ns@api_keys(tenant_id, id);"
+
+static const char keys_schema[] = KEYS_SCHEMA;
 
 /* The registry's tables, written once for both backends. A word between '@' is the
  * dialect's (dialect_words below): the few things the two spell differently. Everything
@@ -76,6 +99,7 @@ static const char registry_schema[] =
     " is_primary INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX IF NOT EXISTS domains_tenant ON @ns@domains(tenant_id);"
     "CREATE INDEX IF NOT EXISTS tenants_state ON @ns@tenants(state, slug);"
+    KEYS_SCHEMA
     "INSERT INTO @ns@tenancy_meta (key, value) VALUES ('schema_version', '1') "
     " ON CONFLICT (key) DO NOTHING;";
 
@@ -93,9 +117,9 @@ static const struct dialect_word {
 
 /* The schema in one backend's spelling, into b. TN_OK, TN_NOMEM, or TN_INVALID for an '@'
  * that starts no word of the map (a mistake in the text above). */
-static int schema_for(bool pg, buf *b)
+static int schema_for(bool pg, const char *text, buf *b)
 {
-    for (const char *p = registry_schema; *p != '\0';) {
+    for (const char *p = text; *p != '\0';) {
         const char *at = strchr(p, '@');
         if (at == NULL) {
             buf_puts(b, p);
@@ -226,7 +250,7 @@ TN_HOT uint64_t registry_generation(void *ctx)
 int registry_init(registry *r, char *err, size_t errlen)
 {
     buf sql = BUF_INIT;
-    int rc = schema_for(r->pg, &sql);
+    int rc = schema_for(r->pg, registry_schema, &sql);
     if (rc != TN_OK) {
         rc = tn_errf(err, errlen, rc, "registry: %s", rc == TN_NOMEM ? "out of memory"
                                                       : "the schema has a word the dialects lack");
@@ -1418,4 +1442,325 @@ int registry_list_due(registry *r, int64_t deleted_before, const char *after_slu
     }
     free(slugs);
     return rc == TN_DONE ? TN_OK : rc;
+}
+
+/* ---- API keys ---------------------------------------------------------------------------- */
+
+#define KEY_LABEL_MAX 200
+#define KEY_COLS                                                                              \
+    "k.id, k.tenant_id, t.slug, k.prefix, k.label, k.read_only, k.created_at, k.expires_at, "  \
+    "k.revoked_at, k.last_used_at"
+
+/* TN_OK when the keys' table is there, TN_NOTFOUND when not (a registry made before it),
+ * or the error. On PostgreSQL the name is looked up through this connection's search_path. */
+static int keys_table(registry *r)
+{
+    char v[8];
+    const char *p[] = {"api_keys"};
+    return db_query_value(r->db, v, sizeof(v),
+                          r->pg ? "SELECT 1 WHERE to_regclass($1) IS NOT NULL"
+                                : "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = $1",
+                          1, p);
+}
+
+/* After a failed key read: true when it failed because the table is not there yet (then
+ * there are no keys to find). */
+static bool keys_missing(registry *r, int rc)
+{
+    return rc == TN_INVALID && keys_table(r) == TN_NOTFOUND;
+}
+
+/* The keys' table on a registry made before it (see KEYS_SCHEMA). Another host may make it
+ * at the same moment (PostgreSQL can then refuse the second CREATE even with IF NOT EXISTS):
+ * what counts is that it is there afterwards. */
+static int keys_prepare(registry *r, char *err, size_t errlen)
+{
+    int rc = keys_table(r);
+    if (rc != TN_NOTFOUND)
+        return rc == TN_OK ? TN_OK : tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
+    buf sql = BUF_INIT;
+    rc = schema_for(r->pg, keys_schema, &sql);
+    if (rc == TN_OK)
+        rc = db_exec_script(r->db, sql.p);
+    buf_free(&sql);
+    if (rc != TN_OK && keys_table(r) != TN_OK)
+        return tn_errf(err, errlen, rc, "registry: cannot create the API keys' table: %s",
+                       tn_db_error(r->db));
+    log_info("registry: created the API keys' table");
+    return TN_OK;
+}
+
+static int64_t col_i64(tn_rows *rows, int c)
+{
+    const char *v = tn_rows_get(rows, c);
+    return v ? atoll(v) : 0;
+}
+
+static void row_to_key(tn_rows *rows, registry_key *k)
+{
+    memset(k, 0, sizeof(*k));
+    k->id = col_i64(rows, 0);
+    k->tenant_id = col_i64(rows, 1);
+    k->slug = tn_rows_get(rows, 2);
+    k->prefix = tn_rows_get(rows, 3);
+    k->label = tn_rows_get(rows, 4) ? tn_rows_get(rows, 4) : "";
+    k->read_only = col_i64(rows, 5) != 0;
+    k->created_at = col_i64(rows, 6);
+    k->expires_at = col_i64(rows, 7);
+    k->revoked_at = col_i64(rows, 8);
+    k->last_used_at = col_i64(rows, 9);
+}
+
+static bool hex64(const char *s)
+{
+    if (s == NULL || strlen(s) != 64)
+        return false;
+    for (; *s; s++)
+        if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+            return false;
+    return true;
+}
+
+static bool key_prefix_ok(const char *s)
+{
+    if (s == NULL || strlen(s) != 12 || strncmp(s, "tnk_", 4) != 0)
+        return false;
+    for (s += 4; *s; s++)
+        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
+              *s == '-' || *s == '_'))
+            return false;
+    return true;
+}
+
+static int do_key_create(registry *r, void *arg, char *err, size_t errlen)
+{
+    const registry_key_new *k = ((void **)arg)[0];
+    int64_t *id = ((void **)arg)[1];
+    char tid[24], ro[4], cr[24], ex[24];
+    int rc = id_of(r, k->slug, tid, sizeof(tid), err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    snprintf(ro, sizeof(ro), "%d", k->read_only ? 1 : 0);
+    snprintf(cr, sizeof(cr), "%lld", (long long)k->created_at);
+    snprintf(ex, sizeof(ex), "%lld", (long long)k->expires_at);
+    const char *p[] = {tid, k->prefix, k->hash, ro, k->label ? k->label : "", cr,
+                       k->expires_at > 0 ? ex : NULL};
+    char v[24];
+    rc = db_query_value(r->db, v, sizeof(v),
+                        "INSERT INTO api_keys (tenant_id, prefix, token_hash, read_only, label, "
+                        "created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7) "
+                        "RETURNING id", 7, p);
+    if (rc == TN_EXISTS)
+        return tn_errf(err, errlen, rc, "this key is registered already");
+    if (rc != TN_OK)
+        return tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
+    if (id != NULL)
+        *id = atoll(v);
+    return TN_OK;
+}
+
+int registry_key_create(registry *r, const registry_key_new *k, int64_t *id, char *err,
+                        size_t errlen)
+{
+    if (k->slug == NULL || !key_prefix_ok(k->prefix) || !hex64(k->hash))
+        return tn_errf(err, errlen, TN_INVALID,
+                       "registry_key_create: a slug, a key prefix and a SHA-256 hex are required");
+    if (k->label != NULL && (strlen(k->label) > KEY_LABEL_MAX || !text_ok(k->label, false)))
+        return tn_errf(err, errlen, TN_INVALID,
+                       "a key's label is at most %d bytes of UTF-8 without control characters",
+                       KEY_LABEL_MAX);
+    if (k->expires_at != 0 && k->expires_at <= k->created_at)
+        return tn_errf(err, errlen, TN_INVALID, "a key must expire after it is made");
+    int rc = keys_prepare(r, err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    void *arg[] = {(void *)k, id};
+    return in_tx(r, do_key_create, arg, err, errlen);
+}
+
+int registry_key_list(registry *r, const char *slug, int64_t after_id, int limit,
+                      registry_key_fn fn, void *ctx, int *count, char *err, size_t errlen)
+{
+    if (count != NULL)
+        *count = 0;
+    char tid[24] = "", after[24], lim[16];
+    if (slug != NULL) {
+        int rc = id_of(r, slug, tid, sizeof(tid), err, errlen);
+        if (rc != TN_OK)
+            return rc;
+    }
+    snprintf(after, sizeof(after), "%lld", (long long)after_id);
+    snprintf(lim, sizeof(lim), "%d", limit > 0 ? limit : 100);
+    const char *p[] = {after, lim, tid};
+    tn_rows *rows = NULL;
+    int rc = tn_db_query(r->db, &rows,
+                         slug != NULL ? "SELECT " KEY_COLS " FROM api_keys k JOIN tenants t ON "
+                                        "t.id = k.tenant_id WHERE k.tenant_id = $3 AND k.id > $1 "
+                                        "ORDER BY k.id LIMIT $2"
+                                      : "SELECT " KEY_COLS " FROM api_keys k JOIN tenants t ON "
+                                        "t.id = k.tenant_id WHERE k.id > $1 ORDER BY k.id LIMIT $2",
+                         slug != NULL ? 3 : 2, p);
+    if (rc != TN_OK) {
+        if (keys_missing(r, rc))
+            return TN_OK;
+        rc = tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
+        if (rc == TN_IO)
+            reconnect(r);
+        return rc;
+    }
+    int n = 0;
+    while ((rc = tn_rows_next(rows)) == TN_OK) {
+        registry_key k;
+        row_to_key(rows, &k);
+        n++;
+        if ((rc = fn(ctx, &k)) != TN_OK)
+            break;
+    }
+    tn_rows_free(rows);
+    if (count != NULL)
+        *count = n;
+    if (rc == TN_DONE)
+        return TN_OK;
+    if (rc != TN_OK)
+        return tn_errf(err, errlen, rc, "registry: listing the keys stopped: %s",
+                       tn_rc_str(rc));
+    return TN_OK;
+}
+
+struct key_revoke_arg {
+    const char *slug, *prefix;
+    int64_t id, now;
+    registry_key *out;
+    bool *already;
+};
+
+static int do_key_revoke(registry *r, void *arg, char *err, size_t errlen)
+{
+    struct key_revoke_arg *a = arg;
+    char tid[24], kid[24], now[24];
+    int rc = id_of(r, a->slug, tid, sizeof(tid), err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    snprintf(kid, sizeof(kid), "%lld", (long long)a->id);
+    const char *p[] = {tid, a->id > 0 ? kid : a->prefix};
+    /* asked first: in a PostgreSQL transaction, a failed query would end it */
+    if ((rc = keys_table(r)) == TN_NOTFOUND)
+        return tn_errf(err, errlen, TN_NOTFOUND, "tenant '%s' has no key %s", a->slug, p[1]);
+    tn_rows *rows = NULL;
+    rc = tn_db_query(r->db, &rows,
+                     a->id > 0 ? "SELECT " KEY_COLS " FROM api_keys k JOIN tenants t ON t.id = "
+                                 "k.tenant_id WHERE k.tenant_id = $1 AND k.id = $2"
+                               : "SELECT " KEY_COLS " FROM api_keys k JOIN tenants t ON t.id = "
+                                 "k.tenant_id WHERE k.tenant_id = $1 AND k.prefix = $2 "
+                                 "ORDER BY k.id LIMIT 2",
+                     2, p);
+    if (rc != TN_OK)
+        return tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
+    registry_key k;
+    int found = 0;
+    while ((rc = tn_rows_next(rows)) == TN_OK) {
+        if (found++ == 0) {
+            row_to_key(rows, &k);
+            /* the strings outlive the rows: into the registry's buffer */
+            size_t o = 0;
+            const char *f[] = {k.slug ? k.slug : "", k.prefix ? k.prefix : "", k.label};
+            const char **to[] = {&k.slug, &k.prefix, &k.label};
+            for (int i = 0; i < 3; i++) {
+                size_t l = strnlen(f[i], sizeof(r->key_text) / 3 - 1);
+                memcpy(r->key_text + o, f[i], l);
+                r->key_text[o + l] = '\0';
+                *to[i] = r->key_text + o;
+                o += l + 1;
+            }
+        }
+    }
+    tn_rows_free(rows);
+    if (rc != TN_DONE)
+        return tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
+    if (found == 0)
+        return tn_errf(err, errlen, TN_NOTFOUND, "tenant '%s' has no key %s", a->slug, p[1]);
+    if (found > 1)
+        return tn_errf(err, errlen, TN_INVALID,
+                       "several keys of tenant '%s' begin with %s: give the key's id", a->slug,
+                       a->prefix);
+    *a->already = k.revoked_at != 0;
+    if (!*a->already) {
+        snprintf(kid, sizeof(kid), "%lld", (long long)k.id);
+        snprintf(now, sizeof(now), "%lld", (long long)a->now);
+        const char *u[] = {now, kid};
+        rc = exec(r, err, errlen, "UPDATE api_keys SET revoked_at = $1 WHERE id = $2", 2, u);
+        if (rc != TN_OK)
+            return rc;
+        k.revoked_at = a->now;
+    }
+    if (a->out != NULL)
+        *a->out = k;
+    return TN_OK;
+}
+
+int registry_key_revoke(registry *r, const char *slug, int64_t id, const char *prefix,
+                        int64_t now, registry_key *out, bool *already, char *err,
+                        size_t errlen)
+{
+    bool was = false;
+    if (slug == NULL || (id <= 0 && !key_prefix_ok(prefix)))
+        return tn_errf(err, errlen, TN_INVALID,
+                       "a key is named by its id or its prefix (tnk_ and 8 characters)");
+    struct key_revoke_arg a = {slug, prefix, id, now, out, already ? already : &was};
+    return in_tx(r, do_key_revoke, &a, err, errlen);
+}
+
+int registry_key_find(registry *r, int64_t tenant_id, const char *hash, registry_key *out)
+{
+    char tid[24];
+    snprintf(tid, sizeof(tid), "%lld", (long long)tenant_id);
+    const char *p[] = {hash, tid};
+    tn_rows *rows = NULL;
+    /* By the unique hash, then the tenant: another tenant's key is simply not found. */
+    int rc = tn_db_query(r->db, &rows,
+                         "SELECT id, tenant_id, NULL, NULL, NULL, read_only, created_at, "
+                         "expires_at, revoked_at, last_used_at FROM api_keys "
+                         "WHERE token_hash = $1 AND tenant_id = $2", 2, p);
+    if (rc != TN_OK) {
+        if (keys_missing(r, rc))
+            return TN_NOTFOUND;
+        log_error("registry: key lookup failed: %s", tn_db_error(r->db));
+        if (rc == TN_IO)
+            reconnect(r);
+        return rc;
+    }
+    rc = tn_rows_next(rows);
+    if (rc == TN_OK)
+        row_to_key(rows, out);
+    else if (rc == TN_DONE)
+        rc = TN_NOTFOUND;
+    tn_rows_free(rows);
+    return rc;
+}
+
+struct key_touch_arg {
+    int64_t id, now, min_interval_s;
+};
+
+static int do_key_touch(registry *r, void *arg, char *err, size_t errlen)
+{
+    const struct key_touch_arg *a = arg;
+    char id[24], now[24], before[24];
+    snprintf(id, sizeof(id), "%lld", (long long)a->id);
+    snprintf(now, sizeof(now), "%lld", (long long)a->now);
+    snprintf(before, sizeof(before), "%lld", (long long)(a->now - a->min_interval_s));
+    const char *p[] = {now, id, before};
+    return exec(r, err, errlen,
+                "UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND "
+                "(last_used_at IS NULL OR last_used_at <= $3)", 3, p);
+}
+
+int registry_key_touch(registry *r, int64_t id, int64_t now, int64_t min_interval_s)
+{
+    char err[512];
+    struct key_touch_arg a = {id, now, min_interval_s};
+    int rc = run_tx(r, do_key_touch, &a, err, sizeof(err), false);
+    if (rc != TN_OK)
+        log_warn("registry: key last_used_at not recorded: %s", err);
+    return rc;
 }

@@ -233,4 +233,65 @@ int registry_purge_tombstone(registry *r, const char *slug, char *err, size_t er
 int registry_list_due(registry *r, int64_t deleted_before, const char *after_slug, int limit,
                       int (*fn)(void *ctx, const char *slug), void *ctx);
 
+/* ---- API keys (tenancy/keys.h): a tenant's bearer tokens, kept as SHA-256 hashes ----------
+ * Create and revoke follow the rules above (one transaction, one generation bump on TN_OK, so
+ * every worker's key cache is flushed by its next request). A registry made before the keys'
+ * table gets it at its first key create; until then every read answers "no keys". */
+
+typedef struct registry_key {
+    int64_t id, tenant_id;
+    const char *slug;            /* the tenant's */
+    const char *prefix;          /* "tnk_" and 8 characters: what a person sees */
+    const char *label;           /* "" when none */
+    bool read_only;
+    int64_t created_at;
+    int64_t expires_at;          /* Unix seconds; 0: never */
+    int64_t revoked_at;          /* 0: not revoked */
+    int64_t last_used_at;        /* 0: never used (written at most once a minute) */
+} registry_key;
+
+typedef struct registry_key_new {
+    const char *slug;
+    const char *prefix, *hash;   /* key_token_prefix, key_token_hash of the token */
+    bool read_only;
+    const char *label;           /* NULL: ""; at most 200 bytes of UTF-8, no control chars */
+    int64_t created_at;
+    int64_t expires_at;          /* 0: never */
+} registry_key_new;
+
+/* TN_OK with *id (may be NULL), TN_NOTFOUND (no such tenant), TN_INVALID (a prefix or hash
+ * of the wrong form, a bad label, an expiry not after creation), TN_EXISTS (the hash is
+ * there already), or a storage error. */
+int registry_key_create(registry *r, const registry_key_new *k, int64_t *id, char *err,
+                        size_t errlen);
+
+/* fn gets each key (strings valid during the call only) and must not use the registry;
+ * TN_OK to go on, TN_DONE to stop, anything else stops the list and is returned. */
+typedef int (*registry_key_fn)(void *ctx, const registry_key *k);
+
+/* The keys of one tenant (slug) or of all (slug NULL: by tenant slug then id), in id order
+ * after `after_id`, at most `limit` (0: 100): one query a page. *count (may be NULL) gets the
+ * rows seen. TN_OK, TN_NOTFOUND (no such tenant), or a storage error with err set. */
+int registry_key_list(registry *r, const char *slug, int64_t after_id, int limit,
+                      registry_key_fn fn, void *ctx, int *count, char *err, size_t errlen);
+
+/* Revoke one key of tenant slug, named by its id (id > 0) or its prefix (id 0), at `now`.
+ * A key already revoked keeps its revoked_at and gives TN_OK with *already true. *out (may be
+ * NULL) gets the key after the change (its strings are the registry's until its next call).
+ * TN_NOTFOUND (no such tenant, or no such key of it), TN_INVALID (a prefix several keys
+ * share: the id then), or a storage error. */
+int registry_key_revoke(registry *r, const char *slug, int64_t id, const char *prefix,
+                        int64_t now, registry_key *out, bool *already, char *err,
+                        size_t errlen);
+
+/* The key of tenant_id whose token has this hash, revoked and expired ones included (the
+ * caller decides): TN_OK with *out (slug, prefix and label are NULL), TN_NOTFOUND, or a
+ * storage error (logged). Reads nothing but that row. */
+int registry_key_find(registry *r, int64_t tenant_id, const char *hash, registry_key *out);
+
+/* Record that the key was used at `now`, unless it was within the last min_interval_s
+ * seconds (a guard that holds across workers and hosts). Like registry_set_migration it does
+ * NOT bump the generation: no answer depends on it. TN_OK or a storage error (logged). */
+int registry_key_touch(registry *r, int64_t id, int64_t now, int64_t min_interval_s);
+
 #endif

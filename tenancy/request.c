@@ -8,8 +8,10 @@
 #include "core/buf.h"
 #include "core/kv.h"
 #include "core/log.h"
+#include "core/rc.h"
 
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,6 +199,25 @@ TN_HOT void request_init(tn_request *r, const tn_transport *tp, void *tx, arena 
     r->host = request_normalise_host(a, h);
 }
 
+bool request_path_ambiguous(const char *p)
+{
+    for (const char *s = p; *s != '\0' && *s != '?'; s++) {
+        if (*s == '\\')
+            return true;
+        if (*s == '%' && s[1] != '\0' && s[2] != '\0') {
+            char a = s[1], b = (char)(s[2] | 0x20);
+            if ((a == '2' && (b == 'e' || b == 'f')) || (a == '5' && b == 'c'))
+                return true;
+        }
+        if (*s == '/' && s[1] == '.') {
+            const char *t = s[2] == '.' ? s + 3 : s + 2;
+            if (*t == '/' || *t == '\0' || *t == '?')
+                return true;
+        }
+    }
+    return false;
+}
+
 TN_HOT int request_route_host(tn_request *r, const char *const *params, int nparams)
 {
     if (r->route_state != RH_UNSET)
@@ -241,10 +262,21 @@ void request_init_detached(tn_request *r, arena *a, buf *headers, buf *out)
 const char *tn_method(const tn_request *r) { return r->method; }
 const char *tn_path(const tn_request *r) { return r->path; }
 const char *tn_query(const tn_request *r) { return r->query; }
+const char *tn_mount(const tn_request *r) { return r->mount != NULL ? r->mount : ""; }
 const char *tn_host(const tn_request *r) { return r->host; }
 const char *tn_request_id(const tn_request *r) { return r->req_id; }
 
-const char *tn_request_error(const tn_request *r) { return r->error != NULL ? r->error : ""; }
+void request_set_error(tn_request *r, const char *fmt, ...)
+{
+    if (r->error == NULL && (r->error = arena_alloc(r->arena, REQUEST_ERROR_MAX)) == NULL)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    tn_verrf(r->error, REQUEST_ERROR_MAX, TN_ERR, fmt, ap);
+    va_end(ap);
+}
+
+const char *tn_request_error(const tn_request *r) { return r->error ? r->error : ""; }
 
 TN_HOT const char *tn_param(const tn_request *r, const char *name) { return param(r, name); }
 

@@ -41,6 +41,8 @@ struct tn_request {
     const char *method;
     const char *path;         /* the path the handler sees (a path-prefix resolver strips) */
     const char *orig_path;    /* the path as requested */
+    const char *mount;        /* the prefix of the app serving it (tn_mount); NULL: no mounts
+                               * configured, the one app at the root */
     const char *query;
     const char *host;         /* HTTP_HOST or SERVER_NAME, normalised ("" when absent: tn_host) */
     const char *route_host;   /* the name the request is routed by (request_route_host) */
@@ -68,7 +70,12 @@ struct tn_request {
     bool tenant_counted;               /* admitted by limits_enter: limits_leave is owed */
     const char *stage;                 /* the chain stage running, for error lines */
     tn_db *db;                         /* the tenant's storage, when the chain gave one */
-    const char *error;                 /* tn_request_error(): why the last call failed */
+
+    /* The message of the last app API call that failed with one to give (tn_key_check,
+     * tn_db_query_sandboxed), for tn_request_error. Allocated from the request arena when
+     * first set: a pointer keeps request_init's memset as small as before, and most requests
+     * never fail a call. NULL: none. */
+    char *error;
 };
 
 /* Fill r for a request arriving over transport tp. Buffers are the caller's (reused across
@@ -108,6 +115,18 @@ enum { RH_UNSET = 0, RH_OK, RH_ABSENT, RH_INVALID };
  * the same params: the generation's). RH_OK (r->route_host is the valid name), RH_ABSENT
  * (no param set) or RH_INVALID (r->route_host is ""). */
 int request_route_host(tn_request *r, const char *const *params, int nparams);
+
+/* A path the web server may read differently from us: a "." or ".." segment, or an encoded
+ * dot, slash or backslash. nginx matches its locations (and their access rules) on the
+ * normalised path while we route by the raw one (the tenant path prefix, the mounts), so
+ * /t/globex/../acme/x passes nginx's rule for /t/acme/ and would name globex: such a path is
+ * refused by whatever routes by it, never resolved. */
+bool request_path_ambiguous(const char *p);
+
+/* Set the request's error message (tn_request_error), through tn_verrf; replaces the one
+ * before. Out of request memory the message is lost (tn_request_error then says ""). */
+#define REQUEST_ERROR_MAX 512
+void request_set_error(tn_request *r, const char *fmt, ...) TN_PRINTF(2, 3);
 
 /* The HTTP reason phrase for a status code ("Not Found"). */
 const char *http_reason(int status);

@@ -45,7 +45,9 @@ typedef struct rest_err {
     const char *code;       /* stable and documented: "bad_filter", "unknown_column", ... */
     char message[256];
     char where[128];        /* the query parameter or header, and the byte offset in it:
-                               "or=(a.eq.1,b.zz.2) at 11" */
+                               "or=(a.eq.1,b.zz.2) at 13" (a long one cut with "...") */
+    size_t at;              /* that offset: in the decoded "name=value" of a parameter, in
+                               the value of a header */
 } rest_err;
 
 typedef enum rest_op {
@@ -72,6 +74,10 @@ typedef struct rest_cond {
     /* REST_AND / REST_OR */
     int nkids;
     struct rest_cond **kids;
+    /* where it was read, for errors found later (unknown_column): the decoded parameter
+       "name=value" and the offset of the column in it */
+    const char *param;
+    size_t at;
 } rest_cond;
 
 typedef enum rest_nulls { REST_NULLS_DEFAULT, REST_NULLS_FIRST, REST_NULLS_LAST } rest_nulls;
@@ -80,11 +86,15 @@ typedef struct rest_order {
     const char *column;
     bool desc;
     rest_nulls nulls;
+    const char *param;             /* as in rest_cond */
+    size_t at;
 } rest_order;
 
 typedef struct rest_select {
     const char *column;            /* "*" for every column */
     const char *alias;             /* alias:column, or NULL */
+    const char *param;             /* as in rest_cond */
+    size_t at;
 } rest_select;
 
 /* Prefer: header (RFC 7240 list, PostgREST's preferences). */
@@ -101,6 +111,7 @@ typedef struct rest_prefer {
     rest_resolution resolution;
     bool missing_default;          /* missing=default */
     bool tx_rollback;              /* tx=rollback */
+    bool strict;                   /* handling=strict */
 } rest_prefer;
 
 /* A whole request's reading of the query string and headers. */
@@ -115,13 +126,15 @@ typedef struct rest_query {
     const char *search;            /* search=: full-text terms, or NULL */
     const char *on_conflict;       /* on_conflict=a,b (comma list, unchecked until SQL) */
     const char *columns;           /* columns=a,b (insert: which keys to take) */
+    bool all;                      /* all=true: PATCH/DELETE without a filter (the app's) */
     rest_prefer prefer;
 } rest_query;
 
 /* Read a query string (raw, still percent-encoded; may be NULL or "") into *q. Parameters
  * that are not reserved words (select, order, limit, offset, or, and, not.or, not.and,
- * search, on_conflict, columns) are filters: `column=op.value`. TN_OK, TN_INVALID or
- * TN_TOOBIG with *e filled. */
+ * search, on_conflict, columns, all) are filters: `column=op.value`. *q is reset first
+ * (limit -1, offset 0, Prefer's defaults). TN_OK, or TN_INVALID, TN_TOOBIG (400) or
+ * TN_NOMEM (500) with *e filled; on failure *q is partly filled and must not be used. */
 int rest_parse_query(const rest_mem *m, const char *qs, rest_query *q, rest_err *e);
 
 /* Read the Prefer header (NULL: none) into q->prefer. Unknown preferences are ignored, as
@@ -129,8 +142,10 @@ int rest_parse_query(const rest_mem *m, const char *qs, rest_query *q, rest_err 
 int rest_parse_prefer(const char *header, rest_prefer *p, rest_err *e);
 
 /* Read a Range header's items ("0-9", "10-"; a "items=" unit is accepted) into q's
- * limit/offset, combined with limit= and offset= as PostgREST does. TN_OK, TN_INVALID (416:
- * "range_not_satisfiable" is the caller's, after counting). */
+ * limit/offset, combined with limit= and offset= as PostgREST does: the rows kept are the
+ * intersection of the two windows (limit 0 when they do not meet). Call it once, after
+ * rest_parse_query. NULL: nothing. TN_OK, TN_INVALID (416 "bad_range" for an unreadable
+ * header; "range_not_satisfiable" is the caller's, after counting). */
 int rest_parse_range(const char *header, rest_query *q, rest_err *e);
 
 /* ---- SQL -------------------------------------------------------------------------------- */
@@ -157,12 +172,17 @@ int rest_sql_ident(rest_sql *s, const char *ident);       /* "quoted""ident" */
 int rest_sql_param(rest_sql *s, const char *value);       /* $N, value kept (NULL: SQL NULL) */
 
 /* " WHERE ..." for q->where (nothing when NULL), each column checked with col(): unknown →
- * TN_NOTFOUND, 400 "unknown_column". On SQLite, like is case-sensitive as in PostgreSQL
- * (written as GLOB with the pattern translated) and ilike is LIKE (ASCII case-insensitive). */
+ * TN_NOTFOUND, 400 "unknown_column" with the where of the parameter it came from. Filters
+ * are joined by AND, groups parenthesised, a negation is NOT (...); eq is =, neq <>, in
+ * IN ($1, $2) (an empty list FALSE), is IS NULL/TRUE/FALSE/UNKNOWN (IS NULL for unknown on
+ * SQLite). On SQLite, like is case-sensitive as in PostgreSQL (written as GLOB with the
+ * pattern translated, '\' escaping as LIKE's) and ilike is LIKE ... ESCAPE '\' (ASCII
+ * case-insensitive). The rest_sql_* writers return TN_OK or TN_NOMEM besides. */
 int rest_sql_where(rest_sql *s, const rest_query *q, rest_column_fn col, void *ctx,
                    rest_err *e);
 
-/* " ORDER BY ..." and " LIMIT $n OFFSET $m" for q (nothing when absent). */
+/* " ORDER BY "c" ASC|DESC [NULLS FIRST|LAST], ..." and " LIMIT $n OFFSET $m" for q (nothing
+ * when absent; on SQLite an offset alone is " LIMIT -1 OFFSET $m"). */
 int rest_sql_order(rest_sql *s, const rest_query *q, rest_column_fn col, void *ctx,
                    rest_err *e);
 int rest_sql_limit(rest_sql *s, const rest_query *q);

@@ -175,6 +175,7 @@ static int handler(tn_request *r)
     handler_path = strdup(tn_path(r));
     return tn_puts(r, "ok");
 }
+static const chain_app handler_app = {.handle = handler};
 
 /* ---- references ------------------------------------------------------------------------- */
 
@@ -442,7 +443,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     request_init(&r, &fake_tp, &f, req_arena, &headers, &out, 1 << 20, "fuzz", 0);
     handler_ran = false;
     handler_slug[0] = '\0';
-    chain_run(&r, handler);
+    chain_run(&r, &handler_app);
     request_finish(&r);
     int status = r.status;
     chain_finish(&r, status);

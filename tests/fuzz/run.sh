@@ -30,7 +30,7 @@ set -u
 : "${top_builddir:=.}"
 top_srcdir=$(cd "$top_srcdir" && pwd)
 top_builddir=$(cd "$top_builddir" && pwd)
-TARGETS_ALL="conf kv host settings proto script escape migrate admin"
+TARGETS_ALL="conf kv host settings proto script escape migrate admin rest"
 SECONDS_EACH=${FUZZ_SECONDS:-2}
 FUZZ_CC=${FUZZ_CC:-clang}
 JOBS=${FUZZ_JOBS:-2}

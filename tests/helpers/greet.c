@@ -5,6 +5,9 @@
  *   greet_bad.so fails its init, so a test can check that a reload rolls back.
  * A POST to /echo answers its body back, unchanged by the build, so that a test can send
  * writes through reloads and check each answer to the byte.
+ * Its init adds a stage that marks every response it runs for with `X-Greet-Stage:
+ * GREETING`, so that a test can see which apps' stages ran for a request (mount.sh: a stage
+ * runs for its own app's requests only).
  * Test-only: never installed.
  */
 #include <string.h>
@@ -15,13 +18,21 @@
 #define GREETING "v1"
 #endif
 
+#ifndef GREET_FAIL_INIT
+static int greet_stage(tn_request *r, void *arg)
+{
+    (void)arg;
+    return tn_add_header(r, "X-Greet-Stage", GREETING);
+}
+#endif
+
 static int greet_init(const tn_app_env *env)
 {
     (void)env;
 #ifdef GREET_FAIL_INIT
     return TN_ERR;
 #else
-    return TN_OK;
+    return tn_stage_add("greet", greet_stage, NULL);
 #endif
 }
 

@@ -23,7 +23,8 @@
 #     escaped;
 #   - actions: suspend and resume seen by the tenant's own host at once; create (in process),
 #     migrate and move as detached jobs whose page shows their progress until they end,
-#     delete with the slug typed and a restore; each audited;
+#     delete with the slug typed and a restore; each audited; API keys listed on the tenant's
+#     page (prefix, never the token) and revoked by a confirmed POST, audited;
 #   - the panel is never a tenant: admin.localhost is the panel even with a tenant `admin`,
 #     and a tenant's host never serves the panel;
 #   - a login POST from another origin (Origin, or Referer without Origin) is 403;
@@ -481,6 +482,38 @@ code=$(req POST /t/other/action --data "action=domain-add&confirm=yes&domain=sho
 assert_eq "$code" 303 "add a domain"
 code=$(req POST /t/lite/action --data "action=domain-remove&confirm=yes&domain=shop.other.example&csrf=$TOKEN")
 assert_eq "$code" 409 "a tenant cannot remove another's domain"
+
+# API keys: listed on the tenant's page (prefix, flags, dates; never the token), revoked by a
+# confirmed POST with the CSRF token, audited; another tenant's key is not revoked from here.
+KEY=$(tn_cli key create lite --label "panel test" --read-only | sed -n 2p)
+OKEY=$(tn_cli key create other | sed -n 2p)
+[[ $KEY =~ ^tnk_ ]] && [[ $OKEY =~ ^tnk_ ]] || fatal "tenancy key create printed no token"
+KID=$(tn_cli key list lite --json | sed 's/.*"id":\([0-9]*\).*/\1/')
+OKID=$(tn_cli key list other --json | sed 's/.*"id":\([0-9]*\).*/\1/')
+assert_eq "$(req GET /t/lite)" 200 "the tenant's page with its keys"
+assert_contains "$(body)" "${KEY:0:12}" "the page lists the key's prefix"
+assert_contains "$(body)" "read-only" "and its flag"
+assert_contains "$(body)" "panel test" "and its label"
+case "$(body)" in *"${KEY:12}"*) fail "the page shows a token" ;; *) log "ok: the page shows no token" ;; esac
+assert_contains "$(body)" "confirm?action=key-revoke&amp;key=$KID" "a revoke link"
+assert_eq "$(req GET "/t/lite/confirm?action=key-revoke&key=$KID")" 200 "the revoke confirmation page"
+assert_eq "$(tn_cli key list lite --json | grep -c '"revoked_at":null')" 1 "a GET revokes nothing"
+code=$(req POST /t/lite/action --data "action=key-revoke&confirm=yes&key=$KID&csrf=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
+assert_eq "$code" 403 "a revoke without the session's CSRF token: refused"
+code=$(req POST /t/lite/action --data "action=key-revoke&confirm=yes&key=$OKID&csrf=$TOKEN")
+assert_eq "$code" 409 "another tenant's key is not revoked from this tenant's page"
+assert_eq "$(tn_cli key list other --json | grep -c '"revoked_at":null')" 1 "... and stays live"
+code=$(req POST /t/lite/action --data "action=key-revoke&confirm=yes&key=$KID&csrf=$TOKEN")
+assert_eq "$code" 303 "revoke a key"
+assert_contains "$(tn_cli key list lite --json)" '"status":"revoked"' "the key is revoked in the registry"
+assert_contains "$(grep '"action":"key-revoke"' "$T/state/admin-audit.log" | grep '"result":"ok"')" \
+    "key $KID ${KEY:0:12}" "the revoke audited with the key's id and prefix"
+assert_contains "$(grep '"action":"key-revoke"' "$T/state/admin-audit.log" | grep '"result":"ok"')" \
+    '"user":"admin"' "the revoke audited with who"
+case "$(cat "$T/state/admin-audit.log")" in *"${KEY:12}"*) fail "the audit log holds a token" ;; esac
+assert_eq "$(req GET /t/lite)" 200 "the tenant's page after the revoke"
+case "$(body)" in *"revoke-key-$KID"*) fail "a revoked key still has a revoke link" ;;
+*) log "ok: a revoked key has no revoke link" ;; esac
 
 # Create (in process), migrate and move (detached jobs: the request only starts one and is sent
 # to its page, which shows the progress until the job ends); delete with its grace period,

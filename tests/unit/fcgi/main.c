@@ -8,10 +8,12 @@ Suite *listen_suite(void);
 Suite *guard_suite(void);
 Suite *accesslog_suite(void);
 Suite *handler_suite(void);
+Suite *mount_suite(void);   /* check_mount.c: mount lines, their checks, the match */
 
 int main(void)
 {
     Suite *s[] = {proto_suite(), config_suite(),    listen_suite(),
-                  guard_suite(), accesslog_suite(), handler_suite()};
+                  guard_suite(), accesslog_suite(), handler_suite(),
+                  mount_suite()};
     return run_suites(s, (int)TN_ARRAY_LEN(s));
 }

@@ -5,6 +5,8 @@
 #include "core/first.h"
 #include "core/rc.h"
 #include "tenancy/chain.h"
+#include "tenancy/keys.h"
+#include "tenancy/lookup.h"
 #include "tenancy/registry.h"
 
 #include <check.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- an in-memory transport ---------------------------------------------------------------- */
@@ -51,14 +54,26 @@ static int handler_seen_ok;
 static char handler_path[256];
 static char handler_slug[64];
 
+/* When key_token is set, the handler checks it with tn_key_check and keeps what it said. */
+static const char *key_token;
+static int key_rc;
+static unsigned key_flags;
+static char key_error[256];
+
 static int handler(tn_request *r)
 {
     handler_seen_ok++;
+    if (key_token != NULL) {
+        key_flags = 99;
+        key_rc = tn_key_check(r, key_token, &key_flags);
+        snprintf(key_error, sizeof(key_error), "%s", tn_request_error(r));
+    }
     snprintf(handler_path, sizeof(handler_path), "%s", tn_path(r));
     const tn_tenant *t = tn_tenant_of(r);
     snprintf(handler_slug, sizeof(handler_slug), "%s", t ? tn_tenant_slug(t) : "-");
     return tn_puts(r, "ok");
 }
+static const chain_app handler_app = {.handle = handler};
 
 /* Run one request; returns the final status and leaves the body in f->out. */
 static int run(struct fake *f, const char *host, const char *path, const char *extra_name,
@@ -81,7 +96,7 @@ static int run(struct fake *f, const char *host, const char *path, const char *e
     tn_request r;
     request_init(&r, &fake_tp, f, req_arena, &headers, &out, 1 << 20, "test", 0);
     handler_slug[0] = '\0';
-    int rc = chain_run(&r, handler);
+    int rc = chain_run(&r, &handler_app);
     (void)rc;
     request_finish(&r);
     int status = r.status;
@@ -206,7 +221,7 @@ START_TEST(test_header_untrusted_source)
     f.n = (int)TN_ARRAY_LEN(p);
     tn_request r;
     request_init(&r, &fake_tp, &f, req_arena, &headers, &out, 1 << 20, "test", 0);
-    chain_run(&r, handler);
+    chain_run(&r, &handler_app);
     request_finish(&r);
     ck_assert_int_eq(r.status, 404);
     chain_finish(&r, r.status);
@@ -387,6 +402,83 @@ static int during_run(tn_request *r, void *arg)
                : TN_ERR;
 }
 
+/* Two apps behind one chain (fcgi/route.c's pick, reduced): /api goes to the second. Each
+ * app's init adds a stage; a stage runs for its own app's requests only. */
+static int stage_runs[2];
+static char mount_seen[64];
+static int count_stage(tn_request *r, void *arg)
+{
+    (void)r;
+    stage_runs[(intptr_t)arg]++;
+    return TN_OK;
+}
+static int deny_stage(tn_request *r, void *arg)
+{
+    (void)arg;
+    tn_send_error(r, 401, "no key");
+    return TN_DONE;
+}
+static int mount_handler(tn_request *r)
+{
+    snprintf(mount_seen, sizeof(mount_seen), "%s", tn_mount(r));
+    return handler(r);
+}
+static chain_app app_root = {.handle = mount_handler}, app_api = {.handle = mount_handler};
+static const chain_app *pick_two(void *ctx, tn_request *r)
+{
+    (void)ctx;
+    if (strncmp(r->path, "/api", 4) == 0 && (r->path[4] == '\0' || r->path[4] == '/')) {
+        r->mount = "/api";
+        r->path = r->path[4] ? r->path + 4 : "/";
+        return &app_api;
+    }
+    r->mount = "";
+    return &app_root;
+}
+
+START_TEST(test_stages_per_app)
+{
+    chain_fini();
+    chain_env env = {.cfg = &cfg, .max_children = 4, .lim = lim, .pick = pick_two};
+    ck_assert_int_eq(chain_init(&env), TN_OK);
+    ck_assert_int_eq(tn_stage_add("outside", count_stage, NULL), TN_ERR);   /* init only */
+    chain_stages_open(&app_root);
+    ck_assert_int_eq(tn_stage_add("root-count", count_stage, (void *)0), TN_OK);
+    chain_stages_close(&app_root);
+    chain_stages_open(&app_api);
+    ck_assert_int_eq(tn_stage_add("api-count", count_stage, (void *)1), TN_OK);
+    ck_assert_int_eq(tn_stage_add("api-auth", deny_stage, NULL), TN_OK);
+    chain_stages_close(&app_api);
+    ck_assert_int_eq(app_root.nstages, 1);
+    ck_assert_int_eq(app_api.first_stage, 1);
+    ck_assert_int_eq(app_api.nstages, 2);
+
+    struct fake f = {0};
+    stage_runs[0] = stage_runs[1] = 0;
+    /* The root app: its stage only, never the api's auth stage. */
+    ck_assert_int_eq(run(&f, "acme.example.com", "/apix/1", NULL, NULL), 200);
+    ck_assert_str_eq(handler_path, "/apix/1");
+    ck_assert_str_eq(mount_seen, "");
+    ck_assert_int_eq(stage_runs[0], 1);
+    ck_assert_int_eq(stage_runs[1], 0);
+    /* The api: its two stages, the second answers; the root's stage does not run. */
+    ck_assert_int_eq(run(&f, "acme.example.com", "/api/x", NULL, NULL), 401);
+    ck_assert_int_eq(stage_runs[0], 1);
+    ck_assert_int_eq(stage_runs[1], 1);
+    /* The tenant path prefix first, then the mount: /t/acme/api/x is acme's /api, path /x. */
+    chain_stages_open(&app_api);   /* the api without its auth stage, for the next request */
+    ck_assert_int_eq(tn_stage_add("api-count2", count_stage, (void *)1), TN_OK);
+    chain_stages_close(&app_api);
+    ck_assert_int_eq(run(&f, "other.test", "/t/acme/api/x", NULL, NULL), 200);
+    ck_assert_str_eq(handler_slug, "acme");
+    ck_assert_str_eq(handler_path, "/x");
+    ck_assert_str_eq(mount_seen, "/api");
+    ck_assert_int_eq(stage_runs[0], 1);
+    ck_assert_int_eq(stage_runs[1], 2);
+    buf_free(&f.out);
+}
+END_TEST
+
 START_TEST(test_tn_run)
 {
     ck_assert_int_eq(tn_run("acme", during_run, NULL), TN_OK);
@@ -404,10 +496,157 @@ START_TEST(test_context_must_be_empty)
     f.n = 1;
     tn_request r1, r2;
     request_init(&r1, &fake_tp, &f, req_arena, &headers, &out, 1 << 20, "a", 0);
-    chain_run(&r1, handler);
+    chain_run(&r1, &handler_app);
     /* no chain_finish(&r1): the next request must not run */
     request_init(&r2, &fake_tp, &f, req_arena, &headers, &out, 1 << 20, "b", 0);
-    chain_run(&r2, handler);
+    chain_run(&r2, &handler_app);
+}
+END_TEST
+
+/* A key made in the registry as `tenancy key create` makes it: the token into tok. */
+static int64_t make_key(const char *slug, bool ro, int64_t created, int64_t expires,
+                        char tok[KEY_TOKEN_MAX])
+{
+    registry *reg;
+    char err[256], hash[KEY_HASH_MAX], prefix[KEY_PREFIX_MAX];
+    ck_assert_int_eq(key_token_new(tok), TN_OK);
+    ck_assert(key_token_shape(tok));
+    key_token_hash(tok, hash);
+    key_token_prefix(tok, prefix);
+    ck_assert_int_eq(registry_open(cfg.registry_uri, cfg.gen_path, &reg, err, sizeof(err)), TN_OK);
+    registry_key_new k = {.slug = slug, .prefix = prefix, .hash = hash, .read_only = ro,
+                          .created_at = created, .expires_at = expires};
+    int64_t id = 0;
+    ck_assert_msg(registry_key_create(reg, &k, &id, err, sizeof(err)) == TN_OK, "%s", err);
+    registry_close(reg);
+    return id;
+}
+
+static int check_key(const char *host, const char *token)
+{
+    struct fake f = {0};
+    key_token = token;
+    key_rc = -100;
+    key_error[0] = '\0';
+    ck_assert_int_eq(run(&f, host, "/", NULL, NULL), 200);
+    key_token = NULL;
+    buf_free(&f.out);
+    return key_rc;
+}
+
+/* tn_key_check: the request's own tenant's live keys only; its flags; another tenant's key,
+ * a revoked, an expired, a malformed one and a central request refused with a reason; a
+ * revoke seen by the next request although the answer was cached; last_used_at recorded. */
+START_TEST(test_key_check)
+{
+    int64_t now = (int64_t)time(NULL);
+    char rw[KEY_TOKEN_MAX], ro[KEY_TOKEN_MAX], other[KEY_TOKEN_MAX], old[KEY_TOKEN_MAX];
+    int64_t rw_id = make_key("acme", false, now, 0, rw);
+    make_key("acme", true, now, now + 3600, ro);
+    make_key("moving", false, now, 0, other);
+    make_key("acme", false, now - 100, now - 1, old);
+
+    ck_assert_int_eq(check_key("acme.example.com", rw), TN_OK);
+    ck_assert_uint_eq(key_flags, 0);
+    ck_assert_int_eq(check_key("acme.example.com", rw), TN_OK);   /* now from the cache */
+    ck_assert_int_eq(check_key("acme.example.com", ro), TN_OK);
+    ck_assert_uint_eq(key_flags, TN_KEY_READ_ONLY);
+    ck_assert_int_eq(check_key("acme.example.com", other), TN_DENIED);
+    ck_assert_uint_eq(key_flags, 0);
+    ck_assert_str_eq(key_error, "unknown API key");
+    ck_assert_int_eq(check_key("moving.example.com", other), TN_OK);
+    ck_assert_int_eq(check_key("moving.example.com", rw), TN_DENIED);
+    ck_assert_int_eq(check_key("acme.example.com", old), TN_DENIED);
+    ck_assert_str_eq(key_error, "this API key has expired");
+    ck_assert_int_eq(check_key("acme.example.com", "tnk_short"), TN_INVALID);
+    ck_assert_int_eq(check_key("acme.example.com", ""), TN_INVALID);
+    char bad[KEY_TOKEN_MAX];
+    memcpy(bad, rw, sizeof(bad));
+    bad[10] = '!';
+    ck_assert_int_eq(check_key("acme.example.com", bad), TN_INVALID);
+    ck_assert_int_eq(check_key("admin.example.com", rw), TN_NOTFOUND);
+    ck_assert_str_ne(key_error, "");
+
+    /* revoked (as `tenancy key revoke`: a registry change, a generation bump) */
+    registry *reg;
+    char err[256];
+    ck_assert_int_eq(registry_open(cfg.registry_uri, cfg.gen_path, &reg, err, sizeof(err)), TN_OK);
+    ck_assert_int_eq(registry_key_revoke(reg, "acme", rw_id, NULL, now, NULL, NULL, err,
+                                         sizeof(err)), TN_OK);
+    ck_assert_int_eq(check_key("acme.example.com", rw), TN_DENIED);
+    ck_assert_str_eq(key_error, "this API key was revoked");
+    ck_assert_int_eq(check_key("acme.example.com", ro), TN_OK);
+
+    /* last_used_at of a key used */
+    char hash[KEY_HASH_MAX];
+    key_token_hash(ro, hash);
+    tenant_rec *t = NULL;
+    ck_assert_int_eq(registry_fetch(reg, LK_SLUG, "acme", &t), TN_OK);
+    registry_key k;
+    ck_assert_int_eq(registry_key_find(reg, t->id, hash, &k), TN_OK);
+    ck_assert(k.last_used_at >= now);
+    free(t);
+    registry_close(reg);
+}
+END_TEST
+
+/* The token's form and the constant-time comparison. */
+START_TEST(test_key_token)
+{
+    char a[KEY_TOKEN_MAX], b[KEY_TOKEN_MAX], p[KEY_PREFIX_MAX];
+    ck_assert_int_eq(key_token_new(a), TN_OK);
+    ck_assert_int_eq(key_token_new(b), TN_OK);
+    ck_assert_uint_eq(strlen(a), KEY_TOKEN_LEN);
+    ck_assert_str_ne(a, b);
+    ck_assert(key_token_shape(a));
+    key_token_prefix(a, p);
+    ck_assert(key_prefix_shape(p));
+    ck_assert(!key_token_shape(p));
+    ck_assert(!key_prefix_shape(a));
+    char longer[KEY_TOKEN_MAX + 1];
+    snprintf(longer, sizeof(longer), "%sA", a);
+    ck_assert(!key_token_shape(longer));
+    ck_assert(!key_token_shape("xyz_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"));
+    ck_assert(key_token_shape("tnk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"));
+    ck_assert(key_equal(a, a));
+    ck_assert(!key_equal(a, b));
+    ck_assert(!key_equal(a, p));
+    ck_assert(!key_equal("", a));
+    char h[KEY_HASH_MAX];
+    key_token_hash("tnk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", h);
+    ck_assert_uint_eq(strlen(h), 64);
+}
+END_TEST
+
+/* The cache: answers per (tenant, hash), flushed by a new generation, expired by the TTL. */
+START_TEST(test_key_cache)
+{
+    key_cache *c = key_cache_create(64, 1000, 100);
+    const char *h1 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    key_cache_sync(c, 1);
+    key_answer a = {.found = true, .key_id = 7, .flags = TN_KEY_READ_ONLY};
+    ck_assert_ptr_nonnull(key_cache_put(c, 1, h1, &a, 0));
+    ck_assert_ptr_nonnull(key_cache_get(c, 1, h1, 999));
+    ck_assert_ptr_null(key_cache_get(c, 2, h1, 0));        /* another tenant */
+    ck_assert_ptr_null(key_cache_get(c, 1, h1, 1000));     /* past its TTL */
+    ck_assert_ptr_nonnull(key_cache_put(c, 1, h1, &a, 0));
+    key_cache_sync(c, 1);
+    ck_assert_ptr_nonnull(key_cache_get(c, 1, h1, 0));
+    key_cache_sync(c, 2);
+    ck_assert_ptr_null(key_cache_get(c, 1, h1, 0));        /* flushed by the generation */
+    key_answer none = {.found = false};
+    key_answer *n = key_cache_put(c, 1, h1, &none, 0);
+    ck_assert(!key_cache_touch_due(n, 0, 60000));
+    ck_assert_ptr_null(key_cache_get(c, 1, h1, 100));      /* a negative answer lives less */
+    key_answer *p = key_cache_put(c, 1, h1, &a, 0);
+    ck_assert(key_cache_touch_due(p, 5, 60000));
+    ck_assert(!key_cache_touch_due(p, 60004, 60000));
+    ck_assert(key_cache_touch_due(p, 60005, 60000));
+    key_cache_destroy(c);
+    key_cache *off = key_cache_create(0, 1000, 100);
+    ck_assert_ptr_null(key_cache_put(off, 1, h1, &a, 0));
+    ck_assert_ptr_null(key_cache_get(off, 1, h1, 0));
+    key_cache_destroy(off);
 }
 END_TEST
 
@@ -424,7 +663,11 @@ Suite *chain_suite(void)
     tcase_add_test(tc, test_limits_table_full);
     tcase_add_test(tc, test_limits_top_pages);
     tcase_add_test(tc, test_limits_cap_concurrent);
+    tcase_add_test(tc, test_stages_per_app);
     tcase_add_test(tc, test_tn_run);
+    tcase_add_test(tc, test_key_check);
+    tcase_add_test(tc, test_key_token);
+    tcase_add_test(tc, test_key_cache);
     suite_add_tcase(s, tc);
     /* Expects the process to abort: fork mode only (tagged, so that CK_FORK=no runs such as
      * `make check-valgrind` leave it out with CK_EXCLUDE_TAGS=fork). The fixture runs in the

@@ -602,6 +602,99 @@ START_TEST(test_check)
 }
 END_TEST
 
+/* API keys: the expiry forms, a key made (its token shown once, its hash kept), listed,
+ * revoked by prefix and by a whole token, another tenant's refused. */
+typedef struct keys_seen {
+    int n, revoked;
+    char prefix[16];
+} keys_seen;
+
+static int keys_cb(void *ctx, const registry_key *k)
+{
+    keys_seen *s = ctx;
+    s->n++;
+    s->revoked += k->revoked_at != 0;
+    snprintf(s->prefix, sizeof(s->prefix), "%s", k->prefix);
+    return TN_OK;
+}
+
+START_TEST(test_keys)
+{
+    int64_t at = 0;
+    OK(ops_key_expiry("30d", 1000, &at, err, sizeof(err)));
+    ck_assert_int_eq(at, 1000 + 30 * 86400);
+    OK(ops_key_expiry("2w", 0, &at, err, sizeof(err)));
+    ck_assert_int_eq(at, 14 * 86400);
+    OK(ops_key_expiry("90m", 0, &at, err, sizeof(err)));
+    ck_assert_int_eq(at, 5400);
+    OK(ops_key_expiry("2027-01-31", 0, &at, err, sizeof(err)));
+    ck_assert_int_eq(at, 1801353600);
+    OK(ops_key_expiry("2027-01-31T12:00:00Z", 0, &at, err, sizeof(err)));
+    ck_assert_int_eq(at, 1801353600 + 43200);
+    const char *bad[] = {"", "0d", "-1d", "30", "30x", "d", "2027-13-01", "2027-01-31T12:00",
+                         "tomorrow"};
+    for (size_t i = 0; i < TN_ARRAY_LEN(bad); i++)
+        ck_assert_int_eq(ops_key_expiry(bad[i], 0, &at, err, sizeof(err)), TN_INVALID);
+    ck_assert_int_eq(ops_key_expiry("2020-01-01", 1801353600, &at, err, sizeof(err)), TN_INVALID);
+
+    ops_plan *p = plan();
+    create(p, "acme", NULL);
+    create(p, "globex", NULL);
+    ops_plan_free(p);
+    ops_key_opts o = {.read_only = true, .label = "ci", .expires = "1h"};
+    ops_key_made m, m2, g;
+    OK(ops_key_create(&E, "acme", &o, &m, err, sizeof(err)));
+    ck_assert(key_token_shape(m.token));
+    ck_assert(m.read_only);
+    ck_assert_int_eq(m.expires_at, m.created_at + 3600);
+    ck_assert_int_eq(strncmp(m.token, m.prefix, KEY_PREFIX_LEN), 0);
+    ops_key_opts plain = {0};
+    OK(ops_key_create(&E, "acme", &plain, &m2, err, sizeof(err)));
+    OK(ops_key_create(&E, "globex", &plain, &g, err, sizeof(err)));
+    ck_assert_int_eq(ops_key_create(&E, "nobody", &plain, &m2, err, sizeof(err)), TN_NOTFOUND);
+    ck_assert_str_eq(m2.token, "");   /* no token given out for a key that was not made */
+    ops_key_opts past = {.expires = "2001-01-01"};
+    ck_assert_int_eq(ops_key_create(&E, "acme", &past, &m2, err, sizeof(err)), TN_INVALID);
+
+    /* the registry holds the hash, never the token */
+    char hash[KEY_HASH_MAX], v[128];
+    key_token_hash(m.token, hash);
+    const char *hp[] = {hash};
+    ck_assert_int_eq(db_query_value(registry_db(E.reg), v, sizeof(v),
+                                    "SELECT prefix FROM api_keys WHERE token_hash = $1", 1, hp),
+                     TN_OK);
+    ck_assert_str_eq(v, m.prefix);
+
+    keys_seen s = {0};
+    OK(ops_key_list(&E, "acme", keys_cb, &s, err, sizeof(err)));
+    ck_assert_int_eq(s.n, 2);
+    memset(&s, 0, sizeof(s));
+    OK(ops_key_list(&E, NULL, keys_cb, &s, err, sizeof(err)));
+    ck_assert_int_eq(s.n, 3);
+
+    registry_key k;
+    bool already = true;
+    OK(ops_key_revoke(&E, "acme", m.prefix, &k, &already, err, sizeof(err)));
+    ck_assert(!already);
+    ck_assert_int_eq(k.id, m.id);
+    OK(ops_key_revoke(&E, "acme", m.token, &k, &already, err, sizeof(err)));   /* a token */
+    ck_assert(already);
+    char gid[24];
+    snprintf(gid, sizeof(gid), "%lld", (long long)g.id);
+    ck_assert_int_eq(ops_key_revoke(&E, "acme", gid, &k, &already, err, sizeof(err)),
+                     TN_NOTFOUND);
+    ck_assert_int_eq(ops_key_revoke(&E, "acme", g.prefix, &k, &already, err, sizeof(err)),
+                     TN_NOTFOUND);
+    ck_assert_int_eq(ops_key_revoke(&E, "acme", "0", &k, &already, err, sizeof(err)),
+                     TN_INVALID);
+    ck_assert_int_eq(ops_key_revoke(&E, "acme", "tnk_x", &k, &already, err, sizeof(err)),
+                     TN_INVALID);
+    memset(&s, 0, sizeof(s));
+    OK(ops_key_list(&E, NULL, keys_cb, &s, err, sizeof(err)));
+    ck_assert_int_eq(s.revoked, 1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ops");
@@ -618,6 +711,7 @@ int main(void)
     tcase_add_test(tc, test_move_refused);
     tcase_add_test(tc, test_delete_purge);
     tcase_add_test(tc, test_check);
+    tcase_add_test(tc, test_keys);
     suite_add_tcase(s, tc);
     Suite *all[] = {s};
     return run_suites(all, 1);

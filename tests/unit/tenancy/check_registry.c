@@ -722,6 +722,171 @@ START_TEST(test_purge)
 }
 END_TEST
 
+
+/* ---- API keys --------------------------------------------------------------------------------- */
+
+#define HASH_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define HASH_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define HASH_C "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
+
+static int key_create(const char *slug, const char *prefix, const char *hash, bool ro,
+                      int64_t expires, int64_t *id)
+{
+    registry_key_new k = {.slug = slug, .prefix = prefix, .hash = hash, .read_only = ro,
+                          .label = "test", .created_at = 1000, .expires_at = expires};
+    err[0] = '\0';
+    return registry_key_create(R, &k, id, err, sizeof(err));
+}
+
+typedef struct keys_seen {
+    int n;
+    int64_t ids[16];
+    char slugs[16][64], prefixes[16][16];
+} keys_seen;
+
+static int keys_cb(void *ctx, const registry_key *k)
+{
+    keys_seen *s = ctx;
+    if (s->n < 16) {
+        s->ids[s->n] = k->id;
+        snprintf(s->slugs[s->n], sizeof(s->slugs[0]), "%s", k->slug);
+        snprintf(s->prefixes[s->n], sizeof(s->prefixes[0]), "%s", k->prefix);
+    }
+    s->n++;
+    return TN_OK;
+}
+
+static int64_t key_count(void)
+{
+    char v[32];
+    ck_assert_int_eq(db_query_value(registry_db(R), v, sizeof(v),
+                                    "SELECT count(*) FROM api_keys", 0, NULL), TN_OK);
+    return atoll(v);
+}
+
+/* Create, find by (tenant, hash) only, list by tenant and all, revoke by id and prefix (the
+ * generation bumped by each change, not by a find or a touch), the guard of last_used_at,
+ * the keys gone with their tenant. */
+START_TEST(test_keys)
+{
+    ck_assert_int_eq(create("acme", "Acme", NULL, 0), TN_OK);
+    ck_assert_int_eq(create("globex", "Globex", NULL, 0), TN_OK);
+    GEN_IS(2);
+    int64_t a = 0, b = 0, c = 0;
+    OK(key_create("acme", "tnk_AAAAAAAA", HASH_A, false, 0, &a));
+    OK(key_create("acme", "tnk_BBBBBBBB", HASH_B, true, 5000, &b));
+    OK(key_create("globex", "tnk_CCCCCCCC", HASH_C, false, 0, &c));
+    GEN_IS(5);
+    ck_assert(a > 0 && b > a && c > b);
+    /* refusals change nothing */
+    EXPECT(TN_NOTFOUND, key_create("nobody", "tnk_DDDDDDDD", HASH_C, false, 0, NULL));
+    EXPECT(TN_EXISTS, key_create("acme", "tnk_DDDDDDDD", HASH_C, false, 0, NULL));
+    EXPECT(TN_INVALID, key_create("acme", "tnk_bad", HASH_C, false, 0, NULL));
+    EXPECT(TN_INVALID, key_create("acme", "tnk_DDDDDDDD", "abc", false, 0, NULL));
+    EXPECT(TN_INVALID, key_create("acme", "tnk_DDDDDDDD", HASH_C "0", false, 0, NULL));
+    EXPECT(TN_INVALID, key_create("acme", "tnk_DDDDDDDD", HASH_C, false, 999, NULL));
+    registry_key_new bad = {.slug = "acme", .prefix = "tnk_DDDDDDDD", .hash = HASH_C,
+                            .label = "a\nb", .created_at = 1};
+    EXPECT(TN_INVALID, registry_key_create(R, &bad, NULL, err, sizeof(err)));
+    GEN_IS(5);
+    ck_assert_int_eq(key_count(), 3);
+
+    /* found by (tenant, hash) only: another tenant's key is not found */
+    registry_key k;
+    tenant_rec *acme = fetch(LK_SLUG, "acme"), *globex = fetch(LK_SLUG, "globex");
+    OK(registry_key_find(R, acme->id, HASH_B, &k));
+    ck_assert_int_eq(k.id, b);
+    ck_assert(k.read_only);
+    ck_assert_int_eq(k.expires_at, 5000);
+    ck_assert_int_eq(k.revoked_at, 0);
+    EXPECT(TN_NOTFOUND, registry_key_find(R, globex->id, HASH_B, &k));
+    EXPECT(TN_NOTFOUND, registry_key_find(R, acme->id, HASH_C, &k));
+    OK(registry_key_find(R, globex->id, HASH_C, &k));
+
+    /* lists */
+    keys_seen s;
+    memset(&s, 0, sizeof(s));
+    int n = 0;
+    OK(registry_key_list(R, "acme", 0, 0, keys_cb, &s, &n, err, sizeof(err)));
+    ck_assert_int_eq(s.n, 2);
+    ck_assert_int_eq(n, 2);
+    ck_assert_str_eq(s.prefixes[0], "tnk_AAAAAAAA");
+    ck_assert_str_eq(s.slugs[1], "acme");
+    memset(&s, 0, sizeof(s));
+    OK(registry_key_list(R, NULL, a, 1, keys_cb, &s, &n, err, sizeof(err)));   /* paged */
+    ck_assert_int_eq(s.n, 1);
+    ck_assert_int_eq(s.ids[0], b);
+    memset(&s, 0, sizeof(s));
+    OK(registry_key_list(R, NULL, b, 0, keys_cb, &s, NULL, err, sizeof(err)));
+    ck_assert_int_eq(s.n, 1);
+    ck_assert_str_eq(s.slugs[0], "globex");
+    EXPECT(TN_NOTFOUND, registry_key_list(R, "nobody", 0, 0, keys_cb, &s, NULL, err, sizeof(err)));
+    GEN_IS(5);
+
+    /* revoke: by id, by prefix; only the tenant's own; again is TN_OK, already */
+    bool already = true;
+    OK(registry_key_revoke(R, "acme", a, NULL, 2000, &k, &already, err, sizeof(err)));
+    ck_assert(!already);
+    ck_assert_int_eq(k.revoked_at, 2000);
+    ck_assert_str_eq(k.prefix, "tnk_AAAAAAAA");
+    GEN_IS(6);
+    OK(registry_key_revoke(R, "acme", 0, "tnk_AAAAAAAA", 3000, &k, &already, err, sizeof(err)));
+    ck_assert(already);
+    ck_assert_int_eq(k.revoked_at, 2000);
+    EXPECT(TN_NOTFOUND, registry_key_revoke(R, "acme", c, NULL, 3000, NULL, NULL, err,
+                                            sizeof(err)));
+    EXPECT(TN_NOTFOUND, registry_key_revoke(R, "acme", 0, "tnk_CCCCCCCC", 3000, NULL, NULL,
+                                            err, sizeof(err)));
+    EXPECT(TN_INVALID, registry_key_revoke(R, "acme", 0, "nope", 3000, NULL, NULL, err,
+                                           sizeof(err)));
+    OK(registry_key_find(R, globex->id, HASH_C, &k));
+    ck_assert_int_eq(k.revoked_at, 0);
+    OK(registry_key_find(R, acme->id, HASH_A, &k));
+    ck_assert_int_eq(k.revoked_at, 2000);
+
+    /* last_used_at: written, then not again within the interval; no generation bump */
+    uint64_t g = gen_now();
+    OK(registry_key_touch(R, b, 10000, 60));
+    OK(registry_key_find(R, acme->id, HASH_B, &k));
+    ck_assert_int_eq(k.last_used_at, 10000);
+    OK(registry_key_touch(R, b, 10030, 60));
+    OK(registry_key_find(R, acme->id, HASH_B, &k));
+    ck_assert_int_eq(k.last_used_at, 10000);
+    OK(registry_key_touch(R, b, 10060, 60));
+    OK(registry_key_find(R, acme->id, HASH_B, &k));
+    ck_assert_int_eq(k.last_used_at, 10060);
+    GEN_IS(g);
+
+    /* the keys go with their tenant */
+    OK(registry_purge(R, "acme", err, sizeof(err)));
+    ck_assert_int_eq(key_count(), 1);
+    free(acme);
+    free(globex);
+}
+END_TEST
+
+/* A registry made before the keys' table: reads answer "no keys", the first create makes
+ * the table, and `tenancy init` again leaves the keys alone. */
+START_TEST(test_keys_upgrade)
+{
+    ck_assert_int_eq(create("acme", "Acme", NULL, 0), TN_OK);
+    ck_assert_int_eq(tn_db_exec(registry_db(R), "DROP TABLE api_keys", 0, NULL), TN_OK);
+    tenant_rec *acme = fetch(LK_SLUG, "acme");
+    registry_key k;
+    EXPECT(TN_NOTFOUND, registry_key_find(R, acme->id, HASH_A, &k));
+    keys_seen s;
+    memset(&s, 0, sizeof(s));
+    OK(registry_key_list(R, "acme", 0, 0, keys_cb, &s, NULL, err, sizeof(err)));
+    ck_assert_int_eq(s.n, 0);
+    EXPECT(TN_NOTFOUND, registry_key_revoke(R, "acme", 1, NULL, 1, NULL, NULL, err, sizeof(err)));
+    OK(key_create("acme", "tnk_AAAAAAAA", HASH_A, false, 0, NULL));
+    OK(registry_key_find(R, acme->id, HASH_A, &k));
+    OK(registry_init(R, err, sizeof(err)));
+    ck_assert_int_eq(key_count(), 1);
+    free(acme);
+}
+END_TEST
+
 START_TEST(test_show)
 {
     ck_assert_int_eq(create("acme", "Acme", "{\"k\":\"v\"}", 2, "acme.test", "alias.test"), TN_OK);
@@ -987,6 +1152,8 @@ Suite *registry_suite(bool pg)
     tcase_add_test(tc, test_settings);
     tcase_add_test(tc, test_domains);
     tcase_add_test(tc, test_purge);
+    tcase_add_test(tc, test_keys);
+    tcase_add_test(tc, test_keys_upgrade);
     tcase_add_test(tc, test_show);
     tcase_add_test(tc, test_list_paging);
     tcase_add_test(tc, test_list_search_literal);

@@ -1,0 +1,221 @@
+/*
+ * data.h — what the data app's files share (apps/data, private to this folder).
+ *
+ * Owns: the request context (dt_req), the catalog's types (dt_table, dt_col), the API's
+ * column types and their map per dialect, and the declarations of each file's entry points.
+ * The pure helpers (sqltext.c, csv.c) take a rest_mem allocator and nothing of a request,
+ * so their unit tests link them alone.
+ *
+ * Must not: be included outside apps/data; declare anything the host provides (that is
+ * tenancy.h's).
+ */
+#ifndef TENANCY_APPS_DATA_DATA_H
+#define TENANCY_APPS_DATA_DATA_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tenancy.h"
+#include "rest.h"
+
+/* ---- types ------------------------------------------------------------------------------ */
+
+/* The API's column types (README: the type map). */
+typedef enum dt_type {
+    DT_TEXT, DT_INTEGER, DT_REAL, DT_BOOLEAN, DT_TIMESTAMP, DT_JSON, DT_NTYPES
+} dt_type;
+
+/* "text" → DT_TEXT ...; -1 for a name that is none of them. */
+int dt_type_parse(const char *name);
+const char *dt_type_name(int type);
+/* The column type written in DDL for the dialect ("INTEGER", "bigint", ...). */
+const char *dt_type_sql(int type, rest_dialect d);
+/* A column's declared type as the catalog reports it, read back to an API type (any
+ * declared type maps to one: unknown ones are text). */
+int dt_type_from_sqlite(const char *decl);
+int dt_type_from_pg(const char *data_type);
+
+/* ---- a growing string (pure) ------------------------------------------------------------ */
+
+typedef struct dt_str {
+    const rest_mem *m;
+    char *s;
+    size_t len, cap;
+    bool oom;
+} dt_str;
+
+void dt_str_init(dt_str *b, const rest_mem *m);
+void dt_str_add(dt_str *b, const char *s);
+void dt_str_addn(dt_str *b, const char *s, size_t n);
+void dt_str_addc(dt_str *b, char c);
+/* The text so far ("" when empty), NULL when an allocation failed. */
+const char *dt_str_get(dt_str *b);
+
+/* ---- names and literals (sqltext.c, pure) ------------------------------------------------ */
+
+/* An internal object's name: starts with '_', "tenancy_" or "sqlite_" (any case). */
+bool dt_name_internal(const char *name);
+/* A name the API accepts for a new table or column: a letter then letters, digits and '_',
+ * at most DT_NAME_MAX bytes, not internal; tables also not one of the reserved words. */
+#define DT_NAME_MAX 63
+bool dt_name_ok(const char *name);
+bool dt_table_name_ok(const char *name);
+bool dt_name_reserved(const char *name);
+/* "ident" with '"' doubled. */
+void dt_quote_ident(dt_str *b, const char *ident);
+/* 'text' with '\'' doubled: for names we validated, where SQL wants a string (FTS5's
+ * content=, COMMENT ON). */
+void dt_quote_literal(dt_str *b, const char *s);
+/* A DEFAULT literal from JSON: a number, 'string' (quotes doubled, NUL refused), TRUE/FALSE
+ * (1/0 on SQLite), NULL. TN_OK or TN_INVALID (an object, array or a string with NUL). */
+int dt_default_literal(dt_str *b, const json_t *v, int type, rest_dialect d);
+/* The first word of sql that names an internal object (outside string literals and
+ * comments; quoted identifiers are read as names), or NULL. Defence in depth only: the
+ * sandbox is what guards the tenant's storage. */
+const char *dt_scan_internal(const rest_mem *m, const char *sql);
+/* ISO-8601 date or date-time ("2024-05-01", "2024-05-01T10:00:00Z", "...+02:00"). */
+bool dt_timestamp_ok(const char *s);
+/* Full-text terms as an FTS5 query: every word double-quoted, joined by spaces; NULL when
+ * there is no word. */
+const char *dt_fts5_terms(const rest_mem *m, const char *terms);
+
+/* ---- CSV (csv.c, pure) ------------------------------------------------------------------- */
+
+/* One field as RFC 4180 with the admin panel's formula rule: a value starting with = + - @
+ * TAB or CR is quoted with a leading apostrophe. NULL writes nothing. */
+void dt_csv_field(dt_str *b, const char *s);
+
+/* A parsed CSV document: a header row and data rows, every field a string; an empty
+ * unquoted field is NULL (SQL NULL), "" quoted is the empty string. */
+typedef struct dt_csv {
+    int ncols;
+    const char **header;
+    int nrows;
+    const char ***rows;
+} dt_csv;
+/* TN_OK, TN_INVALID with *line (1-based) on a malformed document or a row whose field count
+ * differs from the header's, TN_NOMEM. */
+int dt_csv_parse(const rest_mem *m, const char *text, size_t len, dt_csv *out, int *line);
+
+/* ---- the catalog (catalog.c) ------------------------------------------------------------- */
+
+typedef struct dt_col {
+    const char *name;
+    int type;
+    bool not_null;
+    bool has_default;
+    bool pk;
+} dt_col;
+
+typedef struct dt_index {
+    const char *name;
+    bool unique;
+    const char *columns;   /* comma list */
+} dt_index;
+
+typedef struct dt_table {
+    const char *name;
+    int ncols;
+    dt_col *cols;
+    int nindexes;
+    dt_index *indexes;
+    int nsearch;
+    const char **search;   /* full-text columns; 0 when the table has none */
+} dt_table;
+
+typedef struct dt_req {
+    tn_request *r;
+    tn_db *db;
+    rest_dialect dialect;
+    rest_mem mem;
+    unsigned key_flags;
+    int ntables;
+    dt_table *tables;       /* loaded on first use */
+    bool loaded;
+} dt_req;
+
+int dt_catalog_load(dt_req *d);
+/* The visible table called name (exact), or NULL. Loads the catalog first. */
+const dt_table *dt_table_find(dt_req *d, const char *name);
+const dt_col *dt_col_find(const dt_table *t, const char *name);
+/* rest_column_fn for a dt_table. */
+bool dt_col_cb(void *ctx, const char *column, int *type);
+/* Forget the loaded catalog (after DDL). */
+void dt_catalog_reset(dt_req *d);
+/* The table's indexes, read now (only GET /tables/T and /tables need them). */
+int dt_catalog_indexes(dt_req *d, dt_table *t);
+
+/* ---- answers (out.c) ----------------------------------------------------------------------- */
+
+/* The error body {"code","message","details","hint":null} with status; returns TN_OK (the
+ * answer is complete) or TN_IO. details may be NULL. */
+int dt_error(dt_req *d, int status, const char *code, const char *message,
+             const char *details);
+int dt_errorf(dt_req *d, int status, const char *code, const char *details,
+              const char *fmt, ...) TN_PRINTF(5, 6);
+/* A storage error of rc as the API's: unique conflicts 409, bad SQL 400, busy 503 ... */
+int dt_db_error(dt_req *d, int rc, const char *what);
+/* The same with the database's message given (read before a rollback clears it). */
+int dt_db_error_why(dt_req *d, int rc, const char *what, const char *why);
+/* Send v (borrowed) as JSON with status. */
+int dt_send_json(dt_req *d, int status, const json_t *v);
+/* The request body parsed as JSON; on failure the error is sent (413, 415, 400 with line
+ * and column) and TN_DONE returned. *out is a new reference on TN_OK. */
+int dt_body_json(dt_req *d, json_t **out);
+/* The raw body with its size checked (413 sent → TN_DONE). */
+int dt_body_raw(dt_req *d, const char **data, size_t *len);
+/* A row value (text) as JSON of its column type. New reference. */
+json_t *dt_value_json(const dt_req *d, int type, const char *text);
+/* A JSON value as the text to bind for a column of type: TN_OK, TN_INVALID (wrong type:
+ * *why says which). *text is NULL for JSON null. */
+int dt_value_text(dt_req *d, int type, const json_t *v, const char **text, const char **why);
+/* The same for a CSV field (a string or NULL). */
+int dt_csv_value_text(dt_req *d, int type, const char *s, const char **text, const char **why);
+/* Now as ISO-8601 UTC with milliseconds, in request memory. */
+const char *dt_now(dt_req *d);
+/* One rows' column as JSON with names, types given per column. */
+json_t *dt_row_object(const dt_req *d, tn_rows *rows, const int *types);
+
+/* ---- handlers --------------------------------------------------------------------------- */
+
+int dt_auth(dt_req *d);                                    /* auth.c: TN_OK or TN_DONE */
+bool dt_can_write(const dt_req *d);
+int dt_forbid_read_only(dt_req *d);
+
+int dt_tables_list(dt_req *d);                             /* tables.c */
+int dt_tables_create(dt_req *d);
+int dt_table_describe(dt_req *d, const char *name);
+int dt_table_alter(dt_req *d, const char *name);
+int dt_table_drop(dt_req *d, const char *name);
+int dt_index_create(dt_req *d, const char *name);
+int dt_index_drop(dt_req *d, const char *table, const char *index);
+int dt_changelog(dt_req *d);
+/* Append one entry in the caller's transaction. */
+int dt_changelog_add(dt_req *d, const char *action, const char *table, json_t *detail);
+json_t *dt_table_json(const dt_table *t);
+/* FTS maintenance for the row ids given (SQLite only: PostgreSQL's column is generated). */
+int dt_fts_delete(dt_req *d, const dt_table *t, const char *where_sql, int nparams,
+                  const char *const *params);
+int dt_fts_insert_ids(dt_req *d, const dt_table *t, int nids, const char *const *ids);
+const char *dt_fts_name(dt_req *d, const char *table);
+
+int dt_rows_get(dt_req *d, const dt_table *t);             /* rows.c */
+int dt_rows_post(dt_req *d, const dt_table *t);
+int dt_rows_patch(dt_req *d, const dt_table *t);
+int dt_rows_delete(dt_req *d, const dt_table *t);
+/* An error from rest.c as the API's. */
+int dt_rest_error(dt_req *d, const rest_err *e);
+
+int dt_query(dt_req *d);                                   /* query.c */
+/* The row cap (POST /query and GET rows without a smaller limit) and the statement timeout
+ * of POST /query: tenant settings data.row_cap and data.query_timeout_ms, else the
+ * environment's TENANCY_DATA_ROW_CAP and TENANCY_DATA_TIMEOUT_MS, else the defaults. */
+int dt_row_cap(dt_req *d);
+int dt_timeout_ms(dt_req *d);
+int dt_stats(dt_req *d);                                   /* stats.c */
+void dt_stats_count(tn_request *r);
+int dt_openapi(dt_req *d);                                 /* openapi.c */
+
+#endif
