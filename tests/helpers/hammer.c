@@ -66,7 +66,7 @@
  *
  * Output: one summary line on stderr; with --json FILE ("-" for stdout) an object with
  * requests, responses, duration_s, rps (responses per second), status (counts by code),
- * errors (by kind), wrong, unexpected_status, retried, latency_us (min, mean, p50, p90,
+ * errors (by kind), wrong, unexpected_status, retried, latency_us (min, mean, p50, p90, p95,
  * p99, max), connections (-c), connects (connections opened), bytes_in, stopped_by
  * (count, duration, time-limit, max-errors, signal) and ok. With --log FILE, one line per
  * attempt as it ends, "START END WHAT RESULT": START and END in milliseconds since the
@@ -1317,10 +1317,11 @@ static void write_json(FILE *f, double secs)
                ",\n  \"retried\": %" PRIu64 ",\n",
             S.wrong, S.unexpected, S.retried);
     fprintf(f, "  \"latency_us\": {\"min\": %" PRIu64 ", \"mean\": %.1f, \"p50\": %" PRIu64
-               ", \"p90\": %" PRIu64 ", \"p99\": %" PRIu64 ", \"max\": %" PRIu64 "},\n",
+               ", \"p90\": %" PRIu64 ", \"p95\": %" PRIu64 ", \"p99\": %" PRIu64
+               ", \"max\": %" PRIu64 "},\n",
             S.responses ? S.lat_min : 0,
             S.responses ? (double)S.lat_sum / (double)S.responses : 0.0, percentile(50),
-            percentile(90), percentile(99), S.lat_max);
+            percentile(90), percentile(95), percentile(99), S.lat_max);
     fprintf(f, "  \"connections\": %u,\n  \"connects\": %" PRIu64 ",\n  \"bytes_in\": %" PRIu64
                ",\n",
             O.conns, S.connects, S.bytes_in);

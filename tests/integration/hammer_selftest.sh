@@ -204,6 +204,8 @@ assert_ge "$MS" 1990 "-d 2 runs 2 s ($MS ms)"
 assert_ge 2500 "$MS" "-d 2 stops in about 2 s ($MS ms)"
 assert_contains "$(< "$T/duration.json")" '"stopped_by": "duration"' "-d 2 stopped by duration"
 assert_ge "${J[requests]}" 1000 "-d 2: requests made"
+assert_ge "${J[p95]}" "${J[p50]}" "latency: p95 at least p50"
+assert_ge "${J[p99]}" "${J[p95]}" "latency: p99 at least p95"
 log "-d 2 at -c 50: $(< "$T/duration.err")"
 
 # ---- --log: one line per attempt ----------------------------------------------------------------
