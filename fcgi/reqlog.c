@@ -60,7 +60,7 @@ TN_HOT void reqlog_line(worker *w, const tn_request *r, int status, int64_t us)
     buf_puts(l, ",\"uri\":");
     buf_json_str(l, r->path);
     buf_puts(l, ",\"host\":");
-    buf_json_str(l, r->host);
+    buf_json_str(l, tn_host(r));
     buf_puts(l, ",\"status\":");
     buf_i64(l, status);
     buf_puts(l, ",\"bytes\":");

@@ -44,7 +44,13 @@ struct tn_request {
     const char *mount;        /* the prefix of the app serving it (tn_mount); NULL: no mounts
                                * configured, the one app at the root */
     const char *query;
-    const char *host;         /* HTTP_HOST or SERVER_NAME, normalised ("" when absent: tn_host) */
+    /* HTTP_HOST or SERVER_NAME as sent (a copy: the access log line is written after the
+     * transport freed its params), and normalised on first use (request_host: tn_host, the
+     * access log, the routing host when it is the same text): most requests never need it. */
+    const char *host_raw;
+    const char *host;         /* NULL until request_host ran; "" when absent */
+    uint16_t host_len;
+    bool host_valid;          /* host is a valid name (request_host_normalise said so) */
     const char *route_host;   /* the name the request is routed by (request_route_host) */
     uint16_t route_host_len;
     uint8_t route_state;      /* RH_*: RH_UNSET until request_route_host ran */
@@ -115,6 +121,9 @@ enum { RH_UNSET = 0, RH_OK, RH_ABSENT, RH_INVALID };
  * the same params: the generation's). RH_OK (r->route_host is the valid name), RH_ABSENT
  * (no param set) or RH_INVALID (r->route_host is ""). */
 int request_route_host(tn_request *r, const char *const *params, int nparams);
+
+/* The request's Host (HTTP_HOST, else SERVER_NAME) normalised, computed once: tn_host's. */
+const char *request_host(tn_request *r);
 
 /* A path the web server may read differently from us: a "." or ".." segment, or an encoded
  * dot, slash or backslash. nginx matches its locations (and their access rules) on the

@@ -107,6 +107,10 @@ static int route_top(dt_req *d, const route *rt, const char *m)
         return is(m, "GET") ? dt_changelog(d) : bad_method(d, "GET");
     if (is(s, "stats"))
         return is(m, "GET") ? dt_stats(d) : bad_method(d, "GET");
+    if (is(s, "export"))
+        return is(m, "GET") ? dt_export(d) : bad_method(d, "GET");
+    if (is(s, "import"))
+        return is(m, "PUT") ? dt_import(d) : bad_method(d, "PUT");
     if (dt_name_reserved(s))
         return not_found(d);
     return route_rows(d, s, m);

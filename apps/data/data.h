@@ -99,6 +99,33 @@ typedef struct dt_csv {
  * differs from the header's, TN_NOMEM. */
 int dt_csv_parse(const rest_mem *m, const char *text, size_t len, dt_csv *out, int *line);
 
+/* ---- the whole-tenant dump (dump.c, pure) ------------------------------------------------ */
+
+/* README: export and import. A row of a dump's table is [id, its columns in order,
+ * created_at, updated_at]. */
+#define DT_DUMP_FORMAT "tenancy-data-dump"
+#define DT_DUMP_VERSION 1
+
+typedef struct dt_dump_err {
+    int status;          /* 400, 422 (a value), 500 (out of memory) */
+    const char *code;    /* the app's stable error code */
+    char message[256];
+    char details[256];   /* where: "tables[1]", "todos.rows[3]", "format" ... */
+} dt_dump_err;
+
+/* The whole dump checked by POST /tables' rules and each value by its column's type, before
+ * anything is written: TN_OK with *nrows, or TN_INVALID with *e filled. */
+int dt_dump_check(const rest_mem *m, const json_t *dump, long long *nrows, dt_dump_err *e);
+/* v is a value a column of type takes (null included). */
+bool dt_dump_value_ok(const json_t *v, int type);
+/* id, created_at, updated_at: kept by the API, never a dump's column. */
+bool dt_dump_reserved_col(const char *name);
+/* A column's stored DEFAULT (SQLite's dflt_value, PostgreSQL's column_default) as the JSON
+ * literal POST /tables takes: a number, 'string' (PostgreSQL's ::cast after it allowed),
+ * TRUE/FALSE, 1/0 for booleans, NULL. New reference, or NULL for anything else (an
+ * expression such as now(): such a default is left out of a dump). */
+json_t *dt_default_json(const rest_mem *m, const char *sql, int type);
+
 /* ---- the catalog (catalog.c) ------------------------------------------------------------- */
 
 typedef struct dt_col {
@@ -192,6 +219,10 @@ int dt_table_drop(dt_req *d, const char *name);
 int dt_index_create(dt_req *d, const char *name);
 int dt_index_drop(dt_req *d, const char *table, const char *index);
 int dt_changelog(dt_req *d);
+/* The statements that create the table spec describes (POST /tables' body and rules) without
+ * running them: TN_OK with sql[0..*nsql-1] (at most 3, request memory); TN_DONE when the spec
+ * was refused (the error is answered); or an error. */
+int dt_table_plan(dt_req *d, const json_t *spec, const char **sql, int *nsql);
 /* Append one entry in the caller's transaction. */
 int dt_changelog_add(dt_req *d, const char *action, const char *table, json_t *detail);
 json_t *dt_table_json(const dt_table *t);
@@ -217,5 +248,7 @@ int dt_timeout_ms(dt_req *d);
 int dt_stats(dt_req *d);                                   /* stats.c */
 void dt_stats_count(tn_request *r);
 int dt_openapi(dt_req *d);                                 /* openapi.c */
+int dt_export(dt_req *d);                                  /* io.c */
+int dt_import(dt_req *d);
 
 #endif

@@ -766,9 +766,15 @@ static int p_search(qstate *s, const pctx *c, const char *v)
     return TN_OK;
 }
 
+/* An item of columns= or on_conflict=: a name, bare or double-quoted (PostgREST's clients
+ * quote every name they list: postgrest-js sends columns="a","b"). */
 static int name_item(qstate *s, const pctx *c, const char *b, const char *e, int i)
 {
     const char *dummy;
+    if (e - b >= 2 && *b == '"' && e[-1] == '"') {
+        b++;
+        e--;
+    }
     return take_name(c, b, e, &dummy);
 }
 

@@ -380,34 +380,46 @@ static int read_columns(dt_req *d, const json_t *jcols, colspec *cols)
     return TN_OK;
 }
 
-static int create_table(dt_req *d, json_t *body)
+int dt_table_plan(dt_req *d, const json_t *spec, const char **sql, int *nsql)
 {
     const char *name = NULL;
     json_t *jcols = NULL;
     json_error_t je;
-    if (json_unpack_ex(body, &je, 0, "{s:s, s?o}", "name", &name, "columns", &jcols) != 0 ||
-        (jcols != NULL && !json_is_array(jcols)))
+    if (json_unpack_ex((json_t *)spec, &je, 0, "{s:s, s?o}", "name", &name, "columns",
+                       &jcols) != 0 || (jcols != NULL && !json_is_array(jcols)))
         return dt_error(d, 400, "bad_table", "a table is {\"name\", \"columns\": [...], "
-                        "\"search\": [...]}", je.text);
+                        "\"search\": [...]}", je.text) == TN_OK ? TN_DONE : TN_IO;
     if (!dt_table_name_ok(name))
         return dt_errorf(d, 400, "bad_name", name, "%s is not a table name the API accepts",
-                         name);
-    if (dt_table_find(d, name) != NULL)
-        return dt_errorf(d, 409, "table_exists", name, "table %s exists", name);
+                         name) == TN_OK ? TN_DONE : TN_IO;
     if (json_array_size(jcols) > MAX_COLUMNS)
-        return dt_error(d, 400, "too_many_columns", "too many columns", NULL);
+        return dt_error(d, 400, "too_many_columns", "too many columns", NULL) == TN_OK
+                   ? TN_DONE : TN_IO;
     colspec *cols = tn_alloc(d->r, (json_array_size(jcols) + 1) * sizeof(colspec));
-    const char **search = NULL, *sql[3];
+    const char **search = NULL;
     int nsearch = 0;
     int rc = cols != NULL ? read_columns(d, jcols, cols) : TN_NOMEM;
     if (rc == TN_OK)
-        rc = read_search(d, json_object_get(body, "search"), cols,
+        rc = read_search(d, json_object_get(spec, "search"), cols,
                          (int)json_array_size(jcols), &search, &nsearch);
     if (rc == TN_OK)
         rc = create_sql(d, name, jcols, nsearch, search, cols, &sql[0]);
     if (rc != TN_OK)
+        return rc;
+    *nsql = 1 + (nsearch > 0 ? search_stmts(d, name, nsearch, search, &sql[1]) : 0);
+    return TN_OK;
+}
+
+static int create_table(dt_req *d, json_t *body)
+{
+    const char *name = json_string_value(json_object_get(body, "name"));
+    if (name != NULL && dt_table_name_ok(name) && dt_table_find(d, name) != NULL)
+        return dt_errorf(d, 409, "table_exists", name, "table %s exists", name);
+    const char *sql[3];
+    int n = 0;
+    int rc = dt_table_plan(d, body, sql, &n);
+    if (rc != TN_OK)
         return rc == TN_DONE ? TN_OK : rc;
-    int n = 1 + (nsearch > 0 ? search_stmts(d, name, nsearch, search, &sql[1]) : 0);
     bool done;
     rc = ddl_run(d, n, sql, "create_table", name, body, &done);
     if (done || rc != TN_OK)

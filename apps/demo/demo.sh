@@ -70,6 +70,9 @@ admin.host = admin.localhost
 admin.cli = $builddir/tenancy/tenancy
 storage.migrations = $srcdir/apps/demo/migrations
 storage.seed = $srcdir/apps/demo/seed.sql
+# The data API (apps/data) beside the demo app: /api/... of each tenant's host.
+mount.data.prefix = /api
+mount.data.app = $builddir/apps/.libs/data.so
 CONF
 if [ "$storage" = postgres ]; then
     echo "demo: starting a throwaway PostgreSQL cluster"
@@ -91,6 +94,12 @@ cli init
 cli tenant create acme --name "Acme Corporation" --setting theme.primary=#d9480f
 cli tenant create globex --name "Globex Corporation" --setting theme.primary=#1971c2
 cli tenant create initech --name "Initech" --setting theme.primary=#2f9e44
+# A data API key for each tenant, printed below (made afresh each run, like the password).
+declare -A key
+for t in acme globex initech; do
+    key[$t]=$("$builddir/tenancy/tenancy" -c "$dir/tenancyd.conf" key create "$t" --label demo |
+        sed -n 2p)
+done
 # The admin panel's password: a new random one for each demo run, printed below.
 admin_pw=$("$builddir/tenancy/tenancy" -c "$dir/tenancyd.conf" admin passwd --generate |
     awk 'NR == 1 {print $NF}')   # line 1: the password; a second may say old sessions end
@@ -155,7 +164,7 @@ done
 
 cat <<MSG
 
-  tenancy demo: tenancyd (demo app) behind nginx on 127.0.0.1:$port
+  tenancy demo: tenancyd (the demo app, and the data API at /api) behind nginx on 127.0.0.1:$port
   Storage: $storage (each tenant's own; "data" in each answer is read from it)${pg_dir:+
   PostgreSQL: a throwaway cluster in $pg_dir (psql -h $pg_dir -U postgres tenancy_demo)}
 
@@ -169,6 +178,16 @@ cat <<MSG
     curl http://localhost:$port/
     curl http://localhost:$port/_tenancy/status
     curl http://localhost:$port/_tenancy/metrics
+  The data API of each tenant, under /api (keys made for this run):
+    acme:    ${key[acme]}
+    globex:  ${key[globex]}
+    initech: ${key[initech]}
+    K=${key[acme]}; H="Authorization: Bearer \$K"; J="Content-Type: application/json"
+    curl -H "\$H" -H "\$J" http://acme.localhost:$port/api/tables -d '{"name":"notes",
+      "columns":[{"name":"body","type":"text","not_null":true}],"search":["body"]}'
+    curl -H "\$H" -H "\$J" http://acme.localhost:$port/api/notes -d '[{"body":"hello"},{"body":"bye"}]'
+    curl -H "\$H" 'http://acme.localhost:$port/api/notes?select=id,body&body=like.h*'
+    curl -H "\$H" -H "\$J" http://acme.localhost:$port/api/query -d '{"sql":"SELECT count(*) FROM notes"}'
   The admin panel (user admin, one-time password for this run: $admin_pw):
     http://admin.localhost:$port/
 

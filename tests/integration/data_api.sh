@@ -9,7 +9,13 @@
 #
 #   bad input, each with its status and code, after which the row count is unchanged;
 #
-#   B never sees A's tables or rows: A's rows carry a random marker only A's storage holds.
+#   B never sees A's tables or rows: A's rows carry a random marker only A's storage holds;
+#
+#   export and import (io_scenario): A's dump (JSON; on SQLite also the .db, read back with
+#   the sqlite3 CLI) imported into B replaces B's tables, row for row, with search working;
+#   every bad import (shape, names, types, values, media type, size, a read-only key, a
+#   database refusal half-way) changes nothing in B; A's export holds nothing of B's or of
+#   the host's; and across backends: a SQLite tenant's JSON dump into a PostgreSQL one.
 #
 # The app runs as the root `app` here. Keys come from `tenancy key create`.
 . "$(dirname "$0")/lib.sh"
@@ -22,7 +28,7 @@ trap 'rc=$?; "$top_srcdir/tests/pg.sh" stop "$PG_DIR" >/dev/null 2>&1; (exit $rc
 mkdir -p "$T/state"
 tn_conf "app = $DATA_SO" "pm.max_children = 2" "request_timeout = 10s" \
     "state_dir = $T/state" "tenant.resolvers = subdomain" "tenant.base_domains = localhost" \
-    "tenant.max_workers = 100%" \
+    "tenant.max_workers = 100%" "max_body = 256k" \
     "placement.pgs.dsn = $TENANCY_TEST_PG" "placement.pgs.mode = schema"
 tn_cli init > "$T/init.out" 2>&1 || fatal "tenancy init failed: $(cat "$T/init.out")"
 for x in la:sqlite lb:sqlite sa:pgs sb:pgs; do
@@ -247,8 +253,201 @@ scenario() {
     expect "$tag B's query of A's table" 400 sql_error
 }
 
+
+# ---- export and import ---------------------------------------------------------------------
+
+# rows_of TENANT: every column of todos, in id order (the exact comparison of two tenants)
+rows_of() { call GET "$1" "/todos?order=id"; body; }
+# b_unchanged TAG: B still has only its own table and row (a refused import wrote nothing)
+b_unchanged() {
+    call GET "$B" "/oldstuff?select=note"
+    assert_eq "$(body)" "[{\"note\":\"b-only $BMARK\"}]" "$1: B's old row is still there"
+    call GET "$B" /todos
+    expect "$1: B has no todos" 404 unknown_table
+}
+# bad_import TAG STATUS CODE BODY [curl args]: a JSON import refused with STATUS and CODE
+bad_import() {
+    local what=$1 st=$2 code=$3 data=$4
+    shift 4
+    call PUT "$B" /import -H "Content-Type: ${CT:-application/json}" --data-binary "$data" "$@"
+    expect "$tag bad import: $what" "$st" "$code"
+    b_unchanged "$tag bad import: $what"
+}
+dump() {   # dump TABLES-JSON: a dump document around the tables given
+    printf '{"format":"tenancy-data-dump","version":1,"tables":%s}' "$1"
+}
+
+io_scenario() {
+    A=$1 B=$2 tag="$3 io"
+    local IOMARK="io$RANDOM$RANDOM"
+    BMARK="b$RANDOM$RANDOM"
+    log "---- $tag: $A and $B"
+    call POST "$A" /todos -H 'Content-Type: application/json' \
+        --data-binary "{\"title\":\"io $IOMARK\",\"prio\":42,\"meta\":[\"x\"]}"
+    expect "$tag A's marked row" 201
+    if [ "$3" = sqlite ]; then   # a host table in A's file, as the host's migrations keep one
+        local afile
+        afile=$(find "$T/state" -name "$A.db" | head -1)
+        [ -n "$afile" ] || fail "$tag no file $A.db under the state dir"
+        sqlite3 "$afile" "CREATE TABLE tenancy_hostonly (secret TEXT);
+            INSERT INTO tenancy_hostonly VALUES ('host-$IOMARK')" || fail "$tag host table"
+    fi
+    call POST "$B" /tables -H 'Content-Type: application/json' \
+        --data-binary '{"name":"oldstuff","columns":[{"name":"note","type":"text"}]}'
+    expect "$tag B's own table" 201
+    call POST "$B" /oldstuff -H 'Content-Type: application/json' --data-binary "{\"note\":\"b-only $BMARK\"}"
+    expect "$tag B's own row" 201
+
+    # A's JSON dump: A's tables and rows, nothing of B's or the host's
+    call GET "$A" /export -H 'Accept: application/json'
+    expect "$tag export as JSON" 200
+    cp "$T/body" "$T/a.json"
+    assert_contains "$(header Content-Type)" application/json "$tag JSON dump type"
+    assert_eq "$(header Content-Disposition)" "attachment; filename=\"$A.json\"" "$tag JSON dump file name"
+    assert_contains "$(cat "$T/a.json")" '{"format":"tenancy-data-dump","version":1,"tables":[{"name":"todos","columns":[{"name":"title","type":"text","not_null":true,"unique":false},{"name":"done","type":"boolean","not_null":false,"unique":false,"default":false}' \
+        "$tag the dump's columns with their default"
+    assert_contains "$(cat "$T/a.json")" '"search":["title"],"indexes":[{"name":"todos_title_idx","unique":true,"columns":["title"]}]' \
+        "$tag the dump's search column and index"
+    assert_contains "$(cat "$T/a.json")" "\"io $IOMARK\",false,42,[\"x\"]," "$tag A's marked row in the dump"
+    assert_contains "$(cat "$T/a.json")" '"changelog":[{"id":1,' "$tag the dump's changelog"
+    grep -q "$BMARK" "$T/a.json" && fail "$tag A's export holds B's row"
+    grep -q oldstuff "$T/a.json" && fail "$tag A's export holds B's table"
+    grep -qi tenancy_ "$T/a.json" && fail "$tag A's export names a host table"
+    grep -q "host-$IOMARK" "$T/a.json" && fail "$tag A's export holds a host table's row"
+    KEY[ro]=${RO[$A]}
+    KEYAS=ro call GET "$A" /export -H 'Accept: application/json'
+    expect "$tag a read-only key exports" 200
+    call GET "$A" /export -H 'Accept: text/csv'
+    expect "$tag export as CSV" 406 not_acceptable
+    call POST "$A" /export
+    expect "$tag POST /export" 405 method_not_allowed
+    tn_cli settings set "$A" data.export_max_bytes 1024 > /dev/null || fail "$tag settings set"
+    call GET "$A" /export -H 'Accept: application/json'
+    expect "$tag export over data.export_max_bytes" 413 too_large
+    tn_cli settings unset "$A" data.export_max_bytes > /dev/null || fail "$tag settings unset"
+
+    # bad imports: each refused with its code, B unchanged
+    local good_cols='[{"name":"t","type":"text"}]'
+    bad_import "malformed JSON" 400 invalid_json '{"format": "tenancy-data-dump",'
+    bad_import "wrong format" 400 bad_dump '{"format":"pg_dump","version":1,"tables":[]}'
+    bad_import "wrong version" 400 bad_dump '{"format":"tenancy-data-dump","version":2,"tables":[]}'
+    bad_import "not a dump" 400 bad_dump '[1,2]'
+    bad_import "internal table name" 400 bad_name "$(dump "[{\"name\":\"_secret\",\"columns\":$good_cols}]")"
+    bad_import "host table name" 400 bad_name "$(dump "[{\"name\":\"tenancy_x\",\"columns\":$good_cols}]")"
+    bad_import "reserved word" 400 bad_name "$(dump "[{\"name\":\"export\",\"columns\":$good_cols}]")"
+    bad_import "bad column name" 400 bad_name "$(dump '[{"name":"n","columns":[{"name":"a b","type":"text"}]}]')"
+    bad_import "reserved column" 400 reserved_column "$(dump '[{"name":"n","columns":[{"name":"id","type":"integer"}]}]')"
+    bad_import "unknown type" 400 unknown_type "$(dump '[{"name":"n","columns":[{"name":"m","type":"money"}]}]')"
+    bad_import "bad default" 400 bad_default "$(dump '[{"name":"n","columns":[{"name":"m","type":"integer","default":"1; DROP TABLE oldstuff"}]}]')"
+    bad_import "search on a non-text column" 400 bad_search "$(dump '[{"name":"n","columns":[{"name":"m","type":"integer"}],"search":["m"]}]')"
+    bad_import "wrong row length" 400 bad_dump "$(dump "[{\"name\":\"n\",\"columns\":$good_cols,\"rows\":[[1,\"a\"]]}]")"
+    bad_import "value of the wrong type" 422 invalid_value "$(dump "[{\"name\":\"n\",\"columns\":[{\"name\":\"p\",\"type\":\"integer\"}],\"rows\":[[1,\"high\",null,null]]}]")"
+    bad_import "bad timestamp" 422 invalid_value "$(dump "[{\"name\":\"n\",\"columns\":$good_cols,\"rows\":[[1,\"a\",\"yesterday\",null]]}]")"
+    bad_import "duplicate table" 400 bad_table "$(dump "[{\"name\":\"n\",\"columns\":$good_cols},{\"name\":\"n\",\"columns\":$good_cols}]")"
+    # passes every check but the database's: the first table is created, then the second's
+    # duplicate id is refused, and the whole transaction with it
+    bad_import "duplicate ids (refused half-way)" 409 conflict "$(dump "[{\"name\":\"n1\",\"columns\":$good_cols,\"rows\":[[1,\"a\",null,null]]},{\"name\":\"n2\",\"columns\":$good_cols,\"rows\":[[1,\"a\",null,null],[1,\"b\",null,null]]}]")"
+    call GET "$B" /n1
+    expect "$tag the half-way table is gone" 404 unknown_table
+    CT=text/plain bad_import "wrong content type" 415 unsupported_media_type "@$T/a.json"
+    head -c 300000 /dev/zero | tr '\0' ' ' > "$T/big.json"
+    bad_import "body over max_body" 413 body_too_large "@$T/big.json"
+    KEY[ro]=${RO[$B]}
+    KEYAS=ro call PUT "$B" /import -H 'Content-Type: application/json' --data-binary "@$T/a.json"
+    expect "$tag import with a read-only key" 403 read_only_key
+    b_unchanged "$tag import with a read-only key"
+    call GET "$B" /import
+    expect "$tag GET /import" 405 method_not_allowed
+
+    # A's dump into B: B's tables replaced by A's, row for row
+    call PUT "$B" /import -H 'Content-Type: application/json' --data-binary "@$T/a.json"
+    expect "$tag import" 200
+    assert_eq "$(body)" '{"tables":1,"rows":7}' "$tag import counts"
+    call GET "$B" /oldstuff
+    expect "$tag B's old table is gone" 404 unknown_table
+    assert_eq "$(rows_of "$B")" "$(rows_of "$A")" "$tag B's rows are A's, every column"
+    assert_contains "$(rows_of "$B")" "io $IOMARK" "$tag A's marked row is in B"
+    call GET "$B" "/todos?select=title&search=$IOMARK"
+    assert_eq "$(body)" "[{\"title\":\"io $IOMARK\"}]" "$tag search works after the import"
+    local maxid
+    maxid=$(rows_of "$A" | grep -o '"id":[0-9]*' | tail -1 | cut -d: -f2)
+    call POST "$B" "/todos?select=id" -H 'Content-Type: application/json' \
+        -H 'Prefer: return=representation' --data-binary '{"title":"after import"}'
+    expect "$tag insert after the import" 201
+    assert_eq "$(body)" "[{\"id\":$((maxid + 1))}]" "$tag new ids follow the imported ones"
+    # after the insert: a refused one still takes a number of PostgreSQL's sequence
+    call POST "$B" /todos -H 'Content-Type: application/json' --data-binary '{"title":"beta"}'
+    expect "$tag the unique index came along" 409 conflict
+    call GET "$B" "/todos?select=title&search=after"
+    assert_eq "$(body)" '[{"title":"after import"}]' "$tag search sees rows written after"
+    call GET "$B" /changelog
+    assert_contains "$(body)" '"action":"import","table":null,"detail":{' "$tag the import is in B's changelog"
+    assert_contains "$(body)" '"dropped":["oldstuff"]' "$tag the changelog names the dropped table"
+
+    [ "$3" = sqlite ] || return 0
+    # ---- SQLite: the .db file
+    call GET "$A" /export
+    expect "$tag export as .db" 200
+    cp "$T/body" "$T/a.db"
+    assert_eq "$(header Content-Type)" application/vnd.sqlite3 "$tag .db type"
+    assert_eq "$(header Content-Disposition)" "attachment; filename=\"$A.db\"" "$tag .db file name"
+    assert_eq "$(sqlite3 "$T/a.db" 'PRAGMA integrity_check')" ok "$tag the .db opens with sqlite3"
+    assert_eq "$(sqlite3 "$T/a.db" 'SELECT count(*) FROM todos')" 7 "$tag the .db has A's rows"
+    assert_eq "$(sqlite3 "$T/a.db" 'SELECT prio FROM todos WHERE title = '"'io $IOMARK'")" 42 "$tag the .db has A's marked row"
+    assert_eq "$(sqlite3 "$T/a.db" "SELECT group_concat(name, ' ') FROM sqlite_schema WHERE name LIKE 'tenancy%' OR name LIKE 'oldstuff'")" "" \
+        "$tag the .db has no host table"
+    grep -q "host-$IOMARK" "$T/a.db" && fail "$tag the .db keeps the host table's content"
+    assert_eq "$(sqlite3 "$T/a.db" "SELECT title FROM _fts_todos WHERE _fts_todos MATCH '$IOMARK'")" "io $IOMARK" \
+        "$tag the .db's search index"
+    # bad files change nothing
+    call PUT "$B" /import -H 'Content-Type: application/vnd.sqlite3' --data-binary 'not a database at all, not at all, no'
+    expect "$tag import of a non-database" 400 bad_database
+    rm -f "$T/bad.db"
+    sqlite3 "$T/bad.db" 'CREATE TABLE good (v TEXT); CREATE TABLE bad ("a b" TEXT)'
+    call PUT "$B" /import -H 'Content-Type: application/vnd.sqlite3' --data-binary "@$T/bad.db"
+    expect "$tag import of a .db with a bad column name" 400 bad_name
+    call GET "$B" /good
+    expect "$tag nothing of the bad .db was written" 404 unknown_table
+    assert_eq "$(count_rows "$B")" 8 "$tag B's rows are untouched by the bad .db"
+    # A's .db into B: a foreign table of the file joins, the file's host table does not
+    cp "$T/a.db" "$T/a2.db"
+    sqlite3 "$T/a2.db" "CREATE TABLE tenancy_secret (x); INSERT INTO tenancy_secret VALUES ('s');
+        CREATE TABLE plain (name VARCHAR(20), n BIGINT); INSERT INTO plain VALUES ('p1', 5)"
+    call PUT "$B" /import -H 'Content-Type: application/vnd.sqlite3' --data-binary "@$T/a2.db"
+    expect "$tag import of a .db" 200
+    assert_eq "$(body)" '{"tables":2,"rows":8}' "$tag .db import counts"
+    assert_eq "$(rows_of "$B")" "$(rows_of "$A")" "$tag B's rows are A's again, every column"
+    call GET "$B" "/plain?select=id,name,n"
+    assert_eq "$(body)" '[{"id":1,"name":"p1","n":5}]' "$tag a table of the file without the API's columns"
+    call GET "$B" "/todos?select=title&search=$IOMARK"
+    assert_eq "$(body)" "[{\"title\":\"io $IOMARK\"}]" "$tag search works after the .db import"
+    local bfile
+    bfile=$(find "$T/state" -name "$B.db" | head -1)
+    [ -n "$bfile" ] || fail "$tag no file $B.db under the state dir"
+    assert_eq "$(sqlite3 "$bfile" "SELECT count(*) FROM sqlite_schema WHERE name = 'tenancy_secret'")" 0 \
+        "$tag the file's host table was not imported"
+}
+
 scenario la lb sqlite
+io_scenario la lb sqlite
+cp "$T/a.json" "$T/la.json"
 scenario sa sb postgres
+io_scenario sa sb postgres
+
+# ---- across backends: a SQLite tenant's JSON dump into a PostgreSQL tenant
+call PUT sb /import -H 'Content-Type: application/json' --data-binary "@$T/la.json"
+expect "sqlite to postgres import" 200
+assert_eq "$(body)" '{"tables":1,"rows":7}' "sqlite to postgres counts"
+sel="/todos?select=id,title,done,prio,meta&order=id"
+call GET la "$sel"; a_rows=$(body)
+call GET sb "$sel"; b_rows=$(body)
+assert_eq "$b_rows" "$a_rows" "sqlite to postgres: the same rows"
+call GET sb "/todos?select=title&search=omega"
+assert_eq "$(body)" '[{"title":"omega"}]' "sqlite to postgres: search works"
+call GET sb /export -H 'Accept: application/vnd.sqlite3'
+expect "a .db from postgres" 406 not_acceptable
+call PUT sb /import -H 'Content-Type: application/vnd.sqlite3' --data-binary "@$T/a.db"
+expect "a .db into postgres" 415 unsupported_media_type
 
 # A central request (no tenant) is not the data API's.
 code=$(curl -s -m 10 -H 'Host: localhost' -o "$T/body" -w '%{http_code}' "$U/tables")

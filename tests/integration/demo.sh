@@ -58,6 +58,28 @@ run_demo() {
     assert_eq "$code" 404 "$storage: an unknown tenant gets 404"
     assert_contains "$(curl -s "http://acme.localhost:$port/_theme.css")" "--primary: #d9480f" "$storage: acme's theme"
     assert_contains "$(curl -s "http://localhost:$port/")" '"platform":true' "$storage: the platform page"
+    # The data API beside the demo app, with the keys the banner prints, as its quickstart
+    # does: a table and rows in acme's storage, which globex's key cannot reach.
+    local ka kg J='Content-Type: application/json' A
+    ka=$(sed -n 's/^ *acme: *\(tnk_[A-Za-z0-9_-]*\)$/\1/p' "$T/demo-$storage.log")
+    kg=$(sed -n 's/^ *globex: *\(tnk_[A-Za-z0-9_-]*\)$/\1/p' "$T/demo-$storage.log")
+    [ -n "$ka" ] && [ -n "$kg" ] || fatal "$storage: the banner prints no data API keys"
+    A="http://acme.localhost:$port/api"
+    code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ka" -H "$J" "$A/tables" \
+        -d '{"name":"notes","columns":[{"name":"body","type":"text","not_null":true}],"search":["body"]}')
+    assert_eq "$code" 201 "$storage: the quickstart's table is created in acme"
+    code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ka" -H "$J" "$A/notes" \
+        -d '[{"body":"hello from acme"},{"body":"bye"}]')
+    assert_eq "$code" 201 "$storage: rows inserted"
+    assert_eq "$(curl -s -H "Authorization: Bearer $ka" "$A/notes?select=body&body=like.hello*")" \
+        '[{"body":"hello from acme"}]' "$storage: the quickstart's filtered read"
+    assert_eq "$(curl -s -H "Authorization: Bearer $ka" -H "$J" "$A/query" -d '{"sql":"SELECT count(*) AS n FROM notes"}')" \
+        '{"columns":["n"],"rows":[["2"]],"truncated":false}' "$storage: the quickstart's read-only SQL"
+    code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $kg" "$A/notes")
+    assert_eq "$code" 401 "$storage: globex's key is refused at acme's host"
+    code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $kg" \
+        "http://globex.localhost:$port/api/notes")
+    assert_eq "$code" 404 "$storage: globex has no table notes"
     # What is this demo's, read while it runs (its folders are removed when it stops).
     local sid dir pgdir pm=
     sid=$(ps -o sid= -p "$demo" | tr -d ' ')

@@ -1,9 +1,10 @@
 // postgrest.test.js — the data API (apps/data) driven by PostgREST's own client,
 // @supabase/postgrest-js, so that compatibility is judged by code nobody here wrote.
 //
-// tests/integration/data_postgrest.sh starts nginx and tenancyd, creates tenants a and b,
-// a table `todos` (title text, done boolean, prio integer) in each, and a key for each, then
-// runs:  node postgrest.test.js PORT PREFIX KEY_A KEY_B
+// tests/integration/data_postgrest.sh starts nginx and tenancyd, creates two tenants (their
+// names in TENANT_A and TENANT_B), a table `todos` (title text unique, done boolean, prio
+// integer) in each, a key for each and a row "only in b" in B's, then runs:
+//   TENANT_A=a TENANT_B=b node postgrest.test.js PORT PREFIX KEY_A KEY_B
 // Tenants are told apart by the Host header (a.localhost, b.localhost), which the fetch
 // given to the client sets while it connects to 127.0.0.1.
 'use strict';
@@ -67,9 +68,13 @@ function ok(res) {
   return res;
 }
 
+// The tenants' names (their subdomains): a and b unless the caller says otherwise.
+const nameA = process.env.TENANT_A || 'a';
+const nameB = process.env.TENANT_B || 'b';
+
 async function main() {
-  const a = client('a', keyA);
-  const b = client('b', keyB);
+  const a = client(nameA, keyA);
+  const b = client(nameB, keyB);
 
   await step('insert one row and get it back (return=representation)', async () => {
     const res = ok(await a.from('todos').insert({ title: 'alpha of a', done: false, prio: 1 })
@@ -143,9 +148,9 @@ async function main() {
   });
 
   await step("a's key is refused at b's host", async () => {
-    const wrong = new PostgrestClient(`http://b.localhost:${port}${prefix}`, {
+    const wrong = new PostgrestClient(`http://${nameB}.localhost:${port}${prefix}`, {
       headers: { Authorization: `Bearer ${keyA}` },
-      fetch: fetchFor('b.localhost'),
+      fetch: fetchFor(`${nameB}.localhost`),
     });
     const res = await wrong.from('todos').select('title');
     assert.equal(res.status, 401);

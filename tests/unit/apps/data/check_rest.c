@@ -328,6 +328,11 @@ START_TEST(test_other_params)
     ck_assert(!q.all);
     parse_err("all=yes", TN_INVALID, "bad_value", "all=yes at 4");
     parse_err("on_conflict=a,b-c", TN_INVALID, "bad_column_name", "on_conflict=a,b-c at 14");
+    /* names quoted as postgrest-js writes them */
+    rest_query qq = parse_ok("columns=%22title%22,%22done%22&on_conflict=%22title%22");
+    ck_assert_str_eq(qq.columns, "\"title\",\"done\"");
+    ck_assert_str_eq(qq.on_conflict, "\"title\"");
+    parse_err("columns=%22a-b%22", TN_INVALID, "bad_column_name", "columns=\"a-b\" at 9");
     parse_err("columns=", TN_INVALID, "bad_column_name", "columns= at 8");
 }
 END_TEST
