@@ -2,12 +2,14 @@
  * sqlite_raw.c — the raw sqlite3 floor of bench/run sqlite, and its row counter.
  *
  *   sqlite_raw run DIR PREFIX TENANTS PROCS SECONDS full|normal MAX_OPEN SEED [COUNTS]
- *   sqlite_raw count DIR PREFIX TENANTS [ROWS]
+ *   sqlite_raw count DIR PREFIX TENANTS [ROWS [WHERE]]
+ *   sqlite_raw create DIR PREFIX TENANTS PROCS full|normal
  *
  * run: PROCS forked processes, each for SECONDS, pick a random tenant file DIR/PREFIXn.db
  * (n in 1..TENANTS) and insert 20 rows into its items table in one transaction (BEGIN
  * IMMEDIATE, one prepared INSERT reset per row, COMMIT) — what bench/benchapp.c does per
- * POST /insert, minus HTTP, FastCGI and the tenancy chain. Each process keeps up to
+ * POST /insert, minus HTTP, FastCGI and the tenancy chain (a data API table's created_at and
+ * updated_at are filled too, as the app fills them). Each process keeps up to
  * MAX_OPEN handles open (WAL, busy_timeout 5 s, synchronous as asked, the statement
  * prepared once per handle), closing the oldest first, as tenancyd's per-worker pool does.
  * Prints one JSON line: transactions, rows, errors, seconds, rows_per_s. With COUNTS, also
@@ -17,11 +19,19 @@
  *
  * count: the total of items rows over the TENANTS files, and how many files could not be
  * read; one JSON line. With ROWS, also one line "n rows" per tenant there (-1: unreadable).
+ * With WHERE (an SQL condition, the caller's own text), only the rows that meet it.
+ *
+ * create: the floor of provisioning a data API tenant (bench/run data, S1): PROCS forked
+ * processes make the new files DIR/PREFIXn.db for n in 1..TENANTS, each its stripe, as a
+ * tenant's table and rows would be made without the host: WAL, synchronous as asked, one
+ * transaction with the items table (the columns the data API keeps and the benchmark's)
+ * and its 100 rows "PREFIXn-rK". One JSON line: tenants, errors, seconds, per_s.
  *
  * Exit status 0, or 1 when anything failed.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -55,6 +65,7 @@ static uint64_t rnd(void)   /* xorshift64* */
 typedef struct handle {
     sqlite3 *db;
     sqlite3_stmt *ins;
+    bool stamped;                /* the table has created_at and updated_at to fill */
     long opened_at;              /* order of opening, for closing the oldest */
 } handle;
 
@@ -94,9 +105,15 @@ static handle *get_handle(const char *dir, const char *prefix, long n, long tena
     }
     sqlite3_busy_timeout(h->db, 5000);
     snprintf(pragma, sizeof(pragma), "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s;", sync);
+    /* A data API table (bench/run data) has created_at and updated_at NOT NULL, which the app
+     * fills on every insert: the floor fills them too. */
+    h->stamped = sqlite3_table_column_metadata(h->db, NULL, "items", "created_at", NULL, NULL,
+                                               NULL, NULL, NULL) == SQLITE_OK;
     if (sqlite3_exec(h->db, pragma, NULL, NULL, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(h->db, "INSERT INTO items (name, n) VALUES (?1, ?2)", -1, &h->ins,
-                           NULL) != SQLITE_OK) {
+        sqlite3_prepare_v2(h->db, h->stamped ? "INSERT INTO items (name, n, created_at, "
+                                               "updated_at) VALUES (?1, ?2, ?3, ?3)"
+                                             : "INSERT INTO items (name, n) VALUES (?1, ?2)",
+                           -1, &h->ins, NULL) != SQLITE_OK) {
         fprintf(stderr, "sqlite_raw: %s: %s\n", path, sqlite3_errmsg(h->db));
         sqlite3_finalize(h->ins);
         sqlite3_close(h->db);
@@ -113,11 +130,22 @@ static int one_tx(handle *h, long k)
 {
     if (sqlite3_exec(h->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
         return -1;
-    char name[64];
+    char name[64], stamp[96] = "";
+    if (h->stamped) {
+        struct timespec ts;
+        struct tm tm;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        gmtime_r(&ts.tv_sec, &tm);
+        snprintf(stamp, sizeof(stamp), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                 (long)(ts.tv_nsec / 1000000) % 1000);
+    }
     for (int i = 0; i < ROWS_PER_TX; i++) {
         snprintf(name, sizeof(name), "raw %ld %d", k, i);
         sqlite3_bind_text(h->ins, 1, name, -1, SQLITE_TRANSIENT);
         sqlite3_bind_int(h->ins, 2, i);
+        if (h->stamped)
+            sqlite3_bind_text(h->ins, 3, stamp, -1, SQLITE_TRANSIENT);
         int rc = sqlite3_step(h->ins);
         sqlite3_reset(h->ins);
         if (rc != SQLITE_DONE) {
@@ -221,13 +249,16 @@ static int run(int argc, char **argv)
 
 static int count(int argc, char **argv)
 {
-    if (argc != 5 && argc != 6)
+    if (argc != 5 && argc != 6 && argc != 7)
         return 2;
+    char sql[1024];
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM items%s%s", argc == 7 ? " WHERE " : "",
+             argc == 7 ? argv[6] : "");
     const char *dir = argv[2], *prefix = argv[3];
     long tenants = atol(argv[4]), unreadable = 0;
     int64_t total = 0;
     FILE *rows = NULL;
-    if (argc == 6 && (rows = fopen(argv[5], "w")) == NULL) {
+    if (argc >= 6 && (rows = fopen(argv[5], "w")) == NULL) {
         fprintf(stderr, "sqlite_raw: cannot write %s\n", argv[5]);
         return 1;
     }
@@ -238,7 +269,7 @@ static int count(int argc, char **argv)
         sqlite3_stmt *st = NULL;
         if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
             sqlite3_busy_timeout(db, 5000) == SQLITE_OK &&
-            sqlite3_prepare_v2(db, "SELECT count(*) FROM items", -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
             sqlite3_step(st) == SQLITE_ROW) {
             total += sqlite3_column_int64(st, 0);
             if (rows != NULL)
@@ -259,6 +290,72 @@ static int count(int argc, char **argv)
     return unreadable == 0 ? 0 : 1;
 }
 
+static int create_one(const char *dir, const char *prefix, long n, const char *sync)
+{
+    char path[4096], sql[512];
+    snprintf(path, sizeof(path), "%s/%s%ld.db", dir, prefix, n);
+    sqlite3 *db = NULL;
+    sqlite3_stmt *ins = NULL;
+    int ok = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                                            SQLITE_OPEN_EXCLUSIVE, NULL) == SQLITE_OK;
+    snprintf(sql, sizeof(sql),
+             "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s; BEGIN IMMEDIATE;"
+             "CREATE TABLE items (id INTEGER PRIMARY KEY, "
+             "created_at TEXT NOT NULL DEFAULT (strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ','now')), "
+             "updated_at TEXT NOT NULL DEFAULT (strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ','now')), "
+             "name TEXT NOT NULL, n INTEGER NOT NULL, k TEXT UNIQUE);", sync);
+    ok = ok && sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK &&
+         sqlite3_prepare_v2(db, "INSERT INTO items (name, n) VALUES (?1, ?2)", -1, &ins, NULL) ==
+             SQLITE_OK;
+    for (int k = 1; ok && k <= 100; k++) {
+        char name[96];
+        snprintf(name, sizeof(name), "%s%ld-r%d", prefix, n, k);
+        sqlite3_bind_text(ins, 1, name, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int(ins, 2, k);
+        ok = sqlite3_step(ins) == SQLITE_DONE;
+        sqlite3_reset(ins);
+    }
+    ok = ok && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK;
+    if (!ok)
+        fprintf(stderr, "sqlite_raw: %s: %s\n", path, db ? sqlite3_errmsg(db) : "cannot open");
+    sqlite3_finalize(ins);
+    sqlite3_close(db);
+    return ok ? 0 : -1;
+}
+
+static int create(int argc, char **argv)
+{
+    if (argc != 7)
+        return 2;
+    const char *dir = argv[2], *prefix = argv[3], *sync = argv[6];
+    long tenants = atol(argv[4]), procs = atol(argv[5]);
+    if (tenants < 1 || procs < 1 || (strcmp(sync, "full") != 0 && strcmp(sync, "normal") != 0))
+        return 2;
+    if (procs > tenants)
+        procs = tenants;
+    double t0 = now_s();
+    for (long p = 0; p < procs; p++) {
+        pid_t pid = fork();
+        if (pid < 0)
+            return 1;
+        if (pid == 0) {
+            int bad = 0;
+            for (long n = 1 + p; n <= tenants; n += procs)
+                bad += create_one(dir, prefix, n, sync) != 0;
+            _exit(bad > 0 ? 1 : 0);
+        }
+    }
+    int status, bad = 0;
+    while (wait(&status) > 0)
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            bad++;
+    double el = now_s() - t0;
+    printf("{\"tenants\":%ld,\"failed_processes\":%d,\"seconds\":%.3f,\"per_s\":%.1f,"
+           "\"procs\":%ld,\"synchronous\":\"%s\"}\n",
+           tenants, bad, el, (double)tenants / el, procs, sync);
+    return bad == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -267,8 +364,11 @@ int main(int argc, char **argv)
         rc = run(argc, argv);
     else if (argc > 1 && strcmp(argv[1], "count") == 0)
         rc = count(argc, argv);
+    else if (argc > 1 && strcmp(argv[1], "create") == 0)
+        rc = create(argc, argv);
     if (rc == 2)
         fprintf(stderr, "usage: sqlite_raw run DIR PREFIX TENANTS PROCS SECONDS full|normal "
-                        "MAX_OPEN SEED [COUNTS]\n       sqlite_raw count DIR PREFIX TENANTS [ROWS]\n");
+                        "MAX_OPEN SEED [COUNTS]\n       sqlite_raw count DIR PREFIX TENANTS [ROWS [WHERE]]\n"
+                        "       sqlite_raw create DIR PREFIX TENANTS PROCS full|normal\n");
     return rc;
 }

@@ -5,7 +5,8 @@
  *          [-H HOSTPATTERN] [-N TENANTS] [-u PATH] [-m METHOD] [-b BODY|@FILE]
  *          [-e EXPECT | --expect-file FILE] [--exact] [--expect-status CODE|Nxx|any]
  *          [--json FILE] [--log FILE] [--keepalive on|off] [--timeout MS] [--max-errors N]
- *          [--seed N] [--tenant-counts FILE]
+ *          [--seed N] [--tenant-counts FILE] [--header NAME:VALUE]... [--header-file FILE]
+ *          [--sequential] [--expand-body]
  *   hammer --selftest-server PORT [-a ADDR]
  *
  * Our integration, stress and benchmark scripts drive nginx on loopback with this and trust
@@ -41,6 +42,18 @@
  *   --expect-status              which final status codes are expected: an exact code
  *                                (404), a class (2xx, the default) or any; others are
  *                                counted as unexpected and the first few printed.
+ * Headers beyond Host and User-Agent (an API key, a Content-Type):
+ *   --header 'NAME:VALUE'        sent with every request, repeatable; %d in VALUE is the
+ *                                tenant of THIS request (X-Tenant:t%d), %% a %;
+ *   --header-file FILE           line d of FILE is a whole header line ("Authorization:
+ *                                Bearer ...") sent with the requests of tenant d: a value
+ *                                per tenant the tenant number cannot give, such as its key.
+ * Host, Content-Length, Transfer-Encoding and Connection are hammer's own and refused there.
+ * Per-tenant work that must reach every tenant once (create a table in each, seed each):
+ *   --sequential                 tenants 1, 2, ..., N, 1, ... in turn instead of random
+ *                                draws: -n N -N N reaches each tenant exactly once;
+ *   --expand-body                %d in the -b body is the tenant of THIS request, %% a %
+ *                                (the Content-Length follows), for rows of its own.
  * %% is a literal %. Latency runs from the start of a request (including the connect of a
  * new connection) to the last byte of its response, over responses only, kept in a
  * log-linear histogram exact below 2048 us and within 0.1% above.
@@ -53,7 +66,7 @@
  *
  * Output: one summary line on stderr; with --json FILE ("-" for stdout) an object with
  * requests, responses, duration_s, rps (responses per second), status (counts by code),
- * errors (by kind), wrong, unexpected_status, retried, latency_us (min, mean, p50, p90,
+ * errors (by kind), wrong, unexpected_status, retried, latency_us (min, mean, p50, p90, p95,
  * p99, max), connections (-c), connects (connections opened), bytes_in, stopped_by
  * (count, duration, time-limit, max-errors, signal) and ok. With --log FILE, one line per
  * attempt as it ends, "START END WHAT RESULT": START and END in milliseconds since the
@@ -72,6 +85,9 @@
  *
  * --selftest-server PORT serves tests/integration/hammer_selftest.sh: a forking HTTP/1.1
  * server whose answers exercise every branch of the response parser, chosen by the path:
+ *   /headers        the request's header lines but Host, User-Agent, Content-Length and
+ *                   Connection, one a line as received (a GET without a body only);
+ *   /echo           the request's body (its first 4 KB);
  *   /cl /chunked /trickle /continue /eof /close  a valid answer "host=HOST\n" framed by a
  *                   Content-Length, chunks (with an extension and a trailer), chunks written
  *                   one byte at a time, a 100 Continue first, the close of the connection,
@@ -106,7 +122,9 @@
 #define HOST_MAX 256            /* an expanded Host, with its NUL */
 #define PATH_MAX_LEN 1024       /* an expanded request path */
 #define EXPECT_MAX 4096         /* an expanded -e text (an echoed body fits) */
-#define REQ_HEAD_MAX (PATH_MAX_LEN + HOST_MAX + 256)
+#define REQ_HEAD_MAX (PATH_MAX_LEN + HOST_MAX + 256)   /* without --header/--header-file */
+#define HDR_MAX 16              /* --header options */
+#define HDR_LINE_MAX 4096       /* an expanded --header, or a line of --header-file */
 #define RBUF_INIT (16 * 1024)   /* per connection; grows for a large response head */
 #define HEAD_MAX (64 * 1024)    /* a response head larger than this is a parse error */
 #define LINE_MAX_LEN 4096       /* a chunk-size or trailer line */
@@ -147,7 +165,17 @@ struct opts {
     uint64_t seed;
     const char *tenant_counts;  /* NULL: no per-tenant counts */
     bool idempotent, head;
+    char *hdr_pat[HDR_MAX];     /* --header, each as "Name: value" with %d still in it */
+    unsigned hdr_count;
+    char **hdr_lines;           /* --header-file: [tenant - 1], without the newline */
+    size_t *hdr_line_len;
+    size_t head_cap;            /* room for the largest request head */
+    bool sequential;            /* tenants 1, 2, ... N, 1, ... instead of random draws */
+    bool expand_body;           /* %d in the body is the tenant */
+    size_t body_cap;            /* with expand_body: room for the longest body and its NUL */
 };
+
+static uint64_t seq_next;       /* --sequential: the next tenant, from 0 */
 
 static char status_desc[32] = "expected 2xx";   /* for the messages */
 static FILE *log_f;             /* --log */
@@ -166,6 +194,8 @@ static void usage(FILE *f)
         "              [-e EXPECT | --expect-file FILE] [--exact]\n"
         "              [--expect-status CODE|Nxx|any] [--json FILE]\n"
         "              [--keepalive on|off] [--timeout MS] [--max-errors N] [--seed N]\n"
+        "              [--tenant-counts FILE] [--header NAME:VALUE]... [--header-file FILE]\n"
+        "              [--sequential] [--expand-body]\n"
         "       hammer --selftest-server PORT [-a ADDR]\n"
         "\n"
         "An HTTP/1.1 load generator for loopback tests that checks every answer.\n"
@@ -196,6 +226,12 @@ static void usage(FILE *f)
         "      --seed N             seed of the tenant draw (default: time and pid)\n"
         "      --tenant-counts FILE per tenant number: answers right, other answers, and\n"
         "                           attempts without an answer (\"N OK OTHER UNANSWERED\")\n"
+        "      --header NAME:VALUE  send this header too (repeatable, up to 16); %%d in VALUE\n"
+        "                           is the request's tenant, %%%% a %%\n"
+        "      --header-file FILE   line d of FILE is a header line (\"Authorization: Bearer\n"
+        "                           KEY\") sent with tenant d's requests\n"
+        "      --sequential         tenants 1..N in turn, not drawn (-n N: each once)\n"
+        "      --expand-body        %%d in the -b body is the request's tenant, %%%% a %%\n"
         "      --selftest-server P  run the parser test server on port P (see the source)\n"
         "  -h, --help               this text\n"
         "\n"
@@ -251,10 +287,11 @@ static char *read_file(const char *path, size_t *len)
     FILE *f = fopen(path, "rb");
     if (f == NULL)
         usage_error("cannot open the body file", path);
-    char *buf = malloc(BODY_FILE_MAX);
+    char *buf = malloc(BODY_FILE_MAX + 1);
     if (buf == NULL)
         usage_error("out of memory", NULL);
     *len = fread(buf, 1, BODY_FILE_MAX, f);
+    buf[*len] = '\0';             /* --expand-body reads it as a string */
     bool bad = ferror(f) || !feof(f);
     fclose(f);
     if (bad)
@@ -474,8 +511,11 @@ struct conn {
     char path[PATH_MAX_LEN];
     char expect[EXPECT_MAX];
     size_t expect_len;
-    char head[REQ_HEAD_MAX];
+    char *head;                 /* O.head_cap bytes */
     size_t head_len, woff;
+    char *req_body;             /* O.body, or body_buf with --expand-body */
+    size_t req_body_len;
+    char *body_buf;             /* O.body_cap bytes with --expand-body, else NULL */
 
     /* the response */
     char *rbuf;
@@ -642,10 +682,16 @@ static void start_attempt(struct conn *c, uint64_t now)
     c->retried = false;
     c->t_start = now;
     c->deadline = now + (uint64_t)O.timeout_ms * 1000000ull;
-    c->tenant = draw_tenant();
+    c->tenant = O.sequential ? (uint32_t)(seq_next++ % O.tenants) + 1 : draw_tenant();
     /* The lengths were checked against the largest tenant number at start-up. */
     c->host_len = (size_t)expand(O.host_pat, c->tenant, NULL, 0, c->host, sizeof(c->host));
     expand(O.path_pat, c->tenant, NULL, 0, c->path, sizeof(c->path));
+    c->req_body = O.body;
+    c->req_body_len = O.body_len;
+    if (O.expand_body) {
+        c->req_body = c->body_buf;
+        c->req_body_len = (size_t)expand(O.body, c->tenant, NULL, 0, c->body_buf, O.body_cap);
+    }
     if (O.expect_lines != NULL) {
         c->expect_len = O.expect_line_len[c->tenant - 1];
         memcpy(c->expect, O.expect_lines[c->tenant - 1], c->expect_len);
@@ -653,19 +699,27 @@ static void start_attempt(struct conn *c, uint64_t now)
         c->expect_len = (size_t)expand(O.expect_pat, c->tenant, c->host, c->host_len,
                                        c->expect, sizeof(c->expect));
     }
-    int n;
+    /* O.head_cap has room for all of it: every pattern and line was measured at start-up. */
+    char *h = c->head;
+    size_t n = (size_t)snprintf(h, O.head_cap, "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: hammer\r\n",
+                                O.method, c->path, c->host);
+    for (unsigned i = 0; i < O.hdr_count; i++) {
+        n += (size_t)expand(O.hdr_pat[i], c->tenant, NULL, 0, h + n, O.head_cap - n);
+        memcpy(h + n, "\r\n", 2);
+        n += 2;
+    }
+    if (O.hdr_lines != NULL) {
+        memcpy(h + n, O.hdr_lines[c->tenant - 1], O.hdr_line_len[c->tenant - 1]);
+        n += O.hdr_line_len[c->tenant - 1];
+        memcpy(h + n, "\r\n", 2);
+        n += 2;
+    }
     if (O.body != NULL || strcmp(O.method, "POST") == 0 || strcmp(O.method, "PUT") == 0 ||
         strcmp(O.method, "PATCH") == 0)
-        n = snprintf(c->head, sizeof(c->head),
-                     "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: hammer\r\n"
-                     "Content-Length: %zu\r\n%s\r\n",
-                     O.method, c->path, c->host, O.body_len,
-                     O.keepalive ? "" : "Connection: close\r\n");
-    else
-        n = snprintf(c->head, sizeof(c->head),
-                     "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: hammer\r\n%s\r\n", O.method,
-                     c->path, c->host, O.keepalive ? "" : "Connection: close\r\n");
-    c->head_len = (size_t)n;
+        n += (size_t)snprintf(h + n, O.head_cap - n, "Content-Length: %zu\r\n", c->req_body_len);
+    n += (size_t)snprintf(h + n, O.head_cap - n, "%s\r\n",
+                          O.keepalive ? "" : "Connection: close\r\n");
+    c->head_len = n;
     c->woff = 0;
     reset_response(c);
     if (c->fd < 0) {
@@ -716,19 +770,19 @@ static void io_failed(struct conn *c, int err)
 /* Write what is left of the request; false when the attempt failed. */
 static bool send_request(struct conn *c)
 {
-    size_t total = c->head_len + O.body_len;
+    size_t total = c->head_len + c->req_body_len;
     while (c->woff < total) {
         struct iovec iov[2];
         int n = 0;
         if (c->woff < c->head_len) {
             iov[n].iov_base = c->head + c->woff;
             iov[n++].iov_len = c->head_len - c->woff;
-            if (O.body_len > 0) {
-                iov[n].iov_base = O.body;
-                iov[n++].iov_len = O.body_len;
+            if (c->req_body_len > 0) {
+                iov[n].iov_base = c->req_body;
+                iov[n++].iov_len = c->req_body_len;
             }
         } else {
-            iov[n].iov_base = O.body + (c->woff - c->head_len);
+            iov[n].iov_base = c->req_body + (c->woff - c->head_len);
             iov[n++].iov_len = total - c->woff;
         }
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
@@ -1263,10 +1317,11 @@ static void write_json(FILE *f, double secs)
                ",\n  \"retried\": %" PRIu64 ",\n",
             S.wrong, S.unexpected, S.retried);
     fprintf(f, "  \"latency_us\": {\"min\": %" PRIu64 ", \"mean\": %.1f, \"p50\": %" PRIu64
-               ", \"p90\": %" PRIu64 ", \"p99\": %" PRIu64 ", \"max\": %" PRIu64 "},\n",
+               ", \"p90\": %" PRIu64 ", \"p95\": %" PRIu64 ", \"p99\": %" PRIu64
+               ", \"max\": %" PRIu64 "},\n",
             S.responses ? S.lat_min : 0,
             S.responses ? (double)S.lat_sum / (double)S.responses : 0.0, percentile(50),
-            percentile(90), percentile(99), S.lat_max);
+            percentile(90), percentile(95), percentile(99), S.lat_max);
     fprintf(f, "  \"connections\": %u,\n  \"connects\": %" PRIu64 ",\n  \"bytes_in\": %" PRIu64
                ",\n",
             O.conns, S.connects, S.bytes_in);
@@ -1308,7 +1363,10 @@ static int run(void)
         conns[i].fd = -1;
         conns[i].rcap = RBUF_INIT;
         conns[i].rbuf = malloc(RBUF_INIT);
-        if (conns[i].rbuf == NULL) {
+        conns[i].head = malloc(O.head_cap);
+        conns[i].body_buf = O.expand_body ? malloc(O.body_cap) : NULL;
+        if (conns[i].rbuf == NULL || conns[i].head == NULL ||
+            (O.expand_body && conns[i].body_buf == NULL)) {
             fprintf(stderr, "hammer: out of memory\n");
             return 1;
         }
@@ -1363,6 +1421,8 @@ static int run(void)
     for (unsigned i = 0; i < O.conns; i++) {
         conn_close(&conns[i], false);
         free(conns[i].rbuf);
+        free(conns[i].head);
+        free(conns[i].body_buf);
     }
     free(conns);
     close(ep);
@@ -1545,6 +1605,32 @@ static void st_header(const char *head, size_t len, const char *name, char *out,
         }
 }
 
+/* /headers: the request's header lines but Host, User-Agent, Content-Length and
+ * Connection, each as received followed by a newline, answered with a Content-Length. */
+static bool st_headers(int fd, const char *head, size_t len)
+{
+    static const char *const skip[] = {"host", "user-agent", "content-length", "connection"};
+    char body[8192], msg[8448];
+    size_t bl = 0;
+    const char *p = head, *end = head + len, *line;
+    size_t ll;
+    next_line(&p, end, &line, &ll);   /* the request line */
+    while (next_line(&p, end, &line, &ll) && ll > 0) {
+        const char *colon = memchr(line, ':', ll);
+        bool skipped = false;
+        for (size_t k = 0; colon != NULL && k < TN_ARRAY_LEN(skip); k++)
+            skipped = skipped || token_eq(line, (size_t)(colon - line), skip[k]);
+        if (skipped || bl + ll + 1 > sizeof(body))
+            continue;
+        memcpy(body + bl, line, ll);
+        bl += ll;
+        body[bl++] = '\n';
+    }
+    int n = snprintf(msg, sizeof(msg), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n%.*s", bl,
+                     (int)bl, body);
+    return n > 0 && (size_t)n < sizeof(msg) && st_write(fd, msg, (size_t)n);
+}
+
 static void st_serve(int fd)
 {
     char buf[8192];
@@ -1572,20 +1658,43 @@ static void st_serve(int fd)
         st_header(buf, hl, "host:", host, sizeof(host));
         st_header(buf, hl, "content-length:", clen, sizeof(clen));
         st_header(buf, hl, "connection:", connection, sizeof(connection));
+        if (strcmp(path, "/headers") == 0) {   /* answered now: it reads the head */
+            if (clen[0] != '\0' || !st_headers(fd, buf, hl) || strcasecmp(connection, "close") == 0)
+                return;
+            memmove(buf, buf + hl, len - hl);
+            len -= hl;
+            continue;
+        }
         size_t body = (size_t)strtoull(clen, NULL, 10);
-        /* drop the request and its body from the buffer */
+        /* drop the request and its body from the buffer (/echo keeps up to 4 KB of it) */
+        char echo[4096];
+        size_t echo_len = 0;
+        bool is_echo = strcmp(path, "/echo") == 0;
         size_t drop = hl;
         while (len - drop < body) {
             body -= len - drop;
+            for (size_t i = drop; is_echo && i < len && echo_len < sizeof(echo); i++)
+                echo[echo_len++] = buf[i];
             len = drop = 0;
             ssize_t n = read(fd, buf, sizeof(buf));
             if (n <= 0)
                 return;
             len = (size_t)n;
         }
+        for (size_t i = drop; is_echo && i < drop + body && echo_len < sizeof(echo); i++)
+            echo[echo_len++] = buf[i];
         drop += body;
         memmove(buf, buf + drop, len - drop);
         len -= drop;
+        if (is_echo) {
+            char msg[4200];
+            int n = snprintf(msg, sizeof(msg), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n",
+                             echo_len);
+            if (!st_write(fd, msg, (size_t)n) || !st_write(fd, echo, echo_len) ||
+                strcasecmp(connection, "close") == 0)
+                return;
+            continue;
+        }
         if (!st_respond(fd, path, host) || strcasecmp(connection, "close") == 0)
             return;
     }
@@ -1626,7 +1735,87 @@ static int selftest_server(int port)
 /* ---- main --------------------------------------------------------------------------------- */
 
 enum { OPT_EXPECT_STATUS = 256, OPT_JSON, OPT_LOG, OPT_KEEPALIVE, OPT_TIMEOUT, OPT_MAX_ERRORS,
-       OPT_SEED, OPT_SELFTEST, OPT_EXPECT_FILE, OPT_EXACT, OPT_TENANT_COUNTS };
+       OPT_SEED, OPT_SELFTEST, OPT_EXPECT_FILE, OPT_EXACT, OPT_TENANT_COUNTS, OPT_HEADER,
+       OPT_HEADER_FILE, OPT_SEQUENTIAL, OPT_EXPAND_BODY };
+
+/* A header line "Name: value" (len bytes, no CR LF) that hammer may send for the user: a
+ * token name that is none of the headers hammer writes itself (they frame the request and
+ * the connection), a colon, and a value of visible characters, spaces and tabs. */
+static bool header_ok(const char *s, size_t len)
+{
+    static const char *const own[] = {"host", "content-length", "transfer-encoding",
+                                      "connection"};
+    const char *colon = memchr(s, ':', len);
+    if (colon == NULL || colon == s)
+        return false;
+    size_t nl = (size_t)(colon - s);
+    for (size_t i = 0; i < nl; i++)
+        if (!is_tchar((unsigned char)s[i]))
+            return false;
+    for (size_t k = 0; k < TN_ARRAY_LEN(own); k++)
+        if (token_eq(s, nl, own[k]))
+            return false;
+    for (const char *p = colon + 1; p < s + len; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch != ' ' && ch != '\t' && (ch <= ' ' || ch >= 0x7f))
+            return false;
+    }
+    return true;
+}
+
+/* --header NAME:VALUE, kept as "NAME: VALUE" (the value without the blanks around it). */
+static void add_header(const char *arg)
+{
+    if (O.hdr_count == HDR_MAX)
+        usage_error("more than 16 --header options", arg);
+    const char *colon = strchr(arg, ':');
+    if (colon == NULL || colon == arg)
+        usage_error("bad --header (NAME:VALUE)", arg);
+    const char *v = colon + 1;
+    size_t vl = strlen(v);
+    trim(&v, &vl);
+    size_t nl = (size_t)(colon - arg);
+    char *h = malloc(nl + vl + 3);
+    if (h == NULL)
+        usage_error("out of memory", NULL);
+    memcpy(h, arg, nl);
+    memcpy(h + nl, ": ", 2);
+    memcpy(h + nl + 2, v, vl);
+    h[nl + 2 + vl] = '\0';
+    O.hdr_pat[O.hdr_count++] = h;
+}
+
+/* --header-file: line d is tenant d's header line; returns the longest line's length. */
+static size_t load_header_file(const char *path)
+{
+    size_t len, longest = 0;
+    char *text = read_file(path, &len);
+    O.hdr_lines = calloc(O.tenants, sizeof(*O.hdr_lines));
+    O.hdr_line_len = calloc(O.tenants, sizeof(*O.hdr_line_len));
+    if (O.hdr_lines == NULL || O.hdr_line_len == NULL)
+        usage_error("out of memory for --header-file", NULL);
+    char *p = text, *end = text + len;
+    for (uint32_t i = 0; i < O.tenants; i++) {
+        char *nl = p < end ? memchr(p, '\n', (size_t)(end - p)) : NULL;
+        if (nl == NULL)
+            usage_error("--header-file has fewer lines than -N tenants", path);
+        size_t l = (size_t)(nl - p);
+        if (l > 0 && p[l - 1] == '\r')
+            l--;
+        if (l >= HDR_LINE_MAX || !header_ok(p, l)) {
+            char what[96];
+            snprintf(what, sizeof(what), "line %" PRIu32 " of --header-file is not a header line "
+                     "hammer may send", i + 1);
+            usage_error(what, path);
+        }
+        O.hdr_lines[i] = p;
+        O.hdr_line_len[i] = l;
+        if (l > longest)
+            longest = l;
+        p = nl + 1;
+    }
+    return longest;
+}
 
 static void parse_expect_status(const char *s)
 {
@@ -1666,11 +1855,15 @@ int main(int argc, char **argv)
         {"max-errors", required_argument, NULL, OPT_MAX_ERRORS},
         {"seed", required_argument, NULL, OPT_SEED},
         {"tenant-counts", required_argument, NULL, OPT_TENANT_COUNTS},
+        {"header", required_argument, NULL, OPT_HEADER},
+        {"header-file", required_argument, NULL, OPT_HEADER_FILE},
+        {"sequential", no_argument, NULL, OPT_SEQUENTIAL},
+        {"expand-body", no_argument, NULL, OPT_EXPAND_BODY},
         {"selftest-server", required_argument, NULL, OPT_SELFTEST},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     const char *addr = "127.0.0.1";
-    const char *expect_file = NULL;
+    const char *expect_file = NULL, *header_file = NULL;
     bool seeded = false;
     int selftest_port = 0, ch;
     while ((ch = getopt_long(argc, argv, "p:a:c:d:n:H:N:u:m:b:e:h", longopts, NULL)) != -1) {
@@ -1720,6 +1913,10 @@ int main(int argc, char **argv)
             seeded = true;
             break;
         case OPT_TENANT_COUNTS: O.tenant_counts = optarg; break;
+        case OPT_HEADER: add_header(optarg); break;
+        case OPT_HEADER_FILE: header_file = optarg; break;
+        case OPT_SEQUENTIAL: O.sequential = true; break;
+        case OPT_EXPAND_BODY: O.expand_body = true; break;
         case OPT_SELFTEST:
             selftest_port = (int)parse_uint(optarg, 1, 65535, "bad --selftest-server port");
             break;
@@ -1754,6 +1951,32 @@ int main(int argc, char **argv)
         if (O.expect_pat != NULL)
             usage_error("-e and --expect-file exclude each other", NULL);
         load_expect_file(expect_file);
+    }
+    /* The request head: its fixed part, then every extra header at its longest. */
+    O.head_cap = REQ_HEAD_MAX;
+    for (unsigned i = 0; i < O.hdr_count; i++) {
+        int l = expand(O.hdr_pat[i], O.tenants, NULL, 0, buf, HDR_LINE_MAX);
+        if (l < 0 || !header_ok(buf, (size_t)l))
+            usage_error("bad --header (NAME:VALUE: a header name other than Host, "
+                        "Content-Length, Transfer-Encoding and Connection, a value of visible "
+                        "characters and blanks, escapes %d and %%, up to 4095 bytes)",
+                        O.hdr_pat[i]);
+        O.head_cap += (size_t)l + 2;
+    }
+    if (header_file != NULL)
+        O.head_cap += load_header_file(header_file) + 2;
+    if (O.expand_body) {
+        /* measured at its longest, as the patterns above; the text must hold no NUL */
+        if (O.body == NULL || memchr(O.body, '\0', O.body_len) != NULL)
+            usage_error("--expand-body needs a -b body without NUL bytes", NULL);
+        char *tmp = malloc(O.body_len * 11 + 1);   /* %d grows from 2 to at most 10 bytes */
+        if (tmp == NULL)
+            usage_error("out of memory", NULL);
+        int bl = expand(O.body, O.tenants, NULL, 0, tmp, O.body_len * 11 + 1);
+        if (bl < 0)
+            usage_error("bad -b for --expand-body (escapes %d and %%)", NULL);
+        O.body_cap = (size_t)bl + 1;
+        free(tmp);
     }
     if (O.exact && O.expect_pat == NULL && O.expect_lines == NULL)
         usage_error("--exact needs -e or --expect-file", NULL);

@@ -10,7 +10,9 @@
 #   - each error kind is counted as what it is (connect, reset, timeout, parse), statuses are
 #     checked against --expect-status, usage errors exit 2;
 #   - requests = responses + errors, always; -d 2 stops in about 2 seconds;
-#   - --log writes one line per attempt, with its times, status or error, and verdict.
+#   - --log writes one line per attempt, with its times, status or error, and verdict;
+#   - --header and --header-file send each tenant's own header lines (an API key), and
+#     --sequential with --expand-body reaches every tenant once with a body of its own.
 . "$(dirname "$0")/lib.sh"
 need nginx curl
 HAMMER=$HELPERS/hammer
@@ -136,6 +138,33 @@ assert_ge "${J[wrong]}" 1 "--expect-file: that tenant's answers are wrong"
 assert_contains "$(< "$T/ex_file4.err")" 'expected "host=t4x.localhost\n", got 200 "host=t4.localhost\n"' \
     "--expect-file: the wrong answer is shown with its line"
 
+# ---- headers and bodies of each tenant's own ------------------------------------------------------
+# /headers answers the header lines it got (but Host, User-Agent, Content-Length, Connection).
+ham hdr "${S[@]}" -N 20 -c 4 -n 100 -u /headers --header 'X-Tenant: t%d' \
+    --header 'Content-Type:application/json' -e $'X-Tenant: t%d\nContent-Type: application/json\n' --exact
+assert_eq "$RC:${J[200]}:${J[wrong]}" 0:100:0 "--header: every request, %d as its tenant"
+for i in $(seq 1 20); do echo "Authorization: Bearer key-$i-$RANDOM"; done > "$T/keys"
+ham hdr_file "${S[@]}" -N 20 -c 4 -n 200 -u /headers --header-file "$T/keys" --expect-file "$T/keys" --exact
+assert_eq "$RC:${J[200]}:${J[wrong]}" 0:200:0 "--header-file: line d goes with tenant d's requests"
+sed 's/$/\r/' "$T/keys" > "$T/keys-crlf"
+ham hdr_crlf "${S[@]}" -N 20 -c 4 -n 100 -u /headers --header-file "$T/keys-crlf" --expect-file "$T/keys" --exact
+assert_eq "$RC:${J[wrong]}" 0:0 "--header-file: CRLF lines are sent as the same header"
+sed '4s/Bearer key-/Bearer kex-/' "$T/keys" > "$T/keys4"
+ham hdr_file4 "${S[@]}" -N 20 -c 4 -n 200 -u /headers --header-file "$T/keys4" --expect-file "$T/keys" --exact --seed 7 \
+    --tenant-counts "$T/tc-hdr.txt"
+assert_eq "$RC" 1 "--header-file: one tenant's line changed, exit status"
+assert_eq "$(awk '$3 > 0 { printf "%s ", $1 }' "$T/tc-hdr.txt")" "4 " "--header-file: only tenant 4's answers differ"
+ham hdr_post "${S[@]}" -N 20 -c 4 -n 50 -m POST -u /cl -b 'x=1' --header-file "$T/keys" --header 'Prefer: return=minimal'
+assert_eq "$RC:${J[200]}" 0:50 "--header-file with a POST body: framing intact"
+ham seq "${S[@]}" -N 50 -c 4 -n 50 --sequential -m POST -u /echo -b '{"name":"t%d","pct":"5%%"}' --expand-body \
+    -e '{"name":"t%d","pct":"5%%"}' --exact --tenant-counts "$T/tc-seq.txt"
+assert_eq "$RC:${J[200]}:${J[wrong]}" 0:50:0 "--expand-body: each tenant's body is its own"
+assert_eq "$(awk '$2 == 1 && $3 == 0 && $4 == 0 { n++ } END { print n + 0 }' "$T/tc-seq.txt")" 50 \
+    "--sequential -n 50 -N 50: each tenant exactly once"
+ham seq2 "${S[@]}" -N 7 -c 3 -n 70 --sequential -u /cl --tenant-counts "$T/tc-seq2.txt"
+assert_eq "$(awk '{ printf "%s:%s ", $1, $2 }' "$T/tc-seq2.txt")" "1:10 2:10 3:10 4:10 5:10 6:10 7:10 " \
+    "--sequential -n 70 -N 7: ten rounds of the fleet"
+
 # ---- errors by kind ---------------------------------------------------------------------------
 for spec in /bad:parse /badchunk:parse /extra:parse /short:reset /reset:reset; do
     p=${spec%%:*} kind=${spec##*:}
@@ -175,6 +204,8 @@ assert_ge "$MS" 1990 "-d 2 runs 2 s ($MS ms)"
 assert_ge 2500 "$MS" "-d 2 stops in about 2 s ($MS ms)"
 assert_contains "$(< "$T/duration.json")" '"stopped_by": "duration"' "-d 2 stopped by duration"
 assert_ge "${J[requests]}" 1000 "-d 2: requests made"
+assert_ge "${J[p95]}" "${J[p50]}" "latency: p95 at least p50"
+assert_ge "${J[p99]}" "${J[p95]}" "latency: p99 at least p95"
 log "-d 2 at -c 50: $(< "$T/duration.err")"
 
 # ---- --log: one line per attempt ----------------------------------------------------------------
@@ -204,7 +235,11 @@ for args in "-p $NGINX_PORT" "-n 10" "-p $NGINX_PORT -n 10 -a 10.1.2.3" \
     "-p $NGINX_PORT -n 10 -H t%x" "-p $NGINX_PORT -n 10 -e %q" "-p $NGINX_PORT -d 0" \
     "-p $NGINX_PORT -n 10 --keepalive maybe" "-p $NGINX_PORT -n 10 --bogus" \
     "-p $NGINX_PORT -n 10 --exact" "-p $NGINX_PORT -n 10 -N 11 --expect-file $T/expect" \
-    "-p $NGINX_PORT -n 10 -e x --expect-file $T/expect"; do
+    "-p $NGINX_PORT -n 10 -e x --expect-file $T/expect" "-p $NGINX_PORT -n 10 --header Host:x" \
+    "-p $NGINX_PORT -n 10 --header content-length:5" "-p $NGINX_PORT -n 10 --header nocolon" \
+    "-p $NGINX_PORT -n 10 --header :v" "-p $NGINX_PORT -n 10 --header X:%q" \
+    "-p $NGINX_PORT -n 10 -N 21 --header-file $T/keys" "-p $NGINX_PORT -n 10 --expand-body" \
+    "-p $NGINX_PORT -n 10 -b %q --expand-body"; do
     # shellcheck disable=SC2086
     "$HAMMER" $args > /dev/null 2>&1
     assert_eq "$?" 2 "usage error: hammer $args"
