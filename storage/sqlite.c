@@ -694,6 +694,13 @@ static int sq_open(const char *target, const db_options *opt, tn_db **out, char 
     if (!ro) {
         /* A read-only connection cannot change the journal mode; it reads what is there. */
         rc = run_setup(d, "PRAGMA journal_mode=WAL", memory ? NULL : "wal", err, errlen);
+        /* Keep the -wal file when the last connection closes: a worker's pool opens and
+         * closes tenant files as tenants come and go, and creating and unlinking it each
+         * time (a checkpoint, a file create and an unlink in the file system's journal) cost
+         * more than the request that caused it. */
+        int persist = 1;
+        if (rc == TN_OK && !memory)
+            sqlite3_file_control(d->h, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
         if (rc == TN_OK)
             rc = run_setup(d,
                            opt->sync_normal ? "PRAGMA synchronous=NORMAL"

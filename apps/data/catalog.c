@@ -1,7 +1,8 @@
 /*
  * catalog.c — the tenant's own tables as the data API shows them.
  *
- * Owns: reading the catalog once per request (SQLite: sqlite_schema with pragma_table_info
+ * Owns: reading the catalog at most once per request, and only when the worker's copy
+ * (catcache.c) is of another version (SQLite: sqlite_schema with pragma_table_info
  * and pragma_index_list as table-valued functions; PostgreSQL: information_schema and
  * pg_catalog limited to current_schema(), the tenant's only search path), hiding internal
  * objects (dt_name_internal: '_', "tenancy_" — the host's tenancy_migrations among them —
@@ -180,6 +181,13 @@ int dt_catalog_load(dt_req *d)
 {
     if (d->loaded)
         return TN_OK;
+    /* One version number instead of the whole catalog when this worker has it already. */
+    char version[64];
+    bool versioned = dt_catcache_version(d, version, sizeof(version)) == TN_OK;
+    if (versioned && dt_catcache_get(d, version) == TN_OK) {
+        d->loaded = true;
+        return TN_OK;
+    }
     loader l = {d, 0, 0};
     tn_rows *rows = NULL;
     d->ntables = 0;
@@ -197,6 +205,8 @@ int dt_catalog_load(dt_req *d)
     for (int i = 0; i < d->ntables; i++)
         hide_columns(&d->tables[i]);
     d->loaded = true;
+    if (versioned)
+        dt_catcache_put(d, version);
     return TN_OK;
 }
 

@@ -145,9 +145,12 @@ static int data_handle(tn_request *r)
     return rc == TN_OK ? route_top(&d, &rt, m) : rc;
 }
 
+static void data_fini(void) { dt_catcache_fini(); }
+
 TN_APP_DEFINE = {
     .abi = TN_ABI_VERSION,
     .name = "data",
     .version = "1",
     .handle = data_handle,
+    .fini = data_fini,
 };

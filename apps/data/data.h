@@ -164,6 +164,13 @@ typedef struct dt_req {
 } dt_req;
 
 int dt_catalog_load(dt_req *d);
+/* catcache.c: the worker's copies of its tenants' catalogs. The version of the request's
+ * tenant's catalog now; a copy of the cached catalog of that version into d (TN_NOTFOUND
+ * when there is none); keep d's loaded catalog as that version's; free them all. */
+int dt_catcache_version(dt_req *d, char *out, size_t n);
+int dt_catcache_get(dt_req *d, const char *version);
+void dt_catcache_put(dt_req *d, const char *version);
+void dt_catcache_fini(void);
 /* The visible table called name (exact), or NULL. Loads the catalog first. */
 const dt_table *dt_table_find(dt_req *d, const char *name);
 const dt_col *dt_col_find(const dt_table *t, const char *name);

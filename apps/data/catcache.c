@@ -1,0 +1,162 @@
+/*
+ * catcache.c — each worker's copy of its tenants' catalogs, so that a request reads one
+ * version number instead of the whole catalog.
+ *
+ * Owns: a direct-mapped table (tenant id → the catalog as last read, in one malloc'd block,
+ * with the version it was read at), the version query per dialect, and the copy of a hit
+ * into the request's memory (callers may add to a table, dt_catalog_indexes does).
+ *
+ * The version changes with every schema change, whoever makes it (this app in any worker,
+ * a migration, another host): SQLite's schema_version is bumped by every DDL; on PostgreSQL
+ * every DDL on a relation writes new pg_class or pg_attribute rows for it, so the count and
+ * the sum of those rows' xmin over the tenant's schema change. A version read before the
+ * catalog can only make a stale entry that the next request replaces, never serve one.
+ *
+ * Must not: hand out the cached block itself, or keep more than CACHE_SLOTS entries.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "data.h"
+
+#define CACHE_SLOTS 4096
+#define VERSION_MAX 64
+
+static const char sqlite_version[] = "PRAGMA schema_version";
+static const char pg_version[] =
+    "SELECT pg_catalog.count(*)::text || ':' || "
+    " COALESCE(pg_catalog.sum(a.xmin::text::bigint), 0)::text || ':' || "
+    " COALESCE(pg_catalog.sum(DISTINCT c.xmin::text::bigint), 0)::text "
+    "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid "
+    "WHERE c.relnamespace = pg_catalog.current_schema()::regnamespace";
+
+static struct entry {
+    int64_t tenant_id;      /* 0: empty */
+    char version[VERSION_MAX];
+    int ntables;
+    dt_table *tables;       /* one block with every string and array in it */
+} cache[CACHE_SLOTS];
+
+static struct entry *slot_of(int64_t tenant_id)
+{
+    return &cache[(uint64_t)tenant_id % CACHE_SLOTS];
+}
+
+int dt_catcache_version(dt_req *d, char *out, size_t n)
+{
+    tn_rows *rows = NULL;
+    int rc = tn_db_query(d->db, &rows, d->dialect == REST_SQLITE ? sqlite_version : pg_version,
+                         0, NULL);
+    if (rc == TN_OK && (rc = tn_rows_next(rows)) == TN_OK) {
+        const char *v = tn_rows_get(rows, 0);
+        size_t l = v != NULL ? strlen(v) : 0;
+        if (l == 0 || l >= n) {
+            rc = TN_ERR;
+        } else {
+            memcpy(out, v, l + 1);
+        }
+    } else if (rc == TN_DONE) {
+        rc = TN_ERR;
+    }
+    tn_rows_free(rows);
+    return rc;
+}
+
+/* ---- copying a catalog (no indexes: they are read when asked for) ----------------------- */
+
+typedef struct copier {
+    char *p;            /* NULL: measuring */
+    size_t used;
+} copier;
+
+static void *take(copier *c, size_t n, size_t align)
+{
+    c->used = (c->used + align - 1) & ~(align - 1);
+    void *at = c->p != NULL ? c->p + c->used : NULL;
+    c->used += n;
+    return at;
+}
+
+static const char *take_str(copier *c, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *at = take(c, n, 1);
+    if (at != NULL)
+        memcpy(at, s, n);
+    return at;
+}
+
+/* Lay out n tables in c (sizes only while c->p is NULL). */
+static dt_table *lay_out(copier *c, const dt_table *src, int n)
+{
+    dt_table *ts = take(c, (size_t)n * sizeof(dt_table), _Alignof(dt_table));
+    for (int i = 0; i < n; i++) {
+        const dt_table *s = &src[i];
+        dt_col *cols = take(c, (size_t)s->ncols * sizeof(dt_col), _Alignof(dt_col));
+        const char **search = take(c, (size_t)s->nsearch * sizeof(char *), _Alignof(char *));
+        const char *name = take_str(c, s->name);
+        for (int j = 0; j < s->ncols; j++) {
+            const char *cn = take_str(c, s->cols[j].name);
+            if (cols != NULL) {
+                cols[j] = s->cols[j];
+                cols[j].name = cn;
+            }
+        }
+        for (int j = 0; j < s->nsearch; j++) {
+            const char *sn = take_str(c, s->search[j]);
+            if (search != NULL)
+                search[j] = sn;
+        }
+        if (ts != NULL)
+            ts[i] = (dt_table){.name = name, .ncols = s->ncols, .cols = cols,
+                               .nsearch = s->nsearch, .search = s->nsearch ? search : NULL};
+    }
+    return ts;
+}
+
+static size_t measure(const dt_table *src, int n)
+{
+    copier c = {NULL, 0};
+    lay_out(&c, src, n);
+    return c.used;
+}
+
+int dt_catcache_get(dt_req *d, const char *version)
+{
+    const tn_tenant *t = tn_tenant_of(d->r);
+    struct entry *e = t != NULL ? slot_of(tn_tenant_id(t)) : NULL;
+    if (e == NULL || e->tenant_id != tn_tenant_id(t) || strcmp(e->version, version) != 0)
+        return TN_NOTFOUND;
+    size_t size = measure(e->tables, e->ntables);
+    copier c = {tn_alloc(d->r, size ? size : 1), 0};
+    if (c.p == NULL)
+        return TN_NOMEM;
+    d->tables = lay_out(&c, e->tables, e->ntables);
+    d->ntables = e->ntables;
+    return TN_OK;
+}
+
+void dt_catcache_put(dt_req *d, const char *version)
+{
+    const tn_tenant *t = tn_tenant_of(d->r);
+    if (t == NULL || strlen(version) >= VERSION_MAX)
+        return;
+    struct entry *e = slot_of(tn_tenant_id(t));
+    size_t size = measure(d->tables, d->ntables);
+    copier c = {malloc(size ? size : 1), 0};
+    if (c.p == NULL)
+        return;   /* no copy: the next request reads the catalog again */
+    free(e->tables);
+    e->tables = lay_out(&c, d->tables, d->ntables);
+    e->ntables = d->ntables;
+    e->tenant_id = tn_tenant_id(t);
+    memcpy(e->version, version, strlen(version) + 1);
+}
+
+void dt_catcache_fini(void)
+{
+    for (int i = 0; i < CACHE_SLOTS; i++) {
+        free(cache[i].tables);
+        cache[i] = (struct entry){0};
+    }
+}
