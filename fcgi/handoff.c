@@ -26,6 +26,7 @@
 #include "core/netaddr.h"
 #include "fcgi/worker_int.h"
 
+#include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
@@ -35,9 +36,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-bool handoff_send(int sock, int fd, const handoff_msg *msg)
+ssize_t fd_pass_send(int sock, int fd, const void *msg, size_t len)
 {
-    struct iovec iov = {.iov_base = (void *)msg, .iov_len = sizeof(*msg)};
+    if (sock < 0) {
+        errno = EBADF;
+        return -1;
+    }
+    struct iovec iov = {.iov_base = (void *)msg, .iov_len = len};
     union {
         struct cmsghdr h;
         char b[CMSG_SPACE(sizeof(int))];
@@ -50,7 +55,32 @@ bool handoff_send(int sock, int fd, const handoff_msg *msg)
     cm->cmsg_type = SCM_RIGHTS;
     cm->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-    return sock >= 0 && sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(*msg);
+    return sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+ssize_t fd_pass_recv(int sock, void *msg, size_t len, int *fd)
+{
+    *fd = -1;
+    struct iovec iov = {.iov_base = msg, .iov_len = len};
+    union {
+        struct cmsghdr h;
+        char b[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+                        .msg_controllen = sizeof(ctl.b)};
+    ssize_t got = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (got < 0)
+        return got;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm != NULL; cm = CMSG_NXTHDR(&mh, cm))
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+            cm->cmsg_len == CMSG_LEN(sizeof(int)))
+            memcpy(fd, CMSG_DATA(cm), sizeof(int));
+    return got;
+}
+
+bool handoff_send(int sock, int fd, const handoff_msg *msg)
+{
+    return fd_pass_send(sock, fd, msg, sizeof(*msg)) == (ssize_t)sizeof(*msg);
 }
 
 int handoff_recv(int sock, handoff_msg *msg)
@@ -58,21 +88,10 @@ int handoff_recv(int sock, handoff_msg *msg)
     for (;;) {
         memset(msg, 0, sizeof(*msg));
         msg->tag = 'k';
-        struct iovec iov = {.iov_base = msg, .iov_len = sizeof(*msg)};
-        union {
-            struct cmsghdr h;
-            char b[CMSG_SPACE(sizeof(int))];
-        } ctl;
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
-                            .msg_controllen = sizeof(ctl.b)};
-        ssize_t got = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        int fd;
+        ssize_t got = fd_pass_recv(sock, msg, sizeof(*msg), &fd);
         if (got < 0)
             return -1;   /* none left (or another process took it) */
-        int fd = -1;
-        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm != NULL; cm = CMSG_NXTHDR(&mh, cm))
-            if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-                cm->cmsg_len == CMSG_LEN(sizeof(int)))
-                memcpy(&fd, CMSG_DATA(cm), sizeof(int));
         if (got != (ssize_t)sizeof(*msg))
             msg->req_start_ms = 0;
         if (fd >= 0)

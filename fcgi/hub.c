@@ -103,26 +103,13 @@ int hub_send(int sock, int fd, const hub_msg *msg)
 {
     if (sock < 0)
         return TN_ERR;
-    struct iovec iov = {.iov_base = (void *)msg, .iov_len = sizeof(*msg)};
-    union {
-        struct cmsghdr h;
-        char b[CMSG_SPACE(sizeof(int))];
-    } ctl;
-    memset(&ctl, 0, sizeof(ctl));
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
-                        .msg_controllen = sizeof(ctl.b)};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-    ssize_t n = sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    ssize_t n = fd_pass_send(sock, fd, msg, sizeof(*msg));
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         /* A burst of subscriptions fills the socket faster than the hub takes them: wait a
          * moment for room (the hub drains it in its next turn) before saying busy. */
         struct pollfd p = {.fd = sock, .events = POLLOUT};
         if (poll(&p, 1, 200) > 0)
-            n = sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+            n = fd_pass_send(sock, fd, msg, sizeof(*msg));
     }
     if (n == (ssize_t)sizeof(*msg))
         return TN_OK;
@@ -633,21 +620,10 @@ static void take_handoffs(hub *h)
     for (int k = 0; k < 256; k++) {
         hub_msg m;
         memset(&m, 0, sizeof(m));
-        struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
-        union {
-            struct cmsghdr h;
-            char b[CMSG_SPACE(sizeof(int))];
-        } ctl;
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
-                            .msg_controllen = sizeof(ctl.b)};
-        ssize_t got = recvmsg(h->a->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        int fd;
+        ssize_t got = fd_pass_recv(h->a->sock, &m, sizeof(m), &fd);
         if (got < 0)
             return;
-        int fd = -1;
-        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm != NULL; cm = CMSG_NXTHDR(&mh, cm))
-            if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-                cm->cmsg_len == CMSG_LEN(sizeof(int)))
-                memcpy(&fd, CMSG_DATA(cm), sizeof(int));
         if (fd < 0)
             continue;
         if (got != (ssize_t)sizeof(m) || m.magic != HUB_MSG_MAGIC || m.tenant_id <= 0) {

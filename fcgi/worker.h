@@ -62,6 +62,12 @@ typedef struct handoff_msg {
 /* Pass fd (the sender keeps its own copy: close it after) — false when the socket's queue
  * is full or there is none. Receive one: its descriptor, or -1 when none is waiting. */
 bool handoff_send(int sock, int fd, const handoff_msg *msg);
+
+/* The SCM_RIGHTS pass under both (and under the stream hub's hand-off): send fd with len
+ * bytes of msg, without blocking (sendmsg's result); receive one (recvmsg's result, *fd -1
+ * when none came with it). */
+ssize_t fd_pass_send(int sock, int fd, const void *msg, size_t len);
+ssize_t fd_pass_recv(int sock, void *msg, size_t len, int *fd);
 int handoff_recv(int sock, handoff_msg *msg);
 
 /* Become `user` (and `group`) when started as root: the workers and the stream hub do.
