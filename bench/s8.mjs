@@ -23,6 +23,7 @@ const port = Number(a.port), pre = a.prefix || 't', nt = Number(a.tenants || 100
 const subs = Number(a.subs || 10), rate = Number(a.rate || 200), secs = Number(a.seconds || 20);
 const api = a.api || '', table = a.table || 'items', drain = Number(a.drain || 3);
 const keys = readFileSync(a.keys, 'utf8').split('\n');
+// line d: "Authorization: Bearer KEY"; the header value is what follows the colon
 const key = (d) => { const l = keys[d - 1] || ''; const i = l.indexOf(':'); return l.slice(i + 1).trim(); };
 const now = () => performance.timeOrigin + performance.now();
 const rss = () => {
@@ -32,7 +33,7 @@ const rss = () => {
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-const streams = [];   // {d, got: Map(id -> receive time), open, err, misrouted, dup}
+const streams = [];   // {d, got: Map(id -> receive time), open, err, misrouted, dup, other}
 let opened = 0, openErrors = 0, closedEarly = 0;
 
 function subscribe(d) {
@@ -40,7 +41,7 @@ function subscribe(d) {
   streams.push(s);
   const req = http.request({
     host: '127.0.0.1', port, method: 'GET', path: `${api}/subscribe?tables=${table}`, agent: false,
-    headers: { Host: `${pre}${d}.localhost`, Authorization: `Bearer ${key(d)}`, Accept: 'text/event-stream' },
+    headers: { Host: `${pre}${d}.localhost`, Authorization: key(d), Accept: 'text/event-stream' },
   }, (res) => {
     if (res.statusCode !== 200) { openErrors++; s.err = `status ${res.statusCode}`; res.resume(); return; }
     s.open = true; opened++;
@@ -57,9 +58,11 @@ function subscribe(d) {
           else if (line.startsWith('data:')) data += line.slice(5).trim();
         }
         if (!data) continue;   // a heartbeat comment
-        if (type !== `table:${table}`) { s.other++; continue; }
-        let ids = [];
-        try { ids = JSON.parse(data).ids || []; } catch { s.other++; continue; }
+        // the hub names the event by its channel; the data API's payload names the table
+        let o = null;
+        try { o = JSON.parse(data); } catch { o = null; }
+        if (!o || o.table !== table || !Array.isArray(o.ids) || (type !== 'message' && type !== `table:${table}`)) { s.other++; continue; }
+        const ids = o.ids;
         for (const id of ids) {
           if (Math.floor(id / 1e6) !== d) { s.misrouted++; continue; }
           if (s.got.has(id)) s.dup++; else s.got.set(id, t);
@@ -94,7 +97,7 @@ function write(d, s) {
   inflight++;
   const req = http.request({
     host: '127.0.0.1', port, method: 'POST', path: `${api}/${table}?select=id`, agent,
-    headers: { Host: `${pre}${d}.localhost`, Authorization: `Bearer ${key(d)}`, 'Content-Type': 'application/json',
+    headers: { Host: `${pre}${d}.localhost`, Authorization: key(d), 'Content-Type': 'application/json',
       Prefer: 'return=representation', 'Content-Length': Buffer.byteLength(body) },
   }, (res) => {
     res.resume();
@@ -159,9 +162,10 @@ console.log(JSON.stringify({
   rate_per_s: rate, writes: nwrites, write_s: Math.round(writeSecs * 1000) / 1000, acked, failed,
   write_ms: { p50: pct(wl, 50), p99: pct(wl, 99) },
   deliveries_expected: expected, received, lost, misrouted, duplicates: dup, unknown_ids: unknown,
+  other_events: streams.reduce((x, s) => x + s.other, 0),
   latency_ms_from_send: { p50: pct(lat, 50), p95: pct(lat, 95), p99: pct(lat, 99), max: pct(lat, 100) },
   latency_ms_from_ack: { p50: pct(latAck, 50), p99: pct(latAck, 99) },
   hub_rss_kb: { before: rss0, idle: rssIdle, end: rssEnd },
-  hub_bytes_per_idle_subscriber: (rss0 !== null && rssIdle !== null) ? Math.round((rssIdle - rss0) * 1024 / total) : null,
+  hub_bytes_per_idle_subscriber: (rss0 !== null && rssIdle !== null && opened === total) ? Math.round((rssIdle - rss0) * 1024 / total) : null,
 }));
 process.exit(0);
