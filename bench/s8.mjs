@@ -11,8 +11,8 @@
 // number (d * 1e6 + seq, so a misrouted event is seen by its id alone: the data API's event
 // carries the ids, not the rows). Latency of a delivery = its receipt minus the moment just
 // before the writer sent the insert (the commit lies between the two; the 201's arrival is
-// recorded too). A stream answered 503 (the tenant's worker share busy) is asked again, as an
-// EventSource client would, up to 30 times. After a drain it prints one JSON object. LEDGER gets "d 0 0 rows" lines,
+// recorded too). A stream answered 503 (the tenant's worker share busy) or 502 (tenancyd's
+// listen queue full) is asked again after 100-300 ms, up to 30 times, and counted. After a drain it prints one JSON object. LEDGER gets "d 0 0 rows" lines,
 // the rows acknowledged per tenant, for the persisted-rows check.
 // Must not: talk to anything but 127.0.0.1:PORT, or run longer than its bounded waits.
 import http from 'node:http';
@@ -37,7 +37,7 @@ const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 const streams = [];   // {d, got: Map(id -> receive time), open, err, misrouted, dup, other}
 let opened = 0, openErrors = 0, closedEarly = 0;
 
-let openRetries = 0;
+const openRetries = { 502: 0, 503: 0 };
 function subscribe(d, s = null, attempt = 0) {
   if (!s) { s = { d, got: new Map(), open: false, misrouted: 0, dup: 0, other: 0, buf: '' }; streams.push(s); }
   const req = http.request({
@@ -45,9 +45,10 @@ function subscribe(d, s = null, attempt = 0) {
     headers: { Host: `${pre}${d}.localhost`, Authorization: key(d), Accept: 'text/event-stream' },
   }, (res) => {
     // 503 with Retry-After: the tenant's share of the workers is busy (10 streams of one
-    // tenant asked at once); try again soon, as an EventSource client would, a bounded number of times
-    if (res.statusCode === 503 && attempt < 30) {
-      openRetries++; res.resume();
+    // tenant asked at once); 502: nginx found tenancyd's listen queue full (1,000 connects at
+    // once). Try again soon, as a reconnecting client would, a bounded number of times.
+    if ((res.statusCode === 503 || res.statusCode === 502) && attempt < 30) {
+      openRetries[res.statusCode]++; res.resume();
       setTimeout(() => subscribe(d, s, attempt + 1), 100 + Math.random() * 200);
       return;
     }
@@ -164,7 +165,7 @@ const pct = (v, p) => { if (!v.length) return null; const x = [...v].sort((p1, p
 const wl = []; for (const r of sent.values()) if (r.t_ack !== null && r.status >= 200 && r.status < 300) wl.push(r.t_ack - r.t_send);
 if (a.ledger) writeFileSync(a.ledger, ackedPer.map((c, d) => (d && c ? `${d} 0 0 ${c}` : null)).filter(Boolean).join('\n') + '\n');
 console.log(JSON.stringify({
-  tenants: nt, subscribers_per_tenant: subs, subscribers: total, opened, open_errors: openErrors, open_retries_503: openRetries,
+  tenants: nt, subscribers_per_tenant: subs, subscribers: total, opened, open_errors: openErrors, open_retries_503: openRetries[503], open_retries_502: openRetries[502],
   open_error_example: (streams.find((s) => s.err) || {}).err || null, open_s: Math.round(openSecs * 1000) / 1000,
   closed_early: closedEarly, still_open_at_end: stillOpen,
   rate_per_s: rate, writes: nwrites, write_s: Math.round(writeSecs * 1000) / 1000, acked, failed,
