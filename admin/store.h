@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "admin/page.h"
+#include "storage/keep.h"
 #include "storage/target.h"
 
 typedef struct adm_store {
@@ -16,7 +17,7 @@ typedef struct adm_store {
     bool sqlite;
     char schema[128];             /* PostgreSQL: the tenant's schema (public in its own database) */
     int uses;                     /* PostgreSQL: requests this connection has served */
-    char key[640];                /* PostgreSQL: which kept connection it is */
+    char key[DB_KEEP_KEY];        /* PostgreSQL: which kept connection it is */
 } adm_store;
 
 /* Open tenant t's storage for the panel's own reads (the schema explorer, the fleet):

@@ -477,6 +477,18 @@ static TN_HOT int start_response(tn_request *r, bool final)
     return put(r, "\r\n", 2);
 }
 
+/* Start the response and send what the buffer holds (tn_write past the buffer, tn_flush,
+ * the end of the request). */
+static TN_HOT int start_and_send(tn_request *r, bool final)
+{
+    if (start_response(r, final) != TN_OK)
+        return TN_IO;
+    if (r->out->len && put(r, r->out->p, r->out->len) != TN_OK)
+        return TN_IO;
+    buf_reset(r->out);
+    return TN_OK;
+}
+
 int tn_write(tn_request *r, const void *data, size_t len)
 {
     if (r->io_error)
@@ -486,13 +498,8 @@ int tn_write(tn_request *r, const void *data, size_t len)
         buf_append(r->out, data, len);
         return r->out->oom ? TN_NOMEM : TN_OK;
     }
-    if (!r->started) {
-        if (start_response(r, false) != TN_OK)
-            return TN_IO;
-        if (r->out->len && put(r, r->out->p, r->out->len) != TN_OK)
-            return TN_IO;
-        buf_reset(r->out);
-    }
+    if (!r->started && start_and_send(r, false) != TN_OK)
+        return TN_IO;
     return put(r, data, len);
 }
 
@@ -502,13 +509,8 @@ int tn_flush(tn_request *r)
 {
     if (r->io_error || r->tp == NULL || r->detached)
         return TN_IO;
-    if (!r->started) {
-        if (start_response(r, false) != TN_OK)
-            return TN_IO;
-        if (r->out->len && put(r, r->out->p, r->out->len) != TN_OK)
-            return TN_IO;
-        buf_reset(r->out);
-    }
+    if (!r->started && start_and_send(r, false) != TN_OK)
+        return TN_IO;
     if (r->tp->flush != NULL && r->tp->flush(r->tx) != 0) {
         r->io_error = true;
         return TN_IO;
@@ -687,13 +689,8 @@ TN_HOT int request_finish(tn_request *r)
         return TN_OK;   /* the hub answers it */
     if (r->io_error)
         return TN_IO;
-    if (!r->started) {
-        if (start_response(r, true) != TN_OK)
-            return TN_IO;
-        if (r->out->len && put(r, r->out->p, r->out->len) != TN_OK)
-            return TN_IO;
-        buf_reset(r->out);
-    }
+    if (!r->started && start_and_send(r, true) != TN_OK)
+        return TN_IO;
     return TN_OK;
 }
 

@@ -23,7 +23,6 @@
 #include <string.h>
 
 static db_keep kept = {.max_uses = 500};
-static int kept_uses;   /* the uses of the connection now open (carried from its slot) */
 
 void sandbox_fini(void) { db_keep_close_all(&kept); }
 
@@ -103,7 +102,7 @@ int sandbox_open(const tenancy_config *c, const tenant_rec *t, arena *a, sandbox
     snprintf(s->key, sizeof(s->key), "%d|%s|%s|%s", (int)s->target.kind,
              s->target.server ? s->target.server : "", s->target.name,
              s->target.role ? s->target.role : "");
-    s->db = db_keep_take(&kept, s->key, &kept_uses);
+    s->db = db_keep_take(&kept, s->key, &s->uses);
     if (s->db != NULL)
         return TN_OK;
     return s->sqlite ? open_sqlite(s, a, err, errlen) : open_pg(c, s, err, errlen);
@@ -116,7 +115,7 @@ void sandbox_close(sandbox *s, bool keep)
     /* SQLite files are opened afresh (cheap, and never a stale inode after an import or a
      * move replaced the file). */
     if (keep && !s->sqlite)
-        db_keep_put(&kept, s->db, s->key, ++kept_uses);
+        db_keep_put(&kept, s->db, s->key, s->uses + 1);
     else
         db_close(s->db);
     s->db = NULL;

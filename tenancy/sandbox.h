@@ -18,6 +18,7 @@
 
 #include "core/arena.h"
 #include "storage/db.h"
+#include "storage/keep.h"
 #include "storage/target.h"
 #include "tenancy/config.h"
 #include "tenancy/tenant.h"
@@ -27,7 +28,8 @@ typedef struct sandbox {
     storage_target target;  /* the tenant's target (role and schema for db_read_opts) */
     bool sqlite;
     char schema[80];        /* PostgreSQL: the tenant's schema, or public in its database */
-    char key[640];          /* what a kept connection is kept under */
+    char key[DB_KEEP_KEY];  /* what a kept connection is kept under */
+    int uses;               /* queries this connection served before (a kept one's count) */
 } sandbox;
 
 /* Open t's sandbox connection: a kept one (sandbox_close(keep)) when there is one for the

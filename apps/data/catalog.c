@@ -35,7 +35,7 @@ static const char pg_columns[] =
     "ORDER BY c.table_name, c.ordinal_position";
 
 /* The search columns of each table: a comment on its generated _search column. */
-static const char pg_search[] =
+const char dt_sql_search_pg[] =
     "SELECT c.relname, pg_catalog.col_description(c.oid, a.attnum) "
     "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
     "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
@@ -146,7 +146,7 @@ static int sqlite_search(dt_req *d)
 static int pg_search_cols(dt_req *d)
 {
     tn_rows *rows = NULL;
-    int rc = tn_db_query(d->db, &rows, pg_search, 0, NULL);
+    int rc = tn_db_query(d->db, &rows, dt_sql_search_pg, 0, NULL);
     while (rc == TN_OK && (rc = tn_rows_next(rows)) == TN_OK) {
         dt_table *t = find_any(d, tn_rows_get(rows, 0));
         const char *list = tn_rows_get(rows, 1);

@@ -183,6 +183,8 @@ int dt_catalog_indexes(dt_req *d, dt_table *t);
 /* The queries that list a table's CREATE INDEX indexes ($1 the table): name, unique, columns. */
 extern const char dt_sql_indexes_sqlite[];
 extern const char dt_sql_indexes_pg[];
+/* PostgreSQL: each table's search columns (the comment on its generated _search column). */
+extern const char dt_sql_search_pg[];
 
 /* ---- answers (out.c) ----------------------------------------------------------------------- */
 

@@ -202,12 +202,6 @@ static const char pg_cols[] =
     "WHERE c.table_schema = pg_catalog.current_schema() AND t.table_type = 'BASE TABLE' "
     "ORDER BY c.table_name, c.ordinal_position";
 
-static const char pg_search[] =
-    "SELECT c.relname, pg_catalog.col_description(c.oid, a.attnum) "
-    "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
-    "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-    "WHERE n.nspname = pg_catalog.current_schema() AND a.attname = '_search' "
-    "AND NOT a.attisdropped";
 
 /* Columns with a one-column UNIQUE constraint (what POST /tables' "unique" makes). */
 static const char sqlite_unique[] =
@@ -366,7 +360,7 @@ static int read_tables(src *s, reader *rd)
     bool lite = s->dialect == REST_SQLITE;
     int rc = src_each(s, lite ? sqlite_cols : pg_cols, 0, NULL, col_row, rd);
     if (rc == TN_OK && !lite)
-        rc = src_each(s, pg_search, 0, NULL, pg_search_row, rd);
+        rc = src_each(s, dt_sql_search_pg, 0, NULL, pg_search_row, rd);
     for (int i = 0; rc == TN_OK && lite && i < rd->n; i++) {
         xtable *fts = rd->t[i], *t = fts->fts ? find_table(rd, fts->name + 5) : NULL;
         for (int k = 0; t != NULL && k < fts->ncols; k++)

@@ -387,16 +387,24 @@ static int get_rows(dt_req *d, const dt_table *t, int fmt, json_t *arr)
     return send_rows(d, partial ? 206 : 200, fmt, &oc, arr);
 }
 
-int dt_rows_get(dt_req *d, const dt_table *t)
+/* What every rows answer starts with: the format the client accepts (406 when none), and
+ * the array fn fills with the rows to answer. */
+static int answer_with(dt_req *d, const dt_table *t,
+                       int (*fn)(dt_req *, const dt_table *, int, json_t *))
 {
     int fmt = accept_format(d->r);
     if (fmt < 0)
         return dt_error(d, 406, "not_acceptable", "offered: application/json, text/csv, "
                         "application/vnd.pgrst.object+json", tn_header(d->r, "Accept"));
-    json_t *arr = json_array();
-    int rc = arr != NULL ? get_rows(d, t, fmt, arr) : TN_NOMEM;
-    json_decref(arr);
+    json_t *out = json_array();
+    int rc = out != NULL ? fn(d, t, fmt, out) : TN_NOMEM;
+    json_decref(out);
     return rc;
+}
+
+int dt_rows_get(dt_req *d, const dt_table *t)
+{
+    return answer_with(d, t, get_rows);
 }
 
 /* ---- writes: input ---------------------------------------------------------------------------- */
@@ -880,14 +888,7 @@ int dt_rows_post(dt_req *d, const dt_table *t)
     if (ct != NULL && !is_csv(d->r) && strncasecmp(ct, "application/json", 16) != 0)
         return dt_error(d, 415, "unsupported_media_type", "the body must be application/json "
                         "or text/csv", ct);
-    int fmt = accept_format(d->r);
-    if (fmt < 0)
-        return dt_error(d, 406, "not_acceptable", "offered: application/json, text/csv, "
-                        "application/vnd.pgrst.object+json", tn_header(d->r, "Accept"));
-    json_t *out = json_array();
-    int rc = out != NULL ? post_rows(d, t, fmt, out) : TN_NOMEM;
-    json_decref(out);
-    return rc;
+    return answer_with(d, t, post_rows);
 }
 
 /* ---- PATCH and DELETE ---------------------------------------------------------------------- */
@@ -1024,25 +1025,12 @@ static int delete_rows(dt_req *d, const dt_table *t, int fmt, json_t *out)
     return change_rows(d, &w, &s, &e, fmt, false, "delete");
 }
 
-static int write_with(dt_req *d, const dt_table *t,
-                      int (*fn)(dt_req *, const dt_table *, int, json_t *))
-{
-    int fmt = accept_format(d->r);
-    if (fmt < 0)
-        return dt_error(d, 406, "not_acceptable", "offered: application/json, text/csv, "
-                        "application/vnd.pgrst.object+json", tn_header(d->r, "Accept"));
-    json_t *out = json_array();
-    int rc = out != NULL ? fn(d, t, fmt, out) : TN_NOMEM;
-    json_decref(out);
-    return rc;
-}
-
 int dt_rows_patch(dt_req *d, const dt_table *t)
 {
-    return write_with(d, t, patch_rows);
+    return answer_with(d, t, patch_rows);
 }
 
 int dt_rows_delete(dt_req *d, const dt_table *t)
 {
-    return write_with(d, t, delete_rows);
+    return answer_with(d, t, delete_rows);
 }
