@@ -270,7 +270,7 @@ static int validate(tn_config *c, conf_error *err)
 
 /* The keys no table has (obj is the tn_config): mount.NAME.KEY lines are the host's
  * (mount.h), placement.NAME.KEY lines belong to the tenancy options. */
-static int dynamic_key(void *obj, const char *key, const char *value, arena *a, char *err,
+int config_dynamic_key(void *obj, const char *key, const char *value, arena *a, char *err,
                        size_t errlen)
 {
     tn_config *c = obj;
@@ -295,7 +295,7 @@ tn_config *config_load(const char *path, conf_error *err)
             goto oom;
         targets[2 + i] = (conf_target){parts[i]->table, c->parts[i]};
     }
-    if (conf_load_targets(targets, 2 + nparts, path, a, dynamic_key, err) != TN_OK)
+    if (conf_load_targets(targets, 2 + nparts, path, a, config_dynamic_key, err) != TN_OK)
         goto fail;
     c->path = arena_strdup(a, path);
     if (validate(c, err) != TN_OK)

@@ -134,6 +134,11 @@ void *config_part_of(const tn_config *c, const config_part *part);
  * NULL with err filled ("file:line: message" via conf_error_format). */
 tn_config *config_load(const char *path, conf_error *err);
 
+/* The keys no table has, as config_load reads them (obj a tn_config): mount.NAME.* lines,
+ * then placement.NAME.* lines (a conf_dynamic_fn; the conf fuzz target parses with it too). */
+int config_dynamic_key(void *obj, const char *key, const char *value, arena *a, char *err,
+                       size_t errlen);
+
 /* Free a generation. NULL is accepted. */
 void config_free(tn_config *cfg);
 

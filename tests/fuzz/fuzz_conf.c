@@ -1,6 +1,7 @@
 /*
  * fuzz_conf.c — the table-driven INI parser (core/conf.c) with tenancyd.conf's own tables,
- * and config_load (fcgi/config.c), which adds the file read, placement.NAME.* keys and the
+ * and config_load (fcgi/config.c), which adds the file read, mount.NAME.* and placement.NAME.*
+ * keys (config_dynamic_key, which the parse below uses too) and the
  * cross-option checks (tenancy/config.c, core/netaddr.c).
  *
  * The input is the file's bytes. They go through conf_parse_text_targets with the three
@@ -31,12 +32,6 @@
 static int memfd = -1;
 static char memfd_path[64];
 
-static int placement_key(void *obj, const char *key, const char *value, arena *a, char *err,
-                         size_t errlen)
-{
-    return tenancy_config_placement(&((tn_config *)obj)->tenancy, key, value, a, err, errlen);
-}
-
 /* The panel's options as config_load reads them: a part with its checks, as the composition
  * root adds it (the parse below reaches only the table). */
 static int admin_finish(tn_config *gen, void *obj, char *err, size_t errlen)
@@ -55,7 +50,7 @@ static int parse(const char *text, tn_config *c, admin_config *ac, arena *a, con
     conf_target t[] = {{tn_config_table, c},
                        {tenancy_config_table, &c->tenancy},
                        {admin_config_table, ac}};
-    return conf_parse_text_targets(t, 3, "fuzz.conf", text, a, placement_key, err);
+    return conf_parse_text_targets(t, 3, "fuzz.conf", text, a, config_dynamic_key, err);
 }
 
 static char *dump(const tn_config *c, const admin_config *ac, size_t *len)
