@@ -43,10 +43,10 @@ int app_load(const char *path, tn_app_module *m, char *err, size_t errlen)
     if (app == NULL)
         rc = tn_errf(err, errlen, TN_INVALID,
                      "app %s: no '%s' symbol (define it with TN_APP_DEFINE)", path, TN_APP_SYMBOL);
-    else if (app->abi != TN_ABI_VERSION)
+    else if (app->abi != 1 && app->abi != TN_ABI_VERSION)
         rc = tn_errf(err, errlen, TN_INVALID,
-                     "app %s: built for ABI %u, this host speaks ABI %u (rebuild it)", path,
-                     app->abi, (unsigned)TN_ABI_VERSION);
+                     "app %s: built for ABI %u, this host speaks ABI 1 and %u (rebuild it)",
+                     path, app->abi, (unsigned)TN_ABI_VERSION);
     else if (app->handle == NULL)
         rc = tn_errf(err, errlen, TN_INVALID, "app %s: no handle function", path);
     if (rc != TN_OK) {
@@ -54,5 +54,7 @@ int app_load(const char *path, tn_app_module *m, char *err, size_t errlen)
         return rc;
     }
     m->app = app;
+    /* An ABI 1 module's tn_app ends before `job`: never read past it. */
+    m->job = app->abi >= 2 ? app->job : NULL;
     return TN_OK;
 }

@@ -13,6 +13,7 @@
 
 typedef struct tn_app_module {
     const tn_app *app;
+    int (*job)(tn_request *r, const tn_job *job);   /* the job handler (NULL: none, or ABI 1) */
 } tn_app_module;
 
 /* dlopen the module and check its `tenancy_app` symbol and ABI version. A loaded module

@@ -28,7 +28,8 @@
 extern "C" {
 #endif
 
-#define TN_ABI_VERSION 1
+/* 2 added tn_app.job (the job handler). The host loads modules built for 1 or 2. */
+#define TN_ABI_VERSION 2
 
 #if defined(__GNUC__)
 #define TN_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -236,6 +237,55 @@ typedef struct tn_event {
 typedef int (*tn_event_fn)(void *ctx, const tn_event *e);
 int tn_events(tn_request *r, uint64_t after, tn_event_fn fn, void *ctx, uint64_t *last);
 
+/* ---- Jobs --------------------------------------------------------------------------------
+ *
+ * Work outside a request, in a tenant's context. A job is stored durably in the registry
+ * and run by the host's job workers (`pm.jobs`), never by a worker that serves HTTP: the
+ * app's `job` handler gets a request object with no client whose tenant is the job's
+ * (tn_tenant_of, tn_db_of, tn_publish, tn_job_enqueue work as in a request; the storage
+ * scope is cleared after each job however it ends). At least once: a job whose worker dies
+ * runs again, so a handler must be safe to repeat. Tenants are served in turn, so one
+ * tenant's backlog never starves another's job.
+ */
+typedef struct tn_job_opts {
+    int64_t delay_ms;        /* run no sooner than this after now (0: at once) */
+    int priority;            /* -100..100, higher first among one tenant's jobs (0) */
+    const char *unique_key;  /* while a job of the tenant with this key is queued or running,
+                              * enqueue returns TN_EXISTS and its id instead (NULL: none) */
+    int max_attempts;        /* 0: jobs.max_attempts */
+    int timeout_ms;          /* 0: jobs.timeout; the attempt is killed after it */
+    const char *tenant;      /* central requests and jobs only: the slug of the tenant to
+                              * queue for (NULL: the caller's own tenant, or a central job) */
+} tn_job_opts;
+
+/* Queue job `name` ([a-z][a-z0-9_.:-]{0,63}, not starting "tenancy.") with payload text (at
+ * most 64 KiB, NULL: none) for the request's own tenant, handled by the app that serves
+ * the request (by its mount). opts may be NULL. TN_OK with *id (may be NULL); TN_EXISTS with
+ * the holder's id (unique_key); TN_INVALID (a bad name, payload or option);
+ * TN_DENIED (opts->tenant from a tenant's request); TN_NOTFOUND (no such tenant); TN_IO (the
+ * registry cannot be reached). Not part of the tenant storage's transaction: call it after
+ * the commit whose change the job needs. */
+int tn_job_enqueue(tn_request *r, const char *name, const char *payload,
+                   const tn_job_opts *opts, int64_t *id);
+
+/* The job a job handler runs; valid during the call. */
+typedef struct tn_job {
+    int64_t id;
+    const char *name;        /* the app's name, or "tenancy.created", "tenancy.suspended",
+                              * "tenancy.resumed", "tenancy.migrated", "tenancy.moved",
+                              * "tenancy.deleted" (lifecycle hooks) */
+    const char *payload;     /* "" when none */
+    size_t len;
+    int attempt;             /* 1 for the first run */
+    int max_attempts;
+    int64_t enqueued_ms;     /* wall clock */
+} tn_job;
+
+/* In a job handler: record why this attempt failed (shown in `tenancy job show` and the
+ * panel) and return TN_ERR, so `return tn_job_fail(r, "...")` ends the attempt. The job
+ * runs again after a backoff until its attempts are used up, then is kept as dead. */
+int tn_job_fail(tn_request *r, const char *fmt, ...) TN_PRINTF(2, 3);
+
 /* ---- Storage ------------------------------------------------------------------------------
  *
  * One API over SQLite and PostgreSQL. SQL takes positional parameters written $1, $2, ... in
@@ -341,6 +391,7 @@ typedef struct tn_app_env {
     const char *app_path;     /* this module's path */
     int worker_index;         /* 0..pm.max_children-1 within its generation */
     unsigned generation;      /* config generation (bumped by each reload) */
+    int job_worker;           /* 1 in a job worker (pm.jobs), 0 in a worker serving HTTP */
 } tn_app_env;
 
 typedef struct tn_app {
@@ -357,6 +408,11 @@ typedef struct tn_app {
     int (*handle)(tn_request *r);
     /* Called once when the worker exits normally. May be NULL. */
     void (*fini)(void);
+    /* (abi 2) Run one job in the job's tenant context (see Jobs). TN_OK: done; anything
+     * else: the attempt failed (retried with backoff, then dead). Also told of tenants'
+     * lifecycle (names "tenancy.*"), where TN_OK or TN_DECLINED both mean done. NULL: the
+     * app takes no jobs (its jobs die with "no job handler"; hooks are skipped). */
+    int (*job)(tn_request *r, const tn_job *job);
 } tn_app;
 
 /* The symbol an app exports:  TN_APP_DEFINE = { .abi = TN_ABI_VERSION, ... }; */
