@@ -105,6 +105,7 @@ typedef struct job_rec {
     const char *unique_key;  /* "" when none */
     const char *last_error;  /* "" when none */
     const char *lease;       /* "" unless running */
+    const char *progress;    /* free text the running attempt reported ("" when none) */
     int state;
     int priority;
     int attempts;            /* attempts started, this one included while running */
@@ -136,6 +137,11 @@ int jobs_finish(registry *r, int64_t id, const char *lease, int64_t now_ms, char
  * *dead (may be NULL) says which. TN_OK; TN_NOTFOUND as jobs_finish. */
 int jobs_fail(registry *r, int64_t id, const char *lease, const char *error, int64_t now_ms,
               int64_t max_backoff_ms, bool *dead, char *err, size_t errlen);
+
+/* The running attempt's progress (free text, at most 200 bytes, e.g. "40/100 tenants"), shown
+ * by the command and the panel. TN_OK; TN_NOTFOUND as jobs_finish. Cleared by the next claim. */
+int jobs_progress(registry *r, int64_t id, const char *lease, const char *progress, char *err,
+                  size_t errlen);
 
 /* A worker holding `lease` died (the master saw it): its running job, if any, is failed as
  * jobs_fail with the error `why` but queued again with no backoff (or dead when it was the
