@@ -27,6 +27,7 @@ enum pm_mode { PM_STATIC = 0, PM_DYNAMIC = 1, PM_ONDEMAND = 2 };
 
 /* Hard cap on workers of one generation; the scoreboard holds two generations. */
 #define TN_MAX_CHILDREN 512
+#define TN_MAX_JOB_WORKERS 64   /* pm.jobs */
 /* Most option tables a composition root may add (config_add_part). */
 #define TN_MAX_CONFIG_PARTS 8
 /* Most listen.shards (each shard is one more socket in the master and in nginx's upstream). */
@@ -82,6 +83,9 @@ typedef struct tn_config {
     bool log_requests;
     /* the stream hub (fcgi/hub.h) */
     bool stream_hub;
+    /* the job workers (fcgi/jobs.h) */
+    int jobs;
+    int max_jobs;
     int64_t stream_heartbeat_ms;
     int stream_max_per_tenant;
     int stream_max_total;

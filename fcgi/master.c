@@ -27,6 +27,7 @@
 #include "core/log.h"
 #include "core/rc.h"
 #include "fcgi/hub.h"
+#include "fcgi/jobworker.h"
 #include "fcgi/listen.h"
 #include "fcgi/scoreboard.h"
 #include "fcgi/sdnotify.h"
@@ -68,6 +69,17 @@ typedef struct child {
     uint64_t alarm_seq;   /* the request (scoreboard req_seq) it was sent SIGALRM for */
     int64_t alarm_ms;
 } child;
+
+/* A job worker (jobworker.h): outside the HTTP pool's slots and counts. */
+typedef struct jobkid {
+    pid_t pid;            /* 0: entry unused */
+    unsigned generation;
+    int number;           /* 0..pm.jobs-1 within its generation */
+    bool retiring;
+    int64_t kill_at_ms;
+    int64_t spawned_ms;
+    bool killed_timeout;  /* the master killed it past its job's timeout */
+} jobkid;
 
 #define PARK_MAX 256   /* kept connections the master holds while no ondemand worker runs */
 
@@ -120,6 +132,14 @@ typedef struct master {
     int64_t hub_backoff_ms;    /* the delay after the next death */
     int64_t hub_started_ms;
     bool hub_started_once;
+    /* the job workers (jobworker.h) */
+    jobkid jk[SB_JOB_SLOTS];
+    int64_t job_next_ms;       /* no job worker start before (backoff after a death) */
+    int64_t job_backoff_ms;
+    bool job_host_recovered;   /* the first one was told to recover this host's leases */
+    int norphans;              /* leases of job workers that died holding a job */
+    char orphans[JOB_ORPHANS_MAX][48];
+    char orphan_why[JOB_ORPHANS_MAX][160];
 } master;
 
 static bool child_busy(const scoreboard *sb, int slot)
@@ -161,6 +181,15 @@ static int alive_children(const master *m)
     int n = 0;
     for (int i = 0; i < SB_SLOTS; i++)
         if (m->kids[i].pid != 0)
+            n++;
+    return n;
+}
+
+static int alive_job_workers(const master *m)
+{
+    int n = 0;
+    for (int i = 0; i < SB_JOB_SLOTS; i++)
+        if (m->jk[i].pid != 0)
             n++;
     return n;
 }
@@ -383,6 +412,200 @@ static void hub_reaped(master *m, int status)
         m->hub_backoff_ms = m->cfg->respawn_backoff_max_ms;
 }
 
+/* ---- the job workers ------------------------------------------------------------------------- */
+
+/* Every descriptor of the master's that a job worker must not keep. */
+static void job_close_fds(const master *m, jobworker_args *a)
+{
+    int fds[] = {m->sigfd, m->wake[0], m->wake[1], m->hub[0], m->hub[1], m->handoff[0],
+                 m->handoff[1]};
+    for (size_t i = 0; i < TN_ARRAY_LEN(fds); i++)
+        a->close_fds[a->nclose++] = fds[i];
+    const tn_listener *all[] = {&m->lis, &m->pending_lis, &m->old_lis};
+    for (size_t i = 0; i < TN_ARRAY_LEN(all); i++) {
+        if (all[i]->fd >= 0)
+            a->close_fds[a->nclose++] = all[i]->fd;
+        for (int k = 0; k < all[i]->nshards; k++)
+            a->close_fds[a->nclose++] = all[i]->shard_fd[k];
+    }
+}
+
+static void spawn_jobworker(master *m, tn_config *cfg, int number)
+{
+    int idx = -1;
+    for (int i = 0; i < SB_JOB_SLOTS && idx < 0; i++)
+        if (m->jk[i].pid == 0)
+            idx = i;
+    if (idx < 0)
+        return;
+    sb_job_slot *s = &m->sb->jobs.slots[idx];
+    memset(s, 0, sizeof(*s));
+    s->generation = cfg->generation;
+    s->state = SBJ_STARTING;
+    static jobworker_args a;   /* copied by fork; large */
+    memset(&a, 0, sizeof(a));
+    a.cfg = cfg;
+    a.sb = m->sb;
+    a.events = m->events;
+    a.index = idx;
+    a.generation = cfg->generation;
+    a.number = number;
+    a.master_pid = getpid();
+    job_close_fds(m, &a);
+    /* The leases of job workers that died holding a job go to this one. */
+    a.norphans = m->norphans;
+    memcpy(a.orphans, m->orphans, sizeof(a.orphans));
+    memcpy(a.orphan_why, m->orphan_why, sizeof(a.orphan_why));
+    a.recover_host = !m->job_host_recovered;
+
+    sigset_t old;
+    signals_block_all(&old);
+    pid_t pid = fork();
+    if (pid == 0)
+        jobworker_main(&a);   /* never returns */
+    signals_restore(&old);
+    if (pid < 0) {
+        log_error("fork (job worker): %m");
+        s->state = SBJ_FREE;
+        m->job_next_ms = clock_mono_ms() + 1000;
+        return;
+    }
+    m->norphans = 0;
+    m->job_host_recovered = true;
+    s->pid = pid;
+    jobkid *k = &m->jk[idx];
+    memset(k, 0, sizeof(*k));
+    k->pid = pid;
+    k->generation = cfg->generation;
+    k->number = number;
+    k->spawned_ms = clock_mono_ms();
+    log_debug("started job worker %d (generation %u, #%d)", (int)pid, cfg->generation, number);
+}
+
+static void retire_jobworker(master *m, int i, int signo, int64_t deadline_ms)
+{
+    jobkid *k = &m->jk[i];
+    if (k->pid == 0)
+        return;
+    k->retiring = true;
+    if (deadline_ms && (k->kill_at_ms == 0 || deadline_ms < k->kill_at_ms))
+        k->kill_at_ms = deadline_ms;
+    kill(k->pid, signo);
+}
+
+/* pm.jobs job workers of the serving generation, each number once. */
+static void manage_jobs(master *m, int64_t now)
+{
+    tn_config *cfg = m->cfg;
+    if (now < m->job_next_ms)
+        return;
+    for (int n = 0; n < cfg->jobs; n++) {
+        bool have = false;
+        for (int i = 0; i < SB_JOB_SLOTS && !have; i++)
+            have = m->jk[i].pid != 0 && !m->jk[i].retiring &&
+                   m->jk[i].generation == cfg->generation && m->jk[i].number == n;
+        if (!have) {
+            spawn_jobworker(m, cfg, n);
+            if (m->job_backoff_ms > 0)
+                break;   /* one at a time while backing off */
+        }
+    }
+}
+
+static void job_orphan(master *m, const char *lease, const char *why)
+{
+    if (lease[0] == '\0' || m->state == M_STOPPING)
+        return;   /* stopping: the next start recovers this host's leases */
+    if (m->norphans == JOB_ORPHANS_MAX) {
+        log_warn("job lease %s left to expire (%d recoveries pending already)", lease,
+                 JOB_ORPHANS_MAX);
+        return;
+    }
+    snprintf(m->orphans[m->norphans], sizeof(m->orphans[0]), "%s", lease);
+    snprintf(m->orphan_why[m->norphans], sizeof(m->orphan_why[0]), "%s", why);
+    m->norphans++;
+}
+
+/* A job worker ended: why, whether the job it held must run again, and the backoff. */
+static void jobworker_reaped(master *m, int i, int status)
+{
+    jobkid *k = &m->jk[i];
+    sb_job_slot *s = &m->sb->jobs.slots[i];
+    char lease[48], tenant[64], name[64];
+    snprintf(lease, sizeof(lease), "%s", s->lease);
+    snprintf(tenant, sizeof(tenant), "%s", s->tenant);
+    snprintf(name, sizeof(name), "%s", s->name);
+    int64_t job = __atomic_load_n(&s->job_id, __ATOMIC_ACQUIRE);
+    int timeout = s->timeout_ms;
+    int64_t now = clock_mono_ms();
+    bool crash = false;
+    char why[160] = "";
+    if (WIFEXITED(status) && WEXITSTATUS(status) == JOB_EXIT_OK) {
+        log_debug("job worker %d exited", (int)k->pid);
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) == JOB_EXIT_TIMEOUT) {
+        sb_inc(&m->sb->jobs.timeouts);
+        snprintf(why, sizeof(why), "timed out after %d ms", timeout);
+        log_error("job %lld (%s, tenant %s) timed out after %d ms; its job worker %d exited",
+                  (long long)job, name, tenant[0] ? tenant : "(central)", timeout, (int)k->pid);
+    } else if (WIFEXITED(status)) {
+        crash = true;
+        log_error("job worker %d exited with status %d", (int)k->pid, WEXITSTATUS(status));
+        snprintf(why, sizeof(why), "its job worker exited (status %d)", WEXITSTATUS(status));
+    } else if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        if (k->killed_timeout) {
+            sb_inc(&m->sb->jobs.timeouts);
+            snprintf(why, sizeof(why), "timed out after %d ms (killed)", timeout);
+        } else {
+            crash = !(k->retiring && sig == SIGKILL);
+            snprintf(why, sizeof(why), "its job worker died (signal %d, %s)", sig,
+                     strsignal(sig));
+        }
+        log_error("job worker %d died from signal %d (%s)%s%s%s", (int)k->pid, sig,
+                  strsignal(sig), job ? " while running job " : "", job ? name : "",
+                  job ? "" : " between jobs");
+    }
+    if (job != 0)
+        job_orphan(m, lease, why);
+    if (crash) {
+        sb_inc(&m->sb->jobs.crashes);
+        if (now - k->spawned_ms > 60000 || m->job_backoff_ms == 0)
+            m->job_backoff_ms = 100;
+        else if ((m->job_backoff_ms *= 2) > m->cfg->respawn_backoff_max_ms)
+            m->job_backoff_ms = m->cfg->respawn_backoff_max_ms;
+        m->job_next_ms = now + m->job_backoff_ms;
+    } else if (now - k->spawned_ms > 60000) {
+        m->job_backoff_ms = 0;
+    }
+    memset(k, 0, sizeof(*k));
+    memset(s, 0, sizeof(*s));
+}
+
+/* A job past its timeout whose worker did not leave (its own timer is the first line):
+ * killed two seconds later; and a retiring one past its deadline. */
+static void watch_jobs(master *m, int64_t now_ms)
+{
+    int64_t now_ns = clock_mono_ns();
+    for (int i = 0; i < SB_JOB_SLOTS; i++) {
+        jobkid *k = &m->jk[i];
+        if (k->pid == 0)
+            continue;
+        if (k->kill_at_ms && now_ms >= k->kill_at_ms) {
+            kill(k->pid, SIGKILL);
+            k->kill_at_ms = 0;
+            continue;
+        }
+        sb_job_slot *s = &m->sb->jobs.slots[i];
+        if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != SBJ_RUNNING || k->killed_timeout)
+            continue;
+        int64_t ran = (now_ns - __atomic_load_n(&s->job_start_ns, __ATOMIC_RELAXED)) / 1000000;
+        if (s->timeout_ms > 0 && ran > (int64_t)s->timeout_ms + 2000) {
+            k->killed_timeout = true;
+            kill(k->pid, SIGKILL);
+        }
+    }
+}
+
 /* ---- crashes and reaping ----------------------------------------------------------------- */
 
 static int crashes_in_window(const master *m, int64_t now)
@@ -459,6 +682,14 @@ static void reap(master *m)
                 slot = i;
         if (pid == m->hub_pid) {
             hub_reaped(m, status);
+            continue;
+        }
+        int ji = -1;
+        for (int i = 0; i < SB_JOB_SLOTS && ji < 0; i++)
+            if (m->jk[i].pid == pid)
+                ji = i;
+        if (ji >= 0) {
+            jobworker_reaped(m, ji, status);
             continue;
         }
         if (pid == m->watch_pid) {
@@ -902,6 +1133,12 @@ static void finish_reload(master *m, int64_t now)
     for (int i = 0; i < SB_SLOTS; i++)
         if (m->kids[i].pid && m->kids[i].generation == old->generation && !m->kids[i].retiring)
             retire(m, i, SIGQUIT, now + grace);
+    /* The old job workers finish the job in hand (within its timeout) and leave; the new
+     * generation's start at the next turn (manage_jobs). */
+    for (int i = 0; i < SB_JOB_SLOTS; i++)
+        if (m->jk[i].pid && m->jk[i].generation == old->generation && !m->jk[i].retiring)
+            retire_jobworker(m, i, SIGQUIT,
+                             now + old->tenancy.jobs_timeout_ms + old->stop_timeout_ms);
     if (m->pending_lis.fd >= 0) {
         if (m->old_lis.fd >= 0)
             listen_close(&m->old_lis, true);
@@ -950,6 +1187,9 @@ static void begin_stop(master *m, bool fast)
             for (int i = 0; i < SB_SLOTS; i++)
                 if (m->kids[i].pid)
                     kill(m->kids[i].pid, SIGKILL);
+            for (int i = 0; i < SB_JOB_SLOTS; i++)
+                if (m->jk[i].pid)
+                    kill(m->jk[i].pid, SIGKILL);
         }
         m->fast_stop = m->fast_stop || fast;
         return;
@@ -970,6 +1210,11 @@ static void begin_stop(master *m, bool fast)
     for (int i = 0; i < SB_SLOTS; i++)
         if (m->kids[i].pid)
             retire(m, i, fast ? SIGTERM : SIGQUIT, now + deadline);
+    /* A job is never cut by a stop: the job in hand ends within the deadline, or its worker
+     * is killed and the next start queues the job again (recover_host). */
+    for (int i = 0; i < SB_JOB_SLOTS; i++)
+        if (m->jk[i].pid)
+            retire_jobworker(m, i, SIGTERM, now + deadline);
 }
 
 /* ---- the loop ------------------------------------------------------------------------------ */
@@ -1139,6 +1384,7 @@ int master_run(tn_config *cfg, const char *config_path, const master_hooks *hook
         now = clock_mono_ms();
         update_brake(m, now);
         m->handoff_wait_ms = watch_requests(m, now);
+        watch_jobs(m, now);
 
         if (m->state == M_STARTING) {
             int starting = 0;
@@ -1171,6 +1417,7 @@ int master_run(tn_config *cfg, const char *config_path, const master_hooks *hook
         }
         if (m->state == M_RUNNING || m->state == M_RELOADING) {
             manage_pool(m, now);
+            manage_jobs(m, now);
             if (lis_polled && n > 0 && (pfd[2].revents & POLLIN)) {
                 int slot = spawn(m, m->cfg, &m->lis);
                 if (slot >= 0) {
@@ -1198,7 +1445,7 @@ int master_run(tn_config *cfg, const char *config_path, const master_hooks *hook
         if (m->state == M_STOPPING && m->hub_pid > 0 && now >= m->stop_deadline)
             kill(m->hub_pid, SIGKILL);
         if (m->state == M_STOPPING && alive_children(m) == 0 && m->watch_pid == 0 &&
-            m->hub_pid == 0)
+            m->hub_pid == 0 && alive_job_workers(m) == 0)
             break;
         if (now - last_status >= 10000 && m->state == M_RUNNING) {
             sb_counts c;

@@ -112,11 +112,21 @@ static TN_HOT const chain_app *pick_app(void *ctx, tn_request *r)
             return NULL;
         }
         r->mount = "";
+        r->app = "";
         return w->apps[0].serve;
     }
     r->mount = w->cfg->mounts.m[i].prefix;
+    r->app = w->cfg->mounts.m[i].name;
     r->path = rest;
     return w->apps[1 + i].serve;
+}
+
+/* A request queued a job: the job workers of this host look at once. */
+static void job_wake(void *ctx)
+{
+    sb_jobs *j = ctx;
+    sb_inc(&j->enqueued);
+    sb_jobs_wake(j);
 }
 
 static int chain_handler_init(const tn_handler_env *env)
@@ -124,7 +134,8 @@ static int chain_handler_init(const tn_handler_env *env)
     worker *w = rw = env->host;
     chain_env ce = {.cfg = &w->cfg->tenancy, .max_children = w->cfg->max_children,
                     .lim = w->args->lim, .worker = w->args->slot, .note_tenant = note_tenant,
-                    .hook_ctx = w->slot, .events = w->args->events};
+                    .hook_ctx = w->slot, .events = w->args->events, .job_wake = job_wake,
+                    .job_wake_ctx = &w->sb->jobs};
     if (w->cfg->mounts.n > 0) {
         /* No mounts: no pick, and the chain calls the root app with nothing more to do. */
         ce.pick = pick_app;

@@ -8,8 +8,12 @@
 #include "fcgi/scoreboard.h"
 #include "core/clock.h"
 
+#include <limits.h>
+#include <linux/futex.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define SB_MAGIC 0x54454e414e435931ull   /* "TENANCY1" */
 
@@ -232,4 +236,10 @@ bool sb_hub_tenant_add(sb_hub *h, int64_t tenant_id, int delta)
         hub_compact(h);   /* full: drop the tenants with no subscriber left, and try again */
     }
     return false;
+}
+
+void sb_jobs_wake(sb_jobs *j)
+{
+    __atomic_add_fetch(&j->wake, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &j->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }

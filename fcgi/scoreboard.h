@@ -134,11 +134,52 @@ typedef struct sb_hub {
     sb_hub_tenant tenants[SB_HUB_TENANTS];
 } sb_hub;
 
+/* The job workers (fcgi/jobs.h). An entry per job worker, at the index the master gave it
+ * (two generations side by side during a reload): pid and generation are the master's; the
+ * rest is the worker's own, read by status and, after a death, by the master (the lease, to
+ * have the job run again at once). Counters are the job workers'; `wake` is bumped by any
+ * worker that queued a job (tn_job_enqueue) and waited on by idle job workers (a futex). */
+#define SB_JOB_SLOTS (2 * TN_MAX_JOB_WORKERS)
+enum sb_job_state { SBJ_FREE, SBJ_STARTING, SBJ_IDLE, SBJ_RUNNING, SBJ_EXITING };
+
+typedef struct sb_job_slot {
+    int32_t pid;
+    int32_t state;             /* enum sb_job_state */
+    uint32_t generation;
+    int32_t timeout_ms;        /* the running job's */
+    int64_t job_id;            /* the running job (0: none) */
+    int64_t tenant_id;
+    int64_t job_start_ns;      /* monotonic */
+    uint64_t jobs;             /* jobs this worker ran */
+    char lease[48];            /* its lease token (tenancy/jobs.h) */
+    char tenant[64];
+    char name[64];
+} sb_job_slot;
+
+typedef struct sb_jobs {
+    uint32_t wake;
+    int32_t pad;
+    uint64_t claimed;          /* attempts started */
+    uint64_t done;
+    uint64_t failed;           /* attempts that failed (retried or dead) */
+    uint64_t dead;
+    uint64_t recovered;        /* jobs of dead workers queued again */
+    uint64_t timeouts;
+    uint64_t crashes;          /* job workers that died */
+    uint64_t enqueued;         /* by this host's workers and job workers */
+    uint64_t scheduled;        /* queued by schedules */
+    sb_job_slot slots[SB_JOB_SLOTS];
+} sb_jobs;
+
 typedef struct scoreboard {
     sb_pool pool;
     sb_slot slots[SB_SLOTS];
     sb_hub hub;
+    sb_jobs jobs;
 } scoreboard;
+
+/* A queued job: wake the idle job workers of this host. */
+void sb_jobs_wake(sb_jobs *j);
 
 /* A tenant's subscriber count in the hub's table (0 when absent). Lock-free read. */
 int32_t sb_hub_tenant_count(const sb_hub *h, int64_t tenant_id);

@@ -88,6 +88,54 @@ static void hub_json(buf *o, const sb_hub *h)
     buf_puts(o, "]}");
 }
 
+/* The job workers (fcgi/jobworker.h): ,"jobs":{counters, "workers":[each one]}. */
+static const char *const job_state_names[] = {"free", "starting", "idle", "running", "exiting"};
+
+static void jobs_json(buf *o, sb_jobs *j, int64_t now_ns)
+{
+    buf_puts(o, ",\"jobs\":{\"enqueued\":");
+    buf_printf(o, "%llu", (unsigned long long)sb_get(&j->enqueued));
+    kv_u64(o, "claimed", sb_get(&j->claimed), true);
+    kv_u64(o, "done", sb_get(&j->done), true);
+    kv_u64(o, "failed", sb_get(&j->failed), true);
+    kv_u64(o, "dead", sb_get(&j->dead), true);
+    kv_u64(o, "recovered", sb_get(&j->recovered), true);
+    kv_u64(o, "timeouts", sb_get(&j->timeouts), true);
+    kv_u64(o, "crashes", sb_get(&j->crashes), true);
+    kv_u64(o, "scheduled", sb_get(&j->scheduled), true);
+    buf_puts(o, ",\"workers\":[");
+    bool first = true;
+    for (int i = 0; i < SB_JOB_SLOTS; i++) {
+        sb_job_slot *s = &j->slots[i];
+        int32_t pid = __atomic_load_n(&s->pid, __ATOMIC_ACQUIRE);
+        int st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+        if (pid == 0 || st <= SBJ_FREE || st > SBJ_EXITING)
+            continue;
+        buf_puts(o, first ? "{\"pid\":" : ",{\"pid\":");
+        first = false;
+        buf_printf(o, "%d", (int)pid);
+        kv_u64(o, "generation", s->generation, true);
+        buf_puts(o, ",\"state\":");
+        buf_json_str(o, job_state_names[st]);
+        kv_u64(o, "jobs", sb_get(&s->jobs), true);
+        int64_t id = __atomic_load_n(&s->job_id, __ATOMIC_ACQUIRE);
+        if (st == SBJ_RUNNING && id != 0) {
+            char t[64], n[64];
+            snprintf(t, sizeof(t), "%s", s->tenant);
+            snprintf(n, sizeof(n), "%s", s->name);
+            kv_u64(o, "job", (uint64_t)id, true);
+            buf_puts(o, ",\"tenant\":");
+            buf_json_str(o, t);
+            buf_puts(o, ",\"name\":");
+            buf_json_str(o, n);
+            int64_t start = __atomic_load_n(&s->job_start_ns, __ATOMIC_RELAXED);
+            kv_u64(o, "running_ms", (uint64_t)((now_ns - start) / 1000000), true);
+        }
+        buf_putc(o, '}');
+    }
+    buf_puts(o, "]}");
+}
+
 void status_json(buf *o, scoreboard *sb, const tn_listener *l, const limits *lim,
                  const status_app *apps, int napps)
 {
@@ -223,6 +271,7 @@ void status_json(buf *o, scoreboard *sb, const tn_listener *l, const limits *lim
     }
     buf_putc(o, ']');
     hub_json(o, &sb->hub);
+    jobs_json(o, &sb->jobs, now_ns);
     buf_puts(o, "}\n");
 }
 
@@ -361,6 +410,36 @@ void status_metrics(buf *o, scoreboard *sb, const tn_listener *l, const status_a
                (unsigned long long)sb_get(&h->bytes_buffered));
     metric(o, "tenancy_hub_up", "gauge", "1 while the stream hub runs");
     buf_printf(o, "tenancy_hub_up %d\n", __atomic_load_n(&h->pid, __ATOMIC_ACQUIRE) ? 1 : 0);
+    sb_jobs *jb = &sb->jobs;
+    struct {
+        const char *name, *help;
+        uint64_t *v;
+    } job_counters[] = {
+        {"tenancy_jobs_enqueued_total", "Jobs queued by this host", &jb->enqueued},
+        {"tenancy_jobs_claimed_total", "Job attempts started", &jb->claimed},
+        {"tenancy_jobs_done_total", "Jobs done", &jb->done},
+        {"tenancy_jobs_failed_total", "Job attempts that failed", &jb->failed},
+        {"tenancy_jobs_dead_total", "Jobs kept as dead (attempts used up)", &jb->dead},
+        {"tenancy_jobs_recovered_total", "Jobs of dead workers or expired leases queued again",
+         &jb->recovered},
+        {"tenancy_jobs_timeouts_total", "Job attempts stopped at their timeout", &jb->timeouts},
+        {"tenancy_job_worker_crashes_total", "Job workers that died", &jb->crashes},
+    };
+    for (size_t i = 0; i < TN_ARRAY_LEN(job_counters); i++) {
+        metric(o, job_counters[i].name, "counter", job_counters[i].help);
+        buf_printf(o, "%s %llu\n", job_counters[i].name,
+                   (unsigned long long)sb_get(job_counters[i].v));
+    }
+    int jrun = 0, jup = 0;
+    for (int i = 0; i < SB_JOB_SLOTS; i++) {
+        int st = __atomic_load_n(&jb->slots[i].state, __ATOMIC_ACQUIRE);
+        jup += st == SBJ_IDLE || st == SBJ_RUNNING;
+        jrun += st == SBJ_RUNNING;
+    }
+    metric(o, "tenancy_job_workers", "gauge", "Job workers ready or running a job");
+    buf_printf(o, "tenancy_job_workers %d\n", jup);
+    metric(o, "tenancy_job_workers_busy", "gauge", "Job workers running a job");
+    buf_printf(o, "tenancy_job_workers_busy %d\n", jrun);
     metric(o, "tenancy_respawn_brake", "gauge", "1 while the crash-storm brake is engaged");
     buf_printf(o, "tenancy_respawn_brake %u\n", __atomic_load_n(&p->brake, __ATOMIC_RELAXED));
 }

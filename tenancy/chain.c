@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "storage/db.h"
 #include "tenancy/appcache.h"
+#include "tenancy/jobs.h"
 #include "tenancy/keys.h"
 #include "tenancy/lookup.h"
 #include "tenancy/placement.h"
@@ -24,6 +25,7 @@
 #include "tenancy/rolekey.h"
 #include "tenancy/sandbox.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -823,37 +825,140 @@ int tn_events(tn_request *r, uint64_t after, tn_event_fn fn, void *ctx, uint64_t
     return rc;
 }
 
-int tn_run(const char *slug, tn_run_fn fn, void *arg)
+/* tn_run and the job workers: fn in a tenant's context (or none: slug NULL), with a request
+ * that has no client. */
+int chain_run_job(const char *slug, bool hook, const char *app, tn_run_fn fn, void *arg)
 {
     if (!ch.ready)
         return TN_ERR;
     if (ch.in_request || ch.current != NULL)
         return TN_DENIED;
-    if (!tenant_slug_valid(slug))
-        return TN_NOTFOUND;
-    lookup_sync(ch.lookup, gen_now(NULL));
     const tenant_rec *t = NULL;
-    int rc = lookup_get(ch.lookup, LK_SLUG, slug, clock_mono_ms(), fetch, NULL, gen_now, NULL, &t);
-    if (rc != TN_OK)
-        return rc;
-    if (t->state == TENANT_DELETING)
-        return TN_NOTFOUND;
+    if (slug != NULL && slug[0] != '\0') {
+        if (!tenant_slug_valid(slug))
+            return TN_NOTFOUND;
+        lookup_sync(ch.lookup, gen_now(NULL));
+        int rc = lookup_get(ch.lookup, LK_SLUG, slug, clock_mono_ms(), fetch, NULL, gen_now,
+                            NULL, &t);
+        if (rc != TN_OK)
+            return rc;
+        /* A tenant being deleted is told so by its hook (its storage is kept through the
+         * grace period); nothing else runs for it. A tombstone (deleted_at 0) is gone. */
+        if (t->state == TENANT_DELETING && !hook)
+            return TN_NOTFOUND;
+    }
     if (ch.run_arena == NULL && (ch.run_arena = arena_create(8192)) == NULL)
         return TN_NOMEM;
     tn_request r;
     request_init_detached(&r, ch.run_arena, &ch.run_headers, &ch.run_out);
     r.tenant = t;
+    r.app = app;
     ch.in_request = true;
     ch.current = t;
+    if (t != NULL && ch.env.note_tenant)
+        ch.env.note_tenant(ch.env.hook_ctx, t->id, t->slug);
     char ctx[160];
-    snprintf(ctx, sizeof(ctx), "run tenant=%s", t->slug);
+    if (t != NULL)
+        snprintf(ctx, sizeof(ctx), "run tenant=%s", t->slug);
+    else
+        snprintf(ctx, sizeof(ctx), "run central");
     log_set_context(ctx);
     r.stage = "run";
-    rc = fn(&r, arg);
+    int rc = fn(&r, arg);
     release_storage(&r);
     log_set_context(NULL);
+    if (t != NULL && ch.env.note_tenant)
+        ch.env.note_tenant(ch.env.hook_ctx, 0, NULL);
     ch.current = NULL;
     ch.in_request = false;
     arena_reset(ch.run_arena);
     return rc;
+}
+
+int tn_run(const char *slug, tn_run_fn fn, void *arg)
+{
+    if (slug == NULL || slug[0] == '\0')
+        return TN_NOTFOUND;
+    return chain_run_job(slug, false, NULL, fn, arg);
+}
+
+/* ---- jobs ------------------------------------------------------------------------------------ */
+
+int tn_job_enqueue(tn_request *r, const char *name, const char *payload,
+                   const tn_job_opts *opts, int64_t *id)
+{
+    static const tn_job_opts none;
+    if (opts == NULL)
+        opts = &none;
+    if (!ch.ready)
+        return TN_ERR;
+    if (name == NULL || !job_name_valid(name) || strncmp(name, "tenancy.", 8) == 0) {
+        request_set_error(r, "bad job name '%s': [a-z][a-z0-9_.:-]{0,63}, not starting "
+                             "'tenancy.'", name ? name : "");
+        return TN_INVALID;
+    }
+    if (opts->delay_ms < 0 || opts->max_attempts < 0 || opts->timeout_ms < 0) {
+        request_set_error(r, "bad job options: delay, attempts and timeout are never negative");
+        return TN_INVALID;
+    }
+    int64_t tenant_id = r->tenant != NULL ? r->tenant->id : 0;
+    if (opts->tenant != NULL) {
+        /* Only the platform's own code acts for a tenant it names: a tenant's request or
+         * job queues for its own tenant, whatever it asks. */
+        if (r->tenant != NULL) {
+            request_set_error(r, "a tenant's request queues jobs for its own tenant only");
+            return TN_DENIED;
+        }
+        const tenant_rec *t = NULL;
+        int rc = tenant_slug_valid(opts->tenant)
+                     ? lookup_get(ch.lookup, LK_SLUG, opts->tenant, clock_mono_ms(), fetch, NULL,
+                                  gen_now, NULL, &t)
+                     : TN_NOTFOUND;
+        if (rc == TN_OK && t->state == TENANT_DELETING)
+            rc = TN_NOTFOUND;
+        if (rc != TN_OK) {
+            request_set_error(r, "no tenant '%s' to queue a job for", opts->tenant);
+            return rc == TN_NOTFOUND ? TN_NOTFOUND : TN_IO;
+        }
+        tenant_id = t->id;
+    }
+    registry *g = reg();
+    if (g == NULL) {
+        request_set_error(r, "the registry cannot be reached");
+        return TN_IO;
+    }
+    const tenancy_config *c = ch.env.cfg;
+    job_new j = {.tenant_id = tenant_id, .app = r->app ? r->app : "", .name = name,
+                 .payload = payload, .priority = opts->priority, .unique_key = opts->unique_key,
+                 .max_attempts = opts->max_attempts ? opts->max_attempts : c->jobs_max_attempts,
+                 .timeout_ms = opts->timeout_ms ? opts->timeout_ms : (int)c->jobs_timeout_ms};
+    int64_t now = clock_wall_us() / 1000;
+    j.run_at_ms = now + opts->delay_ms;
+    char err[512];
+    int64_t got = 0;
+    int rc = jobs_enqueue(g, &j, now, &got, err, sizeof(err));
+    if (id != NULL)
+        *id = got;
+    if (rc == TN_IO) {
+        registry_close(ch.reg);   /* reconnect next time */
+        ch.reg = NULL;
+    }
+    if (rc != TN_OK && rc != TN_EXISTS) {
+        request_set_error(r, "%s", err);
+        return rc;
+    }
+    if (rc == TN_OK && ch.env.job_wake != NULL)
+        ch.env.job_wake(ch.env.job_wake_ctx);
+    return rc;
+}
+
+int tn_job_fail(tn_request *r, const char *fmt, ...)
+{
+    char msg[REQUEST_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    request_set_error(r, "%s", msg);
+    return TN_ERR;
 }

@@ -52,6 +52,9 @@ typedef struct chain_env {
     /* The host's event log in shared memory (tn_publish, tn_events); NULL: none in this
      * process (both then answer TN_ERR). */
     event_log *events;
+    /* A job was queued (tn_job_enqueue): wake this host's idle job workers (NULL: none). */
+    void (*job_wake)(void *ctx);
+    void *job_wake_ctx;
 } chain_env;
 
 /* Per process (a worker, the CLI). The registry is opened lazily, on the first lookup, so
@@ -72,6 +75,14 @@ int chain_run(tn_request *r, const chain_app *app);
 /* End the request's tenant context: counters, cap, and the asserted-empty state for the
  * next request. Safe to call when chain_run did not get far. */
 void chain_finish(tn_request *r, int status);
+
+/* Run fn as a job of the tenant `slug` (NULL or "": a central job, no tenant), with a
+ * request that has no client, as tn_run does: the same context, storage released and the
+ * context cleared after, however fn ends. `hook`: a tenant being deleted is served too (the
+ * lifecycle hook that tells the app). `app`: the job's app (its mount name, "" the root
+ * one), which tn_job_enqueue from the job queues for. fn's code, TN_NOTFOUND (no such
+ * tenant, or it is being deleted), TN_DENIED (inside a request), or a registry error. */
+int chain_run_job(const char *slug, bool hook, const char *app, tn_run_fn fn, void *arg);
 
 /* For the access log and error lines: the stage that was running ("identify", "state",
  * "limit", "theme", an app stage's name, "handler"). */

@@ -73,6 +73,21 @@ const conf_opt tenancy_config_table[] = {
      CONF_RESTART, "most tenants the event log numbers events for"},
     {"events.max_event", CONF_SIZE, OFF(events_max_event), "64k", 1, 16777216, NULL, 0,
      "largest event data tn_publish takes"},
+    {"jobs.max_attempts", CONF_INT, OFF(jobs_max_attempts), "5", 1, 1000, NULL, 0,
+     "attempts a job gets before it is kept as dead (tn_job_opts.max_attempts overrides)"},
+    {"jobs.timeout", CONF_DURATION, OFF(jobs_timeout_ms), "5m", 100, 86400000, NULL, 0,
+     "how long one attempt of a job may run before its job worker is stopped"},
+    {"jobs.per_tenant", CONF_INT, OFF(jobs_per_tenant), "2", 0, 100000, NULL, 0,
+     "most jobs of one tenant running at once on all hosts (0: no cap)"},
+    {"jobs.max_backoff", CONF_DURATION, OFF(jobs_max_backoff_ms), "1h", 1000, 604800000, NULL,
+     0, "longest wait before a failed job's next attempt (the wait doubles from 1 s)"},
+    {"jobs.poll", CONF_DURATION, OFF(jobs_poll_ms), "1s", 10, 60000, NULL, 0,
+     "how often an idle job worker looks for jobs queued by another process or host"},
+    {"jobs.hooks", CONF_BOOL, OFF(jobs_hooks), "on", 0, 0, NULL, 0,
+     "tell the apps' job handlers of tenants created, suspended, resumed, restored, "
+     "migrated, moved and deleted (jobs named tenancy.*)"},
+    {"jobs.keep", CONF_DURATION, OFF(jobs_keep_ms), "168h", 60000, 31536000000LL, NULL, 0,
+     "how long done and cancelled jobs are kept (dead ones stay until retried)"},
     {NULL, 0, 0, NULL, 0, 0, NULL, 0, NULL},
 };
 

@@ -66,6 +66,14 @@ typedef struct tenancy_config {
     int64_t events_ring_size;     /* the host's event log (tenancy/events.h) */
     int events_max_tenants;
     int64_t events_max_event;
+    /* jobs (tenancy/jobs.h; the job workers are the host's pm.jobs) */
+    int jobs_max_attempts;
+    int64_t jobs_timeout_ms;
+    int jobs_per_tenant;
+    int64_t jobs_max_backoff_ms;
+    int64_t jobs_poll_ms;
+    int64_t jobs_keep_ms;
+    bool jobs_hooks;
 
     /* placements (placement.NAME.KEY lines, plus the built-in "sqlite") */
     placement placements[MAX_PLACEMENTS];

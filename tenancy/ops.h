@@ -85,6 +85,15 @@ typedef struct ops_env {
     void *progress_ctx;
 } ops_env;
 
+/* Queue the lifecycle hook "tenancy.<event>" of tenant `slug` for the apps' job handlers
+ * (ops_hooks.c), after the change committed; payload may be NULL. The operations call it
+ * themselves (create, set_state, restore, migrate, move); a failure does not undo the
+ * change. TN_OK (also when jobs.hooks is off), or the error with err set. */
+int ops_hook(ops_env *e, const char *slug, const char *event, const char *payload, char *err,
+             size_t errlen);
+/* ops_hook whose failure becomes a progress note ("warning: ...") for the caller to show. */
+void ops_hook_told(ops_env *e, const char *slug, const char *event, const char *payload);
+
 /* A path option of tenancyd.conf (storage.migrations, storage.seed): a relative one is
  * taken from the configuration file's folder. */
 void ops_conf_path(const ops_env *e, const char *value, char *out, size_t outlen);

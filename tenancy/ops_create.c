@@ -469,6 +469,8 @@ int ops_create(ops_env *e, const ops_plan *plan, registry_new *n, ops_created *o
         return tn_errf(err, errlen, TN_NOMEM, "out of memory");
     p->plan = plan;
     int rc = provision_tenant(e, n, p, NULL, err, errlen);
+    if (rc == TN_OK)
+        ops_hook_told(e, n->slug, "created", NULL);
     memset(out, 0, sizeof(*out));
     out->id = p->id;
     snprintf(out->storage, sizeof(out->storage), "%s", p->storage);
@@ -609,8 +611,15 @@ static bool bulk_work(void *ctx, int idx, void *result)
     snprintf(r->version, sizeof(r->version), "%s", p.mr.to);
     if (p.mr.nwarnings > 0)
         snprintf(r->warning, sizeof(r->warning), "%s", p.mr.warnings[0]);
-    if (r->rc == TN_OK)
+    if (r->rc == TN_OK) {
         r->error[0] = '\0';
+        /* in the worker: its progress callback is the parent's, so a failure is kept as
+         * the tenant's warning */
+        char herr[600];
+        if (ops_hook(b->e, l->slug, "created", NULL, herr, sizeof(herr)) != TN_OK &&
+            r->warning[0] == '\0')
+            snprintf(r->warning, sizeof(r->warning), "%s", herr);
+    }
     ops_flush_due(b->e->reg, &b->flushed_ms);   /* the registry commits: see ops.h */
     return interrupted == 0;   /* SIGTERM undid the tenant in hand: this worker ends */
 }

@@ -412,6 +412,10 @@ static int record_batch(run *r)
             char why[200];
             tn_errf(why, sizeof(why), u[i].rc, "no tenant '%s'", j->slug);
             turned += record_failed(j, why);
+        } else if (j->status == OPS_M_MIGRATED) {
+            char hp[300];
+            snprintf(hp, sizeof(hp), "{\"from\":\"%s\",\"to\":\"%s\"}", j->from, j->to);
+            ops_hook_told(e, j->slug, "migrated", hp);
         }
     }
     free(u);

@@ -630,6 +630,11 @@ int ops_move(ops_env *e, const char *slug, const ops_move_opts *o, ops_moved *ou
     if (rc != TN_OK)
         goto failed;
 
+    {
+        char hp[300];
+        snprintf(hp, sizeof(hp), "{\"from\":\"%s\",\"to\":\"%s\"}", t->placement, to);
+        ops_hook_told(e, slug, "moved", hp);
+    }
     /* Switched: the writers the source's locks held back would now write where nobody reads;
      * the host sends new requests to the target already (the generation was bumped). */
     copy_source_close(sdb);

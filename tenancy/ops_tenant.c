@@ -41,6 +41,14 @@ int ops_set_state(ops_env *e, const char *slug, int state, char *err, size_t err
                    ? tn_errf(err, errlen, rc, "tenant '%s' is already deleted", slug)
                    : tn_errf(err, errlen, rc, "tenant '%s' is deleted: 'tenancy tenant restore "
                                               "%s' brings it back", slug, slug);
+    if (rc == TN_OK && was != state) {
+        const char *ev = state == TENANT_SUSPENDED  ? "suspended"
+                         : state == TENANT_DELETING ? "deleted"
+                         : state == TENANT_ACTIVE   ? "resumed"
+                                                    : NULL;
+        if (ev != NULL)
+            ops_hook_told(e, slug, ev, NULL);
+    }
     return rc;
 }
 
@@ -48,6 +56,8 @@ int ops_restore(ops_env *e, const char *slug, char *err, size_t errlen)
 {
     int64_t now = (int64_t)time(NULL), g = e->tc->delete_grace_ms / 1000;
     int rc = registry_restore(e->reg, slug, now - g, err, errlen);
+    if (rc == TN_OK)
+        ops_hook_told(e, slug, "restored", NULL);
     if (rc == TN_TIMEOUT) {
         registry_life life;
         char e2[256], del[32], end[32], gs[32];

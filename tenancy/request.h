@@ -65,6 +65,8 @@ struct tn_request {
     const char *orig_path;    /* the path as requested */
     const char *mount;        /* the prefix of the app serving it (tn_mount); NULL: no mounts
                                * configured, the one app at the root */
+    const char *app;          /* that app's mount name ("" or NULL: the app at the root):
+                               * the app tn_job_enqueue queues for */
     const char *query;
     /* HTTP_HOST or SERVER_NAME as sent (a copy: the access log line is written after the
      * transport freed its params), and normalised on first use (request_host: tn_host, the

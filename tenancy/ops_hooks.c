@@ -1,0 +1,62 @@
+/*
+ * ops_hooks.c — the lifecycle hooks (ops.h): after an operation changed a tenant, a job
+ * "tenancy.<event>" for every app with a job handler (tenancy/jobs.h, app JOB_APP_ALL), so
+ * an app learns of a tenant created, suspended, resumed, restored, migrated, moved or
+ * deleted as its job workers run, not inside the operator's command.
+ *
+ * A hook is queued after the change committed, never in its transaction: the change stands
+ * whatever happens to its hook, and a hook that cannot be queued is reported to the caller
+ * (the command prints it as a warning) with the change already done.
+ *
+ * Must not: fail the operation it follows, or queue anything when jobs.hooks is off.
+ */
+#include "core/first.h"
+#include "tenancy/ops.h"
+#include "core/clock.h"
+#include "core/rc.h"
+#include "tenancy/jobs.h"
+#include "tenancy/lookup.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int ops_hook(ops_env *e, const char *slug, const char *event, const char *payload, char *err,
+             size_t errlen)
+{
+    if (!e->tc->jobs_hooks)
+        return TN_OK;
+    if (e->reg == NULL)
+        return tn_errf(err, errlen, TN_IO, "hook %s of '%s': no registry connection", event, slug);
+    tenant_rec *t = NULL;
+    int rc = registry_fetch(e->reg, LK_SLUG, slug, &t);
+    if (rc != TN_OK)
+        return tn_errf(err, errlen, rc, "hook %s of '%s': the tenant cannot be read (%s)",
+                       event, slug, tn_rc_str(rc));
+    int64_t id = t->id;
+    free(t);
+    char name[JOB_NAME_MAX + 1];
+    snprintf(name, sizeof(name), "tenancy.%s", event);
+    int64_t now = clock_wall_us() / 1000;
+    job_new j = {.tenant_id = id, .app = JOB_APP_ALL, .name = name,
+                 .payload = payload ? payload : "", .run_at_ms = now,
+                 .max_attempts = e->tc->jobs_max_attempts,
+                 .timeout_ms = (int)e->tc->jobs_timeout_ms};
+    int64_t jid = 0;
+    char why[512];
+    rc = jobs_enqueue(e->reg, &j, now, &jid, why, sizeof(why));
+    if (rc != TN_OK && rc != TN_EXISTS)
+        return tn_errf(err, errlen, rc, "hook %s of '%s' not queued: %s", event, slug, why);
+    return TN_OK;
+}
+
+void ops_hook_told(ops_env *e, const char *slug, const char *event, const char *payload)
+{
+    char err[600];
+    if (ops_hook(e, slug, event, payload, err, sizeof(err)) == TN_OK || e->progress == NULL)
+        return;
+    char note[700];
+    snprintf(note, sizeof(note), "warning: %s", err);
+    ops_progress p = {.note = note};
+    e->progress(e->progress_ctx, &p);
+}
