@@ -268,6 +268,17 @@ typedef struct tn_job_opts {
 int tn_job_enqueue(tn_request *r, const char *name, const char *payload,
                    const tn_job_opts *opts, int64_t *id);
 
+/* A recurring job of the request's own tenant (a central request: a central one), for the
+ * app serving the request: `cron` is five fields (minute hour day-of-month month
+ * day-of-week, in UTC; lists, ranges, steps, names) or @hourly, @daily, @weekly, @monthly,
+ * @yearly. One schedule per (tenant, app, name): setting it again replaces it. At each time
+ * it queues job `name` with `payload`; after downtime it runs once to catch up, not once per
+ * missed time, and a run still queued or running is not stacked. TN_OK; TN_INVALID (the
+ * spec or name: tn_request_error() says which field), TN_IO. Unschedule: TN_OK or
+ * TN_NOTFOUND. */
+int tn_job_schedule(tn_request *r, const char *name, const char *cron, const char *payload);
+int tn_job_unschedule(tn_request *r, const char *name);
+
 /* The job a job handler runs; valid during the call. */
 typedef struct tn_job {
     int64_t id;

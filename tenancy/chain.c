@@ -952,6 +952,46 @@ int tn_job_enqueue(tn_request *r, const char *name, const char *payload,
     return rc;
 }
 
+int tn_job_schedule(tn_request *r, const char *name, const char *cron, const char *payload)
+{
+    if (!ch.ready)
+        return TN_ERR;
+    if (name == NULL || cron == NULL || !job_name_valid(name) ||
+        strncmp(name, "tenancy.", 8) == 0) {
+        request_set_error(r, "bad job name '%s'", name ? name : "");
+        return TN_INVALID;
+    }
+    registry *g = reg();
+    if (g == NULL) {
+        request_set_error(r, "the registry cannot be reached");
+        return TN_IO;
+    }
+    char err[512];
+    int64_t id = 0;
+    int rc = jobs_schedule_set(g, r->tenant ? r->tenant->id : 0, r->app ? r->app : "", name,
+                               cron, payload, clock_wall_us() / 1000, &id, err, sizeof(err));
+    if (rc != TN_OK)
+        request_set_error(r, "%s", err);
+    return rc;
+}
+
+int tn_job_unschedule(tn_request *r, const char *name)
+{
+    if (!ch.ready)
+        return TN_ERR;
+    registry *g = reg();
+    if (g == NULL) {
+        request_set_error(r, "the registry cannot be reached");
+        return TN_IO;
+    }
+    char err[512];
+    int rc = jobs_schedule_remove(g, r->tenant ? r->tenant->id : 0, r->app ? r->app : "",
+                                  name ? name : "", err, sizeof(err));
+    if (rc != TN_OK)
+        request_set_error(r, "%s", err);
+    return rc;
+}
+
 int tn_job_fail(tn_request *r, const char *fmt, ...)
 {
     char msg[REQUEST_ERROR_MAX];

@@ -123,8 +123,9 @@ wait_until() {   # wait_until SECONDS command...
 # ---- tenancyd -------------------------------------------------------------------------------
 
 # tn_conf "key = value" ... : write $T/tenancyd.conf with test defaults, then the given lines.
-# The stream hub is off by default here: the tests that count the master's children as its
-# workers (pgrep -P) predate it; the stream tests turn it on (stream.hub = on).
+# The stream hub and the job workers are off by default here: the tests that count the
+# master's children as its workers (pgrep -P) predate them; the stream and job tests turn
+# them on (stream.hub = on, pm.jobs = N).
 tn_conf() {
     {
         echo "listen = $T/fcgi.sock"
@@ -133,6 +134,7 @@ tn_conf() {
         echo "pm = static"
         echo "pm.max_children = 2"
         echo "stream.hub = off"
+        echo "pm.jobs = 0"
         for l in "$@"; do echo "$l"; done
     } > "$T/tenancyd.conf.new"
     # A later line for the same key replaces the default (the parser refuses duplicates).

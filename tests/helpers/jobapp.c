@@ -1,0 +1,158 @@
+/*
+ * jobapp.c — a test app module with a job handler: its jobs read the tenant's own storage
+ * and write what they saw there, so a test can tell a job that ran in the wrong tenant, or
+ * with a previous job's context left behind, from a right one by exact values.
+ *
+ * HTTP (any tenant, or a central domain where noted):
+ *   POST /enqueue?name=N[&payload=P][&delay=MS][&key=K][&prio=P][&attempts=A][&timeout=MS]
+ *        [&tenant=SLUG]      tn_job_enqueue; answers "<rc> <id>" ("ok 12", "exists 12",
+ *                            "denied 0"); tenant= is for central requests
+ *   POST /enqueue_many?n=N&name=N   N jobs with payloads 1..N; answers "ok N"
+ *   POST /schedule?name=N&cron=C[&payload=P]   tn_job_schedule: "<rc> <error>"
+ *   POST /unschedule?name=N    tn_job_unschedule: "<rc>"
+ *   GET  /log                  the tenant's job_log, one row a line:
+ *                              "job_id|name|payload|marker|attempt"
+ * Jobs:
+ *   record    inserts (job id, name, payload, the marker it read, attempt) into job_log
+ *   flaky     payload K: records the attempt, then for attempts <= K begins a transaction,
+ *             overwrites the marker and fails (tn_job_fail): the next job must not see it
+ *   sleep     payload MS: records, then sleeps (jobs.timeout stops it)
+ *   crash     records, then abort()s the job worker
+ *   spawn     records, then queues a "record" job from inside the job (payload
+ *             "child-of-<id>")
+ *   central   no tenant: appends "central <tenant-or-none> <payload>" to the file named by
+ *             the environment variable JOBAPP_CENTRAL_FILE
+ *   tenancy.* (lifecycle hooks) recorded like record
+ * Test-only; never installed. Migrations and seed: tests/fixtures/jobapp/.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tenancy.h"
+
+static const char *arg(tn_request *r, const char *k, const char *def)
+{
+    const char *v = tn_query_arg(r, k);
+    return v ? v : def;
+}
+
+static int handle(tn_request *r)
+{
+    const char *p = tn_path(r);
+    tn_add_header(r, "Content-Type", "text/plain");
+    if (strcmp(p, "/enqueue") == 0) {
+        tn_job_opts o = {.delay_ms = atoll(arg(r, "delay", "0")),
+                         .priority = atoi(arg(r, "prio", "0")),
+                         .unique_key = tn_query_arg(r, "key"),
+                         .max_attempts = atoi(arg(r, "attempts", "0")),
+                         .timeout_ms = atoi(arg(r, "timeout", "0")),
+                         .tenant = tn_query_arg(r, "tenant")};
+        int64_t id = 0;
+        int rc = tn_job_enqueue(r, arg(r, "name", ""), arg(r, "payload", ""), &o, &id);
+        return tn_printf(r, "%s %lld\n", rc == TN_OK ? "ok" : tn_rc_str(rc), (long long)id);
+    }
+    if (strcmp(p, "/enqueue_many") == 0) {
+        int n = atoi(arg(r, "n", "0"));
+        const char *name = arg(r, "name", "record");
+        for (int i = 1; i <= n; i++) {
+            char pl[32];
+            snprintf(pl, sizeof(pl), "%d", i);
+            int rc = tn_job_enqueue(r, name, pl, NULL, NULL);
+            if (rc != TN_OK)
+                return tn_printf(r, "%s at %d: %s\n", tn_rc_str(rc), i, tn_request_error(r));
+        }
+        return tn_printf(r, "ok %d\n", n);
+    }
+    if (strcmp(p, "/schedule") == 0) {
+        int rc = tn_job_schedule(r, arg(r, "name", ""), arg(r, "cron", ""),
+                                 arg(r, "payload", ""));
+        return tn_printf(r, "%s %s\n", rc == TN_OK ? "ok" : tn_rc_str(rc), tn_request_error(r));
+    }
+    if (strcmp(p, "/unschedule") == 0) {
+        int rc = tn_job_unschedule(r, arg(r, "name", ""));
+        return tn_printf(r, "%s\n", rc == TN_OK ? "ok" : tn_rc_str(rc));
+    }
+    if (strcmp(p, "/log") == 0) {
+        tn_db *db = tn_db_of(r);
+        tn_rows *rows = NULL;
+        if (db == NULL || tn_db_query(db, &rows, "SELECT job_id, name, payload, marker, attempt "
+                                                 "FROM job_log ORDER BY id", 0, NULL) != TN_OK)
+            return tn_send_error(r, 503, "storage");
+        while (tn_rows_next(rows) == TN_OK)
+            tn_printf(r, "%s|%s|%s|%s|%s\n", tn_rows_get(rows, 0), tn_rows_get(rows, 1),
+                      tn_rows_get(rows, 2), tn_rows_get(rows, 3), tn_rows_get(rows, 4));
+        tn_rows_free(rows);
+        return TN_OK;
+    }
+    return tn_send_error(r, 404, "no such path");
+}
+
+/* What the job saw: the marker of the storage it was given. */
+static int record(tn_request *r, const tn_job *j)
+{
+    tn_db *db = tn_db_of(r);
+    if (db == NULL)
+        return tn_job_fail(r, "no storage");
+    tn_rows *rows = NULL;
+    if (tn_db_query(db, &rows, "SELECT tenant FROM marker WHERE id = 1", 0, NULL) != TN_OK)
+        return tn_job_fail(r, "marker: %s", tn_db_error(db));
+    char marker[128] = "";
+    if (tn_rows_next(rows) == TN_OK && tn_rows_get(rows, 0) != NULL)
+        snprintf(marker, sizeof(marker), "%s", tn_rows_get(rows, 0));
+    tn_rows_free(rows);
+    char id[32], attempt[16];
+    snprintf(id, sizeof(id), "%lld", (long long)j->id);
+    snprintf(attempt, sizeof(attempt), "%d", j->attempt);
+    const char *pr[] = {id, j->name, j->payload, marker, attempt};
+    if (tn_db_exec(db, "INSERT INTO job_log (job_id, name, payload, marker, attempt) "
+                       "VALUES ($1, $2, $3, $4, $5)", 5, pr) != TN_OK)
+        return tn_job_fail(r, "job_log: %s", tn_db_error(db));
+    return TN_OK;
+}
+
+static int job(tn_request *r, const tn_job *j)
+{
+    const char *n = j->name;
+    if (strcmp(n, "central") == 0) {
+        const char *path = getenv("JOBAPP_CENTRAL_FILE");
+        FILE *f = path ? fopen(path, "a") : NULL;
+        if (f == NULL)
+            return tn_job_fail(r, "no JOBAPP_CENTRAL_FILE");
+        const tn_tenant *t = tn_tenant_of(r);
+        fprintf(f, "central %s %s\n", t ? tn_tenant_slug(t) : "none", j->payload);
+        fclose(f);
+        return TN_OK;
+    }
+    int rc = record(r, j);
+    if (rc != TN_OK)
+        return rc;
+    if (strcmp(n, "flaky") == 0 && j->attempt <= atoi(j->payload)) {
+        tn_db *db = tn_db_of(r);
+        tn_db_begin(db);
+        const char *bad[] = {"POISONED"};
+        tn_db_exec(db, "UPDATE marker SET tenant = $1 WHERE id = 1", 1, bad);
+        return tn_job_fail(r, "flaky attempt %d", j->attempt);
+    }
+    if (strcmp(n, "sleep") == 0)
+        usleep((useconds_t)atoi(j->payload) * 1000);
+    if (strcmp(n, "crash") == 0)
+        abort();
+    if (strcmp(n, "spawn") == 0) {
+        char pl[64];
+        snprintf(pl, sizeof(pl), "child-of-%lld", (long long)j->id);
+        int erc = tn_job_enqueue(r, "record", pl, NULL, NULL);
+        if (erc != TN_OK)
+            return tn_job_fail(r, "enqueue from a job: %s", tn_rc_str(erc));
+    }
+    return TN_OK;
+}
+
+TN_APP_DEFINE = {
+    .abi = TN_ABI_VERSION,
+    .name = "jobapp",
+    .version = "1",
+    .handle = handle,
+    .job = job,
+};

@@ -1,0 +1,249 @@
+#!/bin/bash
+# jobs.sh — jobs through the real host behind nginx: tests/helpers/jobapp.c queues them from
+# requests (tn_job_enqueue), the job workers (pm.jobs) run them, and each job writes the
+# marker it read from the storage it was given into its tenant's job_log, so every check
+# below compares exact values only the right tenant's storage holds.
+#
+#   context       each job reads its own tenant's marker; a failed attempt's open transaction
+#                 (it overwrote the marker) never reaches the next job
+#   retries       a flaky job fails twice, then succeeds on attempt 3 after a backoff
+#   dead          attempts used up: kept as dead with its last error
+#   unique keys   a second enqueue with a live key returns the first job's id
+#   delay         a delayed job does not run early
+#   tenants       a tenant's request cannot queue for another tenant; a central one can;
+#                 central jobs run with no tenant
+#   from a job    a job queues another job for its own tenant
+#   timeout       a job past its timeout is stopped and kept as dead ("timed out")
+#   crash         a job that aborts its worker: the worker is restarted, the job runs again
+#   SIGKILL       a job worker killed mid-job: its job runs again at once (attempt 2)
+#   reload        SIGHUP while a job runs: it finishes once, in the old generation
+#   schedules     a schedule behind by hours runs once to catch up, and its next time is
+#                 in the future; a bad cron spec is refused naming the field
+#   hooks         created, suspended, resumed reach the app as tenancy.* jobs
+#   fairness      one tenant's 2,000 queued jobs do not hold back 20 tenants' single jobs
+. "$(dirname "$0")/lib.sh"
+need curl nginx sqlite3 python3 "$TENANCY_CLI"
+JOBAPP=$(cd "$top_builddir" && pwd)/tests/helpers/.libs/jobapp.so
+FIX=$top_srcdir/tests/fixtures/jobapp
+[ -f "$JOBAPP" ] || fatal "no $JOBAPP (make check builds it)"
+
+mkdir -p "$T/state"
+export JOBAPP_CENTRAL_FILE=$T/central.out
+tn_conf "app = $JOBAPP" "pm.max_children = 2" "pm.jobs = 2" \
+    "state_dir = $T/state" "tenant.resolvers = subdomain" "tenant.base_domains = localhost" \
+    "tenant.central_domains = localhost" \
+    "storage.migrations = $FIX/migrations" "storage.seed = $FIX/seed.sql" \
+    "jobs.timeout = 20s" "jobs.per_tenant = 2" "jobs.poll = 200ms"
+tn_cli init > "$T/init.out" 2>&1 || fatal "tenancy init failed: $(cat "$T/init.out")"
+for s in acme globex initech; do
+    tn_cli tenant create "$s" > "$T/create.out" 2>&1 || fatal "creating $s: $(cat "$T/create.out")"
+done
+REG=$T/state/control.db
+tn_start
+nginx_start
+
+# post PATH HOST -> body (status in last_status)
+post() {
+    local out
+    out=$(curl -s -m 20 -X POST -H "Host: $2" -w '\n%{http_code}' "http://127.0.0.1:$NGINX_PORT$1")
+    printf '%s' "${out##*$'\n'}" > "$T/.last_status"
+    printf '%s' "${out%$'\n'*}"
+}
+joblog() { http /log "$1.localhost"; }
+# rows NAME TENANT: job_log rows of jobs named NAME
+rows() { joblog "$2" | awk -F'|' -v n="$1" '$2 == n'; }
+count() { rows "$1" "$2" | grep -c . || true; }
+job_state() { sqlite3 "$REG" "SELECT state || '|' || attempts FROM jobs WHERE id = $1"; }
+job_error() { sqlite3 "$REG" "SELECT last_error FROM jobs WHERE id = $1"; }
+status_json() { curl -s -m 5 -H "Host: localhost" "http://127.0.0.1:$NGINX_PORT/_tenancy/status"; }
+job_pids() {
+    status_json | python3 -c 'import json,sys; d=json.load(sys.stdin); print("\n".join(str(w["pid"]) for w in d["jobs"]["workers"] if w["state"] in ("idle","running")))'
+}
+running_pid() {   # running_pid JOB_ID: the job worker running it now
+    status_json | python3 -c "import json,sys; d=json.load(sys.stdin); print(''.join(str(w['pid']) for w in d['jobs']['workers'] if w.get('job') == $1))"
+}
+id_of() { awk '{print $2}' <<< "$1"; }
+
+# ---- hooks of the creates, and the job workers ------------------------------------------------
+wait_until 10 bash -c "[ \"\$(curl -s -H 'Host: initech.localhost' http://127.0.0.1:$NGINX_PORT/log | grep -c 'tenancy.created')\" = 1 ]" ||
+    fail "the tenancy.created hook did not run for initech"
+for s in acme globex initech; do
+    assert_eq "$(rows tenancy.created "$s" | cut -d'|' -f3-5)" "|$s|1" \
+        "$s: its created hook ran once, in its own storage"
+done
+assert_eq "$(job_pids | grep -c .)" 2 "pm.jobs = 2: two job workers ready"
+http_workers=$(pgrep -P "$TN_PID" | grep -vxF -f <(job_pids) | grep -c .)
+assert_eq "$http_workers" 2 "the two HTTP workers are others (jobs never take one)"
+
+# ---- context: 20 jobs each for three tenants, interleaved ----------------------------------------
+for i in $(seq 1 20); do
+    for s in acme globex initech; do
+        r=$(post "/enqueue?name=record&payload=$s-$i" "$s.localhost")
+        case "$r" in ok\ *) ;; *) fail "enqueue for $s: '$r' ($(last_status))" ;; esac
+    done
+done
+for s in acme globex initech; do
+    wait_until 20 bash -c "[ \"\$(curl -s -H 'Host: $s.localhost' http://127.0.0.1:$NGINX_PORT/log | awk -F'|' '\$2 == \"record\"' | grep -c .)\" -ge 20 ]" ||
+        fail "$s: its 20 jobs did not all run"
+    got=$(rows record "$s" | cut -d'|' -f3,4 | sort -t- -k2 -n | tr '\n' ' ')
+    want=$(for i in $(seq 1 20); do printf '%s-%d|%s ' "$s" "$i" "$s"; done)
+    assert_eq "$got" "$want" "$s: its 20 jobs each ran once and read its own marker"
+done
+
+# ---- retries, and a failed attempt's transaction ------------------------------------------------
+r=$(post "/enqueue?name=flaky&payload=2&attempts=5" acme.localhost)
+flaky=$(id_of "$r")
+wait_until 20 bash -c "[ \"\$(sqlite3 '$REG' \"SELECT state FROM jobs WHERE id = $flaky\")\" = done ]" ||
+    fail "the flaky job did not end done ($(job_state "$flaky"))"
+assert_eq "$(job_state "$flaky")" "done|3" "flaky: done on attempt 3"
+assert_eq "$(rows flaky acme | cut -d'|' -f4,5 | tr '\n' ' ')" "acme|1 acme|2 acme|3 " \
+    "flaky: each attempt read the true marker (the failed attempts' writes were rolled back)"
+post "/enqueue?name=record&payload=after-flaky" acme.localhost > /dev/null
+wait_until 10 bash -c "curl -s -H 'Host: acme.localhost' http://127.0.0.1:$NGINX_PORT/log | grep -q after-flaky" ||
+    fail "the job after the flaky one did not run"
+assert_eq "$(rows record acme | grep after-flaky | cut -d'|' -f4)" acme \
+    "the next job reads acme's marker, not the failed attempt's POISONED"
+
+# ---- dead jobs ------------------------------------------------------------------------------------
+r=$(post "/enqueue?name=flaky&payload=99&attempts=2" globex.localhost)
+dead=$(id_of "$r")
+wait_until 20 bash -c "[ \"\$(sqlite3 '$REG' \"SELECT state FROM jobs WHERE id = $dead\")\" = dead ]" ||
+    fail "the always-failing job is not dead ($(job_state "$dead"))"
+assert_eq "$(job_state "$dead")" "dead|2" "attempts used up: dead after 2"
+assert_contains "$(job_error "$dead")" "flaky attempt 2" "a dead job keeps the app's message"
+
+# ---- unique keys and delays -------------------------------------------------------------------------
+r1=$(post "/enqueue?name=record&payload=unique&key=k1&delay=60000" acme.localhost)
+r2=$(post "/enqueue?name=record&payload=unique2&key=k1" acme.localhost)
+assert_eq "${r2%% *}" exists "a second job with a live unique key is refused"
+assert_eq "$(id_of "$r2")" "$(id_of "$r1")" "... and names the first job's id"
+r3=$(post "/enqueue?name=record&payload=unique-other&key=k1" globex.localhost)
+assert_eq "${r3%% *}" ok "the same key in another tenant is another job"
+post "/enqueue?name=record&payload=delayed&delay=2500" initech.localhost > /dev/null
+sleep 1
+assert_eq "$(rows record initech | grep -c delayed)" 0 "a job delayed 2.5 s has not run after 1 s"
+wait_until 10 bash -c "curl -s -H 'Host: initech.localhost' http://127.0.0.1:$NGINX_PORT/log | grep -q delayed" ||
+    fail "the delayed job never ran"
+
+# ---- whose jobs: tenant, central ---------------------------------------------------------------------
+r=$(post "/enqueue?name=record&payload=sneaky&tenant=globex" acme.localhost)
+assert_eq "${r%% *}" denied "a tenant's request cannot queue a job for another tenant"
+r=$(post "/enqueue?name=record&payload=from-central&tenant=globex" localhost)
+assert_eq "${r%% *}" ok "a central request queues for a tenant it names"
+r=$(post "/enqueue?name=central&payload=hello" localhost)
+assert_eq "${r%% *}" ok "a central request queues a central job"
+r=$(post "/enqueue?name=tenancy.created" acme.localhost)
+assert_eq "${r%% *}" invalid "an app cannot queue the host's tenancy.* jobs"
+wait_until 10 bash -c "curl -s -H 'Host: globex.localhost' http://127.0.0.1:$NGINX_PORT/log | grep -q from-central" ||
+    fail "the central request's job for globex did not run"
+assert_eq "$(rows record globex | grep from-central | cut -d'|' -f4)" globex \
+    "the job a central request queued for globex ran in globex"
+assert_eq "$(rows record acme | grep -c sneaky)$(rows record globex | grep -c sneaky)" 00 \
+    "the refused job ran nowhere"
+wait_until 10 test -s "$JOBAPP_CENTRAL_FILE" || fail "the central job did not run"
+assert_eq "$(cat "$JOBAPP_CENTRAL_FILE")" "central none hello" "a central job runs with no tenant"
+
+# ---- a job queues a job ----------------------------------------------------------------------------------
+r=$(post "/enqueue?name=spawn&payload=parent" initech.localhost)
+parent=$(id_of "$r")
+wait_until 10 bash -c "curl -s -H 'Host: initech.localhost' http://127.0.0.1:$NGINX_PORT/log | grep -q child-of-$parent" ||
+    fail "the job queued from a job did not run"
+assert_eq "$(rows record initech | grep "child-of-$parent" | cut -d'|' -f4)" initech \
+    "a job queued from a job runs for the same tenant"
+
+# ---- timeout --------------------------------------------------------------------------------------------
+r=$(post "/enqueue?name=sleep&payload=30000&timeout=1000&attempts=1" acme.localhost)
+slow=$(id_of "$r")
+wait_until 15 bash -c "[ \"\$(sqlite3 '$REG' \"SELECT state FROM jobs WHERE id = $slow\")\" = dead ]" ||
+    fail "the job over its timeout was not stopped ($(job_state "$slow"))"
+assert_contains "$(job_error "$slow")" "timed out after 1000 ms" "a job over its timeout is stopped"
+wait_until 10 bash -c "[ \"\$(curl -s -H 'Host: localhost' http://127.0.0.1:$NGINX_PORT/_tenancy/status | python3 -c 'import json,sys; print(sum(1 for w in json.load(sys.stdin)[\"jobs\"][\"workers\"] if w[\"state\"] in (\"idle\",\"running\")))')\" = 2 ]" ||
+    fail "the job worker stopped at the timeout was not replaced"
+
+# ---- a crashing job -------------------------------------------------------------------------------------
+r=$(post "/enqueue?name=crash&payload=boom&attempts=2" globex.localhost)
+crash=$(id_of "$r")
+wait_until 20 bash -c "[ \"\$(sqlite3 '$REG' \"SELECT state FROM jobs WHERE id = $crash\")\" = dead ]" ||
+    fail "the crashing job is not dead ($(job_state "$crash"))"
+assert_eq "$(job_state "$crash")" "dead|2" "a job that aborts its worker runs again at once, then is dead"
+assert_contains "$(job_error "$crash")" "signal 6" "its error says how the worker died"
+assert_eq "$(rows crash globex | cut -d'|' -f4,5 | tr '\n' ' ')" "globex|1 globex|2 " \
+    "both attempts ran in globex"
+
+# ---- a job worker SIGKILLed mid-job ------------------------------------------------------------------------
+r=$(post "/enqueue?name=sleep&payload=2000" initech.localhost)
+victim_job=$(id_of "$r")
+wait_until 10 bash -c "[ -n \"\$(curl -s -H 'Host: localhost' http://127.0.0.1:$NGINX_PORT/_tenancy/status | python3 -c \"import json,sys; print(''.join(str(w['pid']) for w in json.load(sys.stdin)['jobs']['workers'] if w.get('job') == $victim_job))\")\" ]" ||
+    fail "the sleeping job never showed as running"
+vp=$(running_pid "$victim_job")
+[ -n "$vp" ] && kill -KILL "$vp"
+wait_until 20 bash -c "[ \"\$(sqlite3 '$REG' \"SELECT state FROM jobs WHERE id = $victim_job\")\" = done ]" ||
+    fail "the killed worker's job did not run again ($(job_state "$victim_job"))"
+assert_eq "$(job_state "$victim_job")" "done|2" "a SIGKILLed worker's job ran again (attempt 2) and is done"
+assert_eq "$(rows sleep initech | grep -c '|2000|')" 2 "the killed job's duplicate is the one counted attempt"
+
+# ---- reload while a job runs ---------------------------------------------------------------------------------
+r=$(post "/enqueue?name=sleep&payload=2500" acme.localhost)
+rl=$(id_of "$r")
+wait_until 10 bash -c "[ -n \"\$(curl -s -H 'Host: localhost' http://127.0.0.1:$NGINX_PORT/_tenancy/status | python3 -c \"import json,sys; print(''.join(str(w['pid']) for w in json.load(sys.stdin)['jobs']['workers'] if w.get('job') == $rl))\")\" ]" ||
+    fail "the job never showed as running before the reload"
+kill -HUP "$TN_PID"
+wait_until 20 grep -q 'reloaded: generation 2' "$T/tenancyd.log" || fatal "the reload did not finish"
+wait_until 20 bash -c "[ \"\$(sqlite3 '$REG' \"SELECT state FROM jobs WHERE id = $rl\")\" = done ]" ||
+    fail "the job running across the reload did not finish"
+assert_eq "$(job_state "$rl")" "done|1" "a reload lets the running job finish, once"
+gen=$(status_json | python3 -c 'import json,sys; print(sorted(set(w["generation"] for w in json.load(sys.stdin)["jobs"]["workers"] if w["state"] in ("idle","running"))))')
+wait_until 10 bash -c "curl -s -H 'Host: localhost' http://127.0.0.1:$NGINX_PORT/_tenancy/status | python3 -c 'import json,sys; g=sorted(set(w[\"generation\"] for w in json.load(sys.stdin)[\"jobs\"][\"workers\"])); sys.exit(0 if g == [2] else 1)'" ||
+    fail "after the reload the job workers are not all generation 2 ($gen)"
+post "/enqueue?name=record&payload=after-reload" acme.localhost > /dev/null
+wait_until 10 bash -c "curl -s -H 'Host: acme.localhost' http://127.0.0.1:$NGINX_PORT/log | grep -q after-reload" ||
+    fail "the new generation's job workers run no job"
+
+# ---- schedules ----------------------------------------------------------------------------------------------------
+r=$(post "/schedule?name=record&cron=61%20*%20*%20*%20*" acme.localhost)
+assert_contains "$r" "invalid" "a bad cron spec is refused"
+assert_contains "$r" "minute" "... naming the field"
+r=$(post "/schedule?name=record&cron=0%203%20*%20*%20*&payload=nightly" globex.localhost)
+assert_eq "${r%% *}" ok "a schedule is set"
+# The host was down for three days: the schedule is three runs behind.
+sqlite3 "$REG" "UPDATE job_schedules SET next_run_at = (strftime('%s','now') - 3 * 86400) * 1000 WHERE name = 'record'"
+wait_until 10 bash -c "curl -s -H 'Host: globex.localhost' http://127.0.0.1:$NGINX_PORT/log | grep -q nightly" ||
+    fail "the schedule behind its time did not run"
+sleep 2.5
+assert_eq "$(rows record globex | grep -c nightly)" 1 "a schedule behind by three runs catches up once"
+next=$(sqlite3 "$REG" "SELECT next_run_at > strftime('%s','now') * 1000 FROM job_schedules WHERE name = 'record'")
+assert_eq "$next" 1 "its next time is in the future"
+assert_eq "$(post "/unschedule?name=record" globex.localhost)" ok "a schedule is removed"
+assert_eq "$(sqlite3 "$REG" "SELECT count(*) FROM job_schedules")" 0 "... and gone from the registry"
+
+# ---- hooks of state changes --------------------------------------------------------------------------------------
+tn_cli tenant suspend initech > /dev/null || fail "suspend failed"
+# hooks of one tenant may run side by side (jobs.per_tenant): the test orders them itself
+wait_until 10 bash -c "curl -s -H 'Host: initech.localhost' http://127.0.0.1:$NGINX_PORT/log | grep -q tenancy.suspended" ||
+    fail "the suspended hook did not run"
+tn_cli tenant resume initech > /dev/null || fail "resume failed"
+wait_until 10 bash -c "curl -s -H 'Host: initech.localhost' http://127.0.0.1:$NGINX_PORT/log | grep -q tenancy.resumed" ||
+    fail "the resumed hook did not run"
+assert_eq "$(joblog initech | cut -d'|' -f2,4 | grep '^tenancy\.' | tr '\n' ' ')" \
+    "tenancy.created|initech tenancy.suspended|initech tenancy.resumed|initech " \
+    "initech's app was told: created, suspended, resumed, in that order, in its storage"
+
+# ---- fairness -------------------------------------------------------------------------------------------------------
+tn_cli tenant create hog > /dev/null || fatal "creating hog"
+for i in $(seq 1 20); do tn_cli tenant create "small$i" > /dev/null || fatal "creating small$i"; done
+r=$(post "/enqueue_many?n=2000&name=record" hog.localhost)
+assert_eq "$r" "ok 2000" "hog queued 2,000 jobs"
+for i in $(seq 1 20); do post "/enqueue?name=record&payload=small" "small$i.localhost" > /dev/null; done
+wait_until 30 bash -c "[ \"\$(sqlite3 '$REG' \"SELECT count(*) FROM jobs j JOIN tenants t ON t.id = j.tenant_id WHERE t.slug LIKE 'small%' AND j.name = 'record' AND j.state = 'done'\")\" = 20 ]" ||
+    fail "the 20 small tenants' jobs did not all run"
+left=$(sqlite3 "$REG" "SELECT count(*) FROM jobs j JOIN tenants t ON t.id = j.tenant_id WHERE t.slug = 'hog' AND j.state = 'queued'")
+log "hog still has $left jobs queued when the 20 small tenants' jobs are done"
+[ "$left" -ge 1500 ] && log "ok: the small tenants were served ahead of hog's backlog" ||
+    fail "the small tenants waited behind hog's backlog (hog has only $left left)"
+for i in 1 7 20; do
+    assert_eq "$(rows record "small$i" | cut -d'|' -f3,4)" "small|small$i" "small$i's job read its own marker"
+done
+
+# ---- the counters ---------------------------------------------------------------------------------------------------
+m=$(http /_tenancy/metrics localhost)
+assert_contains "$m" "tenancy_jobs_done_total" "metrics count jobs"
