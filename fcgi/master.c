@@ -777,6 +777,9 @@ static void reap(master *m)
             for (int i = 0; i < SB_SLOTS; i++)
                 if (m->kids[i].pid)
                     retire(m, i, SIGKILL, now);
+            for (int i = 0; i < SB_JOB_SLOTS; i++)
+                if (m->jk[i].pid)
+                    retire_jobworker(m, i, SIGKILL, now);
             continue;
         }
         if (m->state == M_RELOADING && m->pending && gen == m->pending->generation &&
