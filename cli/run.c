@@ -98,7 +98,8 @@ static void text_item(run_out *o, const ops_ran *r)
     }
     fputc('\n', stdout);
     if (r->output_bytes > (int64_t)r->output_len)
-        printf("  | [%lld bytes before]\n", (long long)(r->output_bytes - (int64_t)r->output_len));
+        printf("  | [%lld bytes before]\n",
+               (long long)(r->output_bytes - (int64_t)r->output_len));
     /* Each line of the output, control characters escaped. */
     size_t i = 0;
     while (i < r->output_len) {
@@ -212,7 +213,8 @@ int cli_run(cli *c, const cli_args *a)
                       .placement = cli_opt(a, "--placement"), .jobs = 1,
                       .tail = OPS_RUN_TAIL, .resume = cli_opt(a, "--resume")};
     if (nslugs > 0 && (all || state != NULL || o.placement != NULL))
-        return cli_usage(c, "--tenant names the tenants: not with --all, --state or --placement");
+        return cli_usage(c, "--tenant names the tenants: not with --all, --state or "
+                            "--placement");
     if (all && state != NULL)
         return cli_usage(c, "--all or --state, not both");
     if (all)
@@ -229,8 +231,8 @@ int cli_run(cli *c, const cli_args *a)
     int64_t tail;
     if (s != NULL) {
         if (conf_parse_size(s, &tail) != TN_OK || tail < 0 || tail > OPS_RUN_TAIL_MAX)
-            return cli_usage(c, "--tail expects a size from 0 to %d bytes (4096, 64k), not '%s'",
-                             OPS_RUN_TAIL_MAX, s);
+            return cli_usage(c, "--tail expects a size from 0 to %d bytes (4096, 64k), "
+                                "not '%s'", OPS_RUN_TAIL_MAX, s);
         o.tail = (size_t)tail;
     }
     if (o.placement != NULL && o.placement[0] == '\0')

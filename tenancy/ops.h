@@ -495,7 +495,8 @@ typedef struct ops_ran {
     const char *output;          /* the end of its output (starts on a UTF-8 character) */
     size_t output_len;
     int64_t output_bytes;        /* everything it wrote */
-    const char *error;           /* OPS_R_ERROR: why it did not start; else NULL */
+    const char *error;           /* why it did not start (OPS_R_ERROR) or why its status is
+                                    not known; else NULL */
 } ops_ran;
 typedef void (*ops_ran_fn)(void *ctx, const ops_ran *r);
 

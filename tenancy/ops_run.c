@@ -37,8 +37,8 @@
  * console's logins do) when the placement's connections do (placement.NAME.login = tenant,
  * and database mode by default): the command then has that tenant's rights and no others.
  * With a shared login it is the placement's login with `-c role=ROLE`: the session starts
- * as the tenant's role, which RESET ROLE undoes (the shared login is a member of every
- * tenant role), so there it is a default, not a boundary.
+ * as the tenant's role, but the shared login may take every tenant's role (SET ROLE), so
+ * there it is a default, not a boundary.
  *
  * The resume file: a first line `tenancy-run 1 KEY` (KEY: SHA-256 of the command's words, so
  * a file of another command is refused), a comment line with the command, then one line per
@@ -89,7 +89,7 @@ const char *ops_rstatus_name(int status)
     return status >= 0 && status < OPS_R_NSTATUS ? rstatus_names[status] : "?";
 }
 
-/* ---- the tail of a command's output --------------------------------------------------------- */
+/* ---- the tail of a command's output ------------------------------------------------------ */
 
 int ops_tail_init(ops_tail *t, size_t cap)
 {
@@ -149,7 +149,7 @@ void ops_tail_free(ops_tail *t)
     memset(t, 0, sizeof(*t));
 }
 
-/* ---- the resume file ---------------------------------------------------------------------------- */
+/* ---- the resume file --------------------------------------------------------------------- */
 
 #define RESUME_MAGIC "tenancy-run 1 "
 
@@ -263,7 +263,7 @@ fail:
     return rc;
 }
 
-/* ---- the PostgreSQL conninfo ---------------------------------------------------------------------- */
+/* ---- the PostgreSQL conninfo ------------------------------------------------------------- */
 
 static bool put_kv(buf *b, const char *key, size_t keylen, const char *val, size_t vallen)
 {
@@ -355,7 +355,7 @@ done:
     return rc;
 }
 
-/* ---- the run's state -------------------------------------------------------------------------------- */
+/* ---- the run's state --------------------------------------------------------------------- */
 
 typedef struct entry {        /* a tenant of the page */
     int64_t id;
@@ -370,7 +370,7 @@ typedef struct slot {
     tenant_rec *t;
     int64_t start_ms, deadline_ms, kill_at_ms;
     int reason;               /* OPS_R_TIMEOUT or OPS_R_KILLED once the run killed it */
-    bool exited;
+    bool exited, lost;
     int wstatus;
     ops_tail tail;
 } slot;
@@ -525,7 +525,7 @@ static void rewind_selection(run *r)
     r->listed_all = false;
 }
 
-/* ---- a tenant's context ------------------------------------------------------------------------------ */
+/* ---- a tenant's context ------------------------------------------------------------------ */
 
 static void absolute(const char *path, char *out, size_t outlen)
 {
@@ -652,7 +652,7 @@ static void free_env(char **env, int nown)
     free(env);
 }
 
-/* ---- signals ---------------------------------------------------------------------------------------- */
+/* ---- signals ----------------------------------------------------------------------------- */
 
 /* Handlers only record: a byte on the self-pipe wakes the loop's poll, which does the work
  * (php-fpm's fpm_signals). */
@@ -670,7 +670,7 @@ static void on_signal(int sig)
 
 static const int caught[] = {SIGINT, SIGTERM, SIGCHLD};
 
-/* ---- a command ---------------------------------------------------------------------------------------- */
+/* ---- a command --------------------------------------------------------------------------- */
 
 static TN_NORETURN void child_fail(const char *what, const char *arg)
 {
@@ -679,7 +679,8 @@ static TN_NORETURN void child_fail(const char *what, const char *arg)
     int n = snprintf(line, sizeof(line), "tenancy run: %s%s%s: %s\n", what, arg ? " " : "",
                      arg ? arg : "", why);
     if (n > 0)
-        (void)!write(STDERR_FILENO, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+        (void)!write(STDERR_FILENO, line,
+                     (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
     _exit(127);
 }
 
@@ -845,7 +846,7 @@ static void start(run *r, tenant_rec *t)
     s->deadline_ms = r->o->timeout_ms > 0 ? s->start_ms + r->o->timeout_ms : 0;
     s->kill_at_ms = 0;
     s->reason = 0;
-    s->exited = false;
+    s->exited = s->lost = false;
     r->running++;
     return;
 fail:
@@ -883,7 +884,10 @@ static void finish(run *r, slot *s)
         close(s->fd);   /* what its children write from now on is not its output */
     s->fd = -1;
     ops_ran d = {.exit_code = -1, .ms = clock_mono_ms() - s->start_ms};
-    if (WIFEXITED(s->wstatus)) {
+    if (s->lost) {
+        d.status = OPS_R_FAILED;
+        d.error = "its exit status was lost (reaped elsewhere)";
+    } else if (WIFEXITED(s->wstatus)) {
         d.exit_code = WEXITSTATUS(s->wstatus);
         d.status = d.exit_code == 0 ? OPS_R_OK : OPS_R_FAILED;
     } else {
@@ -988,14 +992,15 @@ static void turn(run *r, int wake_r)
         pid_t w;
         while ((w = waitpid(s->pid, &s->wstatus, WNOHANG)) < 0 && errno == EINTR) {
         }
-        if (w == s->pid) {
+        if (w == s->pid || (w < 0 && errno == ECHILD)) {
             s->exited = true;
+            s->lost = w < 0;   /* reaped by someone else: its status is not known */
             finish(r, s);
         }
     }
 }
 
-/* ---- the run ------------------------------------------------------------------------------------------- */
+/* ---- the run ----------------------------------------------------------------------------- */
 
 static int open_resume(run *r, char *err, size_t errlen)
 {
@@ -1038,7 +1043,8 @@ static int open_resume(run *r, char *err, size_t errlen)
     int rc = got == st.st_size
                  ? ops_run_resume_parse(text, (size_t)got, key, &r->done_ids, &r->ndone, why,
                                         sizeof(why))
-                 : tn_errf(why, sizeof(why), TN_IO, "%s", got < 0 ? strerror(errno) : "short read");
+                 : tn_errf(why, sizeof(why), TN_IO, "%s",
+                           got < 0 ? strerror(errno) : "short read");
     /* A record cut short at the end: the next line must start on a line of its own. */
     bool cut = got > 0 && text[got - 1] != '\n';
     free(text);
