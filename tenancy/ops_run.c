@@ -899,12 +899,13 @@ static void finish(run *r, slot *s)
     d.output_len = ops_tail_copy(&s->tail, r->scratch);
     d.output = r->scratch;
     d.output_bytes = s->tail.total;
-    tell(r, s->t, &d);
+    tenant_rec *t = s->t;
     ops_tail_free(&s->tail);
-    free(s->t);
     s->t = NULL;
     s->pid = 0;
-    r->running--;
+    r->running--;   /* before it is told: done and running never count it twice */
+    tell(r, t, &d);
+    free(t);
 }
 
 /* Kill slot s's process group for `reason`: SIGTERM now, SIGKILL after the grace. */
