@@ -297,6 +297,8 @@ assert_eq "$RC/$(jq_out .total)/$(jq_out .skipped_done)" "0/0/8" "resume: a thir
 TENANCY_CONF=$CONF script -qec "$TENANCY run --all -j 2 'sleep 0.3'" /dev/null > "$T/tty" 2>&1
 assert_contains "$(cat "$T/tty")" "tenants/s" "a terminal: the bar (count, rate)"
 assert_contains "$(cat "$T/tty")" "ETA" "a terminal: the bar's time left"
+assert_eq "$(grep -o '\] [0-9]*/[0-9]*' "$T/tty" | sed 's|.*/||' | sort -u | tr '\n' ' ')" "8 " \
+    "a terminal: the bar's total is the 8 tenants throughout"
 run --all 'true'
 case "$ERR" in *ETA*) fail "not a terminal: no bar" ;; *) log "ok: not a terminal: no bar" ;; esac
 
