@@ -1,10 +1,10 @@
 /*
- * bar.c — the progress bar of the command's long runs (migrate, tenant create --from-file):
- * count, rate and ETA on stderr when it is a terminal, drawn from the tenant operations'
- * progress events (tenancy/ops.h), at most every 100 ms, and cleared at the end so that
- * the table that follows starts on a clean line. With --progress-file FILE the same events
- * also go to FILE (ops_progress_write: the panel's job page reads it), at most every 250 ms
- * and at each tenant's end.
+ * bar.c — the progress bar of the command's long runs (migrate, run, tenant create
+ * --from-file): count, rate and ETA on stderr when it is a terminal, drawn from the tenant
+ * operations' progress events (tenancy/ops.h), at most every 100 ms, and cleared at the end
+ * so that the table that follows starts on a clean line. With --progress-file FILE the same
+ * events also go to FILE (ops_progress_write: the panel's job page reads it), at most every
+ * 250 ms and at each tenant's end.
  *
  * Must not: write to stdout, or anything to stderr when it is not a terminal.
  */

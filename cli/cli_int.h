@@ -163,5 +163,7 @@ int cli_import(cli *c, const cli_args *a);
 int cli_tenant_restore(cli *c, const cli_args *a);
 int cli_purge(cli *c, const cli_args *a);
 int cli_check(cli *c, const cli_args *a);
+/* cli/run.c: a command once per tenant (tenancy/ops_run.c). */
+int cli_run(cli *c, const cli_args *a);
 
 #endif

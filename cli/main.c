@@ -87,6 +87,19 @@ static const cli_optdef key_create_opts[] = {{"--read-only", CLI_FLAG, NULL},
 
 static const cli_optdef check_opts[] = {{"--repair-roles", CLI_FLAG, NULL}, {NULL, 0, NULL}};
 
+/* tenancy run (cli/run.c) */
+static const cli_optdef run_opts[] = {{"--tenant", CLI_LIST, "SLUG"},
+                                      {"--all", CLI_FLAG, NULL},
+                                      {"--state", CLI_VALUE, "STATE[,STATE...]"},
+                                      {"--placement", CLI_VALUE, "NAME"},
+                                      {"-j", CLI_VALUE, "N"},
+                                      {"--timeout", CLI_VALUE, "DURATION"},
+                                      {"--tail", CLI_VALUE, "BYTES"},
+                                      {"--resume", CLI_VALUE, "FILE"},
+                                      {"--output", CLI_FLAG, NULL},
+                                      {"--progress-file", CLI_VALUE, "FILE"},
+                                      {NULL, 0, NULL}};
+
 static const cli_cmd commands[] = {
     {"init", "", 0, 0, NULL,
      "create state_dir, the registry's tables and the generation file (idempotent)", cmd_init,
@@ -153,6 +166,10 @@ static const cli_cmd commands[] = {
     {"purge", "[SLUG...]", 0, CLI_MAX_POS, purge_opts,
      "remove deleted tenants for good: registry tombstone, storage, registry rows",
      cli_purge, 0},
+    {"run", "CMD [ARG...]", 1, CLI_MAX_POS, run_opts,
+     "run a command once per tenant (active ones unless told) with the tenant's slug, id, "
+     "storage and settings in its environment; -j N at once, resumable",
+     cli_run, 0},
     {"check", "", 0, 0, check_opts,
      "compare the registry with the storage (missing, orphaned, stuck, tenant roles' drift); "
      "read-only unless --repair-roles",

@@ -14,10 +14,11 @@
  * ops_migrate.c (migrate
  * and its status), ops_move.c (move, export, import), ops_lifecycle.c (purge, check),
  * ops_runner.c (the parallel runner behind migrate and the bulk create:
- * ops_runner.h, for the ops files only).
+ * ops_runner.h, for the ops files only), ops_run.c (a command once per tenant).
  *
- * Must not: print, read the terminal, install signal handlers (but the runner's and the
- * create's, which hold a signal until the running step ends), or run
+ * Must not: print, read the terminal, install signal handlers (but the runner's, the
+ * create's, which hold a signal until the running step ends, and ops_run's, which stop
+ * handing out tenants), or run
  * SQL of its own (the registry is registry.h, a tenant's storage storage/).
  */
 #ifndef TN_TENANCY_OPS_H
@@ -456,5 +457,113 @@ typedef struct ops_imported {
  * all or nothing. TN_OK with *out filled (ops_copy_free(&out->copy)), or the error. */
 int ops_import(ops_env *e, FILE *f, const char *label, const ops_import_opts *o,
                ops_imported *out, char *err, size_t errlen);
+
+/* ---- a command once per tenant (ops_run.c) ------------------------------------------------ */
+
+#define OPS_RUN_TAIL 4096           /* output kept per tenant when the caller gives no size */
+#define OPS_RUN_TAIL_MAX (1 << 20)
+#define OPS_RUN_KILL_GRACE_MS 2000  /* from SIGTERM to SIGKILL of a command's process group */
+
+enum ops_rstatus {
+    OPS_R_OK,          /* exited 0 */
+    OPS_R_FAILED,      /* exited non-zero, or a signal it did not get from the run */
+    OPS_R_TIMEOUT,     /* its process group killed at the time limit */
+    OPS_R_KILLED,      /* its process group killed at the second stop signal */
+    OPS_R_ERROR,       /* never started: no storage here, a role password unreadable, fork */
+    OPS_R_NSTATUS
+};
+/* "ok", "failed", "timeout", "killed", "error". */
+const char *ops_rstatus_name(int status);
+
+typedef struct ops_run_opts {
+    const char *const *argv;     /* the command: one word is a shell command (/bin/sh -c); */
+    int argc;                    /* more are a program and its arguments (no shell) */
+    const char *const *slugs;    /* these tenants, in this order (any state but deleting; a
+                                    slug given twice runs once), or ... */
+    int nslugs;
+    unsigned states;             /* ... every tenant in these states (1u << state; deleting
+                                    refused), in slug order; 0: active only */
+    const char *placement;       /* only tenants of this placement; NULL: any */
+    int jobs;                    /* commands at once, 1..OPS_JOBS_MAX; 0: 1 */
+    int64_t timeout_ms;          /* per tenant; 0: none */
+    size_t tail;                 /* the end of each command's output kept (stdout and
+                                    stderr together), at most OPS_RUN_TAIL_MAX */
+    const char *resume;          /* a state file: tenants it records as done are skipped and
+                                    each finished one is added; NULL: none */
+} ops_run_opts;
+
+/* One tenant's run, told as it ends (strings valid during the call only). */
+typedef struct ops_ran {
+    const char *slug, *placement;
+    int64_t id;
+    int state;
+    int status;                  /* enum ops_rstatus */
+    int exit_code;               /* -1 when it did not exit */
+    int signal;                  /* what ended it, 0 when none */
+    int64_t ms;
+    const char *output;          /* the end of its output (starts on a UTF-8 character) */
+    size_t output_len;
+    int64_t output_bytes;        /* everything it wrote */
+    const char *error;           /* why it did not start (OPS_R_ERROR) or why its status is
+                                    not known; else NULL */
+} ops_ran;
+typedef void (*ops_ran_fn)(void *ctx, const ops_ran *r);
+
+typedef struct ops_run_report {
+    int count[OPS_R_NSTATUS];
+    int ran;                     /* tenants told (every status) */
+    int skipped_done;            /* --resume: done in an earlier run */
+    int left_out;                /* gone, deleted or moved out of the selection before
+                                    their turn */
+    int not_run;                 /* stopped: tenants of the selection never started */
+    int jobs;
+    const char *stopped;         /* why the run stopped early, NULL when it did not */
+    char stop_err[512];          /* ... its detail ("" when none) */
+    double seconds;
+} ops_run_report;
+
+/* Run a command once per selected tenant, at most o->jobs at once, each in a process group
+ * of its own with the tenant's context in its environment (TENANCY_SLUG, TENANCY_TENANT_ID,
+ * TENANCY_TENANT_NAME, TENANCY_STATE, TENANCY_PLACEMENT, TENANCY_STORAGE,
+ * TENANCY_STORAGE_KIND, TENANCY_SETTINGS, TENANCY_CONFIG and TENANCY_CONF; see ops_run.c),
+ * stdin /dev/null, stdout and stderr captured. Tenants are read from e->reg a page at a time
+ * and each again when its turn comes. Each tenant's end goes to fn (in the caller's
+ * process); progress by e->progress. The first SIGINT/SIGTERM stops handing out tenants
+ * (the running ones finish); a second one kills the running ones. TN_OK when the run took
+ * place (failures and a stop are in *rep), or the error before anything ran (no such tenant
+ * or placement, a tenant being deleted named, the resume file another command's or in use),
+ * err saying which. */
+int ops_run(ops_env *e, const ops_run_opts *o, ops_ran_fn fn, void *ctx, ops_run_report *rep,
+            char *err, size_t errlen);
+
+/* The pieces ops_run is made of, for its tests. */
+
+/* The end of a stream: the last `cap` bytes written, and how many there were. */
+typedef struct ops_tail {
+    char *p;
+    size_t cap, len, head;       /* len bytes kept, the oldest at p[head] */
+    int64_t total;
+} ops_tail;
+int ops_tail_init(ops_tail *t, size_t cap);   /* TN_OK or TN_NOMEM; cap 0 keeps nothing */
+void ops_tail_add(ops_tail *t, const char *s, size_t n);
+/* What is kept, in order, into out (cap bytes at least); when bytes were dropped, from the
+ * first whole UTF-8 character. Returns the length written. */
+size_t ops_tail_copy(const ops_tail *t, char *out);
+void ops_tail_free(ops_tail *t);
+
+/* A resume file's text: the ids of the tenants it records as done ("ok"), sorted, unique,
+ * in *ids (malloc'd; NULL when none). A line cut short at the end (a write the run did not
+ * finish) is ignored. TN_OK; TN_INVALID when the text is not a resume file or, with key
+ * (the command's, ops_run_key) not NULL, one of another command; TN_NOMEM. */
+int ops_run_resume_parse(const char *text, size_t len, const char *key, int64_t **ids,
+                         int *nids, char *err, size_t errlen);
+/* The key a resume file is bound to: SHA-256 of the command's words. */
+void ops_run_key(const char *const *argv, int argc, char out[65]);
+
+/* A libpq conninfo (keyword='value' pairs, as db_uri_with writes them) with
+ * `-c search_path=SCHEMA` and `-c role=ROLE` added to its options (each NULL: not added).
+ * TN_OK, TN_INVALID (not a conninfo), TN_TOOBIG. */
+int ops_run_pg_dsn(const char *conninfo, const char *schema, const char *role, char *out,
+                   size_t outlen);
 
 #endif

@@ -2,7 +2,9 @@
  * check_ops.c — tenancy/ops, the tenant operations, over real SQLite storage in a temporary
  * folder: create (single and bulk), migrate with its progress events (a failing migration
  * rolls back that tenant only and names it), state changes, delete and restore, domains,
- * settings, export and import, purge, check, and what a move refuses before it starts. Its
+ * settings, export and import, purge, check, what a move refuses before it starts, and
+ * `tenancy run` (a command per tenant over real files; its tail buffer, resume file and
+ * conninfo as pure functions). Its
  * own program (tests/unit/check_ops): no PostgreSQL needed, so a move that copies (between
  * a SQLite and a PostgreSQL placement) is tests/integration/lifecycle.sh's.
  */
@@ -695,6 +697,201 @@ START_TEST(test_keys)
 }
 END_TEST
 
+/* ---- tenancy run (ops_run.c) ---------------------------------------------------------------- */
+
+START_TEST(test_run_tail)
+{
+    ops_tail t;
+    char out[16];
+    ck_assert_int_eq(ops_tail_init(&t, 8), TN_OK);
+    ops_tail_add(&t, "abc", 3);
+    ck_assert_uint_eq(ops_tail_copy(&t, out), 3);
+    ck_assert_int_eq(memcmp(out, "abc", 3), 0);
+    ops_tail_add(&t, "defgh", 5);                  /* exactly full */
+    ck_assert_uint_eq(ops_tail_copy(&t, out), 8);
+    ck_assert_int_eq(memcmp(out, "abcdefgh", 8), 0);
+    ops_tail_add(&t, "ij", 2);                     /* wraps: the oldest two go */
+    ck_assert_uint_eq(ops_tail_copy(&t, out), 8);
+    ck_assert_int_eq(memcmp(out, "cdefghij", 8), 0);
+    ops_tail_add(&t, "0123456789xyz", 13);         /* more than it holds at once */
+    ck_assert_uint_eq(ops_tail_copy(&t, out), 8);
+    ck_assert_int_eq(memcmp(out, "56789xyz", 8), 0);
+    ck_assert_int_eq(t.total, 23);
+    for (int i = 0; i < 100; i++)                  /* many small writes around the ring */
+        ops_tail_add(&t, i % 2 ? "b" : "a", 1);
+    ck_assert_uint_eq(ops_tail_copy(&t, out), 8);
+    ck_assert_int_eq(memcmp(out, "abababab", 8), 0);
+    ops_tail_free(&t);
+
+    /* Cut inside a character: from the next whole one (x, then € in 3 bytes, é in 2). */
+    static const char *const s3 = "x\xe2\x82\xac\xc3\xa9";
+    ck_assert_int_eq(ops_tail_init(&t, 5), TN_OK);
+    ops_tail_add(&t, s3, 6);                       /* the kept 5 start on € */
+    ck_assert_uint_eq(ops_tail_copy(&t, out), 5);
+    ck_assert_int_eq(memcmp(out, s3 + 1, 5), 0);
+    ops_tail_free(&t);
+    for (size_t cap = 3; cap <= 4; cap++) {        /* start inside €: from é */
+        ck_assert_int_eq(ops_tail_init(&t, cap), TN_OK);
+        ops_tail_add(&t, s3, 6);
+        ck_assert_uint_eq(ops_tail_copy(&t, out), 2);
+        ck_assert_int_eq(memcmp(out, "\xc3\xa9", 2), 0);
+        ops_tail_free(&t);
+    }
+    ck_assert_int_eq(ops_tail_init(&t, 4), TN_OK);
+    ops_tail_add(&t, "\xe2\x82\xac", 3);           /* nothing dropped: kept whole */
+    ck_assert_uint_eq(ops_tail_copy(&t, out), 3);
+    ops_tail_free(&t);
+    ck_assert_int_eq(ops_tail_init(&t, 0), TN_OK); /* keeps nothing, counts all */
+    ops_tail_add(&t, "abc", 3);
+    ck_assert_uint_eq(ops_tail_copy(&t, out), 0);
+    ck_assert_int_eq(t.total, 3);
+    ops_tail_free(&t);
+}
+END_TEST
+
+START_TEST(test_run_resume_parse)
+{
+    const char *argv[] = {"echo $TENANCY_SLUG"}, *other[] = {"echo", "$TENANCY_SLUG"};
+    char key[65], key2[65];
+    ops_run_key(argv, 1, key);
+    ops_run_key(other, 2, key2);
+    ck_assert_str_ne(key, key2);   /* words apart: "a b" is not "a" "b" */
+    char text[1024];
+    int64_t *ids = NULL;
+    int n = -1;
+    snprintf(text, sizeof(text), "tenancy-run 1 %s\n# echo $TENANCY_SLUG\n"
+                                 "ok 12 acme\nfailed 3 beta\nok 7 gamma\nok 12 acme\n"
+                                 "timeout 9 delta\nerror 10 eps\nkilled 11 zeta\nok 3 beta\n"
+                                 "ok 44 cut-sh", key);
+    OK(ops_run_resume_parse(text, strlen(text), key, &ids, &n, err, sizeof(err)));
+    ck_assert_int_eq(n, 3);   /* 3, 7, 12: sorted, once each; the cut line not taken */
+    ck_assert_int_eq(ids[0], 3);
+    ck_assert_int_eq(ids[1], 7);
+    ck_assert_int_eq(ids[2], 12);
+    free(ids);
+    /* Any key when none is given; another command's key refused. */
+    OK(ops_run_resume_parse(text, strlen(text), NULL, &ids, &n, err, sizeof(err)));
+    free(ids);
+    ck_assert_int_eq(ops_run_resume_parse(text, strlen(text), key2, &ids, &n, err, sizeof(err)),
+                     TN_INVALID);
+    ck_assert_ptr_nonnull(strstr(err, "another command"));
+    ck_assert_ptr_null(ids);
+    /* Empty: nothing done. A header alone: nothing done. */
+    OK(ops_run_resume_parse("", 0, key, &ids, &n, err, sizeof(err)));
+    ck_assert_int_eq(n, 0);
+    snprintf(text, sizeof(text), "tenancy-run 1 %s\n", key);
+    OK(ops_run_resume_parse(text, strlen(text), key, &ids, &n, err, sizeof(err)));
+    ck_assert_int_eq(n, 0);
+    /* Not a resume file; a bad line. */
+    static const char *const bad[] = {"hello\n", "tenancy-run 1 abc\n", "ok 1 a\n"};
+    for (size_t i = 0; i < TN_ARRAY_LEN(bad); i++)
+        ck_assert_int_eq(ops_run_resume_parse(bad[i], strlen(bad[i]), NULL, &ids, &n, err,
+                                              sizeof(err)), TN_INVALID);
+    static const char *const lines[] = {"ok x acme\n", "done 1 acme\n", "ok 1\n", "ok 1 \n",
+                                        "ok  1 acme\n"};
+    for (size_t i = 0; i < TN_ARRAY_LEN(lines); i++) {
+        snprintf(text, sizeof(text), "tenancy-run 1 %s\n%s", key, lines[i]);
+        ck_assert_msg(ops_run_resume_parse(text, strlen(text), key, &ids, &n, err,
+                                           sizeof(err)) == TN_INVALID, "%s", lines[i]);
+        ck_assert_ptr_nonnull(strstr(err, "line 2"));
+    }
+}
+END_TEST
+
+START_TEST(test_run_pg_dsn)
+{
+    char out[512];
+    OK(ops_run_pg_dsn("host='/tmp/x y' dbname='app' user='t_a' password='p\\'w\\\\d'", "t_a",
+                      NULL, out, sizeof(out)));
+    ck_assert_str_eq(out, "host='/tmp/x y' dbname='app' user='t_a' password='p\\'w\\\\d' "
+                          "options='-c search_path=t_a'");
+    /* options of the placement's own are kept, ours after them; bare values too */
+    OK(ops_run_pg_dsn("options='-c statement_timeout=5s' host = h port=5432", "t_b", "t_b",
+                      out, sizeof(out)));
+    ck_assert_str_eq(out, "host='h' port='5432' options='-c statement_timeout=5s "
+                          "-c search_path=t_b -c role=t_b'");
+    OK(ops_run_pg_dsn("dbname='tenant_c' user='tenant_c'", NULL, NULL, out, sizeof(out)));
+    ck_assert_str_eq(out, "dbname='tenant_c' user='tenant_c'");
+    ck_assert_int_eq(ops_run_pg_dsn("host='unterminated", "s", NULL, out, sizeof(out)),
+                     TN_INVALID);
+    ck_assert_int_eq(ops_run_pg_dsn("=x", "s", NULL, out, sizeof(out)), TN_INVALID);
+    ck_assert_int_eq(ops_run_pg_dsn("host=h", "s", NULL, out, 10), TN_TOOBIG);
+}
+END_TEST
+
+typedef struct ran_seen {
+    int n, ok, failed;
+    char out[8][512];
+    char slug[8][64];
+} ran_seen;
+
+static void ran_cb(void *ctx, const ops_ran *r)
+{
+    ran_seen *s = ctx;
+    if (s->n < 8) {
+        snprintf(s->slug[s->n], sizeof(s->slug[0]), "%s", r->slug);
+        snprintf(s->out[s->n], sizeof(s->out[0]), "%.*s", (int)r->output_len, r->output);
+    }
+    s->n++;
+    s->ok += r->status == OPS_R_OK;
+    s->failed += r->status == OPS_R_FAILED;
+}
+
+/* Over real SQLite tenants: each command sees its own tenant, and its file. */
+START_TEST(test_run_sqlite)
+{
+    ops_plan *p = plan();
+    create(p, "alpha", NULL);
+    create(p, "beta", NULL);
+    create(p, "gamma", NULL);
+    ops_plan_free(p);
+    OK(ops_set_state(&E, "gamma", TENANT_SUSPENDED, err, sizeof(err)));
+    OK(ops_setting_set(&E, "beta", "k", "v", err, sizeof(err)));
+    const char *argv[] = {"printf '%s|%s|%s|%s' \"$TENANCY_SLUG\" \"$TENANCY_STATE\" "
+                          "\"$TENANCY_SETTINGS\" \"$TENANCY_STORAGE\"; "
+                          "[ \"$TENANCY_SLUG\" != beta ]"};
+    ops_run_opts o = {.argv = argv, .argc = 1, .jobs = 2, .tail = OPS_RUN_TAIL};
+    ran_seen s;
+    memset(&s, 0, sizeof(s));
+    ops_run_report rep;
+    OK(ops_run(&E, &o, ran_cb, &s, &rep, err, sizeof(err)));
+    ck_assert_int_eq(s.n, 2);   /* the active ones */
+    ck_assert_int_eq(rep.count[OPS_R_OK], 1);
+    ck_assert_int_eq(rep.count[OPS_R_FAILED], 1);
+    ck_assert_ptr_null(rep.stopped);
+    for (int i = 0; i < 2; i++) {
+        char want[600];
+        tenant_rec *t = fetch(s.slug[i]);
+        snprintf(want, sizeof(want), "%s|active|%s|%s", t->slug, t->settings_json, t->storage);
+        ck_assert_str_eq(s.out[i], want);
+        free(t);
+    }
+    /* --state suspended, a resume file: done once, then skipped */
+    char resume[300];
+    snprintf(resume, sizeof(resume), "%s/run.state", dir);
+    const char *argv2[] = {"true"};
+    ops_run_opts o2 = {.argv = argv2, .argc = 1, .states = 1u << TENANT_SUSPENDED,
+                       .resume = resume};
+    memset(&s, 0, sizeof(s));
+    OK(ops_run(&E, &o2, ran_cb, &s, &rep, err, sizeof(err)));
+    ck_assert_int_eq(s.n, 1);
+    ck_assert_str_eq(s.slug[0], "gamma");
+    memset(&s, 0, sizeof(s));
+    OK(ops_run(&E, &o2, ran_cb, &s, &rep, err, sizeof(err)));
+    ck_assert_int_eq(s.n, 0);
+    ck_assert_int_eq(rep.skipped_done, 1);
+    /* refused before anything runs */
+    const char *named[] = {"alpha", "nosuch"};
+    ops_run_opts o3 = {.argv = argv2, .argc = 1, .slugs = named, .nslugs = 2};
+    ck_assert_int_eq(ops_run(&E, &o3, ran_cb, &s, &rep, err, sizeof(err)), TN_NOTFOUND);
+    o3.nslugs = 1;
+    o3.placement = "nowhere";
+    ck_assert_int_eq(ops_run(&E, &o3, ran_cb, &s, &rep, err, sizeof(err)), TN_NOTFOUND);
+    ops_run_opts o4 = {.argv = argv2, .argc = 1, .states = 1u << TENANT_DELETING};
+    ck_assert_int_eq(ops_run(&E, &o4, ran_cb, &s, &rep, err, sizeof(err)), TN_INVALID);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ops");
@@ -712,7 +909,13 @@ int main(void)
     tcase_add_test(tc, test_delete_purge);
     tcase_add_test(tc, test_check);
     tcase_add_test(tc, test_keys);
+    tcase_add_test(tc, test_run_sqlite);
     suite_add_tcase(s, tc);
+    TCase *pure = tcase_create("run");
+    tcase_add_test(pure, test_run_tail);
+    tcase_add_test(pure, test_run_resume_parse);
+    tcase_add_test(pure, test_run_pg_dsn);
+    suite_add_tcase(s, pure);
     Suite *all[] = {s};
     return run_suites(all, 1);
 }
