@@ -44,6 +44,7 @@
 #define CHORE_PRUNE_MS 600000
 #define LEASE_GRACE_MS 30000      /* lease_until = start + timeout + this */
 #define SCHEDULES_PER_TURN 500
+#define DEFER_MS 10000            /* a job of a tenant not served now looks again after this */
 
 static volatile sig_atomic_t stop_requested;
 
@@ -189,6 +190,7 @@ static void reg_failed(int rc)
 typedef struct run_ctx {
     const job_rec *job;
     const japp *app;
+    bool ran;
     char error[JOB_ERROR_MAX];
     int rc;
 } run_ctx;
@@ -196,6 +198,7 @@ typedef struct run_ctx {
 static int run_one(tn_request *r, void *arg)
 {
     run_ctx *x = arg;
+    x->ran = true;
     const job_rec *j = x->job;
     tn_job job = {.id = j->id, .name = j->name, .payload = j->payload,
                   .len = strlen(j->payload), .attempt = j->attempts,
@@ -281,7 +284,12 @@ static void run_job(const job_rec *j)
     int64_t now = wall_ms();
     registry *g = reg();
     int src = TN_IO;
-    if (g != NULL && rc == TN_OK) {
+    if (g != NULL && rc == TN_AGAIN && !x.ran) {
+        /* its tenant is not served now: the job waits, and its attempt is not counted */
+        char why[200];
+        snprintf(why, sizeof(why), "waiting: tenant '%s' is not active", j->slug);
+        src = jobs_release(g, j->id, jw.lease, why, now + DEFER_MS, now, err, sizeof(err));
+    } else if (g != NULL && rc == TN_OK) {
         src = jobs_finish(g, j->id, jw.lease, now, err, sizeof(err));
         if (src == TN_OK)
             sb_inc(&jw.jobs->done);

@@ -846,6 +846,11 @@ int chain_run_job(const char *slug, bool hook, const char *app, tn_run_fn fn, vo
          * grace period); nothing else runs for it. A tombstone (deleted_at 0) is gone. */
         if (t->state == TENANT_DELETING && !hook)
             return TN_NOTFOUND;
+        /* A job writes as a request would: while the tenant is not served (suspended,
+         * maintenance, provisioning, moving: a write would be lost to the move) its jobs
+         * wait. Hooks run in any state: they are how the app learns of it. */
+        if (t->state != TENANT_ACTIVE && !hook && app != NULL)
+            return TN_AGAIN;
     }
     if (ch.run_arena == NULL && (ch.run_arena = arena_create(8192)) == NULL)
         return TN_NOMEM;

@@ -773,6 +773,38 @@ int jobs_fail(registry *r, int64_t id, const char *lease, const char *error, int
     return rc;
 }
 
+/* Deferral: the attempt never started (its tenant is not active), so it is not counted. */
+static int do_release(registry *r, void *arg, char *err, size_t errlen)
+{
+    struct end_arg *a = arg;
+    int64_t v[3];
+    int rc = running_job(r, a->id, a->lease, v, err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    num ids;
+    num_set(&ids, a->id);
+    const char *p[] = {ids.s};
+    rc = exec(r, err, errlen, "UPDATE jobs SET attempts = attempts - 1 WHERE id = $1", 1, p);
+    if (rc == TN_OK)
+        rc = end_attempt(r, a->id, v[2], false, a->max_backoff, a->now, a->error, err, errlen);
+    return rc;
+}
+
+int jobs_release(registry *r, int64_t id, const char *lease, const char *why, int64_t run_at_ms,
+                 int64_t now_ms, char *err, size_t errlen)
+{
+    if (!lease_valid(lease))
+        return tn_errf(err, errlen, TN_NOTFOUND, "job %lld is not running under that lease",
+                       (long long)id);
+    int rc = prepare(r, err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    /* max_backoff carries run_at here: end_attempt's "queued again at" */
+    struct end_arg a = {.id = id, .lease = lease, .error = why, .now = now_ms,
+                        .max_backoff = run_at_ms};
+    return in_tx(r, do_release, &a, err, errlen);
+}
+
 int jobs_progress(registry *r, int64_t id, const char *lease, const char *progress, char *err,
                   size_t errlen)
 {

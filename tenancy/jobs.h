@@ -138,6 +138,12 @@ int jobs_finish(registry *r, int64_t id, const char *lease, int64_t now_ms, char
 int jobs_fail(registry *r, int64_t id, const char *lease, const char *error, int64_t now_ms,
               int64_t max_backoff_ms, bool *dead, char *err, size_t errlen);
 
+/* The claimed job cannot run now (its tenant is suspended, in maintenance or moving): queued
+ * again at run_at_ms with `why` as its last error, the attempt not counted. TN_OK;
+ * TN_NOTFOUND as jobs_finish. */
+int jobs_release(registry *r, int64_t id, const char *lease, const char *why, int64_t run_at_ms,
+                 int64_t now_ms, char *err, size_t errlen);
+
 /* The running attempt's progress (free text, at most 200 bytes, e.g. "40/100 tenants"), shown
  * by the command and the panel. TN_OK; TN_NOTFOUND as jobs_finish. Cleared by the next claim. */
 int jobs_progress(registry *r, int64_t id, const char *lease, const char *progress, char *err,
