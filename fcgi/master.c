@@ -71,6 +71,7 @@ typedef struct child {
 } child;
 
 /* A job worker (jobworker.h): outside the HTTP pool's slots and counts. */
+#define JOB_YOUNG_MS 1000   /* a job worker that dies sooner is held back (jobworker_reaped) */
 typedef struct jobkid {
     pid_t pid;            /* 0: entry unused */
     unsigned generation;
@@ -567,14 +568,19 @@ static void jobworker_reaped(master *m, int i, int status)
     }
     if (job != 0)
         job_orphan(m, lease, why);
-    if (crash) {
+    if (crash)
         sb_inc(&m->sb->jobs.crashes);
-        if (now - k->spawned_ms > 60000 || m->job_backoff_ms == 0)
+    /* Only a job worker that dies young is held back (an app whose init fails, a crash at
+     * every start): its replacement waits 100 ms, doubling while they keep dying young, up
+     * to pm.respawn_backoff_max. One that ran a while is replaced at once: a job that
+     * crashes its worker is counted against its own attempts, not against the pool. */
+    if (crash && now - k->spawned_ms < JOB_YOUNG_MS) {
+        if (m->job_backoff_ms == 0)
             m->job_backoff_ms = 100;
         else if ((m->job_backoff_ms *= 2) > m->cfg->respawn_backoff_max_ms)
             m->job_backoff_ms = m->cfg->respawn_backoff_max_ms;
         m->job_next_ms = now + m->job_backoff_ms;
-    } else if (now - k->spawned_ms > 60000) {
+    } else {
         m->job_backoff_ms = 0;
     }
     memset(k, 0, sizeof(*k));

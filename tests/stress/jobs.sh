@@ -4,13 +4,13 @@
 #
 #   jobs.sh [--quick | --seconds N]     (20,000 jobs over 1,000 tenants; --quick or
 #                                        STRESS_QUICK=1: 4,000 over 200; --seconds is the
-#                                        drain deadline, default 300 s, quick 120 s)
+#                                        drain deadline, default 600 s, quick 240 s)
 #
 # One tenancyd (tests/helpers/jobapp.c, 2 HTTP workers, 4 job workers) behind a real nginx;
 # the tenants are SQLite files with jobapp's tables and a marker of their own. Every tenant
 # queues 20 "record" jobs with payloads 1..20 through one request (tn_job_enqueue, so the
 # jobs go through the chain of a real request), all tenants at once. While the job workers
-# drain the queue:
+# drain the queue (faults from the first enqueue on):
 #   - SIGKILL of a random job worker every 0.5-1 s (a job in hand dies with it);
 #   - SIGHUP every 2 s (a reload: the job workers of the old generation finish their job
 #     and leave, the new generation's start).
@@ -25,12 +25,12 @@
 #   - every job done, none dead, all drained before the deadline.
 # Output: a table and $STRESS_OUT/stress-jobs.json.
 . "$(dirname "$0")/common.sh"
-DEADLINE=300
+DEADLINE=600
 N=1000
-[ "${STRESS_QUICK:-0}" = 1 ] && { DEADLINE=120; N=200; }
+[ "${STRESS_QUICK:-0}" = 1 ] && { DEADLINE=240; N=200; }
 while [ $# -gt 0 ]; do
     case $1 in
-    --quick) DEADLINE=120; N=200 ;;
+    --quick) DEADLINE=240; N=200 ;;
     --seconds) DEADLINE=${2:?--seconds needs a number}; shift ;;
     *) echo "usage: $0 [--quick | --seconds N]" >&2; exit 2 ;;
     esac
@@ -60,15 +60,7 @@ job_pids() {
         python3 -c 'import json,sys; d=json.load(sys.stdin); print("\n".join(str(w["pid"]) for w in d["jobs"]["workers"] if w["state"] in ("idle","running")))' 2>/dev/null
 }
 
-# ---- queue: every tenant its 20 jobs, 8 requests at a time -------------------------------------
-t0=$SECONDS
-seq 1 "$N" | xargs -P 8 -I{} curl -s -m 60 -X POST -H "Host: j{}.localhost" \
-    "http://127.0.0.1:$NGINX_PORT/enqueue_many?n=$PER&name=record" > "$T/enqueue.out"
-ok=$(grep -c "^ok $PER\$" "$T/enqueue.out" || true)
-[ "$ok" = "$N" ] || fatal "only $ok of $N tenants queued their jobs: $(grep -v "^ok $PER\$" "$T/enqueue.out" | head -3)"
-log "queued $TOTAL jobs over $N tenants in $((SECONDS - t0)) s"
-
-# ---- faults while the queue drains -----------------------------------------------------------------
+# ---- faults from the first enqueue to the drained queue -----------------------------------------------------------------
 : > "$T/killed"
 drained() { [ "$(sqlite3 -cmd '.timeout 10000' "$REG" "SELECT count(*) FROM jobs WHERE state IN ('queued','running')")" = 0 ]; }
 kills() {
@@ -87,16 +79,25 @@ reloads() {
     done
     echo "$n" > "$T/reloads"
 }
-t1=$SECONDS
 kills & KP=$!
 reloads & RP=$!
+
+# ---- queue: every tenant its 20 jobs, 8 requests at a time -------------------------------------
+t0=$SECONDS
+seq 1 "$N" | xargs -P 8 -I{} curl -s -m 60 -X POST -H "Host: j{}.localhost" \
+    "http://127.0.0.1:$NGINX_PORT/enqueue_many?n=$PER&name=record" > "$T/enqueue.out"
+ok=$(grep -c "^ok $PER\$" "$T/enqueue.out" || true)
+[ "$ok" = "$N" ] || fatal "only $ok of $N tenants queued their jobs: $(grep -v "^ok $PER\$" "$T/enqueue.out" | head -3)"
+log "queued $TOTAL jobs over $N tenants in $((SECONDS - t0)) s"
+
+t1=$SECONDS
 while ! drained; do
-    [ $((SECONDS - t1)) -lt "$DEADLINE" ] || break
+    [ $((SECONDS - t0)) -lt "$DEADLINE" ] || break
     sleep 1
 done
 touch "$T/stop"
 wait "$KP" "$RP"
-drain_s=$((SECONDS - t1))
+drain_s=$((SECONDS - t0))
 drained && DRAINED=1 || DRAINED=0
 KILLED=$(grep -c . "$T/killed" || true)
 RELOADS=$(cat "$T/reloads" 2>/dev/null || echo 0)
@@ -129,7 +130,7 @@ RETRIED=$(sqlite3 "$REG" "SELECT count(*) FROM jobs WHERE attempts > 1")
 RATE=$((drain_s > 0 ? TOTAL / drain_s : TOTAL))
 
 printf '\n%-34s %s\n' "jobs queued" "$TOTAL ($N tenants x $PER)"
-printf '%-34s %s\n' "drained in" "$drain_s s (about $RATE jobs/s, under faults)"
+printf '%-34s %s\n' "queued and drained in" "$drain_s s (about $RATE jobs/s, under faults)"
 printf '%-34s %s\n' "job workers killed / reloads" "$KILLED / $RELOADS"
 printf '%-34s %s\n' "jobs by state" "$counts"
 printf '%-34s %s\n' "LOST (payload never recorded)" "$LOST"
