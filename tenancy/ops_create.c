@@ -618,7 +618,7 @@ static bool bulk_work(void *ctx, int idx, void *result)
         char herr[600];
         if (ops_hook(b->e, l->slug, "created", NULL, herr, sizeof(herr)) != TN_OK &&
             r->warning[0] == '\0')
-            snprintf(r->warning, sizeof(r->warning), "%s", herr);
+            snprintf(r->warning, sizeof(r->warning), "%.255s", herr);
     }
     ops_flush_due(b->e->reg, &b->flushed_ms);   /* the registry commits: see ops.h */
     return interrupted == 0;   /* SIGTERM undid the tenant in hand: this worker ends */
