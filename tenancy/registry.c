@@ -32,6 +32,8 @@ struct registry {
     const char *gen_path;
     char gen_path_buf[512];
     char key_text[512];     /* registry_key_revoke's *out: its slug, prefix and label */
+    bool jobs_ready;        /* the job tables were found or made on this connection */
+    buf jobs_text;          /* the job store's records' strings (registry_jobs_text) */
 };
 
 /* Limits shared by create and set_setting. */
@@ -69,6 +71,78 @@ struct registry {
 
 static const char keys_schema[] = KEYS_SCHEMA;
 
+/* The job store's tables (tenancy/jobs.h, jobs.c), made like api_keys: by registry_init, and
+ * on a registry made before them by `tenancy init` run again or the store's first call
+ * (registry_jobs_prepare). Central jobs have no tenant (tenant_id NULL); a tenant's go with
+ * it (ON DELETE CASCADE), its queue and schedules too. Every index serves one statement of
+ * jobs.c, so that none reads more than the rows it returns: claim (a tenant's best queued
+ * job; the earliest queued run_at of a tenant), list (by tenant and state, newest first),
+ * reap (running jobs by lease_until), recover (by lease), prune (finished, by time). The
+ * partial unique index holds a unique key while its job is queued or running; both
+ * backends accept it as written, and INSERT ... ON CONFLICT names it by the same terms.
+ * job_queues has one row per tenant that ever had a job (tenant_key 0: the central jobs):
+ * when it was last served (the round robin), the earliest run_at of its queued jobs (NULL:
+ * none queued) and how many of its jobs run; the partial index lists only the queues with
+ * queued jobs, in turn order. */
+#define JOBS_SCHEMA                                                                          \
+    "CREATE TABLE IF NOT EXISTS @ns@jobs ("                                                  \
+    " id @id@,"                                                                              \
+    " tenant_id BIGINT REFERENCES @ns@tenants(id) ON DELETE CASCADE,"                       \
+    " app TEXT NOT NULL DEFAULT '',"                                                         \
+    " name TEXT NOT NULL,"                                                                   \
+    " payload TEXT NOT NULL DEFAULT '',"                                                     \
+    " state TEXT NOT NULL DEFAULT 'queued',"                                                 \
+    " priority INTEGER NOT NULL DEFAULT 0,"                                                  \
+    " unique_key TEXT,"                                                                      \
+    " attempts INTEGER NOT NULL DEFAULT 0,"                                                  \
+    " max_attempts INTEGER NOT NULL,"                                                        \
+    " timeout_ms INTEGER NOT NULL,"                                                          \
+    " schedule_id BIGINT,"                                                                   \
+    " run_at BIGINT NOT NULL,"                                                               \
+    " created_at BIGINT NOT NULL,"                                                           \
+    " started_at BIGINT,"                                                                    \
+    " finished_at BIGINT,"                                                                   \
+    " lease TEXT,"                                                                           \
+    " lease_until BIGINT,"                                                                   \
+    " last_error TEXT NOT NULL DEFAULT '',"                                                  \
+    " progress TEXT NOT NULL DEFAULT '');"                                                   \
+    "CREATE INDEX IF NOT EXISTS jobs_claim ON @ns@jobs(tenant_id, state, priority DESC, id);" \
+    "CREATE INDEX IF NOT EXISTS jobs_next ON @ns@jobs(tenant_id, state, run_at);"           \
+    "CREATE INDEX IF NOT EXISTS jobs_tenant_list ON @ns@jobs(tenant_id, state, id);"        \
+    "CREATE INDEX IF NOT EXISTS jobs_state_list ON @ns@jobs(state, id);"                    \
+    "CREATE INDEX IF NOT EXISTS jobs_expiry ON @ns@jobs(state, lease_until);"               \
+    "CREATE INDEX IF NOT EXISTS jobs_finished ON @ns@jobs(state, finished_at);"             \
+    "CREATE INDEX IF NOT EXISTS jobs_lease ON @ns@jobs(lease);"                             \
+    "CREATE UNIQUE INDEX IF NOT EXISTS jobs_unique ON @ns@jobs((COALESCE(tenant_id, 0)),"    \
+    " unique_key) WHERE unique_key IS NOT NULL AND state IN ('queued', 'running');"          \
+    "CREATE TABLE IF NOT EXISTS @ns@job_queues ("                                            \
+    " tenant_key BIGINT PRIMARY KEY,"                                                        \
+    " tenant_id BIGINT REFERENCES @ns@tenants(id) ON DELETE CASCADE,"                       \
+    " served_at BIGINT NOT NULL DEFAULT 0,"                                                  \
+    " next_run_at BIGINT,"                                                                   \
+    " running INTEGER NOT NULL DEFAULT 0);"                                                  \
+    "CREATE INDEX IF NOT EXISTS job_queues_turn ON @ns@job_queues(served_at, tenant_key)"    \
+    " WHERE next_run_at IS NOT NULL;"                                                        \
+    "CREATE INDEX IF NOT EXISTS job_queues_next ON @ns@job_queues(next_run_at);"            \
+    "CREATE INDEX IF NOT EXISTS job_queues_tenant ON @ns@job_queues(tenant_id);"            \
+    "CREATE TABLE IF NOT EXISTS @ns@job_schedules ("                                         \
+    " id @id@,"                                                                              \
+    " tenant_id BIGINT REFERENCES @ns@tenants(id) ON DELETE CASCADE,"                       \
+    " app TEXT NOT NULL DEFAULT '',"                                                         \
+    " name TEXT NOT NULL,"                                                                   \
+    " cron TEXT NOT NULL,"                                                                   \
+    " payload TEXT NOT NULL DEFAULT '',"                                                     \
+    " next_run_at BIGINT NOT NULL,"                                                          \
+    " last_run_at BIGINT,"                                                                   \
+    " created_at BIGINT NOT NULL,"                                                           \
+    " updated_at BIGINT NOT NULL);"                                                          \
+    "CREATE UNIQUE INDEX IF NOT EXISTS job_schedules_name ON"                                \
+    " @ns@job_schedules((COALESCE(tenant_id, 0)), app, name);"                              \
+    "CREATE INDEX IF NOT EXISTS job_schedules_due ON @ns@job_schedules(next_run_at);"       \
+    "CREATE INDEX IF NOT EXISTS job_schedules_tenant ON @ns@job_schedules(tenant_id, id);"
+
+static const char jobs_schema[] = JOBS_SCHEMA;
+
 /* The registry's tables, written once for both backends. A word between '@' is the
  * dialect's (dialect_words below): the few things the two spell differently. Everything
  * else uses TEXT, INTEGER and BIGINT, alike in both, so the two registries have the same
@@ -100,6 +174,7 @@ static const char registry_schema[] =
     "CREATE INDEX IF NOT EXISTS domains_tenant ON @ns@domains(tenant_id);"
     "CREATE INDEX IF NOT EXISTS tenants_state ON @ns@tenants(state, slug);"
     KEYS_SCHEMA
+    JOBS_SCHEMA
     "INSERT INTO @ns@tenancy_meta (key, value) VALUES ('schema_version', '1') "
     " ON CONFLICT (key) DO NOTHING;";
 
@@ -150,6 +225,11 @@ static int set_search_path(registry *r)
 
 /* After an I/O error: roll back or reconnect, then restore the session. */
 static void reconnect(registry *r)
+{
+    registry_reconnect(r);
+}
+
+void registry_reconnect(registry *r)
 {
     if (db_reset(r->db) != TN_OK || set_search_path(r) != TN_OK)
         log_warn("registry: reconnect failed: %s", tn_db_error(r->db));
@@ -207,6 +287,7 @@ void registry_close(registry *r)
         return;
     db_close(r->db);
     gen_close(r->gen);
+    buf_free(&r->jobs_text);
     free(r);
 }
 
@@ -1772,3 +1853,52 @@ int registry_key_touch(registry *r, int64_t id, int64_t now, int64_t min_interva
         log_warn("registry: key last_used_at not recorded: %s", err);
     return rc;
 }
+
+/* ---- the job store's tables -------------------------------------------------------------- */
+
+/* TN_OK when all three job tables are there, TN_NOTFOUND when one is missing. */
+static int jobs_tables(registry *r)
+{
+    static const char *const names[] = {"jobs", "job_queues", "job_schedules"};
+    int rc = TN_OK;
+    for (size_t i = 0; rc == TN_OK && i < TN_ARRAY_LEN(names); i++) {
+        char v[8];
+        const char *p[] = {names[i]};
+        rc = db_query_value(r->db, v, sizeof(v),
+                            r->pg ? "SELECT 1 WHERE to_regclass($1) IS NOT NULL"
+                                  : "SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                    "name = $1",
+                            1, p);
+    }
+    return rc;
+}
+
+/* As keys_prepare: another host may make the tables at the same moment; what counts is
+ * that they are there afterwards. */
+int registry_jobs_prepare(registry *r, char *err, size_t errlen)
+{
+    if (r->jobs_ready)
+        return TN_OK;
+    int rc = jobs_tables(r);
+    if (rc == TN_NOTFOUND) {
+        buf sql = BUF_INIT;
+        rc = schema_for(r->pg, jobs_schema, &sql);
+        if (rc == TN_OK)
+            rc = db_exec_script(r->db, sql.p);
+        buf_free(&sql);
+        if (rc != TN_OK && jobs_tables(r) != TN_OK)
+            return tn_errf(err, errlen, rc, "registry: cannot create the job tables: %s",
+                           tn_db_error(r->db));
+        log_info("registry: created the job tables");
+        rc = TN_OK;
+    } else if (rc != TN_OK) {
+        rc = tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
+        if (rc == TN_IO)
+            reconnect(r);
+        return rc;
+    }
+    r->jobs_ready = true;
+    return TN_OK;
+}
+
+buf *registry_jobs_text(registry *r) { return &r->jobs_text; }

@@ -174,8 +174,13 @@ typedef int (*registry_version_fn)(void *ctx, const char *version, int64_t tenan
                                    int64_t failing);
 int registry_migration_status(registry *r, registry_version_fn fn, void *ctx);
 
-/* The underlying connection (the admin panel and migrations use it). */
+/* The underlying connection (the admin panel, migrations and the job store use it). */
 tn_db *registry_db(registry *r);
+
+/* After a statement on registry_db(r) failed with TN_IO: roll back what is open, reconnect
+ * when the connection broke, and restore the session the registry's statements need (the
+ * search_path). Failures are logged; the next statement reports them. */
+void registry_reconnect(registry *r);
 
 /* PostgreSQL only: pg_notify(channel, payload) on the registry's connection, so every host
  * that LISTENs gets it (tn_publish's events: tenancy/events.h). Outside a transaction it is
@@ -299,5 +304,19 @@ int registry_key_find(registry *r, int64_t tenant_id, const char *hash, registry
  * seconds (a guard that holds across workers and hosts). Like registry_set_migration it does
  * NOT bump the generation: no answer depends on it. TN_OK or a storage error (logged). */
 int registry_key_touch(registry *r, int64_t id, int64_t now, int64_t min_interval_s);
+
+/* ---- the job store's tables (tenancy/jobs.h) ----------------------------------------------
+ * jobs, job_queues and job_schedules are part of the registry's schema: registry_init makes
+ * them, and a registry made before them gets them from `tenancy init` run again or from the
+ * store's first call (registry_jobs_prepare), as api_keys. */
+
+/* Make the job tables when one is missing; the catalog is asked once per handle. TN_OK, or
+ * a storage error with err set. */
+int registry_jobs_prepare(registry *r, char *err, size_t errlen);
+
+/* The handle's buffer for the strings of the job store's records (jobs_get, jobs_claim):
+ * reset by the store's next call on this handle, freed by registry_close. */
+struct buf;
+struct buf *registry_jobs_text(registry *r);
 
 #endif

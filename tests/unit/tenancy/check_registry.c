@@ -215,9 +215,9 @@ START_TEST(test_init_twice)
 }
 END_TEST
 
-/* The tables and columns of a registry as text, "table(col!,col,...);..." ('!': the column
- * refuses NULL; a primary key counts as such, as PostgreSQL makes it), from the catalog of
- * its backend. SQLite's own bookkeeping table is not the registry's. */
+/* The tables, columns and indexes of a registry as text, "table(col!,col,...)[index,u];..."
+ * ('!': the column refuses NULL; a primary key counts as such, as PostgreSQL makes it), from
+ * the catalog of its backend. SQLite's own bookkeeping table is not the registry's. */
 static void describe(registry *reg, char *out, size_t n)
 {
     tn_db *db = registry_db(reg);
@@ -254,7 +254,29 @@ static void describe(registry *reg, char *out, size_t n)
                                     tn_rows_get(cols, 0), not_null ? "!" : "");
         }
         tn_rows_free(cols);
-        len += (size_t)snprintf(out + len, n - len, ");");
+        len += (size_t)snprintf(out + len, n - len, ")");
+        /* the indexes made by name (a key's own index is named by each backend its way):
+         * "[name,u,p]" for unique and partial */
+        tn_rows *idx = NULL;
+        ck_assert_msg(tn_db_query(db, &idx,
+                                  pg ? "SELECT c.relname, i.indisunique, i.indpred IS NOT NULL "
+                                       "FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                                       "JOIN pg_class t ON t.oid = i.indrelid JOIN pg_namespace "
+                                       "s ON s.oid = t.relnamespace WHERE s.nspname = 'tenancy' "
+                                       "AND t.relname = $1 AND NOT EXISTS (SELECT 1 FROM "
+                                       "pg_constraint k WHERE k.conindid = i.indexrelid) "
+                                       "ORDER BY c.relname COLLATE \"C\""
+                                     : "SELECT name, \"unique\", partial FROM "
+                                       "pragma_index_list($1) WHERE origin = 'c' ORDER BY name",
+                                  1, p) == TN_OK, "%s", tn_db_error(db));
+        while (tn_rows_next(idx) == TN_OK) {
+            const char *u = tn_rows_get(idx, 1), *pa = tn_rows_get(idx, 2);
+            len += (size_t)snprintf(out + len, n - len, "[%s%s%s]", tn_rows_get(idx, 0),
+                                    strcmp(u, "1") == 0 || strcmp(u, "t") == 0 ? ",u" : "",
+                                    strcmp(pa, "1") == 0 || strcmp(pa, "t") == 0 ? ",p" : "");
+        }
+        tn_rows_free(idx);
+        len += (size_t)snprintf(out + len, n - len, ";");
         ck_assert_uint_lt(len, n);
     }
 }
@@ -264,7 +286,7 @@ static void describe(registry *reg, char *out, size_t n)
  * registry beside it). The panel's tables are not the registry's: init makes none. */
 START_TEST(test_same_schema)
 {
-    char want[2048], got[2048];
+    char want[8192], got[8192];
     registry *lite = NULL;
     char lite_uri[600];
     snprintf(lite_uri, sizeof(lite_uri), "sqlite:%s/schema-%ld.db", tmpdir, (long)getpid());
@@ -274,9 +296,12 @@ START_TEST(test_same_schema)
     registry_close(lite);
     describe(R, got, sizeof(got));
     ck_assert_str_eq(got, want);
-    ck_assert_msg(strstr(want, "domains(domain!,tenant_id!,is_primary!);") != NULL, "%s", want);
+    ck_assert_msg(strstr(want, "domains(domain!,tenant_id!,is_primary!)[domains_tenant];") != NULL, "%s", want);
     ck_assert_msg(strstr(want, "tenants(id!,slug!,name!,state!,") != NULL, "%s", want);
-    ck_assert_msg(strstr(want, ",deleted_at);") != NULL, "%s", want);
+    ck_assert_msg(strstr(want, ",deleted_at)") != NULL, "%s", want);
+    ck_assert_msg(strstr(want, "[jobs_unique,u,p]") != NULL, "%s", want);
+    ck_assert_msg(strstr(want, "job_queues(tenant_key!,") != NULL, "%s", want);
+    ck_assert_msg(strstr(want, "job_schedules(id!,") != NULL, "%s", want);
     ck_assert_msg(strstr(want, "admin_") == NULL, "%s", want);
 }
 END_TEST

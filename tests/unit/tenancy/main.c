@@ -31,6 +31,8 @@ Suite *dump_suite(void);   /* check_dump.c: the dump format, copy_type_for */
 Suite *rolekey_suite(void);   /* check_rolekey.c: the role key and the SCRAM verifiers */
 Suite *operators_suite(void);   /* check_operators.c: the panel's password file */
 Suite *events_suite(const char *pg);   /* check_events.c: the host's event log */
+Suite *jobs_suite(bool pg);   /* check_jobs.c: the job store, on both backends */
+void jobs_tests_init(const char *dir, const char *pg);
 
 /* Remove the flat temporary folder the cases wrote their files into. */
 static void remove_dir(const char *dir)
@@ -75,10 +77,11 @@ int main(void)
         return 99;
     }
     registry_tests_init(dir, pg);
+    jobs_tests_init(dir, pg);
     Suite *s[] = {tenant_suite(),   request_suite(),       lookup_suite(),
                   appcache_suite(), chain_suite(),         registry_suite(false),
                   registry_suite(true), dump_suite(),      rolekey_suite(),
-                  operators_suite(), events_suite(pg)};
+                  operators_suite(), events_suite(pg), jobs_suite(false), jobs_suite(true)};
     int rc = run_suites(s, (int)TN_ARRAY_LEN(s));
     remove_dir(dir);
     return rc;
