@@ -10,7 +10,7 @@
  * its next request.
  *
  * Long actions (migrate, move) never hold a request: they are jobs of the panel's own (app
- * "@admin", tenancy/handler.h), queued here with the tenant as the job's tenant and a
+ * "host.admin", tenancy/handler.h), queued here with the tenant as the job's tenant and a
  * payload naming the action, its placement and who asked (one long action per tenant at a
  * time: the unique key "admin:SLUG"), and run by the host's job workers (pm.jobs), which
  * set the panel up too and call actions_job. That runs the `tenancy` command (admin.cli,
@@ -564,7 +564,7 @@ int post_action(adm_req *a, const char *slug)
         else
             snprintf(detail, sizeof(detail), "key %.12s", key);   /* at most a prefix */
     } else {
-        /* migrate, move: a job of the panel's own (app "@admin"), run by a job worker;
+        /* migrate, move: a job of the panel's own (app "host.admin"), run by a job worker;
          * this request only queues it, one long action per tenant at a time. */
         const char *to = NULL;
         bool move = strcmp(x->name, "move") == 0;

@@ -47,7 +47,7 @@ typedef struct admin_env {
 } admin_env;
 
 /* The app name of the panel's own jobs (tenancy/handler.h: a host module's jobs). */
-#define ADMIN_JOB_APP "@admin"
+#define ADMIN_JOB_APP "host.admin"
 
 /* An audit entry id: 16 hex digits and the NUL. */
 #define ADMIN_AUDIT_ID_SIZE 17

@@ -416,7 +416,7 @@ int page_job(adm_req *a, const char *slug, const char *id_text)
         buf_puts(o, "central (no tenant)");
     }
     fact(o, "App");
-    buf_html(o, host ? "the panel (@admin)" : j.app[0] ? j.app : "the root app");
+    buf_html(o, host ? "the panel (host.admin)" : j.app[0] ? j.app : "the root app");
     fact(o, "Attempts");
     buf_printf(o, "%d of %d", j.attempts, j.max_attempts);
     fact(o, "Priority");

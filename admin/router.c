@@ -4,7 +4,7 @@
  * (see page.h for the shape).
  *
  * It is also the panel's face to the job workers: admin_handler.job runs the panel's own
- * jobs (app "@admin": its migrate and move) through actions.c.
+ * jobs (app "host.admin": its migrate and move) through actions.c.
  *
  * Routes other than the login page and the two static assets refuse a request without a
  * session: pages redirect to the login, /api/ answers 401. Every POST but the login needs

@@ -5,7 +5,7 @@
  * Owns: turning their arguments into ops_job_* calls and printing the result (cli_int.h).
  * Times are the store's milliseconds, printed as UTC (seconds). Jobs are paged by id, newest
  * first: a full page says how to ask for the next one (--before).
- * Must not: run SQL, queue a hook ("tenancy.*") or a host module's job (app "@..."), or
+ * Must not: run SQL, queue a hook ("tenancy.*") or a host module's job (app "host.*"), or
  * print to stdout before a change succeeded.
  */
 #include "core/first.h"
@@ -468,7 +468,7 @@ int cli_job_enqueue(cli *c, const cli_args *a)
                      .payload = cli_opt(a, "--payload"), .unique_key = cli_opt(a, "--unique")};
     if (strncmp(n.name, "tenancy.", 8) == 0)
         return cli_usage(c, "job names starting 'tenancy.' are the host's lifecycle hooks");
-    if (n.app != NULL && (n.app[0] == '@' || strcmp(n.app, JOB_APP_ALL) == 0))
+    if (n.app != NULL && (strncmp(n.app, "host.", 5) == 0 || strcmp(n.app, JOB_APP_ALL) == 0))
         return cli_usage(c, "--app names a mount ('%s' is the host's)", n.app);
     int delay_s = 0;
     if ((rc = cli_opt_int(c, a, "--delay", 0, 31536000, &delay_s)) != 0 ||

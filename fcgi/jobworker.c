@@ -9,8 +9,8 @@
  * lease from the scoreboard and the replacement queues the job again. SIGUSR2 is the
  * master's death: stop after the job in hand.
  *
- * Host jobs. A job whose app starts with '@' is a module of the host's (tenancy/handler.h:
- * the panel's "@admin" runs the `tenancy` command for its migrate and move): the handlers
+ * Host jobs. A job whose app starts with "host." is a module of the host's
+ * (tenancy/handler.h: the panel's "host.admin" runs the `tenancy` command for its migrate and move): the handlers
  * with a job function are set up here too (handlers_init_jobs) and such a job goes to its
  * handler, outside any tenant's context, under the same timeout, its progress written to the
  * job's row under this worker's lease.
@@ -256,7 +256,7 @@ static void arm_timeout(int ms)
     setitimer(ITIMER_REAL, &it, NULL);
 }
 
-/* A host module's job (app "@name": tenancy/handler.h), outside any tenant's context. Its
+/* A host module's job (app "host.NAME": tenancy/handler.h), outside any tenant's context. Its
  * progress goes to the job's row under this worker's lease. */
 typedef struct host_run {
     int64_t id;
@@ -328,7 +328,7 @@ static void run_job(const job_rec *claimed)
     run_ctx x = {.job = j};
     const char *fail = copied ? NULL : "out of memory for the job's payload";
     bool hook = strcmp(j->app, JOB_APP_ALL) == 0;
-    bool host = j->app[0] == '@';
+    bool host = TN_IS_HOST_JOB_APP(j->app);
     if (!hook && !host && fail == NULL) {
         const japp *a = app_named(j->app);
         if (a == NULL)

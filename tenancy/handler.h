@@ -9,8 +9,8 @@
  * export one without knowing fcgi/.
  *
  * A handler may also run jobs of its own ("host jobs"): jobs queued (tenancy/jobs.h) under
- * an app name of '@' and the module's name ("@admin"), which no mount can have (a mount's
- * name never starts with '@'). The job workers (pm.jobs) set up only the handlers that have
+ * an app name of TN_HOST_JOB_PREFIX and the module's name ("host.admin"), which no mount can
+ * have (a mount's name has no '.'). The job workers (pm.jobs) set up only the handlers that have
  * a job function (init, in a job worker too) and give each such job to the handler whose
  * job_app it names, outside any tenant's context (no request: the job is the module's own
  * work, such as running the `tenancy` command for the panel).
@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/buf.h"
 #include "tenancy/request.h"
@@ -48,6 +49,10 @@ typedef struct tn_handler_env {
     void (*job_queued)(void *host);
     void *host;                /* the host's context for these */
 } tn_handler_env;
+
+/* The app names of host jobs start with this ("host.admin"). */
+#define TN_HOST_JOB_PREFIX "host."
+#define TN_IS_HOST_JOB_APP(app) (strncmp((app), TN_HOST_JOB_PREFIX, 5) == 0)
 
 /* The most bytes of a progress text (tn_handler_job.progress), as tenancy/jobs.h keeps. */
 #define TN_JOB_PROGRESS_MAX 200
@@ -81,7 +86,7 @@ typedef struct tn_handler {
     bool (*claims)(tn_request *r);
     /* Serve the request completely (errors included). Returns the HTTP status sent. */
     int (*handle)(tn_request *r);
-    /* Host jobs (see above): the app name its jobs are queued under ("@" and a name), and
+    /* Host jobs (see above): the app name its jobs are queued under ("host." and a name), and
      * the function a job worker runs one with, under the job's timeout. TN_OK: done;
      * anything else: the attempt failed, err saying why (the job's last_error). NULL: the
      * handler runs no jobs. */

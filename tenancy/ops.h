@@ -221,7 +221,7 @@ int ops_key_revoke(ops_env *e, const char *slug, const char *which, registry_key
 
 typedef struct ops_job_new {
     const char *slug;            /* NULL: a central job (no tenant) */
-    const char *app;             /* NULL or "": the root app; a mount's name; "@module": a
+    const char *app;             /* NULL or "": the root app; a mount's name; "host.module": a
                                     host module's job (only with host set) */
     const char *name;            /* jobs.h's rule, not starting "tenancy." (the hooks') */
     const char *payload;         /* NULL: "" */
@@ -234,7 +234,7 @@ typedef struct ops_job_new {
 } ops_job_new;
 
 /* Queue a job. TN_OK with *id; TN_EXISTS with *id the job holding unique_key; TN_INVALID (a
- * "tenancy." name, an app "*" or "@..." from outside the host, or the store's refusal);
+ * "tenancy." name, an app "*" or "host.*" from outside the host, or the store's refusal);
  * TN_NOTFOUND (no such tenant). */
 int ops_job_enqueue(ops_env *e, const ops_job_new *j, int64_t *id, char *err, size_t errlen);
 

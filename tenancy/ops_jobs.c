@@ -5,7 +5,7 @@
  * what only the host may queue, and word the store's codes for a person.
  *
  * Who may queue what: the hooks ("tenancy.*", app "*") are queued by the operations
- * themselves (ops_hooks.c), never here; a host module's job (app "@name", the panel's
+ * themselves (ops_hooks.c), never here; a host module's job (app "host.NAME", the panel's
  * migrate and move) only by the host (ops_job_new.host), since its payload is what the
  * host module acts on.
  *
@@ -59,7 +59,7 @@ int ops_job_enqueue(ops_env *e, const ops_job_new *j, int64_t *id, char *err, si
                        "job names starting 'tenancy.' are the host's lifecycle hooks");
     if (strcmp(app, JOB_APP_ALL) == 0)
         return tn_errf(err, errlen, TN_INVALID, "app '*' is the lifecycle hooks' alone");
-    if (app[0] == '@' && !j->host)
+    if (strncmp(app, "host.", 5) == 0 && !j->host)
         return tn_errf(err, errlen, TN_INVALID,
                        "app '%.64s' is a module of the host: only the host queues its jobs", app);
     if (j->delay_ms < 0 || j->max_attempts < 0 || j->timeout_ms < 0)

@@ -4,7 +4,7 @@
 # write what they saw into their tenant's own storage (job_log), so "it ran" is read from
 # the tenant's file, not from the queue alone.
 #
-#   enqueue     refused: a 'tenancy.' hook name, a host module's app ('@...'), no tenant, an
+#   enqueue     refused: a 'tenancy.' hook name, a host module's app ('host.*'), no tenant, an
 #               unknown tenant, a bad name; a unique key held by a queued job (exists + its id)
 #   list/show   pages by id (--limit, --before: no job twice), filters (tenant, state),
 #               every field of a job (times, attempts, last error, lease while running)
@@ -56,7 +56,7 @@ joblog() { sqlite3 "$T/state/tenants/$1.db" "SELECT payload || '|' || marker || 
 # ---- enqueue, before any job worker runs --------------------------------------------------------
 refused 2 "a hook's name" job enqueue --tenant acme tenancy.created
 assert_contains "$ERR" "lifecycle hooks" "a hook's name: says why"
-refused 2 "a host module's app" job enqueue --tenant acme --app @admin admin.migrate
+refused 2 "a host module's app" job enqueue --tenant acme --app host.admin admin.migrate
 refused 2 "the hooks' app" job enqueue --tenant acme --app '*' record
 refused 2 "no tenant" job enqueue record
 refused 2 "--tenant and --central" job enqueue --tenant acme --central record

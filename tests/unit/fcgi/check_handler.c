@@ -239,7 +239,7 @@ static int run_job(const tn_handler_job *j, char *err, size_t errlen)
     return TN_OK;
 }
 static const tn_handler with_jobs = {"with jobs", init_jobs, fini_jobs, claims_host, handle,
-                                     "@mod", run_job};
+                                     "host.mod", run_job};
 
 START_TEST(test_job_workers_set_up_job_handlers_only)
 {
@@ -248,17 +248,17 @@ START_TEST(test_job_workers_set_up_job_handlers_only)
     ck_assert_int_eq(handlers_add(&by_path, NULL), TN_OK);
     ck_assert_int_eq(handlers_add(&with_jobs, NULL), TN_OK);
     ck_assert_int_eq(handlers_add(&rest, NULL), TN_OK);
-    ck_assert_ptr_null(handlers_job("@mod"));   /* not set up yet */
+    ck_assert_ptr_null(handlers_job("host.mod"));   /* not set up yet */
     tn_handler_env base = {0};
     const char *failed = NULL;
     ck_assert_int_eq(handlers_init_jobs(cfg, &base, &failed), TN_OK);
     ck_assert_str_eq(trace, "+jobs ");
-    ck_assert_ptr_eq(handlers_job("@mod"), &with_jobs);
-    ck_assert_ptr_null(handlers_job("@other"));
+    ck_assert_ptr_eq(handlers_job("host.mod"), &with_jobs);
+    ck_assert_ptr_null(handlers_job("host.other"));
     ck_assert_ptr_null(handlers_job(""));
     handlers_fini();
     ck_assert_str_eq(trace, "+jobs -jobs ");
-    ck_assert_ptr_null(handlers_job("@mod"));
+    ck_assert_ptr_null(handlers_job("host.mod"));
     /* a worker sets every handler up, the job one included, and finishes them in reverse */
     trace[0] = '\0';
     ck_assert_int_eq(handlers_init(cfg, &base, &failed), TN_OK);
