@@ -235,6 +235,7 @@ const char admin_asset_css[] =
     ".job-counts a.active { outline: 2px solid var(--accent-soft); }\n"
     ".error-text { color: #991b1b; }\n"
     ".confirm.wide { max-width: none; }\n"
+    "#job h2 { margin-top: 18px; }\n"
     "";
 const size_t admin_asset_css_len = sizeof(admin_asset_css) - 1;
 const char admin_asset_js[] =

@@ -51,6 +51,18 @@ static void put_job_state(buf *o, int state)
     buf_puts(o, "</span>");
 }
 
+/* The job's app for a person: the root app, every app (a lifecycle hook), the panel, a mount. */
+static const char *app_label(const char *app)
+{
+    if (app[0] == '\0')
+        return "the root app";
+    if (strcmp(app, JOB_APP_ALL) == 0)
+        return "every app (a hook)";
+    if (strcmp(app, ADMIN_JOB_APP) == 0)
+        return "the panel";
+    return app;
+}
+
 /* A positive id from the URL or a form, or 0. */
 static int64_t id_of(const char *s)
 {
@@ -164,8 +176,8 @@ static int list_row(void *ctx, const job_rec *j)
         }
         buf_puts(o, "</td>");
     }
-    buf_puts(o, "<td class=\"mono\">");
-    buf_html(o, j->app[0] ? j->app : "—");
+    buf_puts(o, "<td>");
+    buf_html(o, app_label(j->app));
     buf_puts(o, "</td><td class=\"mono\">");
     buf_html(o, j->name);
     buf_puts(o, "</td><td>");
@@ -416,7 +428,7 @@ int page_job(adm_req *a, const char *slug, const char *id_text)
         buf_puts(o, "central (no tenant)");
     }
     fact(o, "App");
-    buf_html(o, host ? "the panel (host.admin)" : j.app[0] ? j.app : "the root app");
+    buf_html(o, app_label(j.app));
     fact(o, "Attempts");
     buf_printf(o, "%d of %d", j.attempts, j.max_attempts);
     fact(o, "Priority");
