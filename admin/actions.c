@@ -281,10 +281,10 @@ static void output_tail(const buf *out, char *err, size_t errlen, int st)
             from = (size_t)(nl - p) + 1;
     }
     if (st < 0)
-        snprintf(err, errlen, "the command was stopped by a signal: %.*s", (int)(n - from),
-                 p + from);
+        tn_errf(err, errlen, TN_ERR, "the command was stopped by a signal: %.*s",
+                (int)(n - from), p + from);
     else
-        snprintf(err, errlen, "exit status %d: %.*s", st, (int)(n - from), p + from);
+        tn_errf(err, errlen, TN_ERR, "exit status %d: %.*s", st, (int)(n - from), p + from);
 }
 
 int actions_job(const tn_handler_job *j, char *err, size_t errlen)
@@ -595,8 +595,8 @@ int post_action(adm_req *a, const char *slug)
             snprintf(detail, sizeof(detail), "job %lld of this tenant is queued or running",
                      (long long)id);
             audit(a, x->name, slug, detail, "refused");
-            snprintf(err, sizeof(err), "Another long action of this tenant is queued or "
-                     "running (job %lld): wait for it to end.", (long long)id);
+            tn_errf(err, sizeof(err), rc, "Another long action of this tenant is queued or "
+                    "running (job %lld): wait for it to end.", (long long)id);
             return done(a, slug, false, err, NULL);
         }
         snprintf(detail, sizeof(detail), "job %lld%s%s", (long long)id, move ? " to " : "",

@@ -221,7 +221,7 @@ static int run_one(tn_request *r, void *arg)
     }
     const char *e = tn_request_error(r);
     if (rc != TN_OK)
-        snprintf(x->error, sizeof(x->error), "%s%s%s", tn_rc_str(rc), e[0] ? ": " : "", e);
+        tn_errf(x->error, sizeof(x->error), rc, "%s%s%s", tn_rc_str(rc), e[0] ? ": " : "", e);
     return rc;
 }
 
@@ -279,10 +279,9 @@ static void host_progress(void *host, const char *text)
 static int run_host(const job_rec *j, char *error, size_t errlen)
 {
     const tn_handler *h = handlers_job(j->app);
-    if (h == NULL) {
-        snprintf(error, errlen, "no module of this host runs jobs of app '%s'", j->app);
-        return TN_NOTFOUND;
-    }
+    if (h == NULL)
+        return tn_errf(error, errlen, TN_NOTFOUND, "no module of this host runs jobs of app '%s'",
+                       j->app);
     host_run hr = {j->id};
     tn_handler_job hj = {.id = j->id, .tenant_id = j->tenant_id, .slug = j->slug,
                          .app = j->app, .name = j->name, .payload = j->payload,
@@ -292,7 +291,7 @@ static int run_host(const job_rec *j, char *error, size_t errlen)
     int rc = h->job(&hj, error, errlen);
     arm_timeout(0);
     if (rc != TN_OK && error[0] == '\0')
-        snprintf(error, errlen, "%s", tn_rc_str(rc));
+        tn_errf(error, errlen, rc, "%s", tn_rc_str(rc));
     return rc;
 }
 
@@ -341,8 +340,7 @@ static void run_job(const job_rec *claimed)
     slot_begin(j);
     int rc;
     if (fail != NULL) {
-        snprintf(x.error, sizeof(x.error), "%s", fail);
-        rc = TN_NOTFOUND;
+        rc = tn_errf(x.error, sizeof(x.error), TN_NOTFOUND, "%s", fail);
     } else if (host) {
         rc = run_host(j, x.error, sizeof(x.error));
     } else {
@@ -350,9 +348,9 @@ static void run_job(const job_rec *claimed)
         rc = chain_run_job(j->tenant_id ? j->slug : NULL, hook, j->app, run_one, &x);
         arm_timeout(0);
         if (rc == TN_NOTFOUND && x.error[0] == '\0')
-            snprintf(x.error, sizeof(x.error), "the tenant '%s' is gone", j->slug);
+            tn_errf(x.error, sizeof(x.error), rc, "the tenant '%s' is gone", j->slug);
         else if (rc != TN_OK && x.error[0] == '\0')
-            snprintf(x.error, sizeof(x.error), "%s", tn_rc_str(rc));
+            tn_errf(x.error, sizeof(x.error), rc, "%s", tn_rc_str(rc));
     }
     int64_t now = wall_ms();
     registry *g = reg();
