@@ -9,25 +9,29 @@
  * panel's registry connection, so they bump the generation and every worker sees them at
  * its next request.
  *
- * Long actions (migrate, move) never hold a request: they run detached. A grandchild of the
- * worker (double fork, its own session, every inherited descriptor closed) runs the
- * `tenancy` command (admin.cli, with this host's tenancyd.conf, no shell), which does the
- * operation (ops_migrate, ops_move) in a fresh process: a forked copy of a worker must not
- * open the SQLite files the worker has open (SQLite's per-process lock and WAL state would
- * be the worker's, and its opens fail with "locking protocol"), and a PostgreSQL connection
- * of the worker must not be touched. The command writes its progress (tenants migrated,
- * tables copied) to state_dir/admin-jobs/ID.progress (--progress-file); the grandchild
- * waits for it, writes the job's outcome and output to state_dir/admin-jobs/ID and audits
- * it. The request that started the job is audited as "started" and redirected to the job's
- * page (/t/SLUG/confirm?job=ID), which reads both files and refreshes itself until the job
- * is over.
+ * Long actions (migrate, move) never hold a request: they are jobs of the panel's own (app
+ * "host.admin", tenancy/handler.h), queued here with the tenant as the job's tenant and a
+ * payload naming the action, its placement and who asked (one long action per tenant at a
+ * time: the unique key "admin:SLUG"), and run by the host's job workers (pm.jobs), which
+ * set the panel up too and call actions_job. That runs the `tenancy` command (admin.cli,
+ * this host's tenancyd.conf, no shell), which does the operation (ops_migrate, ops_move) in
+ * a fresh process: a forked copy of a worker must not open the SQLite files its parent has
+ * open (SQLite's per-process lock and WAL state would be the parent's), and a PostgreSQL
+ * connection of the parent must not be touched. The command writes its progress (tenants
+ * migrated, tables copied) to state_dir/admin-jobs/ID.progress (--progress-file), which
+ * actions_job turns into the job's progress line; its output is kept in
+ * state_dir/admin-jobs/ID.out, a failure's end is the job's error, and the outcome is
+ * audited by the job worker (audit_job). The request that queued the job is audited as
+ * "started" and sent to the job's page (/t/SLUG/confirm?job=ID: jobs.c's page_job), which
+ * refreshes itself until the job is over. A job is tried once (max_attempts 1): retrying a
+ * failed move is the operator's choice, from the jobs page.
  *
  * Every action is a GET of a confirmation page (nothing changes) and then a POST with the
  * session's CSRF token; delete also needs the tenant's slug typed again. Each action gets
  * its line in the audit log (audit(), audit.c).
  *
- * Must not: change anything on a GET, run the command through a shell, or let a job's
- * process keep a descriptor of the worker (its FastCGI sockets, the registry's).
+ * Must not: change anything on a GET, run the command through a shell, let the command keep
+ * a descriptor of the job worker (the registry's), or take a job's tenant from its payload.
  */
 #include "core/first.h"
 #include "admin/pages.h"
@@ -35,12 +39,15 @@
 #include "core/log.h"
 #include "tenancy/ops.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -48,14 +55,107 @@
 
 #define CLI_OUTPUT_MAX 65536
 #define JOB_DIR "admin-jobs"
-#define JOB_ID_BYTES 12          /* 16 characters of [A-Za-z0-9_-] */
+#define PROGRESS_EVERY_MS 500    /* how often the command's progress file is looked at */
+#define ERROR_TAIL 600           /* the end of a failed command's output, as the job's error */
 
-/* ---- the tenancy command --------------------------------------------------------------------- */
+void adm_ops_env(ops_env *e)
+{
+    memset(e, 0, sizeof(*e));
+    e->tc = adm.env.tcfg;
+    e->conf_path = adm.env.config_path;
+    e->reg = adm.reg;
+}
 
-/* Run `tenancy -c CONF ARGS...` (no shell), its output (stdout and stderr) into out. Returns
- * the exit status, or -1 when it could not run. Only a detached job runs it: it may take as
- * long as it takes. */
-static int run_cli(const char *const *args, int nargs, buf *out)
+/* ---- the panel's jobs: migrate and move, run by a job worker ------------------------------- */
+
+/* What the panel queues (the job's payload): `key=value` lines, each value one line. The
+ * tenant is the job's own (its row), never the payload's. */
+typedef struct job_args {
+    char action[16], to[64], user[64], client[64], req[64];
+} job_args;
+
+static void put_line(buf *b, const char *key, const char *v)
+{
+    buf_puts(b, key);
+    buf_putc(b, '=');
+    for (; v != NULL && *v; v++)
+        buf_putc(b, *v == '\n' || *v == '\r' ? ' ' : *v);
+    buf_putc(b, '\n');
+}
+
+static bool job_args_parse(const char *payload, job_args *x)
+{
+    memset(x, 0, sizeof(*x));
+    for (const char *p = payload; *p;) {
+        size_t len = strcspn(p, "\n");
+        const char *eq = memchr(p, '=', len);
+        if (eq != NULL) {
+            size_t kl = (size_t)(eq - p), vl = len - kl - 1;
+            char *dst = NULL;
+            size_t cap = 0;
+#define FIELD(k)                                                                            \
+    if (kl == strlen(#k) && strncmp(p, #k, kl) == 0) {                                      \
+        dst = x->k;                                                                         \
+        cap = sizeof(x->k);                                                                 \
+    }
+            FIELD(action) FIELD(to) FIELD(user) FIELD(client) FIELD(req)
+#undef FIELD
+            if (dst != NULL && vl < cap) {
+                memcpy(dst, eq + 1, vl);
+                dst[vl] = '\0';
+            }
+        }
+        p += len;
+        if (*p == '\n')
+            p++;
+    }
+    return strcmp(x->action, "migrate") == 0 || strcmp(x->action, "move") == 0;
+}
+
+static void job_path(char *out, size_t n, int64_t id, const char *ext)
+{
+    snprintf(out, n, "%s/" JOB_DIR "/%lld%s", adm.env.tcfg->state_dir, (long long)id, ext);
+}
+
+/* The command's progress file as one line for the job's row. */
+static void progress_text(const ops_progress_seen *p, char *out, size_t n)
+{
+    int len;
+    if (p->table[0] != '\0')   /* a copy: tables */
+        len = snprintf(out, n, "%d of %d table%s copied; %s: %lld rows", p->done, p->total,
+                       p->total == 1 ? "" : "s", p->table, p->rows);
+    else
+        len = snprintf(out, n, "%d of %d tenant%s done, %d failed, %.1f s", p->done, p->total,
+                       p->total == 1 ? "" : "s", p->failed, p->seconds);
+    if (p->slug[0] != '\0' && len > 0 && (size_t)len < n)
+        snprintf(out + len, n - (size_t)len, "; last: %s %s", p->slug, p->outcome);
+}
+
+typedef struct watch {
+    const tn_handler_job *j;
+    const char *file;
+    char last[TN_JOB_PROGRESS_MAX + 1];
+} watch;
+
+/* Tell the job's row what the command's progress file says now, when it changed. */
+static void watch_tick(watch *w)
+{
+    ops_progress_seen p;
+    if (ops_progress_read(w->file, &p) != TN_OK)
+        return;
+    char text[TN_JOB_PROGRESS_MAX + 1];
+    progress_text(&p, text, sizeof(text));
+    if (strcmp(text, w->last) == 0)
+        return;
+    snprintf(w->last, sizeof(w->last), "%s", text);
+    w->j->progress(w->j->host, text);
+}
+
+/* Run `tenancy -c CONF ARGS...` (no shell), its output (stdout and stderr) into out, looking
+ * at its progress file every PROGRESS_EVERY_MS. Returns the exit status, or -1 when it could
+ * not run or was killed. The command dies with the job worker (a stop past the master's
+ * deadline, the job's timeout): a move undoes what it half did. */
+static int run_cli(const char *const *args, int nargs, buf *out, watch *w)
 {
     const char *cli = adm.env.cfg->cli;
     const char *argv[24];
@@ -71,6 +171,7 @@ static int run_cli(const char *const *args, int nargs, buf *out)
         buf_printf(out, "cannot make a pipe: %s", strerror(errno));
         return -1;
     }
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         close(fds[0]);
@@ -79,22 +180,41 @@ static int run_cli(const char *const *args, int nargs, buf *out)
         return -1;
     }
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(127);
+        static const int reset[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE, SIGALRM,
+                                    SIGUSR1, SIGUSR2, SIGCHLD};
+        for (size_t i = 0; i < TN_ARRAY_LEN(reset); i++)
+            signal(reset[i], SIG_DFL);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        signal(SIGPIPE, SIG_DFL);
         int devnull = open("/dev/null", O_RDONLY);
         if (devnull >= 0)
             dup2(devnull, 0);
         dup2(fds[1], 1);
         dup2(fds[1], 2);
+        close_range(3, ~0U, 0);   /* nothing of the job worker's: its registry, its sockets */
         execv(cli, (char *const *)argv);
         dprintf(2, "cannot run %s: %s\n", cli, strerror(errno));
         _exit(127);
     }
     close(fds[1]);
     char chunk[4096];
+    int64_t next = clock_mono_ms() + PROGRESS_EVERY_MS;
     for (;;) {
+        int64_t wait = next - clock_mono_ms();
+        struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+        int pr = poll(&pfd, 1, wait > 0 ? (int)wait : 0);
+        if (clock_mono_ms() >= next) {
+            watch_tick(w);
+            next = clock_mono_ms() + PROGRESS_EVERY_MS;
+        }
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0)
+            continue;
         ssize_t got = read(fds[0], chunk, sizeof(chunk));
         if (got < 0 && errno == EINTR)
             continue;
@@ -107,260 +227,120 @@ static int run_cli(const char *const *args, int nargs, buf *out)
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
+    watch_tick(w);   /* its last word */
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/* ---- detached jobs ------------------------------------------------------------------------------ */
-
-/* A job's file: `key=value` lines (action, tenant, state running|done|failed, message,
- * output), written whole to a temporary file and renamed over, so the page never reads half
- * of it. Values are one line: newlines in them are written \n. Its progress is the
- * command's file beside it (ID.progress, ops_progress_write). */
-typedef struct job {
-    char path[4200];
-    char action[32], slug[64];
-    adm_req *a;                   /* the request that started it: for its audit line */
-    const char *to;               /* move: the placement */
-} job;
-
-static void put_value(FILE *f, const char *key, const char *v)
+/* Outputs and progress files of jobs that ended longer ago than finished jobs are kept
+ * (jobs.keep): the jobs themselves are pruned then. */
+static void prune_outputs(const char *dir)
 {
-    fprintf(f, "%s=", key);
-    for (; v != NULL && *v; v++) {
-        if (*v == '\n')
-            fputs("\\n", f);
-        else if (*v == '\\')
-            fputs("\\\\", f);
-        else if (*v != '\r')
-            fputc(*v, f);
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    time_t before = time(NULL) - (time_t)(adm.env.tcfg->jobs_keep_ms / 1000);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        struct stat st;
+        if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        if (S_ISREG(st.st_mode) && st.st_mtime < before)
+            unlinkat(dirfd(d), e->d_name, 0);
     }
-    fputc('\n', f);
+    closedir(d);
 }
 
-static void job_write(const job *j, const char *state, const char *message, const char *output)
+/* The output kept whole (a temporary file renamed over), so the page never reads half. */
+static void output_write(int64_t id, const buf *out)
 {
-    char tmp[4300];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", j->path);
-    FILE *f = fopen(tmp, "we");
-    if (f == NULL)
-        return;   /* the page then says the job's progress cannot be read */
-    put_value(f, "action", j->action);
-    put_value(f, "tenant", j->slug);
-    put_value(f, "state", state);
-    put_value(f, "message", message);
-    put_value(f, "output", output);
-    bool ok = fflush(f) == 0 && !ferror(f);
-    if (fclose(f) != 0 || !ok || rename(tmp, j->path) != 0)
+    char path[4200], tmp[4300];
+    job_path(path, sizeof(path), id, ".out");
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+    if (fd < 0) {
+        log_warn("admin: job %lld: cannot keep its output: %s: %s", (long long)id, tmp,
+                 strerror(errno));
+        return;
+    }
+    bool ok = out->len == 0 || write(fd, out->p, out->len) == (ssize_t)out->len;
+    if (close(fd) != 0 || !ok || rename(tmp, path) != 0)
         unlink(tmp);
 }
 
-/* The grandchild: the command, then the job's outcome and its audit line. Never returns. */
-static TN_NORETURN void job_main(const job *j)
+/* The last ERROR_TAIL bytes of the output, from a line's start, as the job's error. */
+static void output_tail(const buf *out, char *err, size_t errlen, int st)
 {
-    buf out = BUF_INIT;
-    char progress[4300];
-    snprintf(progress, sizeof(progress), "%s.progress", j->path);
-    int st;
-    if (strcmp(j->action, "migrate") == 0) {
-        const char *args[] = {"migrate", j->slug, "--progress-file", progress};
-        st = run_cli(args, 4, &out);
-    } else {
-        const char *args[] = {"move", j->slug, "--to", j->to, "--progress-file", progress};
-        st = run_cli(args, 6, &out);
+    const char *p = out->p ? out->p : "";
+    size_t n = out->len;
+    while (n > 0 && (p[n - 1] == '\n' || p[n - 1] == ' '))
+        n--;
+    size_t from = n > ERROR_TAIL ? n - ERROR_TAIL : 0;
+    if (from > 0) {
+        const char *nl = memchr(p + from, '\n', n - from);
+        if (nl != NULL)
+            from = (size_t)(nl - p) + 1;
     }
-    char detail[300] = "";
-    if (j->to != NULL)
-        snprintf(detail, sizeof(detail), "to %s", j->to);
-    job_write(j, st == 0 ? "done" : "failed",
-              st == 0 ? "The job finished." : "The job failed (output below).",
-              out.p ? out.p : "");
-    audit(j->a, j->action, j->slug, detail, st == 0 ? "ok" : "error");
-    buf_free(&out);
-    _exit(st == 0 ? 0 : 1);
+    if (st < 0)
+        tn_errf(err, errlen, TN_ERR, "the command was stopped by a signal: %.*s",
+                (int)(n - from), p + from);
+    else
+        tn_errf(err, errlen, TN_ERR, "exit status %d: %.*s", st, (int)(n - from), p + from);
 }
 
-/* Start a job detached from the worker: a double fork, so that the job is nobody's child
- * here (the worker never waits for it, and it outlives a worker that is recycled), in a
- * session of its own, with every descriptor of the worker closed (its FastCGI sockets and
- * its connections are the worker's). TN_OK with id set, or the error with err set. */
-static int job_start(job *j, char *id, size_t idlen, char *err, size_t errlen)
+int actions_job(const tn_handler_job *j, char *err, size_t errlen)
 {
-    char dir[4096];
+    job_args x;
+    if (!job_args_parse(j->payload, &x) || j->slug[0] == '\0' || !tenant_slug_valid(j->slug))
+        return tn_errf(err, errlen, TN_INVALID, "not a job of the panel's (action, tenant)");
+    bool move = strcmp(x.action, "move") == 0;
+    if (move && tenancy_placement(adm.env.tcfg, x.to) == NULL)
+        return tn_errf(err, errlen, TN_INVALID, "no placement '%s' on this host", x.to);
+    char dir[4096], progress[4200];
     snprintf(dir, sizeof(dir), "%s/" JOB_DIR, adm.env.tcfg->state_dir);
     if (mkdir(dir, 0750) < 0 && errno != EEXIST)
         return tn_errf(err, errlen, TN_IO, "cannot create %s: %s", dir, strerror(errno));
-    if (auth_random_token(id, idlen, JOB_ID_BYTES) != TN_OK)
-        return tn_errf(err, errlen, TN_IO, "no random bytes for a job id");
-    snprintf(j->path, sizeof(j->path), "%s/%s", dir, id);
-    job_write(j, "running", "started", NULL);
-    sigset_t all, old;
-    sigfillset(&all);
-    sigprocmask(SIG_BLOCK, &all, &old);
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (setsid() < 0 || fork() != 0)
-            _exit(0);   /* the middle process: gone at once, so the worker reaps it now */
-        static const int reset[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE, SIGALRM,
-                                    SIGUSR1, SIGUSR2, SIGCHLD};
-        for (size_t i = 0; i < TN_ARRAY_LEN(reset); i++)
-            signal(reset[i], SIG_DFL);
-        sigprocmask(SIG_SETMASK, &old, NULL);
-        int devnull = open("/dev/null", O_RDWR);
-        if (devnull >= 0) {
-            dup2(devnull, 0);
-            dup2(devnull, 1);
-            dup2(devnull, 2);
-        }
-        close_range(3, ~0U, 0);
-        job_main(j);
+    prune_outputs(dir);
+    job_path(progress, sizeof(progress), j->id, ".progress");
+    unlink(progress);   /* an earlier attempt's */
+    watch w = {.j = j, .file = progress};
+    buf out = BUF_INIT;
+    int st;
+    if (move) {
+        const char *args[] = {"move", j->slug, "--to", x.to, "--progress-file", progress};
+        st = run_cli(args, 6, &out, &w);
+    } else {
+        const char *args[] = {"migrate", j->slug, "--progress-file", progress};
+        st = run_cli(args, 4, &out, &w);
     }
-    int e = errno;
-    sigprocmask(SIG_SETMASK, &old, NULL);
-    if (pid < 0) {
-        unlink(j->path);
-        return tn_errf(err, errlen, TN_IO, "cannot fork: %s", strerror(e));
+    output_write(j->id, &out);
+    char detail[300];
+    snprintf(detail, sizeof(detail), "job %lld%s%s", (long long)j->id, move ? " to " : "",
+             move ? x.to : "");
+    audit_job(x.user, x.client, x.req, j->id, x.action, j->slug, detail,
+              st == 0 ? "ok" : "error");
+    int rc = TN_OK;
+    if (st != 0) {
+        output_tail(&out, err, errlen, st);
+        rc = TN_ERR;
     }
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-        ;
-    return TN_OK;
+    buf_free(&out);
+    return rc;
 }
 
-/* A job's file read back: each key's value (unescaped) into the request's arena. */
-typedef struct job_view {
-    const char *action, *tenant, *state, *message, *output;
-    ops_progress_seen progress;
-    bool has_progress;
-} job_view;
-
-static const char *unescape(adm_req *a, const char *v)
+const char *actions_job_output(adm_req *a, int64_t id)
 {
-    buf b = BUF_INIT;
-    for (; *v; v++) {
-        if (*v == '\\' && v[1] == 'n') {
-            buf_putc(&b, '\n');
-            v++;
-        } else if (*v == '\\' && v[1] == '\\') {
-            buf_putc(&b, '\\');
-            v++;
-        } else {
-            buf_putc(&b, *v);
-        }
-    }
-    const char *s = tn_strdup(a->r, b.p ? b.p : "");
-    buf_free(&b);
-    return s;
-}
-
-static int job_read(adm_req *a, const char *id, job_view *v)
-{
-    memset(v, 0, sizeof(*v));
     char path[4200];
-    snprintf(path, sizeof(path), "%s/" JOB_DIR "/%s", adm.env.tcfg->state_dir, id);
-    FILE *f = fopen(path, "re");
-    if (f == NULL)
-        return errno == ENOENT ? TN_NOTFOUND : TN_IO;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    while ((len = getline(&line, &cap, f)) > 0) {
-        line[strcspn(line, "\n")] = '\0';
-        char *eq = strchr(line, '=');
-        if (eq == NULL)
-            continue;
-        *eq = '\0';
-        const char *val = unescape(a, eq + 1);
-        if (strcmp(line, "action") == 0)
-            v->action = val;
-        else if (strcmp(line, "tenant") == 0)
-            v->tenant = val;
-        else if (strcmp(line, "state") == 0)
-            v->state = val;
-        else if (strcmp(line, "message") == 0)
-            v->message = val;
-        else if (strcmp(line, "output") == 0)
-            v->output = val;
-    }
-    free(line);
-    fclose(f);
-    char ppath[4300];
-    snprintf(ppath, sizeof(ppath), "%s.progress", path);
-    v->has_progress = ops_progress_read(ppath, &v->progress) == TN_OK;
-    return v->state != NULL ? TN_OK : TN_IO;
-}
-
-static bool job_id_ok(const char *id)
-{
-    size_t n = id != NULL ? strlen(id) : 0;
-    if (n == 0 || n > 64)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= 'A' && id[i] <= 'Z') ||
-              (id[i] >= '0' && id[i] <= '9') || id[i] == '-' || id[i] == '_'))
-            return false;
-    return true;
-}
-
-/* The job's page: its progress while it runs (the page refreshes itself), its outcome after. */
-static int page_job(adm_req *a, const char *slug, const char *id)
-{
-    job_view v;
-    int rc = job_id_ok(id) ? job_read(a, id, &v) : TN_NOTFOUND;
-    if (rc == TN_OK && (v.tenant == NULL || strcmp(v.tenant, slug) != 0))
-        rc = TN_NOTFOUND;   /* a job is shown under its own tenant only */
-    if (rc != TN_OK)
-        return send_message(a, rc == TN_NOTFOUND ? 404 : 503, "No such job",
-                            "This job is not known, or its progress cannot be read.");
-    bool running = strcmp(v.state, "running") == 0;
-    buf *o = a->out;
-    char title[160];
-    snprintf(title, sizeof(title), "%s · %s", v.action ? v.action : "job", slug);
-    if (running)
-        tn_add_header(a->r, "Refresh", "2");   /* until it is over */
-    page_begin(a, title, "tenant", slug);
-    buf_puts(o, "<section class=\"confirm\" id=\"job\"><h1>");
-    buf_html(o, v.action ? v.action : "job");
-    buf_puts(o, " <span class=\"mono\">");
-    buf_html(o, slug);
-    buf_puts(o, "</span></h1><p id=\"job-state\" class=\"");
-    buf_puts(o, running ? "muted" : strcmp(v.state, "done") == 0 ? "flash" : "error");
-    buf_puts(o, "\">");
-    buf_html(o, v.state);
-    buf_puts(o, "</p>");
-    if (v.has_progress) {
-        const ops_progress_seen *p = &v.progress;
-        buf_puts(o, "<p id=\"job-progress\">");
-        if (p->table[0] != '\0') {   /* a copy: tables */
-            buf_printf(o, "%d of %d table%s copied; ", p->done, p->total,
-                       p->total == 1 ? "" : "s");
-            buf_html(o, p->table);
-            buf_printf(o, ": %lld rows", p->rows);
-        } else {
-            buf_printf(o, "%d of %d tenant%s done, %d failed, %.1f s", p->done, p->total,
-                       p->total == 1 ? "" : "s", p->failed, p->seconds);
-        }
-        if (p->slug[0] != '\0') {
-            buf_puts(o, "; last: ");
-            buf_html(o, p->slug);
-            buf_puts(o, " ");
-            buf_html(o, p->outcome);
-        }
-        buf_puts(o, "</p>");
-    }
-    if (v.message != NULL && v.message[0]) {
-        buf_puts(o, "<p id=\"action-result\">");
-        buf_html(o, v.message);
-        buf_puts(o, "</p>");
-    }
-    if (v.output != NULL && v.output[0]) {
-        buf_puts(o, "<pre class=\"output\">");
-        buf_html(o, v.output);
-        buf_puts(o, "</pre>");
-    }
-    buf_puts(o, "<p><a class=\"button\" href=\"/t/");
-    buf_html(o, slug);
-    buf_puts(o, "\">Back to the tenant</a></p></section>");
-    page_end(a);
-    return send_html(a, 200);
+    job_path(path, sizeof(path), id, ".out");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    char *text = tn_alloc(a->r, CLI_OUTPUT_MAX + 1);
+    ssize_t n = text ? read(fd, text, CLI_OUTPUT_MAX) : -1;
+    close(fd);
+    if (n < 0)
+        return NULL;
+    text[n] = '\0';
+    return text;
 }
 
 /* ---- confirmation and the actions --------------------------------------------------------------- */
@@ -387,12 +367,12 @@ static const act acts[] = {
      "removes it.",
      TENANT_DELETING, true},
     {"migrate", "Migrate", "Migrate",
-     "Apply the app's pending migrations to this tenant's storage (a job in the background: "
-     "its page shows the progress).",
+     "Apply the app's pending migrations to this tenant's storage (a job that a job worker "
+     "of the host runs: its page shows the progress).",
      -1, false},
     {"move", "Move", "Move",
      "Copy this tenant's data to another placement, verify it and switch the registry (a job "
-     "in the background, running `tenancy move`: its page shows the progress).",
+     "that a job worker of the host runs with `tenancy move`: its page shows the progress).",
      -1, true},
     {"domain-add", "Add domain", "Add domain",
      "Requests for this domain are served as this tenant from now on.", -1, false},
@@ -540,10 +520,7 @@ int post_action(adm_req *a, const char *slug)
     int rc;
     char detail[300] = "";
     ops_env e;
-    memset(&e, 0, sizeof(e));
-    e.tc = adm.env.tcfg;
-    e.conf_path = adm.env.config_path;
-    e.reg = adm.reg;
+    adm_ops_env(&e);
     if (x->state >= 0) {
         if (x->state == TENANT_DELETING) {
             const char *typed = adm_form(a, "confirm_slug");
@@ -587,28 +564,52 @@ int post_action(adm_req *a, const char *slug)
         else
             snprintf(detail, sizeof(detail), "key %.12s", key);   /* at most a prefix */
     } else {
-        /* migrate, move: a detached job; this request only starts it. */
-        job *j = tn_alloc(a->r, sizeof(*j));
-        if (j == NULL)
-            return send_message(a, 503, "Out of memory", "The job could not be started.");
-        memset(j, 0, sizeof(*j));
-        snprintf(j->action, sizeof(j->action), "%s", x->name);
-        snprintf(j->slug, sizeof(j->slug), "%s", slug);
-        j->a = a;
-        if (strcmp(x->name, "move") == 0) {
-            const char *to = adm_form(a, "to");
+        /* migrate, move: a job of the panel's own (app "host.admin"), run by a job worker;
+         * this request only queues it, one long action per tenant at a time. */
+        const char *to = NULL;
+        bool move = strcmp(x->name, "move") == 0;
+        if (move) {
+            to = adm_form(a, "to");
             if (to == NULL || tenancy_placement(adm.env.tcfg, to) == NULL)
                 return done(a, slug, false, "Choose a placement this host knows.", NULL);
-            j->to = to;
-            snprintf(detail, sizeof(detail), "to %s", to);
         }
-        char id[40];
-        rc = job_start(j, id, sizeof(id), err, sizeof(err));
-        audit(a, x->name, slug, detail, rc == TN_OK ? "started" : "error");
-        if (rc != TN_OK)
+        buf payload = BUF_INIT;
+        put_line(&payload, "action", x->name);
+        if (to != NULL)
+            put_line(&payload, "to", to);
+        put_line(&payload, "user", a->user);
+        put_line(&payload, "client", a->client);
+        put_line(&payload, "req", tn_request_id(a->r));
+        char key[100];
+        snprintf(key, sizeof(key), "admin:%s", slug);
+        ops_job_new n = {.slug = slug, .app = ADMIN_JOB_APP,
+                         .name = move ? "admin.move" : "admin.migrate",
+                         .payload = payload.p ? payload.p : "", .unique_key = key,
+                         .max_attempts = 1, .timeout_ms = (int)adm.env.cfg->job_timeout_ms,
+                         .host = true};
+        int64_t id = 0;
+        rc = payload.oom ? tn_errf(err, sizeof(err), TN_NOMEM, "out of memory")
+                         : ops_job_enqueue(&e, &n, &id, err, sizeof(err));
+        buf_free(&payload);
+        if (rc == TN_EXISTS) {
+            snprintf(detail, sizeof(detail), "job %lld of this tenant is queued or running",
+                     (long long)id);
+            audit(a, x->name, slug, detail, "refused");
+            tn_errf(err, sizeof(err), rc, "Another long action of this tenant is queued or "
+                    "running (job %lld): wait for it to end.", (long long)id);
             return done(a, slug, false, err, NULL);
+        }
+        snprintf(detail, sizeof(detail), "job %lld%s%s", (long long)id, move ? " to " : "",
+                 move ? to : "");
+        audit(a, x->name, slug, rc == TN_OK ? detail : err, rc == TN_OK ? "started" : "error");
+        if (rc != TN_OK) {
+            adm_registry_failed(a);
+            return done(a, slug, false, err, NULL);
+        }
+        if (adm.env.job_queued != NULL)
+            adm.env.job_queued(adm.env.job_ctx);
         buf h = BUF_INIT;
-        buf_printf(&h, "/t/%s/confirm?job=%s", slug, id);
+        buf_printf(&h, "/t/%s/confirm?job=%lld", slug, (long long)id);
         int st = send_redirect(a, h.p ? h.p : "/");
         buf_free(&h);
         return st;
@@ -643,10 +644,7 @@ int page_new(adm_req *a)
                               .state = TENANT_ACTIVE, .domains = domains,
                               .ndomains = domain && domain[0] ? 1 : 0, .settings = "{}"};
             ops_env e;
-            memset(&e, 0, sizeof(e));
-            e.tc = adm.env.tcfg;
-            e.conf_path = adm.env.config_path;
-            e.reg = adm.reg;
+            adm_ops_env(&e);
             ops_create_opts co = {NULL, false, false, TENANT_ACTIVE};
             ops_plan *plan = NULL;
             char err[1200];

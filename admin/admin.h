@@ -4,6 +4,9 @@
  * the master, the one audit line it writes: the outcome of a console statement whose worker
  * died under it. The composition root (fcgi/main.c) wires both in; nothing else calls in.
  *
+ * The panel's long actions (migrate, move) are jobs of its own (app ADMIN_JOB_APP): the host's
+ * job workers set the handler up too and run them through admin_handler.job.
+ *
  * The panel lives on its own host name and is never reached through a tenant's domain: it
  * claims a request by the routing host the chain reads (request_route_host), and comes
  * before the chain in the worker's list; the composition root counts admin.host among the
@@ -37,7 +40,14 @@ typedef struct admin_env {
      * host keeps nothing. */
     void (*audit_pending)(void *ctx, const char *id);
     void *audit_ctx;
+    /* The panel queued a job (its migrate or move, a retry): the host wakes its job workers.
+     * NULL: they find it at their next poll. */
+    void (*job_queued)(void *ctx);
+    void *job_ctx;
 } admin_env;
+
+/* The app name of the panel's own jobs (tenancy/handler.h: a host module's jobs). */
+#define ADMIN_JOB_APP "host.admin"
 
 /* An audit entry id: 16 hex digits and the NUL. */
 #define ADMIN_AUDIT_ID_SIZE 17

@@ -223,6 +223,19 @@ const char admin_asset_css[] =
     "  .side { position: static; height: auto; }\n"
     "  .card.wide { grid-column: auto; }\n"
     "}\n"
+    "\n"
+    "/* ---- jobs ---- */\n"
+    ".state-queued { background: var(--accent-soft); color: #1e40af; }\n"
+    ".state-running { background: #fef3c7; color: #92400e; }\n"
+    ".state-done { background: #dcfce7; color: #166534; }\n"
+    ".state-dead { background: var(--danger-soft); color: #991b1b; }\n"
+    ".state-cancelled { background: #f3f4f6; color: #6b7280; }\n"
+    ".job-counts { display: flex; flex-wrap: wrap; gap: 6px 14px; align-items: center; margin: 0 0 12px; }\n"
+    ".job-counts a { text-decoration: none; color: inherit; padding: 2px 4px; border-radius: var(--radius); }\n"
+    ".job-counts a.active { outline: 2px solid var(--accent-soft); }\n"
+    ".error-text { color: #991b1b; }\n"
+    ".confirm.wide { max-width: none; }\n"
+    "#job h2 { margin-top: 18px; }\n"
     "";
 const size_t admin_asset_css_len = sizeof(admin_asset_css) - 1;
 const char admin_asset_js[] =

@@ -6,6 +6,9 @@
  *   {"time":"2026-12-02T14:43:07Z","id":"3f9c0a7e5b21d4c8","user":"admin",
  *    "client":"127.0.0.1","action":"suspend","tenant":"acme","detail":"state suspended",
  *    "result":"ok","req":"…"}
+ * The outcome of the panel's migrate or move is written by the job worker that ran it
+ * (audit_job: "by":"job worker", "job": its id), with the user and client of the request
+ * that queued it ("started", with the job's id in its detail).
  * A line is written with one write() on an O_APPEND descriptor, so the lines of the workers
  * and of the master never interleave (Linux writes to a regular file under the inode's lock,
  * whatever the size; PIPE_BUF only bounds pipes).
@@ -136,6 +139,28 @@ void audit(adm_req *a, const char *action, const char *tenant, const char *detai
     kv(&l, "req", tn_request_id(a->r));
     if (line_write(adm.env.cfg->audit_log, &l, err, sizeof(err)) != TN_OK)
         log_error("admin: %s", err);
+    buf_free(&l);
+}
+
+void audit_job(const char *user, const char *client, const char *req, int64_t job_id,
+               const char *action, const char *tenant, const char *detail, const char *result)
+{
+    char id[ADMIN_AUDIT_ID_SIZE], err[512], jid[24];
+    new_id(id);
+    snprintf(jid, sizeof(jid), "%lld", (long long)job_id);
+    buf l = BUF_INIT;
+    line_begin(&l, id);
+    kv(&l, "user", user);
+    kv(&l, "client", client);
+    kv(&l, "action", action);
+    kv(&l, "tenant", tenant);
+    kv(&l, "detail", detail);
+    kv(&l, "result", result);
+    kv(&l, "req", req);
+    kv(&l, "job", jid);
+    kv(&l, "by", "job worker");
+    if (line_write(adm.env.cfg->audit_log, &l, err, sizeof(err)) != TN_OK)
+        log_error("admin: %s (the outcome of job %s: %s)", err, jid, result);
     buf_free(&l);
 }
 

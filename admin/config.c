@@ -39,6 +39,8 @@ const conf_opt admin_config_table[] = {
      "removed: the SQL console logs in as the tenant's own role (must be empty)"},
     {"admin.cli", CONF_STR, OFF(cli), TN_BINDIR "/tenancy", 0, 0, NULL, 0,
      "the tenancy command the panel runs for migrate and move"},
+    {"admin.job_timeout", CONF_DURATION, OFF(job_timeout_ms), "1h", 1000, 86400000, NULL, 0,
+     "longest the panel's migrate or move may run (a job: its job worker stops it then)"},
     {NULL, 0, 0, NULL, 0, 0, NULL, 0, NULL},
 };
 

@@ -30,6 +30,7 @@ typedef struct admin_config {
     const char *allow;
     const char *pg_console_user;
     const char *cli;               /* the `tenancy` command, for migrate and move */
+    int64_t job_timeout_ms;        /* a migrate or move job's time limit */
 
     /* parsed (admin_config_finish) */
     bool enabled;

@@ -7,6 +7,8 @@
  * fleet, except the two counts (a count of the filtered rows and the per-state counts, both
  * index-only scans on SQLite's tenants_state index).
  *
+ * A tenant's overview shows its job counts per state (jobs.c), each a link to its jobs.
+ *
  * Must not: list the registry without a LIMIT, or open a tenant's storage for the fleet.
  */
 #include "core/first.h"
@@ -681,16 +683,21 @@ int page_tenant(adm_req *a, const char *slug)
     }
     buf_puts(o, "</div></section></div>");
 
+    /* Its jobs: the counts per state, each a link to its jobs page (jobs.c). */
+    buf_puts(o, "<section class=\"block\"><header class=\"block-head\"><h2>Jobs</h2>"
+                "<a class=\"button\" id=\"tenant-jobs\" href=\"/t/");
+    put_url(o, r->slug);
+    buf_puts(o, "/jobs\">Its jobs</a></header>");
+    jobs_counts_html(a, r->slug);
+    buf_puts(o, "</section>");
+
     /* Its API keys: listed through the operations the command uses; made with `tenancy key
      * create` (a token is shown once, to whoever made it), revoked here. */
     buf_puts(o, "<section class=\"block\"><header class=\"block-head\"><h2>API keys</h2>"
                 "</header>");
     keys_ctx kc = {o, r->slug, 0};
     ops_env ke;
-    memset(&ke, 0, sizeof(ke));
-    ke.tc = adm.env.tcfg;
-    ke.conf_path = adm.env.config_path;
-    ke.reg = adm.reg;
+    adm_ops_env(&ke);
     char kerr[512];
     rc = ops_key_list(&ke, r->slug, show_key, &kc, kerr, sizeof(kerr));
     if (kc.n > 0)

@@ -270,6 +270,7 @@ void page_begin(adm_req *a, const char *title, const char *nav, const char *tena
     nav_link(o, "/", "Fleet", "f", strcmp(nav, "fleet") == 0);
     nav_link(o, "/host", "Host", "h", strcmp(nav, "host") == 0);
     nav_link(o, "/new", "New tenant", "n", strcmp(nav, "new") == 0);
+    nav_link(o, "/jobs", "Jobs", "j", strcmp(nav, "jobs") == 0);
     nav_link(o, "/audit", "Audit log", "a", strcmp(nav, "audit") == 0);
     buf_puts(o, "</div>");
     if (tenant != NULL) {
@@ -280,8 +281,12 @@ void page_begin(adm_req *a, const char *title, const char *nav, const char *tena
         buf_puts(href, "/t/");
         put_url(href, tenant);
         nav_link(o, href->p, "Overview", NULL, strcmp(nav, "tenant") == 0);
+        size_t base = href->len;
         buf_puts(href, "/sql");
         nav_link(o, href->p, "SQL console", "s", strcmp(nav, "sql") == 0);
+        href->len = base;
+        buf_puts(href, "/jobs");
+        nav_link(o, href->p, "Jobs", NULL, strcmp(nav, "tenant-jobs") == 0);
         buf_free(href);
         buf_puts(o, "</div>");
     }
@@ -308,6 +313,7 @@ void page_end(adm_req *a)
              "<dt><kbd>g</kbd> <kbd>f</kbd></dt><dd>fleet</dd>"
              "<dt><kbd>g</kbd> <kbd>h</kbd></dt><dd>host</dd>"
              "<dt><kbd>g</kbd> <kbd>n</kbd></dt><dd>new tenant</dd>"
+             "<dt><kbd>g</kbd> <kbd>j</kbd></dt><dd>jobs</dd>"
              "<dt><kbd>g</kbd> <kbd>a</kbd></dt><dd>audit log</dd>"
              "<dt><kbd>g</kbd> <kbd>s</kbd></dt><dd>SQL console of this tenant</dd>"
              "<dt><kbd>j</kbd> <kbd>k</kbd></dt><dd>next / previous row</dd>"

@@ -4,7 +4,7 @@
  * headers every answer carries, the page frame and the two static files.
  *
  * Shape: page.c owns this kit and knows no page; the pages (pages.h: auth.c, fleet.c,
- * schema.c, console.c, actions.c, audit.c, host.c) build on it; router.c owns
+ * schema.c, console.c, actions.c, jobs.c, audit.c, host.c) build on it; router.c owns
  * admin_handle(), the router that calls the pages. store.c opens one tenant's storage for
  * the pages. Pages are built in one buffer (a->out) and sent whole, so an error found
  * half-way can still answer with its own status.
@@ -69,8 +69,9 @@ void adm_registry_failed(adm_req *a);
 const char *adm_form(adm_req *a, const char *name);
 const char *adm_arg(adm_req *a, const char *name);
 
-/* The frame of every page after login: head, left navigation, main. `nav`: "fleet",
- * "host", "audit", "new" or a tenant slug (shows its sub-navigation). */
+/* The frame of every page after login: head, left navigation, main. `nav`: the entry shown
+ * as the current one ("fleet", "host", "audit", "new", "jobs"; of a tenant's: "tenant",
+ * "sql", "tenant-jobs"); `tenant`: a slug whose sub-navigation is shown, or NULL. */
 void page_begin(adm_req *a, const char *title, const char *nav, const char *tenant);
 void page_end(adm_req *a);
 

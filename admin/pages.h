@@ -1,8 +1,8 @@
 /*
  * pages.h — the panel's pages and what they share (the .c files of admin/ only): logins and
  * sessions (auth.c; sessions.c keeps their tables), the fleet and one tenant (fleet.c), the
- * schema explorer (schema.c), the SQL console (console.c), the actions (actions.c), the audit
- * log (audit.c), the host page (host.c). router.c calls the page functions; the pages build on
+ * schema explorer (schema.c), the SQL console (console.c), the actions (actions.c), the jobs
+ * (jobs.c), the audit log (audit.c), the host page (host.c). router.c calls the page functions; the pages build on
  * the page kit (page.h) and never call the router.
  *
  * Must not: be included outside admin/; put an identifier into SQL except through
@@ -19,6 +19,8 @@
 #include "core/sha256.h"
 #include "storage/db.h"
 #include "storage/target.h"
+#include "tenancy/handler.h"
+#include "tenancy/ops.h"
 #include "tenancy/registry.h"
 #include "tenancy/tenant.h"
 
@@ -51,6 +53,31 @@ int page_audit(adm_req *a);
 int page_new(adm_req *a);
 int page_confirm(adm_req *a, const char *slug);
 int post_action(adm_req *a, const char *slug);
+
+/* ---- jobs.c: the job queue (every tenant's, or one tenant's: slug not NULL) ---------------- */
+int page_jobs(adm_req *a, const char *slug);
+/* One job by its id (text from the URL); with slug, only a job of that tenant (404 else). */
+int page_job(adm_req *a, const char *slug, const char *id);
+/* Retry or cancel (form: id, op), audited; slug as page_job's. */
+int post_job(adm_req *a, const char *slug);
+/* A tenant's job counts per state, each a link to its jobs page in that state. */
+void jobs_counts_html(adm_req *a, const char *slug);
+/* ---- actions.c: the panel's own jobs (migrate, move), run by a job worker ------------------ */
+
+/* The environment of the tenant operations (tenancy/ops.h) on the panel's registry
+ * connection. */
+void adm_ops_env(ops_env *e);
+
+/* admin_handler.job: run the `tenancy` command of a migrate or move job, its progress to the
+ * job's row, its output kept in state_dir/admin-jobs/ID.out, its outcome audited. */
+int actions_job(const tn_handler_job *j, char *err, size_t errlen);
+/* That output (NULL: none kept), in request memory. */
+const char *actions_job_output(adm_req *a, int64_t id);
+
+/* The line for a job's outcome, written by the job worker (no request): who started it and
+ * from where come from the job. */
+void audit_job(const char *user, const char *client, const char *req, int64_t job_id,
+               const char *action, const char *tenant, const char *detail, const char *result);
 
 /* ---- audit.c: the audit log ------------------------------------------------------------------ */
 

@@ -3,6 +3,9 @@
  * composition root adds (admin_handler), and the router that sends each path to its page
  * (see page.h for the shape).
  *
+ * It is also the panel's face to the job workers: admin_handler.job runs the panel's own
+ * jobs (app "host.admin": its migrate and move) through actions.c.
+ *
  * Routes other than the login page and the two static assets refuse a request without a
  * session: pages redirect to the login, /api/ answers 401. Every POST but the login needs
  * the session's CSRF token.
@@ -142,6 +145,10 @@ static int route(adm_req *a)
         return get ? page_audit(a) : method_not_allowed(a);
     if (strcmp(p, "/new") == 0)
         return page_new(a);
+    if (strcmp(p, "/jobs") == 0)
+        return get ? page_jobs(a, NULL) : method_not_allowed(a);
+    if (strcmp(p, "/job") == 0)
+        return a->post ? post_job(a, NULL) : page_job(a, NULL, adm_arg(a, "id"));
     if (strcmp(p, "/api/status") == 0)
         return get ? api_status(a) : method_not_allowed(a);
     if (strcmp(p, "/api/tenants") == 0)
@@ -167,6 +174,10 @@ static int route(adm_req *a)
             return get ? page_confirm(a, slug) : method_not_allowed(a);
         if (strcmp(rest, "/action") == 0)
             return a->post ? post_action(a, slug) : method_not_allowed(a);
+        if (strcmp(rest, "/jobs") == 0)
+            return get ? page_jobs(a, slug) : method_not_allowed(a);
+        if (strcmp(rest, "/job") == 0)
+            return a->post ? post_job(a, slug) : page_job(a, slug, adm_arg(a, "id"));
     }
     return not_found(a);
 }
@@ -219,8 +230,17 @@ static int handler_init(const tn_handler_env *he)
         return TN_INVALID;
     admin_env env = {.cfg = c, .tcfg = c->tenancy, .config_path = he->config_path,
                      .status_json = he->status_json, .status_ctx = he->host,
-                     .audit_pending = he->keep_pending, .audit_ctx = he->host};
+                     .audit_pending = he->keep_pending, .audit_ctx = he->host,
+                     .job_queued = he->job_queued, .job_ctx = he->host};
     return admin_init(&env);
+}
+
+/* A job of the panel's own (its migrate or move), in a job worker (tenancy/handler.h). */
+static int handler_job(const tn_handler_job *j, char *err, size_t errlen)
+{
+    if (!adm.ready)
+        return tn_errf(err, errlen, TN_ERR, "the panel is not set up in this job worker");
+    return actions_job(j, err, errlen);
 }
 
 /* A request for the panel: its routing host (the one the chain reads: tenant.host_params)
@@ -236,4 +256,5 @@ static TN_HOT bool handler_claims(tn_request *r)
 
 const tn_handler admin_handler = {.name = "admin panel", .init = handler_init,
                                   .fini = admin_fini, .claims = handler_claims,
-                                  .handle = admin_handle};
+                                  .handle = admin_handle, .job_app = ADMIN_JOB_APP,
+                                  .job = handler_job};

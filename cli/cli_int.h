@@ -154,6 +154,14 @@ int cli_admin_passwd(cli *c, const cli_args *a);   /* cli/admin.c */
 int cli_key_create(cli *c, const cli_args *a);     /* cli/key.c */
 int cli_key_list(cli *c, const cli_args *a);
 int cli_key_revoke(cli *c, const cli_args *a);
+int cli_job_list(cli *c, const cli_args *a);       /* cli/job.c */
+int cli_job_show(cli *c, const cli_args *a);
+int cli_job_retry(cli *c, const cli_args *a);
+int cli_job_cancel(cli *c, const cli_args *a);
+int cli_job_counts(cli *c, const cli_args *a);
+int cli_job_schedules(cli *c, const cli_args *a);
+int cli_job_unschedule(cli *c, const cli_args *a);
+int cli_job_enqueue(cli *c, const cli_args *a);
 int cli_migrate(cli *c, const cli_args *a);   /* migrate, migrate status */
 /* cli/move.c and cli/lifecycle.c: a tenant's storage moved, exported, imported; the end of a
  * tenant (restore, purge) and the check of registry against storage. */

@@ -85,6 +85,28 @@ static const cli_optdef key_create_opts[] = {{"--read-only", CLI_FLAG, NULL},
                                              {"--label", CLI_VALUE, "TEXT"},
                                              {NULL, 0, NULL}};
 
+/* tenancy job (cli/job.c) */
+static const cli_optdef job_list_opts[] = {{"--tenant", CLI_VALUE, "SLUG"},
+                                           {"--central", CLI_FLAG, NULL},
+                                           {"--state", CLI_VALUE, "STATE"},
+                                           {"--limit", CLI_VALUE, "N"},
+                                           {"--before", CLI_VALUE, "ID"},
+                                           {NULL, 0, NULL}};
+static const cli_optdef job_tenant_opts[] = {{"--tenant", CLI_VALUE, "SLUG"}, {NULL, 0, NULL}};
+static const cli_optdef job_unschedule_opts[] = {{"--tenant", CLI_VALUE, "SLUG"},
+                                                 {"--central", CLI_FLAG, NULL},
+                                                 {"--app", CLI_VALUE, "NAME"},
+                                                 {NULL, 0, NULL}};
+static const cli_optdef job_enqueue_opts[] = {{"--tenant", CLI_VALUE, "SLUG"},
+                                              {"--central", CLI_FLAG, NULL},
+                                              {"--app", CLI_VALUE, "NAME"},
+                                              {"--payload", CLI_VALUE, "TEXT"},
+                                              {"--delay", CLI_VALUE, "SECONDS"},
+                                              {"--priority", CLI_VALUE, "N"},
+                                              {"--unique", CLI_VALUE, "KEY"},
+                                              {"--max-attempts", CLI_VALUE, "N"},
+                                              {NULL, 0, NULL}};
+
 static const cli_optdef check_opts[] = {{"--repair-roles", CLI_FLAG, NULL}, {NULL, 0, NULL}};
 
 /* tenancy run (cli/run.c) */
@@ -145,6 +167,23 @@ static const cli_cmd commands[] = {
      "never a token", cli_key_list, 0},
     {"key revoke", "SLUG KEYID|PREFIX", 2, 2, NULL,
      "revoke an API key: every worker refuses it from its next request", cli_key_revoke, 0},
+    /* cli/job.c */
+    {"job list", "", 0, 0, job_list_opts,
+     "jobs, newest first, a page at a time (--before ID), by tenant and state", cli_job_list, 0},
+    {"job show", "ID", 1, 1, NULL,
+     "every field of a job: payload, attempts, last error, progress, lease, times",
+     cli_job_show, 0},
+    {"job retry", "ID", 1, 1, NULL, "queue a dead or cancelled job again (attempts from 0)",
+     cli_job_retry, 0},
+    {"job cancel", "ID", 1, 1, NULL, "cancel a queued job", cli_job_cancel, 0},
+    {"job counts", "", 0, 0, job_tenant_opts, "how many jobs are in each state",
+     cli_job_counts, 0},
+    {"job schedules", "", 0, 0, job_tenant_opts,
+     "recurring jobs: cron spec, next and last run", cli_job_schedules, 0},
+    {"job unschedule", "NAME", 1, 1, job_unschedule_opts,
+     "remove a tenant's (or the host's) schedule of job NAME", cli_job_unschedule, 0},
+    {"job enqueue", "NAME", 1, 1, job_enqueue_opts,
+     "queue job NAME for a tenant's app (never a 'tenancy.' hook)", cli_job_enqueue, 0},
     /* before "migrate": the first full match wins */
     {"migrate status", "", 0, 0, NULL,
      "how many tenants are at each migration version (one registry query)", cli_migrate, 0},

@@ -1,16 +1,19 @@
 /*
- * handler.c — the worker's ordered list of request handlers (see handler.h).
+ * handler.c — the worker's ordered list of request handlers (see handler.h), and the same
+ * list as the job workers use it: the handlers that run host jobs.
  * Must not: know what any handler is; the list is filled by the composition root only.
  */
 #include "core/first.h"
 #include "fcgi/handler.h"
 #include "core/rc.h"
 
+#include <string.h>
+
 static struct {
     const tn_handler *h[TN_MAX_HANDLERS];
     const config_part *part[TN_MAX_HANDLERS];
     int n;
-    int ready;   /* handlers set up (handlers_init), fini'd in reverse */
+    bool up[TN_MAX_HANDLERS];   /* set up (init ran), fini'd in reverse */
 } list;
 
 int handlers_add(const tn_handler *h, const config_part *part)
@@ -19,14 +22,19 @@ int handlers_add(const tn_handler *h, const config_part *part)
         return TN_INVALID;
     list.h[list.n] = h;
     list.part[list.n] = part;
+    list.up[list.n] = false;
     list.n++;
     return TN_OK;
 }
 
-int handlers_init(const tn_config *cfg, const tn_handler_env *base, const char **failed)
+/* Each handler's init in order (only those with a job function when jobs_only). */
+static int init_some(const tn_config *cfg, const tn_handler_env *base, bool jobs_only,
+                     const char **failed)
 {
     for (int i = 0; i < list.n; i++) {
         const tn_handler *h = list.h[i];
+        if (jobs_only && h->job == NULL)
+            continue;
         tn_handler_env env = *base;
         env.conf = list.part[i] != NULL ? config_part_of(cfg, list.part[i]) : NULL;
         int rc = h->init != NULL ? h->init(&env) : TN_OK;
@@ -35,17 +43,39 @@ int handlers_init(const tn_config *cfg, const tn_handler_env *base, const char *
             handlers_fini();
             return rc;
         }
-        list.ready = i + 1;
+        list.up[i] = true;
     }
     return TN_OK;
 }
 
+int handlers_init(const tn_config *cfg, const tn_handler_env *base, const char **failed)
+{
+    return init_some(cfg, base, false, failed);
+}
+
+int handlers_init_jobs(const tn_config *cfg, const tn_handler_env *base, const char **failed)
+{
+    return init_some(cfg, base, true, failed);
+}
+
+const tn_handler *handlers_job(const char *app)
+{
+    for (int i = 0; i < list.n; i++) {
+        const tn_handler *h = list.h[i];
+        if (list.up[i] && h->job != NULL && h->job_app != NULL && strcmp(h->job_app, app) == 0)
+            return h;
+    }
+    return NULL;
+}
+
 void handlers_fini(void)
 {
-    while (list.ready > 0) {
-        const tn_handler *h = list.h[--list.ready];
-        if (h->fini != NULL)
-            h->fini();
+    for (int i = list.n - 1; i >= 0; i--) {
+        if (!list.up[i])
+            continue;
+        list.up[i] = false;
+        if (list.h[i]->fini != NULL)
+            list.h[i]->fini();
     }
 }
 

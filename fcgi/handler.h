@@ -30,6 +30,14 @@ int handlers_add(const tn_handler *h, const config_part *part);
  * handler's name (the handlers set up before it are finished again). */
 int handlers_init(const tn_config *cfg, const tn_handler_env *base, const char **failed);
 
+/* Per job worker, after the fork: the init of each handler that runs host jobs (a job
+ * function), as handlers_init does for a worker. */
+int handlers_init_jobs(const tn_config *cfg, const tn_handler_env *base, const char **failed);
+
+/* The handler whose host jobs are queued under `app` ("host.admin"), set up by
+ * handlers_init_jobs; NULL when none. */
+const tn_handler *handlers_job(const char *app);
+
 /* Finish every handler set up, in reverse order (a worker does not: it leaves with _exit). */
 void handlers_fini(void);
 

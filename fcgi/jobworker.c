@@ -9,7 +9,13 @@
  * lease from the scoreboard and the replacement queues the job again. SIGUSR2 is the
  * master's death: stop after the job in hand.
  *
- * Must not: serve HTTP, run a job outside chain_run_job (its tenant context), or keep
+ * Host jobs. A job whose app starts with "host." is a module of the host's
+ * (tenancy/handler.h: the panel's "host.admin" runs the `tenancy` command for its migrate and move): the handlers
+ * with a job function are set up here too (handlers_init_jobs) and such a job goes to its
+ * handler, outside any tenant's context, under the same timeout, its progress written to the
+ * job's row under this worker's lease.
+ *
+ * Must not: serve HTTP, run an app's job outside chain_run_job (its tenant context), or keep
  * anything of a job after it ends.
  */
 #include "core/first.h"
@@ -20,6 +26,7 @@
 #include "core/sha256.h"
 #include "core/token.h"
 #include "fcgi/app.h"
+#include "fcgi/handler.h"
 #include "fcgi/signals.h"
 #include "fcgi/worker.h"
 #include "tenancy/chain.h"
@@ -217,7 +224,7 @@ static int run_one(tn_request *r, void *arg)
     }
     const char *e = tn_request_error(r);
     if (rc != TN_OK)
-        snprintf(x->error, sizeof(x->error), "%s%s%s", tn_rc_str(rc), e[0] ? ": " : "", e);
+        tn_errf(x->error, sizeof(x->error), rc, "%s%s%s", tn_rc_str(rc), e[0] ? ": " : "", e);
     return rc;
 }
 
@@ -252,13 +259,79 @@ static void arm_timeout(int ms)
     setitimer(ITIMER_REAL, &it, NULL);
 }
 
-static void run_job(const job_rec *j)
+/* A host module's job (app "host.NAME": tenancy/handler.h), outside any tenant's context. Its
+ * progress goes to the job's row under this worker's lease. */
+typedef struct host_run {
+    int64_t id;
+} host_run;
+
+static void host_progress(void *host, const char *text)
+{
+    const host_run *h = host;
+    registry *g = reg();
+    if (g == NULL)
+        return;
+    char err[512];
+    int rc = jobs_progress(g, h->id, jw.lease, text, err, sizeof(err));
+    if (rc != TN_OK && rc != TN_NOTFOUND) {
+        log_warn("job %lld: its progress cannot be recorded: %s", (long long)h->id, err);
+        reg_failed(rc);
+    }
+}
+
+static int run_host(const job_rec *j, char *error, size_t errlen)
+{
+    const tn_handler *h = handlers_job(j->app);
+    if (h == NULL)
+        return tn_errf(error, errlen, TN_NOTFOUND, "no module of this host runs jobs of app '%s'",
+                       j->app);
+    host_run hr = {j->id};
+    tn_handler_job hj = {.id = j->id, .tenant_id = j->tenant_id, .slug = j->slug,
+                         .app = j->app, .name = j->name, .payload = j->payload,
+                         .attempt = j->attempts, .max_attempts = j->max_attempts,
+                         .progress = host_progress, .host = &hr};
+    arm_timeout(j->timeout_ms);
+    int rc = h->job(&hj, error, errlen);
+    arm_timeout(0);
+    if (rc != TN_OK && error[0] == '\0')
+        tn_errf(error, errlen, rc, "%s", tn_rc_str(rc));
+    return rc;
+}
+
+/* The job's strings, copied: the store's stay valid only until the next call on the registry
+ * handle, and a host job reports its progress on it while it runs. */
+typedef struct job_copy {
+    job_rec j;
+    char slug[64], app[JOB_NAME_MAX + 2], name[JOB_NAME_MAX + 2];
+    char *payload;
+} job_copy;
+
+static bool job_copy_of(job_copy *c, const job_rec *j)
+{
+    c->j = *j;
+    snprintf(c->slug, sizeof(c->slug), "%s", j->slug);
+    snprintf(c->app, sizeof(c->app), "%s", j->app);
+    snprintf(c->name, sizeof(c->name), "%s", j->name);
+    c->payload = strdup(j->payload);
+    c->j.slug = c->slug;
+    c->j.app = c->app;
+    c->j.name = c->name;
+    c->j.payload = c->payload;
+    c->j.unique_key = c->j.last_error = c->j.lease = c->j.progress = "";
+    return c->payload != NULL;
+}
+
+static void run_job(const job_rec *claimed)
 {
     char err[512];
+    job_copy jc;
+    bool copied = job_copy_of(&jc, claimed);
+    const job_rec *j = &jc.j;
     run_ctx x = {.job = j};
-    const char *fail = NULL;
+    const char *fail = copied ? NULL : "out of memory for the job's payload";
     bool hook = strcmp(j->app, JOB_APP_ALL) == 0;
-    if (!hook) {
+    bool host = TN_IS_HOST_JOB_APP(j->app);
+    if (!hook && !host && fail == NULL) {
         const japp *a = app_named(j->app);
         if (a == NULL)
             fail = j->app[0] ? "no app is mounted under this name" : "no app at the root";
@@ -270,16 +343,17 @@ static void run_job(const job_rec *j)
     slot_begin(j);
     int rc;
     if (fail != NULL) {
-        snprintf(x.error, sizeof(x.error), "%s", fail);
-        rc = TN_NOTFOUND;
+        rc = tn_errf(x.error, sizeof(x.error), TN_NOTFOUND, "%s", fail);
+    } else if (host) {
+        rc = run_host(j, x.error, sizeof(x.error));
     } else {
         arm_timeout(j->timeout_ms);
         rc = chain_run_job(j->tenant_id ? j->slug : NULL, hook, j->app, run_one, &x);
         arm_timeout(0);
         if (rc == TN_NOTFOUND && x.error[0] == '\0')
-            snprintf(x.error, sizeof(x.error), "the tenant '%s' is gone", j->slug);
+            tn_errf(x.error, sizeof(x.error), rc, "the tenant '%s' is gone", j->slug);
         else if (rc != TN_OK && x.error[0] == '\0')
-            snprintf(x.error, sizeof(x.error), "%s", tn_rc_str(rc));
+            tn_errf(x.error, sizeof(x.error), rc, "%s", tn_rc_str(rc));
     }
     int64_t now = wall_ms();
     registry *g = reg();
@@ -316,6 +390,7 @@ static void run_job(const job_rec *j)
         reg_failed(src);
     }
     slot_end();
+    free(jc.payload);
 }
 
 /* ---- chores ---------------------------------------------------------------------------------- */
@@ -541,6 +616,16 @@ void jobworker_main(const jobworker_args *a)
         _exit(JOB_EXIT_SETUP);
     }
     load_apps();
+    /* The host modules that run jobs of their own (the panel), after the apps as in a worker
+     * (fcgi/handler.h); they get no status document or pending slot here. */
+    tn_handler_env henv = {.config_path = jw.cfg->path, .job_queued = job_queued,
+                           .host = jw.jobs};
+    const char *failed = NULL;
+    int hrc = handlers_init_jobs(jw.cfg, &henv, &failed);
+    if (hrc != TN_OK) {
+        log_error("job worker: cannot set up the %s: %s", failed, tn_rc_str(hrc));
+        _exit(JOB_EXIT_INIT);
+    }
     jw.log_gen = __atomic_load_n(&a->sb->pool.log_generation, __ATOMIC_RELAXED);
 
     for (int i = 0; i < a->norphans; i++)
@@ -552,6 +637,7 @@ void jobworker_main(const jobworker_args *a)
     loop();
 
     __atomic_store_n(&jw.slot->state, SBJ_EXITING, __ATOMIC_RELEASE);
+    handlers_fini();
     for (int i = 0; i < jw.napps; i++)
         if (jw.apps[i].owner && jw.apps[i].mod.app->fini != NULL)
             jw.apps[i].mod.app->fini();

@@ -9,7 +9,9 @@
  * context (chain_run_job: storage scope set, released and asserted empty after) under
  * jobs.timeout: past it, the worker exits (an app's code cannot be interrupted safely), the
  * master sees why, and the job's lease is handed to the replacement, which queues the job
- * again at once. Index 0 also queues due schedules, reaps expired leases and prunes.
+ * again at once. Index 0 also queues due schedules, reaps expired leases and prunes. A job of
+ * a host module (app "host.NAME": the panel's migrate and move) goes to that module's
+ * handler (tenancy/handler.h), which the job worker sets up after the apps.
  */
 #ifndef TN_FCGI_JOBWORKER_H
 #define TN_FCGI_JOBWORKER_H

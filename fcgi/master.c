@@ -545,22 +545,22 @@ static void jobworker_reaped(master *m, int i, int status)
         log_debug("job worker %d exited", (int)k->pid);
     } else if (WIFEXITED(status) && WEXITSTATUS(status) == JOB_EXIT_TIMEOUT) {
         sb_inc(&m->sb->jobs.timeouts);
-        snprintf(why, sizeof(why), "timed out after %d ms", timeout);
+        tn_errf(why, sizeof(why), TN_TIMEOUT, "timed out after %d ms", timeout);
         log_error("job %lld (%s, tenant %s) timed out after %d ms; its job worker %d exited",
                   (long long)job, name, tenant[0] ? tenant : "(central)", timeout, (int)k->pid);
     } else if (WIFEXITED(status)) {
         crash = true;
         log_error("job worker %d exited with status %d", (int)k->pid, WEXITSTATUS(status));
-        snprintf(why, sizeof(why), "its job worker exited (status %d)", WEXITSTATUS(status));
+        tn_errf(why, sizeof(why), TN_ERR, "its job worker exited (status %d)", WEXITSTATUS(status));
     } else if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);
         if (k->killed_timeout) {
             sb_inc(&m->sb->jobs.timeouts);
-            snprintf(why, sizeof(why), "timed out after %d ms (killed)", timeout);
+            tn_errf(why, sizeof(why), TN_TIMEOUT, "timed out after %d ms (killed)", timeout);
         } else {
             crash = !(k->retiring && sig == SIGKILL);
-            snprintf(why, sizeof(why), "its job worker died (signal %d, %s)", sig,
-                     strsignal(sig));
+            tn_errf(why, sizeof(why), TN_ERR, "its job worker died (signal %d, %s)", sig,
+                    strsignal(sig));
         }
         log_error("job worker %d died from signal %d (%s)%s%s%s", (int)k->pid, sig,
                   strsignal(sig), job ? " while running job " : "", job ? name : "",

@@ -187,8 +187,16 @@ static void host_keep_pending(void *host, const char *id)
     sb_set_audit(w->slot, id);
 }
 
+/* A handler queued a host job (the panel's migrate): this host's job workers look at once. */
+static void host_job_queued(void *host)
+{
+    worker *w = host;
+    job_wake(&w->sb->jobs);
+}
+
 void route_host_env(worker *w, tn_handler_env *env)
 {
     *env = (tn_handler_env){.config_path = w->cfg->path, .status_json = host_status,
-                            .keep_pending = host_keep_pending, .host = w};
+                            .keep_pending = host_keep_pending, .job_queued = host_job_queued,
+                            .host = w};
 }

@@ -1002,7 +1002,7 @@ int tn_job_fail(tn_request *r, const char *fmt, ...)
     char msg[REQUEST_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    tn_verrf(msg, sizeof(msg), TN_ERR, fmt, ap);
     va_end(ap);
     request_set_error(r, "%s", msg);
     return TN_ERR;

@@ -439,7 +439,9 @@ static int tenant_accepts(registry *r, int64_t tenant_id, const char *name, char
     return TN_OK;
 }
 
-/* The job of tenant `key` that holds unique key `ukey`: TN_OK with *id, TN_NOTFOUND. */
+/* The job of tenant `key` that holds unique key `ukey`: TN_OK with *id, TN_NOTFOUND. Read
+ * from the partial unique index: SQLite uses an index on an expression only against a value
+ * without affinity, hence "+ 0" after the cast (a CAST has one; the sum has none). */
 static int key_holder(registry *r, int64_t key, const char *ukey, int64_t *id, char *err,
                       size_t errlen)
 {
@@ -447,7 +449,7 @@ static int key_holder(registry *r, int64_t key, const char *ukey, int64_t *id, c
     num_set(&k, key);
     const char *p[] = {k.s, ukey};
     return query_ints(r, id, 1, err, errlen,
-                      "SELECT id FROM jobs WHERE COALESCE(tenant_id, 0) = CAST($1 AS BIGINT) AND "
+                      "SELECT id FROM jobs WHERE COALESCE(tenant_id, 0) = CAST($1 AS BIGINT) + 0 AND "
                       "unique_key = $2 AND state IN ('queued', 'running')",
                       2, p);
 }
@@ -1163,9 +1165,15 @@ int jobs_prune(registry *r, int64_t before_ms, int *n, char *err, size_t errlen)
     num_set(&batch, PRUNE_BATCH);
     const char *p[] = {before.s, batch.s};
     tn_db *db = registry_db(r);
+    bool pg = is_pg(r);
     for (;;) {
-        rc = tn_db_exec(db, "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state IN "
-                            "('done', 'cancelled') AND finished_at < $1 LIMIT $2)", 2, p);
+        /* SQLite: in batches, each its own transaction, so that no delete holds the one
+         * write lock for long. PostgreSQL: at once (readers and claimers do not wait for it,
+         * and a batch's IN (subquery) would be planned as a scan of the table per batch). */
+        rc = pg ? tn_db_exec(db, "DELETE FROM jobs WHERE state IN ('done', 'cancelled') AND "
+                                 "finished_at < $1", 1, p)
+                : tn_db_exec(db, "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state "
+                                 "IN ('done', 'cancelled') AND finished_at < $1 LIMIT $2)", 2, p);
         if (rc != TN_OK) {
             rc = db_err(r, rc, err, errlen);
             if (rc == TN_IO)
@@ -1175,7 +1183,7 @@ int jobs_prune(registry *r, int64_t before_ms, int *n, char *err, size_t errlen)
         int64_t c = tn_db_changes(db);
         if (n != NULL)
             *n += (int)c;
-        if (c < PRUNE_BATCH)
+        if (pg || c < PRUNE_BATCH)
             return TN_OK;
     }
 }
@@ -1266,8 +1274,9 @@ int jobs_schedule_remove(registry *r, int64_t tenant_id, const char *app, const 
     num_set(&tid, tenant_id);
     const char *p[] = {tid.s, app != NULL ? app : "", name != NULL ? name : ""};
     tn_db *db = registry_db(r);
+    /* "+ 0": see key_holder */
     rc = tn_db_exec(db, "DELETE FROM job_schedules WHERE COALESCE(tenant_id, 0) = "
-                        "CAST($1 AS BIGINT) AND app = $2 AND name = $3", 3, p);
+                        "CAST($1 AS BIGINT) + 0 AND app = $2 AND name = $3", 3, p);
     if (rc != TN_OK) {
         rc = db_err(r, rc, err, errlen);
         if (rc == TN_IO)

@@ -11,7 +11,7 @@
  *
  * Files: ops_env.c (what they share), ops_init.c (init), ops_create.c (create, single and bulk),
  * ops_tenant.c (state changes, restore, domains, settings, limits), ops_keys.c (API keys),
- * ops_migrate.c (migrate
+ * ops_jobs.c (the job queue as operators see it), ops_migrate.c (migrate
  * and its status), ops_move.c (move, export, import), ops_lifecycle.c (purge, check),
  * ops_runner.c (the parallel runner behind migrate and the bulk create:
  * ops_runner.h, for the ops files only), ops_run.c (a command once per tenant).
@@ -34,6 +34,7 @@
 #include "storage/migrate.h"
 #include "storage/target.h"
 #include "tenancy/config.h"
+#include "tenancy/jobs.h"
 #include "tenancy/keys.h"
 #include "tenancy/registry.h"
 
@@ -212,6 +213,59 @@ int ops_key_list(ops_env *e, const char *slug, registry_key_fn fn, void *ctx, ch
  * TN_NOTFOUND, TN_INVALID, or the registry's error. */
 int ops_key_revoke(ops_env *e, const char *slug, const char *which, registry_key *out,
                    bool *already, char *err, size_t errlen);
+
+/* ---- jobs (ops_jobs.c): the job queue as operators see it (tenancy/jobs.h) ---------------- */
+
+/* Tenants are named by slug here (NULL: no tenant given; the functions say what that means)
+ * and turned into the store's ids; a job's strings (job_rec, job_schedule) are the store's,
+ * valid until the next call on e->reg. */
+
+typedef struct ops_job_new {
+    const char *slug;            /* NULL: a central job (no tenant) */
+    const char *app;             /* NULL or "": the root app; a mount's name; "host.module": a
+                                    host module's job (only with host set) */
+    const char *name;            /* jobs.h's rule, not starting "tenancy." (the hooks') */
+    const char *payload;         /* NULL: "" */
+    int64_t delay_ms;
+    int priority;
+    const char *unique_key;      /* NULL: none */
+    int max_attempts;            /* 0: jobs.max_attempts */
+    int timeout_ms;              /* 0: jobs.timeout */
+    bool host;                   /* queued by the host itself (the panel's long actions) */
+} ops_job_new;
+
+/* Queue a job. TN_OK with *id; TN_EXISTS with *id the job holding unique_key; TN_INVALID (a
+ * "tenancy." name, an app "*" or "host.*" from outside the host, or the store's refusal);
+ * TN_NOTFOUND (no such tenant). */
+int ops_job_enqueue(ops_env *e, const ops_job_new *j, int64_t *id, char *err, size_t errlen);
+
+/* A page of jobs, newest first: of tenant slug (NULL: every tenant and the central jobs;
+ * central true: the central jobs only), in `state` (-1: any), with id < before_id (0: from
+ * the newest), at most limit (1..1000). */
+int ops_job_list(ops_env *e, const char *slug, bool central, int state, int64_t before_id,
+                 int limit, jobs_list_fn fn, void *ctx, char *err, size_t errlen);
+
+/* One job. With slug not NULL, only a job of that tenant: another's is TN_NOTFOUND, as a job
+ * that is not there. */
+int ops_job_get(ops_env *e, int64_t id, const char *slug, job_rec *out, char *err,
+                size_t errlen);
+
+/* Retry (dead or cancelled: queued again at once, attempts from 0) or cancel (queued) a
+ * job; slug as ops_job_get's. TN_OK, TN_NOTFOUND, TN_INVALID (not in a state it applies to),
+ * TN_BUSY (cancel of a running job), with err saying so. */
+int ops_job_retry(ops_env *e, int64_t id, const char *slug, char *err, size_t errlen);
+int ops_job_cancel(ops_env *e, int64_t id, const char *slug, char *err, size_t errlen);
+
+/* How many jobs are in each state: of tenant slug, or of all (NULL). */
+int ops_job_counts(ops_env *e, const char *slug, int64_t counts[JOB_NSTATES], char *err,
+                   size_t errlen);
+
+/* Schedules of tenant slug (NULL: all), by id; remove one of a tenant (slug NULL: central)
+ * by its app (NULL: the root app) and job name. */
+int ops_job_schedules(ops_env *e, const char *slug, jobs_schedule_fn fn, void *ctx, char *err,
+                      size_t errlen);
+int ops_job_unschedule(ops_env *e, const char *slug, const char *app, const char *name,
+                       char *err, size_t errlen);
 
 /* ---- create (ops_create.c) ---------------------------------------------------------------- */
 

@@ -16,7 +16,10 @@
 #       PROGRAM
 #
 # Tests that need fork mode (a test that expects a signal: the process
-# would die of it) carry the Check tag "fork" and are left out with CK_EXCLUDE_TAGS. Each
+# would die of it) carry the Check tag "fork", and tests too big for valgrind's pace (the job
+# store's backlogs of 10,000 jobs, its processes claiming at once, whose forked children
+# valgrind reports for the memory they inherit) the tag "slow": both are left out with
+# CK_EXCLUDE_TAGS. Each
 # program's valgrind output is in $top_builddir/tests/valgrind-<program>.log.
 #
 # In a tree built with --enable-asan (TENANCY_ASAN=1) the programs are instrumented, and
@@ -61,7 +64,7 @@ for arg in "${progs[@]}"; do
     esac
     log=$top_builddir/tests/valgrind-$p.log
     start=$SECONDS
-    CK_FORK=no CK_EXCLUDE_TAGS=fork \
+    CK_FORK=no CK_EXCLUDE_TAGS='fork slow' \
         valgrind --leak-check=full --error-exitcode=1 --suppressions="$top_srcdir/tests/valgrind.supp" --num-callers=30 \
         --log-file="$log" "$prog" > "$log.out" 2>&1
     rc=$?

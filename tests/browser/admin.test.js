@@ -7,8 +7,9 @@
 //   ARTIFACTS       where screenshots go
 //   CHROMIUM        the browser (default /usr/bin/chromium)
 // Steps: log in, search the fleet, open a tenant, open a table, page through rows, run a
-// query (and see a write refused), suspend and resume a tenant, the host charts, a tenant
-// full of XSS payloads (pages, row view, live search, console). Any page error, CSP violation or dialog fails the run.
+// query (and see a write refused), suspend and resume a tenant, the jobs pages and a cancel,
+// the host charts, a tenant full of XSS payloads (pages, row view, live search, console).
+// Any page error, CSP violation or dialog fails the run.
 "use strict";
 const { chromium } = require("playwright-core");
 const fs = require("fs");
@@ -171,6 +172,21 @@ async function main() {
     await page.goto(ADMIN + "/audit");
     const audit = await page.textContent("#audit");
     check(audit.includes("suspend") && audit.includes("resume"), "the audit log lists the suspend and the resume");
+
+    // ---- the jobs: the hook jobs the creates queued (no job worker runs here: they wait) ----
+    await page.keyboard.press("g");
+    await Promise.all([page.waitForURL(ADMIN + "/jobs"), page.keyboard.press("j")]);
+    ok("g j opens the jobs page");
+    check((await page.locator("#jobs tbody tr").count()) >= 6, "the jobs page lists the tenants' hook jobs");
+    check((await page.textContent("#job-counts")).includes("queued"), "with the counts per state");
+    await shot(page, "15-jobs");
+    await Promise.all([page.waitForURL(/\/t\/[a-z0-9-]+\/job\?id=\d+$/), page.click("#jobs tbody tr:first-child td a")]);
+    check((await page.textContent("#job-state")).trim() === "queued", "a job's page shows it queued");
+    await Promise.all([page.waitForNavigation(), page.click("#job-cancel")]);
+    check((await page.textContent("#job-state")).trim() === "cancelled", "the cancel button cancels it");
+    await shot(page, "16-job-cancelled");
+    await page.goto(ADMIN + "/t/lite/jobs");
+    check((await page.textContent("#jobs")).includes("tenancy.created"), "a tenant's jobs page lists its hook");
 
     // ---- the host page: charts drawn in the page ----
     await page.goto(ADMIN + "/host");

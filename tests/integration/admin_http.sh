@@ -22,7 +22,8 @@
 #   - XSS payloads in a tenant name, table names, column names and cell values come out
 #     escaped;
 #   - actions: suspend and resume seen by the tenant's own host at once; create (in process),
-#     migrate and move as detached jobs whose page shows their progress until they end,
+#     migrate and move as jobs a job worker runs (pm.jobs = 1) whose page shows their progress
+#     from the job until they end,
 #     delete with the slug typed and a restore; each audited; API keys listed on the tenant's
 #     page (prefix, never the token) and revoked by a confirmed POST, audited;
 #   - the panel is never a tenant: admin.localhost is the panel even with a tenant `admin`,
@@ -41,7 +42,7 @@ trap 'rc=$?; [ -n "${SLEEPER:-}" ] && kill "$SLEEPER" 2>/dev/null; "$top_srcdir/
 
 PASSWORD='correct horse battery'
 mkdir -p "$T/state"
-tn_conf "app = $DEMO_SO" "pm.max_children = 3" \
+tn_conf "app = $DEMO_SO" "pm.max_children = 3" "pm.jobs = 1" "jobs.poll = 200ms" \
     "state_dir = $T/state" "tenant.resolvers = subdomain" "tenant.base_domains = localhost" \
     "tenant.max_workers = 100%" \
     "placement.pgs.dsn = $TENANCY_TEST_PG" "placement.pgs.mode = schema" \
@@ -515,9 +516,9 @@ assert_eq "$(req GET /t/lite)" 200 "the tenant's page after the revoke"
 case "$(body)" in *"revoke-key-$KID"*) fail "a revoked key still has a revoke link" ;;
 *) log "ok: a revoked key has no revoke link" ;; esac
 
-# Create (in process), migrate and move (detached jobs: the request only starts one and is sent
-# to its page, which shows the progress until the job ends); delete with its grace period,
-# then a restore.
+# Create (in process), migrate and move (jobs of the panel's own that the job worker runs: the
+# request only queues one and is sent to its page, which shows the job's progress until it
+# ends); delete with its grace period, then a restore.
 code=$(req POST /new --data "slug=made&name=Made+here&confirm=yes&csrf=$TOKEN")
 assert_eq "$code" 303 "create a tenant from the panel"
 assert_eq "$(header Location)" "/t/made" "and go to its page"
@@ -540,20 +541,24 @@ job() {
     for i in $(seq 1 150); do
         req GET "$loc" > /dev/null
         state=$(grep -o 'id="job-state" class="[a-z]*">[a-z]*' "$T/body" | sed 's/.*>//')
-        [ "$state" = running ] || break
-        [ "$i" = 1 ] && assert_contains "$(header Refresh)" 2 "$1: the running job's page refreshes itself"
+        case $state in queued | running) ;; *) break ;; esac
+        [ "$i" = 1 ] && assert_contains "$(header Refresh)" 2 "$1: the $state job's page refreshes itself"
         sleep 0.2
     done
     JOB_STATE=$state
 }
 job migrate
-assert_eq "$JOB_STATE" done "a detached migrate ends (page: $(tr '\n' ' ' < "$T/body" | grep -o '<section.*</section>' | head -c 600))"
+assert_eq "$JOB_STATE" done "a migrate job ends (page: $(tr '\n' ' ' < "$T/body" | grep -o '<section.*</section>' | head -c 600))"
 assert_contains "$(body)" '1 of 1 tenant done, 0 failed' "its page shows the progress"
 assert_contains "$(body)" 'last: made current' "and the tenant's outcome (made at the last migration already)"
 assert_eq "$(sqlite3 "$T/state/control.db" "SELECT migration_version FROM tenants WHERE slug = 'made'")" 0002 "made is at the last migration"
 assert_eq "$(req GET '/t/lite/confirm?job=nosuchjob')" 404 "an unknown job"
+mjob=$(grep '"action":"migrate"' "$T/state/admin-audit.log" | grep '"result":"started"' | tail -1 | sed -n 's/.*"detail":"job \([0-9]*\)".*/\1/p')
+assert_eq "$(req GET "/t/lite/confirm?job=$mjob")" 404 "made's job is not shown under another tenant"
+assert_contains "$("$TENANCY_CLI" -c "$T/tenancyd.conf" --json job show "$mjob")" '"app":"host.admin"' \
+    "the migrate was a job of the panel's own"
 job move to=pgs
-assert_eq "$JOB_STATE" done "a detached move to the PostgreSQL placement ends (page: $(tr '\n' ' ' < "$T/body" | grep -o '<section.*</section>' | head -c 600))"
+assert_eq "$JOB_STATE" done "a move job to the PostgreSQL placement ends (page: $(tr '\n' ' ' < "$T/body" | grep -o '<section.*</section>' | head -c 600))"
 assert_contains "$(body)" '3 of 3 tables copied' "the move's page shows the tables copied"
 assert_eq "$(sqlite3 "$T/state/control.db" "SELECT placement FROM tenants WHERE slug = 'made'")" pgs "the registry says it moved"
 code=$(req POST /t/made/action --data "action=move&confirm=yes&to=nowhere&csrf=$TOKEN")

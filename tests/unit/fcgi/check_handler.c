@@ -2,7 +2,9 @@
  * check_handler.c — fcgi/handler.c: the worker's ordered list of request handlers. The
  * first handler that claims a request gets it, in the order added; the one without a claim
  * function takes the rest and must come last; init runs in order with each handler's own
- * options, fini in reverse, and a failing init names its handler.
+ * options, fini in reverse, and a failing init names its handler. In a job worker only the
+ * handlers that run host jobs are set up (handlers_init_jobs), and a host job's app name
+ * finds its handler (handlers_job) only once that handler is set up.
  *
  * Each case starts with an empty list and no config part (setup), also when the cases run
  * in one process (CK_FORK=no).
@@ -222,6 +224,51 @@ START_TEST(test_failing_init)
 }
 END_TEST
 
+/* ---- host jobs ------------------------------------------------------------------------------ */
+
+static int init_jobs(const tn_handler_env *env)
+{
+    (void)env;
+    note("+jobs");
+    return TN_OK;
+}
+static void fini_jobs(void) { note("-jobs"); }
+static int run_job(const tn_handler_job *j, char *err, size_t errlen)
+{
+    (void)j, (void)err, (void)errlen;
+    return TN_OK;
+}
+static const tn_handler with_jobs = {"with jobs", init_jobs, fini_jobs, claims_host, handle,
+                                     "host.mod", run_job};
+
+START_TEST(test_job_workers_set_up_job_handlers_only)
+{
+    ck_assert_int_eq(config_add_part(&part), TN_OK);
+    tn_config *cfg = load_config();
+    ck_assert_int_eq(handlers_add(&by_path, NULL), TN_OK);
+    ck_assert_int_eq(handlers_add(&with_jobs, NULL), TN_OK);
+    ck_assert_int_eq(handlers_add(&rest, NULL), TN_OK);
+    ck_assert_ptr_null(handlers_job("host.mod"));   /* not set up yet */
+    tn_handler_env base = {0};
+    const char *failed = NULL;
+    ck_assert_int_eq(handlers_init_jobs(cfg, &base, &failed), TN_OK);
+    ck_assert_str_eq(trace, "+jobs ");
+    ck_assert_ptr_eq(handlers_job("host.mod"), &with_jobs);
+    ck_assert_ptr_null(handlers_job("host.other"));
+    ck_assert_ptr_null(handlers_job(""));
+    handlers_fini();
+    ck_assert_str_eq(trace, "+jobs -jobs ");
+    ck_assert_ptr_null(handlers_job("host.mod"));
+    /* a worker sets every handler up, the job one included, and finishes them in reverse */
+    trace[0] = '\0';
+    ck_assert_int_eq(handlers_init(cfg, &base, &failed), TN_OK);
+    ck_assert_str_eq(trace, "+path +jobs ");
+    handlers_fini();
+    ck_assert_str_eq(trace, "+path +jobs -jobs -path ");
+    config_free(cfg);
+}
+END_TEST
+
 static void setup(void)
 {
     handlers_clear();
@@ -247,6 +294,7 @@ Suite *handler_suite(void)
     tcase_add_test(tc, test_list_is_bounded);
     tcase_add_test(tc, test_init_order_and_conf);
     tcase_add_test(tc, test_failing_init);
+    tcase_add_test(tc, test_job_workers_set_up_job_handlers_only);
     suite_add_tcase(s, tc);
     return s;
 }
