@@ -51,6 +51,7 @@
 #define CHORE_PRUNE_MS 600000
 #define LEASE_GRACE_MS 30000      /* lease_until = start + timeout + this */
 #define SCHEDULES_PER_TURN 500
+#define BUSY_RETRY_MS 20           /* ready jobs none could take: look again after this */
 #define DEFER_MS 10000            /* a job of a tenant not served now looks again after this */
 
 static volatile sig_atomic_t stop_requested;
@@ -558,9 +559,11 @@ static void loop(void)
          * its chores too. */
         int64_t wait = poll_ms;
         if (next > 0) {
+            /* due already: ready jobs whose tenants are at jobs.per_tenant, or held by
+             * another claimer (PostgreSQL): look again shortly, not at once */
             int64_t due = next - wall_ms();
             if (due < wait)
-                wait = due < 1 ? 1 : due;
+                wait = due < BUSY_RETRY_MS ? BUSY_RETRY_MS : due;
         }
         if (jw.a->number == 0 && wait > CHORE_SCHEDULES_MS)
             wait = CHORE_SCHEDULES_MS;

@@ -10,7 +10,9 @@
  * whose turn is oldest among those with a ready job (next_run_at <= now) and room under the
  * cap, through a partial index that holds only queues with queued jobs, in turn order; then
  * that tenant's best ready job through (tenant_id, state, priority DESC, id). So a claim
- * costs the same with 10 or 10,000 jobs queued. The job is marked running, and the queue
+ * costs the same with 10 or 10,000 jobs queued. (The one walk it makes: past the tenant's
+ * jobs that wait for a later run_at, a retry's backoff, and come before its first ready
+ * one in priority order; a tenant has few such.) The job is marked running, and the queue
  * takes its next turn and the earliest run_at of what it still has queued (an index read).
  * A queue's turn is max(now, its last turn + 1): two claims in the same millisecond still
  * move a tenant behind the others, so the round robin holds at any claim rate.
@@ -30,8 +32,9 @@
  * CONFLICT DO NOTHING (a violation would abort a PostgreSQL transaction) and then reads the
  * holder. SQLite: every change is one BEGIN IMMEDIATE transaction (tn_db_begin).
  *
- * Must not: run a job, know the app API, bump the registry generation, or read more rows
- * than a statement returns (every statement has its index: registry.c lists them).
+ * Must not: run a job, know the app API, bump the registry generation, or read the jobs
+ * table without an index (every statement has its index: registry.c lists them; counts
+ * read the index range of a tenant, or all of one index for every tenant).
  */
 #include "core/first.h"
 #include "tenancy/jobs.h"
@@ -449,8 +452,8 @@ static int key_holder(registry *r, int64_t key, const char *ukey, int64_t *id, c
     num_set(&k, key);
     const char *p[] = {k.s, ukey};
     return query_ints(r, id, 1, err, errlen,
-                      "SELECT id FROM jobs WHERE COALESCE(tenant_id, 0) = CAST($1 AS BIGINT) + 0 AND "
-                      "unique_key = $2 AND state IN ('queued', 'running')",
+                      "SELECT id FROM jobs WHERE COALESCE(tenant_id, 0) = CAST($1 AS BIGINT) + 0 "
+                      "AND unique_key = $2 AND state IN ('queued', 'running')",
                       2, p);
 }
 
@@ -540,6 +543,7 @@ struct claim_arg {
     const char *lease;
     int cap, grace_ms;
     int64_t now, id;
+    job_rec *out;
 };
 
 static int do_claim(registry *r, void *arg, char *err, size_t errlen)
@@ -602,6 +606,9 @@ static int do_claim(registry *r, void *arg, char *err, size_t errlen)
                   4, pu);
         if (rc == TN_OK)
             rc = queue_served(r, key, a->now, true, err, errlen);
+        /* read in the same transaction: what the caller gets is what it claimed */
+        if (rc == TN_OK)
+            rc = job_load(r, id, a->out, err, errlen);
         if (rc == TN_OK)
             a->id = id;
         return rc;
@@ -620,12 +627,10 @@ int jobs_claim(registry *r, const char *lease, int per_tenant_cap, int grace_ms,
     int rc = prepare(r, err, errlen);
     if (rc != TN_OK)
         return rc;
-    struct claim_arg a = {lease, per_tenant_cap, grace_ms < 0 ? 0 : grace_ms, now_ms, 0};
+    struct claim_arg a = {lease, per_tenant_cap, grace_ms < 0 ? 0 : grace_ms, now_ms, 0, out};
     rc = in_tx(r, do_claim, &a, err, errlen);
-    if (rc != TN_OK)
+    if (rc != TN_OK || a.id > 0)
         return rc;
-    if (a.id > 0)
-        return job_load(r, a.id, out, err, errlen);
     if (next_ms != NULL) {
         int64_t v = 0;
         rc = query_ints(r, &v, 1, err, errlen, "SELECT MIN(next_run_at) FROM job_queues", 0, NULL);
@@ -1323,7 +1328,8 @@ static void sched_fix(sched_row *sr, const buf *text)
         *f[i] = text->p + sr->off[i];
 }
 
-/* A page of schedules (the query's rows, at most `max`) into *page and text. */
+/* A page of schedules (the query's rows, at most `max`) into *page and text. TN_OK, TN_NOMEM
+ * or the storage error (the message in the connection). */
 static int sched_page(registry *r, const char *sql, int np, const char *const *p, sched_row *page,
                       int max, int *count, buf *text)
 {
@@ -1331,12 +1337,8 @@ static int sched_page(registry *r, const char *sql, int np, const char *const *p
     tn_rows *rows = NULL;
     *count = 0;
     int rc = tn_db_query(db, &rows, sql, np, p);
-    if (rc != TN_OK) {
-        log_warn("jobs: schedules: %s", tn_db_error(db));
-        if (rc == TN_IO)
-            registry_reconnect(r);
+    if (rc != TN_OK)
         return rc;
-    }
     while (*count < max && (rc = tn_rows_next(rows)) == TN_OK)
         sched_read(rows, &page[(*count)++], text);
     tn_rows_free(rows);
@@ -1373,6 +1375,12 @@ int jobs_schedule_list(registry *r, int64_t tenant_id, jobs_schedule_fn fn, void
         int n = 0;
         buf_reset(&text);
         rc = sched_page(r, sql, tenant_id >= 0 ? 3 : 2, p, page, SCHEDULE_PAGE, &n, &text);
+        if (rc != TN_OK) {
+            log_warn("jobs: listing the schedules: %s",
+                     rc == TN_NOMEM ? "out of memory" : tn_db_error(registry_db(r)));
+            if (rc == TN_IO)
+                registry_reconnect(r);
+        }
         for (int i = 0; rc == TN_OK && i < n; i++)
             rc = fn(ctx, &page[i].s);
         if (rc != TN_OK || n < SCHEDULE_PAGE)
@@ -1416,7 +1424,8 @@ static int do_due(registry *r, void *arg, char *err, size_t errlen)
     int n = 0;
     int rc = sched_page(r, sql, 2, p, page, a->limit, &n, &text);
     if (rc != TN_OK)
-        rc = db_err(r, rc, err, errlen);
+        rc = tn_errf(err, errlen, rc, "jobs: reading the due schedules: %s",
+                     rc == TN_NOMEM ? "out of memory" : tn_db_error(registry_db(r)));
     /* The queues are taken in tenant order, so two passes at once cannot deadlock. */
     qsort(page, (size_t)n, sizeof(*page), by_tenant);
     for (int i = 0; rc == TN_OK && i < n; i++) {

@@ -74,6 +74,8 @@ int job_state_parse(const char *name);
  * apps may not enqueue them (the chain refuses). */
 bool job_name_valid(const char *name);
 
+/* A new job. Its app (and a schedule's) is NULL or "" (the root app), JOB_APP_ALL, or 1-64
+ * of A-Z, a-z, 0-9, '_', '.' and '-' (a mount's name). */
 typedef struct job_new {
     int64_t tenant_id;        /* 0: central */
     const char *app;          /* NULL or "": the root app; a mount name; JOB_APP_ALL */
@@ -89,7 +91,9 @@ typedef struct job_new {
 /* Queue a job. TN_OK with *id; TN_EXISTS with *id the job that holds unique_key (nothing
  * added); TN_INVALID (a bad name, payload, priority, key or limits, with err saying which);
  * TN_NOTFOUND (no such tenant, or it is being deleted and the job is not a hook); or a
- * storage error. */
+ * storage error. The payload and the key must be UTF-8 (PostgreSQL's text is); a key ""
+ * is no key. A tenant in any other state (suspended, moving ...) takes jobs: the workers
+ * decide what to run. */
 int jobs_enqueue(registry *r, const job_new *j, int64_t now_ms, int64_t *id, char *err,
                  size_t errlen);
 
@@ -123,7 +127,12 @@ typedef struct job_rec {
  * it becomes running, attempts + 1, lease_until = now + timeout + grace_ms. TN_OK with *out
  * (valid until the next call on r); TN_NOTFOUND when no job is ready (then *next_ms, when
  * not NULL, gets the earliest run_at of a queued job, or 0 when none is queued; the caller
- * may sleep until then); or a storage error. per_tenant_cap <= 0: no cap. */
+ * may sleep until then); or a storage error. per_tenant_cap <= 0: no cap.
+ * A *next_ms at or before now means jobs are ready but none could be taken: their tenants
+ * are at the cap (a job must end first), or, on PostgreSQL, another claimer holds them at
+ * this moment (try again shortly). TN_INVALID for a lease of another form. The claim's cost
+ * does not depend on how many jobs are queued (tests/unit/tenancy/check_jobs.c measures
+ * it); one tenant is claimed by one process at a time. */
 int jobs_claim(registry *r, const char *lease, int per_tenant_cap, int grace_ms, int64_t now_ms,
                job_rec *out, int64_t *next_ms, char *err, size_t errlen);
 
@@ -145,14 +154,15 @@ int jobs_release(registry *r, int64_t id, const char *lease, const char *why, in
                  int64_t now_ms, char *err, size_t errlen);
 
 /* The running attempt's progress (free text, at most 200 bytes, e.g. "40/100 tenants"), shown
- * by the command and the panel. TN_OK; TN_NOTFOUND as jobs_finish. Cleared by the next claim. */
+ * by the command and the panel. TN_OK; TN_NOTFOUND as jobs_finish. Cleared by the next claim.
+ * Longer text is cut at 200 bytes (on a UTF-8 boundary), as an error is at JOB_ERROR_MAX. */
 int jobs_progress(registry *r, int64_t id, const char *lease, const char *progress, char *err,
                   size_t errlen);
 
 /* A worker holding `lease` died (the master saw it): its running job, if any, is failed as
  * jobs_fail with the error `why` but queued again with no backoff (or dead when it was the
  * last attempt). *n (may be NULL) gets the number recovered (0 or 1). TN_OK or a storage
- * error. */
+ * error (a lease of another form: TN_OK, nothing recovered). */
 int jobs_recover(registry *r, const char *lease, const char *why, int64_t now_ms, int *n,
                  char *err, size_t errlen);
 
@@ -161,9 +171,10 @@ int jobs_recover(registry *r, const char *lease, const char *why, int64_t now_ms
 int jobs_reap(registry *r, int64_t now_ms, int *n, char *err, size_t errlen);
 
 /* Operator actions. cancel: queued → cancelled (TN_BUSY when running, TN_INVALID when
- * finished). retry: dead or cancelled → queued at once, attempts 0 (TN_INVALID otherwise).
+ * finished). retry: dead or cancelled → queued at once, attempts 0 (TN_INVALID otherwise;
+ * TN_EXISTS when another job now holds its unique key). last_error is kept.
  * TN_NOTFOUND when there is no such job (or it is another tenant's, when tenant_id > 0 is
- * given; tenant_id -1 means any). */
+ * given; tenant_id 0: only a central job; -1 means any). */
 int jobs_cancel(registry *r, int64_t id, int64_t tenant_id, int64_t now_ms, char *err,
                 size_t errlen);
 int jobs_retry(registry *r, int64_t id, int64_t tenant_id, int64_t now_ms, char *err,
@@ -174,16 +185,20 @@ int jobs_get(registry *r, int64_t id, job_rec *out, char *err, size_t errlen);
 
 /* A page of jobs, newest first (id < before_id; 0: from the newest), at most limit (1..1000),
  * filtered by tenant (-1: any, 0: central only) and state (-1: any). fn gets each; a non-zero
- * return stops and is returned. */
+ * return stops and is returned. The page is read before fn is called, so fn may use r (the
+ * record is valid during the call only). TN_OK, fn's code, TN_INVALID (an argument out of
+ * range) or a storage error (logged). */
 typedef int (*jobs_list_fn)(void *ctx, const job_rec *j);
 int jobs_list(registry *r, int64_t tenant_id, int state, int64_t before_id, int limit,
               jobs_list_fn fn, void *ctx);
 
-/* How many jobs are in each state, for one tenant (-1: all). One GROUP BY query. */
+/* How many jobs are in each state, for one tenant (-1: all, 0: the central jobs). One GROUP BY
+ * query. TN_OK or a storage error (logged; counts are then 0). */
 int jobs_counts(registry *r, int64_t tenant_id, int64_t counts[JOB_NSTATES]);
 
 /* Delete done and cancelled jobs that finished before `before_ms` (dead ones are kept until
- * retried or removed by hand). *n gets how many. */
+ * retried or removed by hand). *n gets how many. SQLite: in batches of 1,000, each its own
+ * transaction (none holds the write lock long); PostgreSQL: one statement. */
 int jobs_prune(registry *r, int64_t before_ms, int *n, char *err, size_t errlen);
 
 /* ---- schedules ----------------------------------------------------------------------- */
@@ -209,13 +224,19 @@ int jobs_schedule_set(registry *r, int64_t tenant_id, const char *app, const cha
 /* TN_OK or TN_NOTFOUND. */
 int jobs_schedule_remove(registry *r, int64_t tenant_id, const char *app, const char *name,
                          char *err, size_t errlen);
-/* Schedules of a tenant (-1: all), by id. */
+/* Schedules of a tenant (-1: all, 0: the central ones), by id, read in pages of 500 (fn may use
+ * r; the record is valid during the call only). TN_OK, fn's code, or a storage error. */
 typedef int (*jobs_schedule_fn)(void *ctx, const job_schedule *s);
 int jobs_schedule_list(registry *r, int64_t tenant_id, jobs_schedule_fn fn, void *ctx);
 
-/* Enqueue the due schedules' jobs (see above), at most `limit` per call. *n gets how many
- * jobs were queued. Safe to run from several processes and hosts at once: a schedule's
- * next_run_at moves in the same transaction as its job is queued. */
+/* Enqueue the due schedules' jobs (see above), at most `limit` (1..1000) per call. *n gets how
+ * many jobs were queued. Safe to run from several processes and hosts at once: a schedule's
+ * next_run_at moves in the same transaction as its job is queued (PostgreSQL: the schedules
+ * are taken FOR UPDATE SKIP LOCKED). A due schedule whose last job is still queued or
+ * running, or whose tenant is being deleted, queues nothing this time; its next_run_at moves
+ * on all the same (and last_run_at, the time a job was last queued, stays). The job runs at
+ * once with priority 0, its schedule's app, name and payload, and the given max_attempts
+ * and timeout_ms. */
 int jobs_schedules_due(registry *r, int64_t now_ms, int limit, int max_attempts,
                        int timeout_ms, int *n, char *err, size_t errlen);
 
