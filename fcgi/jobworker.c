@@ -362,7 +362,7 @@ static void run_job(const job_rec *claimed)
     if (g != NULL && rc == TN_AGAIN && !x.ran) {
         /* its tenant is not served now: the job waits, and its attempt is not counted */
         char why[200];
-        snprintf(why, sizeof(why), "waiting: tenant '%s' is not active", j->slug);
+        tn_errf(why, sizeof(why), TN_AGAIN, "waiting: tenant '%s' is not active", j->slug);
         src = jobs_release(g, j->id, jw.lease, why, now + DEFER_MS, now, err, sizeof(err));
     } else if (g != NULL && rc == TN_OK) {
         src = jobs_finish(g, j->id, jw.lease, now, err, sizeof(err));
