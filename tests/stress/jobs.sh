@@ -3,7 +3,7 @@
 # master reloads.
 #
 #   jobs.sh [--quick | --seconds N]     (20,000 jobs over 1,000 tenants; --quick or
-#                                        STRESS_QUICK=1: 4,000 over 200; --seconds is the
+#                                        STRESS_QUICK=1: 2,000 over 100; --seconds is the
 #                                        drain deadline, default 600 s, quick 240 s)
 #
 # One tenancyd (tests/helpers/jobapp.c, 2 HTTP workers, 4 job workers) behind a real nginx;
@@ -27,10 +27,10 @@
 . "$(dirname "$0")/common.sh"
 DEADLINE=600
 N=1000
-[ "${STRESS_QUICK:-0}" = 1 ] && { DEADLINE=240; N=200; }
+[ "${STRESS_QUICK:-0}" = 1 ] && { DEADLINE=240; N=100; }
 while [ $# -gt 0 ]; do
     case $1 in
-    --quick) DEADLINE=240; N=200 ;;
+    --quick) DEADLINE=240; N=100 ;;
     --seconds) DEADLINE=${2:?--seconds needs a number}; shift ;;
     *) echo "usage: $0 [--quick | --seconds N]" >&2; exit 2 ;;
     esac
