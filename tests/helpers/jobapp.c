@@ -12,6 +12,7 @@
  *   POST /unschedule?name=N    tn_job_unschedule: "<rc>"
  *   GET  /log                  the tenant's job_log, one row a line:
  *                              "job_id|name|payload|marker|attempt"
+ *   GET  /pids                 the process ids that ran this tenant's jobs, one a line
  * Jobs:
  *   record    inserts (job id, name, payload, the marker it read, attempt) into job_log
  *   flaky     payload K: records the attempt, then for attempts <= K begins a transaction,
@@ -74,11 +75,22 @@ static int handle(tn_request *r)
         int rc = tn_job_unschedule(r, arg(r, "name", ""));
         return tn_printf(r, "%s\n", rc == TN_OK ? "ok" : tn_rc_str(rc));
     }
+    if (strcmp(p, "/pids") == 0) {   /* which processes ran this tenant's jobs */
+        tn_db *db = tn_db_of(r);
+        tn_rows *rows = NULL;
+        if (db == NULL || tn_db_query(db, &rows, "SELECT DISTINCT pid FROM job_log ORDER BY pid",
+                                      0, NULL) != TN_OK)
+            return tn_send_error(r, 503, "storage");
+        while (tn_rows_next(rows) == TN_OK)
+            tn_printf(r, "%s\n", tn_rows_get(rows, 0));
+        tn_rows_free(rows);
+        return TN_OK;
+    }
     if (strcmp(p, "/log") == 0) {
         tn_db *db = tn_db_of(r);
         tn_rows *rows = NULL;
         if (db == NULL || tn_db_query(db, &rows, "SELECT job_id, name, payload, marker, attempt "
-                                                 "FROM job_log ORDER BY id", 0, NULL) != TN_OK)
+                                                 "FROM job_log ORDER BY job_id, attempt", 0, NULL) != TN_OK)
             return tn_send_error(r, 503, "storage");
         while (tn_rows_next(rows) == TN_OK)
             tn_printf(r, "%s|%s|%s|%s|%s\n", tn_rows_get(rows, 0), tn_rows_get(rows, 1),
@@ -102,12 +114,13 @@ static int record(tn_request *r, const tn_job *j)
     if (tn_rows_next(rows) == TN_OK && tn_rows_get(rows, 0) != NULL)
         snprintf(marker, sizeof(marker), "%s", tn_rows_get(rows, 0));
     tn_rows_free(rows);
-    char id[32], attempt[16];
+    char id[32], attempt[16], pid[16];
     snprintf(id, sizeof(id), "%lld", (long long)j->id);
     snprintf(attempt, sizeof(attempt), "%d", j->attempt);
-    const char *pr[] = {id, j->name, j->payload, marker, attempt};
-    if (tn_db_exec(db, "INSERT INTO job_log (job_id, name, payload, marker, attempt) "
-                       "VALUES ($1, $2, $3, $4, $5)", 5, pr) != TN_OK)
+    snprintf(pid, sizeof(pid), "%d", (int)getpid());
+    const char *pr[] = {id, j->name, j->payload, marker, attempt, pid};
+    if (tn_db_exec(db, "INSERT INTO job_log (job_id, name, payload, marker, attempt, pid) "
+                       "VALUES ($1, $2, $3, $4, $5, $6)", 6, pr) != TN_OK)
         return tn_job_fail(r, "job_log: %s", tn_db_error(db));
     return TN_OK;
 }

@@ -1,0 +1,121 @@
+#!/bin/bash
+# jobs_pg.sh — jobs on a PostgreSQL registry shared by two hosts: the job workers of both
+# claim from one queue (FOR UPDATE SKIP LOCKED), each job runs once, in its tenant's own
+# schema and as its tenant's own role (placement login = tenant), and a host killed with a
+# job in hand gets it back the moment it starts again (its leases are recognised as its
+# own), not when the lease expires.
+#
+# Two tenancyd (a and b: their own state_dir and socket, one registry) behind one nginx
+# whose upstream has both, so requests and their jobs land on either host.
+. "$(dirname "$0")/lib.sh"
+need curl nginx psql python3 "$TENANCY_CLI"
+JOBAPP=$(cd "$top_builddir" && pwd)/tests/helpers/.libs/jobapp.so
+FIX=$top_srcdir/tests/fixtures/jobapp
+[ -f "$JOBAPP" ] || fatal "no $JOBAPP (make check builds it)"
+eval "$("$top_srcdir/tests/pg.sh" start)" || hard_error "cannot start PostgreSQL (tests/pg.sh)"
+PG_DIR=$TENANCY_TEST_PG_DIR
+trap 'rc=$?; "$top_srcdir/tests/pg.sh" stop "$PG_DIR" >/dev/null 2>&1; (exit $rc); cleanup' EXIT
+
+host_conf() {   # host_conf NAME
+    mkdir -p "$T/$1"
+    cat > "$T/$1.conf" <<CONF
+listen = $T/$1.sock
+app = $JOBAPP
+access_log = $T/$1-access.log
+pm = static
+pm.max_children = 2
+pm.jobs = 2
+stream.hub = off
+state_dir = $T/$1
+registry = $TENANCY_TEST_PG
+tenant.resolvers = subdomain
+tenant.base_domains = localhost
+tenant.central_domains = localhost
+storage.migrations = $FIX/migrations
+storage.seed = $FIX/seed.sql
+placement.pgs.dsn = $TENANCY_TEST_PG
+placement.pgs.mode = schema
+placement.pgs.login = tenant
+jobs.poll = 200ms
+jobs.timeout = 60s
+CONF
+}
+start_host() {   # start_host NAME
+    : > "$T/$1.log"
+    "$TENANCYD" -c "$T/$1.conf" >> "$T/$1.log" 2>&1 &
+    PIDS+=($!)
+    eval "PID_$1=$!"
+    wait_until 10 grep -q ' ready: ' "$T/$1.log" || fatal "host $1 did not start"
+}
+post() {
+    curl -s -m 20 -X POST -H "Host: $2" "http://127.0.0.1:$NGINX_PORT$1"
+}
+psql_q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
+job_state() { psql_q -c "SELECT state || '|' || attempts FROM tenancy.jobs WHERE id = $1"; }
+
+host_conf a
+host_conf b
+tn_cli() { "$TENANCY_CLI" -c "$T/a.conf" "$@"; }
+tn_cli init > "$T/init.out" 2>&1 || fatal "init on PostgreSQL failed: $(cat "$T/init.out")"
+for s in acme globex initech; do
+    tn_cli tenant create "$s" --placement pgs > "$T/create.out" 2>&1 ||
+        fatal "creating $s: $(cat "$T/create.out")"
+done
+start_host a
+start_host b
+nginx_start "unix:$T/a.sock; server unix:$T/b.sock"
+
+# ---- both hosts' job workers drain one queue, each job once -------------------------------------
+for i in $(seq 1 40); do
+    for s in acme globex initech; do
+        r=$(post "/enqueue?name=record&payload=$s-$i" "$s.localhost")
+        case "$r" in ok\ *) ;; *) fail "enqueue for $s: '$r'" ;; esac
+    done
+done
+wait_until 60 bash -c "[ \"\$(psql -X -At -c \"SELECT count(*) FROM tenancy.jobs WHERE name = 'record' AND state = 'done'\")\" = 120 ]" ||
+    fail "the 120 jobs were not all done ($(psql_q -c "SELECT state, count(*) FROM tenancy.jobs GROUP BY state" | tr '\n' ' '))"
+for s in acme globex initech; do
+    got=$(http /log "$s.localhost" | awk -F'|' '$2 == "record"' | cut -d'|' -f3,4 | sort -t- -k2 -n | tr '\n' ' ')
+    want=$(for i in $(seq 1 40); do printf '%s-%d|%s ' "$s" "$i" "$s"; done)
+    assert_eq "$got" "$want" "$s: its 40 jobs each ran once, in its own schema"
+done
+pids=$(for s in acme globex initech; do http /pids "$s.localhost"; done | sort -u)
+ran_a=0 ran_b=0
+for p in $pids; do
+    [ "$p" = 0 ] && continue
+    [ "$(ps -o ppid= -p "$p" 2>/dev/null | tr -d ' ')" = "$PID_a" ] && ran_a=1
+    [ "$(ps -o ppid= -p "$p" 2>/dev/null | tr -d ' ')" = "$PID_b" ] && ran_b=1
+done
+assert_eq "$ran_a$ran_b" 11 "job workers of both hosts ran jobs from the one queue"
+
+# ---- a host killed with a job in hand gets it back as it starts --------------------------------------
+# Only host a takes jobs now (b reloaded with pm.jobs = 0), so the job is a's.
+sed -i 's/^pm.jobs = 2$/pm.jobs = 0/' "$T/b.conf"
+kill -HUP "$PID_b"
+wait_until 20 grep -q 'reloaded: generation 2' "$T/b.log" || fatal "host b did not reload"
+sleep 2   # its old job workers, idle, leave at once
+r=$(post "/enqueue?name=sleep&payload=4000" globex.localhost)
+sid=$(awk '{print $2}' <<< "$r")
+lease=""
+for _ in $(seq 1 100); do
+    lease=$(psql_q -c "SELECT lease FROM tenancy.jobs WHERE id = $sid AND state = 'running'")
+    [ -n "$lease" ] && break
+    sleep 0.1
+done
+[ -n "$lease" ] || fatal "the sleep job never ran"
+log "host a runs the sleep job (lease $lease); killing host a, master and workers"
+kill -KILL $(pgrep -P "$PID_a") "$PID_a" 2>/dev/null
+wait "$PID_a" 2>/dev/null
+sleep 0.5
+assert_eq "$(job_state "$sid")" "running|1" "the killed host's job is left running, its lease unexpired"
+t0=$(date +%s%3N)
+start_host a
+wait_until 20 bash -c "[ \"\$(psql -X -At -c \"SELECT state FROM tenancy.jobs WHERE id = $sid\")\" = done ]" ||
+    fail "the killed host's job did not run again ($(job_state "$sid"))"
+took=$(( $(date +%s%3N) - t0 ))
+assert_eq "$(job_state "$sid")" "done|2" "the job in hand when its host was killed ran again, once"
+log "it was done $took ms after its host started again (its lease would have lasted 90 s)"
+[ "$took" -lt 30000 ] && log "ok: recovered at the host's start, not at the lease's end" ||
+    fail "the job waited $took ms: the restarted host did not recover its own lease"
+assert_contains "$(cat "$T/a.log")" "the host restarted while it ran" \
+    "the restarted host says why the job runs again"
