@@ -19,7 +19,9 @@
 #   reload        SIGHUP while a job runs: it finishes once, in the old generation
 #   schedules     a schedule behind by hours runs once to catch up, and its next time is
 #                 in the future; a bad cron spec is refused naming the field
-#   hooks         created, suspended, resumed reach the app as tenancy.* jobs
+#   hooks         created, suspended, resumed, deleted (run while deleted), restored and
+#                 migrated reach the app as tenancy.* jobs, in the tenant's storage
+#   recycling     pm.max_jobs replaces the job workers; nothing is lost
 #   suspended     a suspended tenant's jobs wait (not counted as attempts) until it resumes
 #   fairness      one tenant's 2,000 queued jobs do not hold back 20 tenants' single jobs
 . "$(dirname "$0")/lib.sh"
@@ -28,12 +30,13 @@ JOBAPP=$(cd "$top_builddir" && pwd)/tests/helpers/.libs/jobapp.so
 FIX=$top_srcdir/tests/fixtures/jobapp
 [ -f "$JOBAPP" ] || fatal "no $JOBAPP (make check builds it)"
 
-mkdir -p "$T/state"
+mkdir -p "$T/state" "$T/migrations"
+cp "$FIX"/migrations/*.sql "$T/migrations/"   # a second one is added for the migrated hook
 export JOBAPP_CENTRAL_FILE=$T/central.out
-tn_conf "app = $JOBAPP" "pm.max_children = 2" "pm.jobs = 2" \
+tn_conf "app = $JOBAPP" "pm.max_children = 2" "pm.jobs = 2" "pm.max_jobs = 20" \
     "state_dir = $T/state" "tenant.resolvers = subdomain" "tenant.base_domains = localhost" \
     "tenant.central_domains = localhost" \
-    "storage.migrations = $FIX/migrations" "storage.seed = $FIX/seed.sql" \
+    "storage.migrations = $T/migrations" "storage.seed = $FIX/seed.sql" \
     "jobs.timeout = 20s" "jobs.per_tenant = 2" "jobs.poll = 200ms"
 tn_cli init > "$T/init.out" 2>&1 || fatal "tenancy init failed: $(cat "$T/init.out")"
 for s in acme globex initech; do
@@ -73,6 +76,7 @@ for s in acme globex initech; do
         "$s: its created hook ran once, in its own storage"
 done
 assert_eq "$(job_pids | grep -c .)" 2 "pm.jobs = 2: two job workers ready"
+first_pids=$(job_pids | sort | tr '\n' ' ')
 http_workers=$(pgrep -P "$TN_PID" | grep -vxF -f <(job_pids) | grep -c .)
 assert_eq "$http_workers" 2 "the two HTTP workers are others (jobs never take one)"
 
@@ -90,6 +94,10 @@ for s in acme globex initech; do
     want=$(for i in $(seq 1 20); do printf '%s-%d|%s ' "$s" "$i" "$s"; done)
     assert_eq "$got" "$want" "$s: its 20 jobs each ran once and read its own marker"
 done
+
+now_pids=$(job_pids | sort | tr '\n' ' ')
+[ "$now_pids" != "$first_pids" ] && log "ok: pm.max_jobs = 20: the job workers were replaced ($first_pids-> $now_pids), no job lost" ||
+    fail "after 63 jobs the job workers are the same ($now_pids): pm.max_jobs did not replace them"
 
 # ---- retries, and a failed attempt's transaction ------------------------------------------------
 r=$(post "/enqueue?name=flaky&payload=2&attempts=5" acme.localhost)
@@ -226,6 +234,21 @@ wait_until 10 bash -c "curl -s -H 'Host: initech.localhost' http://127.0.0.1:$NG
 assert_eq "$(joblog initech | cut -d'|' -f2,4 | grep '^tenancy\.' | tr '\n' ' ')" \
     "tenancy.created|initech tenancy.suspended|initech tenancy.resumed|initech " \
     "initech's app was told: created, suspended, resumed, in that order, in its storage"
+
+# ---- hooks of delete, restore and migrate ---------------------------------------------------------
+tn_cli tenant delete acme > /dev/null || fail "delete acme failed"
+wait_until 10 bash -c "[ \"\$(sqlite3 '$REG' \"SELECT state FROM jobs WHERE name = 'tenancy.deleted'\")\" = done ]" ||
+    fail "the deleted hook did not run for a tenant being deleted"
+tn_cli tenant restore acme > /dev/null || fail "restore acme failed"
+printf 'ALTER TABLE marker ADD COLUMN note TEXT;\n' > "$T/migrations/0002_note.sql"
+tn_cli migrate --all > "$T/migrate.out" 2>&1 || fail "migrate --all failed: $(cat "$T/migrate.out")"
+wait_until 10 bash -c "curl -s -H 'Host: acme.localhost' http://127.0.0.1:$NGINX_PORT/log | grep -q tenancy.migrated" ||
+    fail "the migrated hook did not run"
+assert_eq "$(joblog acme | cut -d'|' -f2,4 | grep -E '^tenancy\.(deleted|restored|migrated)' | tr '\n' ' ')" \
+    "tenancy.deleted|acme tenancy.restored|acme tenancy.migrated|acme " \
+    "acme's app was told: deleted (while deleted, in its kept storage), restored, migrated"
+assert_eq "$(rows tenancy.migrated globex | cut -d'|' -f3)" '{"from":"0001","to":"0002"}' \
+    "the migrated hook's payload names the version"
 
 # ---- a suspended tenant's jobs wait; its hooks do not -------------------------------------------
 tn_cli tenant suspend globex > /dev/null || fail "suspend globex failed"

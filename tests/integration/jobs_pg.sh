@@ -1,7 +1,8 @@
 #!/bin/bash
 # jobs_pg.sh — jobs on a PostgreSQL registry shared by two hosts: the job workers of both
 # claim from one queue (FOR UPDATE SKIP LOCKED), each job runs once, in its tenant's own
-# schema and as its tenant's own role (placement login = tenant), and a host killed with a
+# schema and as its tenant's own role (placement login = tenant); a tenant moved to SQLite
+# is told so (tenancy.moved) in its new storage; and a host killed with a
 # job in hand gets it back the moment it starts again (its leases are recognised as its
 # own), not when the lease expires.
 #
@@ -87,6 +88,15 @@ for p in $pids; do
     [ "$(ps -o ppid= -p "$p" 2>/dev/null | tr -d ' ')" = "$PID_b" ] && ran_b=1
 done
 assert_eq "$ran_a$ran_b" 11 "job workers of both hosts ran jobs from the one queue"
+
+# ---- the moved hook: told in the tenant's new storage --------------------------------------------
+tn_cli move initech --to sqlite --drain 0 > "$T/move.out" 2>&1 || fail "move initech failed: $(cat "$T/move.out")"
+wait_until 20 bash -c "curl -s -H 'Host: initech.localhost' http://127.0.0.1:$NGINX_PORT/log | grep -q tenancy.moved" ||
+    fail "the moved hook did not run"
+assert_eq "$(http /log initech.localhost | awk -F'|' '$2 == "tenancy.moved"' | cut -d'|' -f3,4)" \
+    '{"from":"pgs","to":"sqlite"}|initech' "initech's app was told of its move, in its new storage"
+assert_eq "$(http /log initech.localhost | awk -F'|' '$2 == "record"' | grep -c .)" 40 \
+    "its 40 rows came along"
 
 # ---- a host killed with a job in hand gets it back as it starts --------------------------------------
 # Only host a takes jobs now (b reloaded with pm.jobs = 0), so the job is a's.
