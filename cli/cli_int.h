@@ -160,6 +160,7 @@ int cli_job_retry(cli *c, const cli_args *a);
 int cli_job_cancel(cli *c, const cli_args *a);
 int cli_job_counts(cli *c, const cli_args *a);
 int cli_job_schedules(cli *c, const cli_args *a);
+int cli_job_schedule(cli *c, const cli_args *a);
 int cli_job_unschedule(cli *c, const cli_args *a);
 int cli_job_enqueue(cli *c, const cli_args *a);
 int cli_migrate(cli *c, const cli_args *a);   /* migrate, migrate status */

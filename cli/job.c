@@ -455,6 +455,34 @@ int cli_job_unschedule(cli *c, const cli_args *a)
     return 0;
 }
 
+int cli_job_schedule(cli *c, const cli_args *a)
+{
+    const char *slug;
+    bool central;
+    int rc = tenant_opts(c, a, &slug, &central, true);
+    if (rc != 0)
+        return rc;
+    const char *app = cli_opt(a, "--app"), *name = a->pos[0], *cron = a->pos[1];
+    if (app != NULL && (strncmp(app, "host.", 5) == 0 || strcmp(app, JOB_APP_ALL) == 0))
+        return cli_usage(c, "--app names a mount ('%s' is the host's)", app);
+    char err[1024];
+    ops_env e;
+    cli_ops_env(c, &e);
+    int64_t id = 0;
+    rc = ops_job_schedule(&e, slug, app, name, cron, cli_opt(a, "--payload"), &id, err,
+                          sizeof(err));
+    if (rc != TN_OK)
+        return cli_fail(c, rc, "%s", err);
+    if (c->json) {
+        buf_puts(&c->out, "{\"ok\":true,\"id\":");
+        buf_i64(&c->out, id);
+        buf_putc(&c->out, '}');
+    } else
+        printf("schedule %lld: job '%s' of %s%s%s at '%s' (UTC)\n", (long long)id, name,
+               slug ? "tenant '" : "the host", slug ? slug : "", slug ? "'" : "", cron);
+    return 0;
+}
+
 /* ---- enqueue ------------------------------------------------------------------------------ */
 
 int cli_job_enqueue(cli *c, const cli_args *a)

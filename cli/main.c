@@ -97,6 +97,11 @@ static const cli_optdef job_unschedule_opts[] = {{"--tenant", CLI_VALUE, "SLUG"}
                                                  {"--central", CLI_FLAG, NULL},
                                                  {"--app", CLI_VALUE, "NAME"},
                                                  {NULL, 0, NULL}};
+static const cli_optdef job_schedule_opts[] = {{"--tenant", CLI_VALUE, "SLUG"},
+                                               {"--central", CLI_FLAG, NULL},
+                                               {"--app", CLI_VALUE, "NAME"},
+                                               {"--payload", CLI_VALUE, "TEXT"},
+                                               {NULL, 0, NULL}};
 static const cli_optdef job_enqueue_opts[] = {{"--tenant", CLI_VALUE, "SLUG"},
                                               {"--central", CLI_FLAG, NULL},
                                               {"--app", CLI_VALUE, "NAME"},
@@ -180,6 +185,8 @@ static const cli_cmd commands[] = {
      cli_job_counts, 0},
     {"job schedules", "", 0, 0, job_tenant_opts,
      "recurring jobs: cron spec, next and last run", cli_job_schedules, 0},
+    {"job schedule", "NAME CRON", 2, 2, job_schedule_opts,
+     "set a tenant's (or the host's) recurring job NAME at CRON (UTC)", cli_job_schedule, 0},
     {"job unschedule", "NAME", 1, 1, job_unschedule_opts,
      "remove a tenant's (or the host's) schedule of job NAME", cli_job_unschedule, 0},
     {"job enqueue", "NAME", 1, 1, job_enqueue_opts,

@@ -264,6 +264,12 @@ int ops_job_counts(ops_env *e, const char *slug, int64_t counts[JOB_NSTATES], ch
  * by its app (NULL: the root app) and job name. */
 int ops_job_schedules(ops_env *e, const char *slug, jobs_schedule_fn fn, void *ctx, char *err,
                       size_t errlen);
+/* Add or replace the schedule of job `name` (not "tenancy.*") for the tenant `slug` (NULL: a
+ * central one) and the app mounted as `app` (NULL or "": the root one): cron in UTC, as
+ * tn_job_schedule. TN_OK with *id; TN_INVALID (the spec, naming the field), TN_NOTFOUND. */
+int ops_job_schedule(ops_env *e, const char *slug, const char *app, const char *name,
+                     const char *cron, const char *payload, int64_t *id, char *err,
+                     size_t errlen);
 int ops_job_unschedule(ops_env *e, const char *slug, const char *app, const char *name,
                        char *err, size_t errlen);
 

@@ -180,6 +180,25 @@ int ops_job_schedules(ops_env *e, const char *slug, jobs_schedule_fn fn, void *c
     return TN_OK;
 }
 
+int ops_job_schedule(ops_env *e, const char *slug, const char *app, const char *name,
+                     const char *cron, const char *payload, int64_t *id, char *err,
+                     size_t errlen)
+{
+    if (name == NULL || strncmp(name, "tenancy.", 8) == 0)
+        return tn_errf(err, errlen, TN_INVALID, "job names starting 'tenancy.' are the host's "
+                                                "lifecycle hooks");
+    int64_t tid;
+    int rc = tenant_id(e, slug, 0, &tid, err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    char why[512] = "";
+    rc = jobs_schedule_set(e->reg, tid, app ? app : "", name, cron, payload,
+                           clock_wall_us() / 1000, id, why, sizeof(why));
+    if (rc != TN_OK)
+        return tn_errf(err, errlen, rc, "%s", why[0] ? why : tn_rc_str(rc));
+    return TN_OK;
+}
+
 int ops_job_unschedule(ops_env *e, const char *slug, const char *app, const char *name,
                        char *err, size_t errlen)
 {

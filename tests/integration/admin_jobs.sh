@@ -43,7 +43,7 @@ state_of() { tn_cli --json job show "$1" | "$JSON_CHECK" .state; }
 wait_state() {   # wait_state ID STATE SECONDS
     wait_until "$3" bash -c "[ \"\$('$TENANCY_CLI' -c '$T/tenancyd.conf' --json job show $1 | '$JSON_CHECK' .state)\" = $2 ]"
 }
-joblog() { sqlite3 "$T/state/tenants/$1.db" "SELECT payload FROM job_log ORDER BY id" | tr '\n' ' '; }
+joblog() { sqlite3 "$T/state/tenants/$1.db" "SELECT payload FROM job_log ORDER BY job_id, attempt" | tr '\n' ' '; }
 
 A=$(jid --tenant acme record --payload '<script>alert(1)</script>')
 G=$(jid --tenant globex record --payload g1)

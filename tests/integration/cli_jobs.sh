@@ -51,7 +51,7 @@ state_of() { tn_cli --json job show "$1" | "$JSON_CHECK" .state; }
 wait_state() {   # wait_state ID STATE SECONDS
     wait_until "$3" bash -c "[ \"\$('$TENANCY_CLI' -c '$T/tenancyd.conf' --json job show $1 | '$JSON_CHECK' .state)\" = $2 ]"
 }
-joblog() { sqlite3 "$T/state/tenants/$1.db" "SELECT payload || '|' || marker || '|' || attempt FROM job_log WHERE name = '$2' ORDER BY id"; }
+joblog() { sqlite3 "$T/state/tenants/$1.db" "SELECT payload || '|' || marker || '|' || attempt FROM job_log WHERE name = '$2' ORDER BY job_id, attempt"; }
 
 # ---- enqueue, before any job worker runs --------------------------------------------------------
 refused 2 "a hook's name" job enqueue --tenant acme tenancy.created
@@ -198,3 +198,13 @@ run job unschedule --tenant acme nightly
 assert_eq "$RC" 0 "unschedule"
 assert_eq "$(tn_cli --json job schedules | "$JSON_CHECK" .count)" 0 "the schedule is gone"
 refused 1 "unschedule it again" job unschedule --tenant acme nightly
+refused 1 "a bad cron spec" job schedule --tenant acme weekly '0 25 * * *'
+assert_contains "$ERR" "hour" "... its error names the field"
+refused 1 "a hook's name" job schedule --tenant acme tenancy.created @daily
+jrun job schedule --tenant globex --payload w1 weekly '30 6 * * mon'
+assert_eq "$RC" 0 "an operator sets a schedule"
+jrun job schedules --tenant globex
+assert_eq "$(jget '.schedules[0].name') $(jget '.schedules[0].cron') $(jget '.schedules[0].payload')" \
+    "weekly 30 6 * * mon w1" "it is listed with its spec and payload"
+run job unschedule --tenant globex weekly
+assert_eq "$RC" 0 "and removed"
