@@ -472,6 +472,9 @@ static void remote_check(hub *h, int64_t now)
     h->er_delay_ms = 0;
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TAG_REMOTE};
     epoll_ctl(h->ep, EPOLL_CTL_ADD, events_remote_fd(h->er), &ev);
+    /* from here on, other hosts' events reach this host's streams (an operator checking a
+     * fleet, and tests, wait for this line) */
+    log_info("the hub listens for other hosts' events");
 }
 
 static void remote_poll(hub *h)
