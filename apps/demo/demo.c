@@ -8,7 +8,14 @@
  *                first greeting the tenant's seed wrote in its own file or schema)
  *               on a central domain: {"tenant": null, "platform": true, ...}
  *   GET /hello  plain text greeting
+ *   POST /greet?message=TEXT   queues a job (tn_job_enqueue) that adds TEXT to the tenant's
+ *               greetings later, outside the request, in the tenant's context: 202
+ *               {"queued": job id}; GET /greetings then lists them (the job workers,
+ *               pm.jobs, run it; the host's status shows it under "jobs")
+ *   GET /greetings  the tenant's greetings, one a line, from its own storage
  * Anything else is a 404 page. The tenant's theme is at /_theme.css (served by the host).
+ * The job handler also hears of the tenant's lifecycle (tenancy.created ...) and writes
+ * nothing for it: TN_DECLINED.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +49,32 @@ static int demo_handle(tn_request *r)
     if (strcmp(path, "/hello") == 0) {
         tn_add_header(r, "Content-Type", "text/plain; charset=utf-8");
         return tn_printf(r, "hello from %s\n", t ? tn_tenant_name(t) : tn_host(r));
+    }
+    if (strcmp(path, "/greet") == 0 && t != NULL) {
+        if (strcmp(tn_method(r), "POST") != 0)
+            return tn_send_error(r, 405, "POST to queue a greeting");
+        const char *msg = tn_query_arg(r, "message");
+        if (msg == NULL || msg[0] == '\0' || strlen(msg) > 200)
+            return tn_send_error(r, 400, "message=TEXT (1 to 200 bytes) is required");
+        int64_t id = 0;
+        int rc = tn_job_enqueue(r, "greet", msg, NULL, &id);
+        if (rc != TN_OK)
+            return tn_send_error(r, rc == TN_INVALID ? 400 : 503, tn_request_error(r));
+        tn_set_status(r, 202);
+        tn_add_header(r, "Content-Type", "application/json");
+        return tn_printf(r, "{\"queued\":%lld}\n", (long long)id);
+    }
+    if (strcmp(path, "/greetings") == 0 && t != NULL) {
+        tn_db *db = tn_db_of(r);
+        tn_rows *rows = NULL;
+        if (db == NULL ||
+            tn_db_query(db, &rows, "SELECT message FROM greetings ORDER BY id", 0, NULL) != TN_OK)
+            return tn_send_error(r, 503, "the tenant's storage cannot be read");
+        tn_add_header(r, "Content-Type", "text/plain; charset=utf-8");
+        while (tn_rows_next(rows) == TN_OK)
+            tn_printf(r, "%s\n", tn_rows_get(rows, 0) ? tn_rows_get(rows, 0) : "");
+        tn_rows_free(rows);
+        return TN_OK;
     }
     if (strcmp(path, "/") != 0)
         return tn_send_error(r, 404, "no such page in the demo app");
@@ -94,9 +127,28 @@ static int demo_handle(tn_request *r)
     return tn_printf(r, ",\"visits\":%ld}\n", visits);
 }
 
+/* The job a POST /greet queued: it runs in a job worker, with the same tenant context as the
+ * request that queued it (its storage, its settings), and may be run again if its worker
+ * dies (at least once): a greeting added twice is harmless here. */
+static int demo_job(tn_request *r, const tn_job *j)
+{
+    if (strcmp(j->name, "greet") != 0)
+        return TN_DECLINED;   /* the lifecycle hooks (tenancy.*): nothing to do */
+    tn_db *db = tn_db_of(r);
+    if (db == NULL)
+        return tn_job_fail(r, "the tenant's storage cannot be reached");
+    const char *p[] = {j->payload};
+    /* the next id, written out: SQLite and PostgreSQL make one differently */
+    if (tn_db_exec(db, "INSERT INTO greetings (id, message) "
+                       "SELECT COALESCE(MAX(id), 0) + 1, $1 FROM greetings", 1, p) != TN_OK)
+        return tn_job_fail(r, "adding the greeting: %s", tn_db_error(db));
+    return TN_OK;
+}
+
 TN_APP_DEFINE = {
     .abi = TN_ABI_VERSION,
     .name = "demo",
-    .version = "3",
+    .version = "4",
     .handle = demo_handle,
+    .job = demo_job,
 };

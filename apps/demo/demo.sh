@@ -179,6 +179,9 @@ cat <<MSG
     curl http://initech.localhost:$port/
     curl http://acme.localhost:$port/_theme.css
     curl http://nobody.localhost:$port/          (an unknown tenant: 404)
+  Work outside the request: a job queued by one, run by a job worker in acme's context:
+    curl -X POST 'http://acme.localhost:$port/greet?message=hello%20later'
+    curl http://acme.localhost:$port/greetings
   The platform itself, and the host's status:
     curl http://localhost:$port/
     curl http://localhost:$port/_tenancy/status

@@ -54,6 +54,13 @@ run_demo() {
             "$storage: $slug's data from its own storage"
     done
     local code
+    # a job: queued by a request, run by a job worker in acme's context, seen in its storage
+    assert_contains "$(curl -s -X POST "http://acme.localhost:$port/greet?message=hello%20later")" \
+        '"queued":' "$storage: acme queues a greeting as a job"
+    wait_until 10 bash -c "curl -s http://acme.localhost:$port/greetings | grep -qx 'hello later'" ||
+        fail "$storage: the job did not add acme's greeting"
+    assert_eq "$(curl -s "http://globex.localhost:$port/greetings" | grep -c 'hello later')" 0 \
+        "$storage: globex's greetings are its own"
     code=$(curl -s -o /dev/null -w '%{http_code}' "http://nobody.localhost:$port/")
     assert_eq "$code" 404 "$storage: an unknown tenant gets 404"
     assert_contains "$(curl -s "http://acme.localhost:$port/_theme.css")" "--primary: #d9480f" "$storage: acme's theme"
