@@ -113,6 +113,13 @@ int cli_opt_int(cli *c, const cli_args *a, const char *name, long long lo, long 
 void cli_put_text(FILE *f, const char *s);
 /* The same, cut to at most `width` bytes (whole UTF-8 characters), then padded to it. */
 void cli_put_cell(FILE *f, const char *s, int width);
+/* A table row: each cell padded to its width and a space, then `last` (unpadded) and a
+ * newline; every text through cli_put_cell's and cli_put_text's escaping. */
+typedef struct cli_cell {
+    const char *text;
+    int width;
+} cli_cell;
+void cli_put_row(FILE *f, const cli_cell *cells, int n, const char *last);
 
 /* The JSON object of a tenant (every field, its domains, its settings) onto b. */
 void cli_json_tenant(buf *b, const tenant_rec *t, const registry_domain *d, int nd);

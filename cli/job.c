@@ -149,24 +149,19 @@ static int list_cb(void *ctx, const job_rec *j)
     int64_t when = j->finished_at ? j->finished_at : j->started_at ? j->started_at : j->run_at;
     ms_time(when, ts, sizeof(ts));
     snprintf(tries, sizeof(tries), "%d/%d", j->attempts, j->max_attempts);
-    printf("%-8" PRId64 " ", j->id);
-    cli_put_cell(stdout, job_state_name(j->state), 9);
-    fputc(' ', stdout);
-    cli_put_cell(stdout, j->tenant_id ? j->slug : "(central)", 20);
-    fputc(' ', stdout);
-    cli_put_cell(stdout, j->app[0] ? j->app : "-", 12);
-    fputc(' ', stdout);
-    cli_put_cell(stdout, j->name, 24);
-    fputc(' ', stdout);
-    cli_put_cell(stdout, tries, 8);
-    fputc(' ', stdout);
-    cli_put_cell(stdout, ts, 20);
-    fputc(' ', stdout);
+    char id[24];
+    snprintf(id, sizeof(id), "%" PRId64, j->id);
     const char *note = j->state == JOB_RUNNING && j->progress[0] ? j->progress : j->last_error;
     char cut[81];
     snprintf(cut, sizeof(cut), "%s", note);
-    cli_put_text(stdout, cut);
-    fputc('\n', stdout);
+    const cli_cell row[] = {{id, 8},
+                            {job_state_name(j->state), 9},
+                            {j->tenant_id ? j->slug : "(central)", 20},
+                            {j->app[0] ? j->app : "-", 12},
+                            {j->name, 24},
+                            {tries, 8},
+                            {ts, 20}};
+    cli_put_row(stdout, row, (int)TN_ARRAY_LEN(row), cut);
     return TN_OK;
 }
 
@@ -390,23 +385,18 @@ static int sched_cb(void *ctx, const job_schedule *s)
     char next[32], last[32];
     ms_time(s->next_run_at, next, sizeof(next));
     ms_time(s->last_run_at, last, sizeof(last));
-    printf("%-6" PRId64 " ", s->id);
-    cli_put_cell(stdout, s->tenant_id ? s->slug : "(central)", 20);
-    fputc(' ', stdout);
-    cli_put_cell(stdout, s->app[0] ? s->app : "-", 12);
-    fputc(' ', stdout);
-    cli_put_cell(stdout, s->name, 24);
-    fputc(' ', stdout);
-    cli_put_cell(stdout, s->cron, 18);
-    fputc(' ', stdout);
-    cli_put_cell(stdout, next, 20);
-    fputc(' ', stdout);
-    cli_put_cell(stdout, last, 20);
-    fputc(' ', stdout);
+    char id[24];
+    snprintf(id, sizeof(id), "%" PRId64, s->id);
     char cut[61];
     snprintf(cut, sizeof(cut), "%s", s->payload);
-    cli_put_text(stdout, cut);
-    fputc('\n', stdout);
+    const cli_cell row[] = {{id, 6},
+                            {s->tenant_id ? s->slug : "(central)", 20},
+                            {s->app[0] ? s->app : "-", 12},
+                            {s->name, 24},
+                            {s->cron, 18},
+                            {next, 20},
+                            {last, 20}};
+    cli_put_row(stdout, row, (int)TN_ARRAY_LEN(row), cut);
     return TN_OK;
 }
 

@@ -96,12 +96,12 @@ typedef struct list_out {
     int n;
 } list_out;
 
-static void put_time_cell(int64_t t, int width)
+static const char *time_text(int64_t t, char ts[32])
 {
-    char ts[32] = "-";
+    snprintf(ts, 32, "-");
     if (t != 0)
-        ops_utc_time(t, ts, sizeof(ts));
-    cli_put_cell(stdout, ts, width);
+        ops_utc_time(t, ts, 32);
+    return ts;
 }
 
 static int list_cb(void *ctx, const registry_key *k)
@@ -115,23 +115,17 @@ static int list_cb(void *ctx, const registry_key *k)
         if (l->n == 0)
             printf("%-6s %-20s %-12s %-9s %-20s %-20s %-20s %-20s %s\n", "ID", "TENANT",
                    "PREFIX", "FLAGS", "CREATED", "EXPIRES", "LAST USED", "REVOKED", "LABEL");
-        printf("%-6lld ", (long long)k->id);
-        cli_put_cell(stdout, k->slug, 20);
-        fputc(' ', stdout);
-        cli_put_cell(stdout, k->prefix, 12);
-        fputc(' ', stdout);
-        cli_put_cell(stdout, k->read_only ? "read-only" : "-", 9);
-        fputc(' ', stdout);
-        put_time_cell(k->created_at, 20);
-        fputc(' ', stdout);
-        put_time_cell(k->expires_at, 20);
-        fputc(' ', stdout);
-        put_time_cell(k->last_used_at, 20);
-        fputc(' ', stdout);
-        put_time_cell(k->revoked_at, 20);
-        fputc(' ', stdout);
-        cli_put_text(stdout, k->label);
-        fputc('\n', stdout);
+        char id[24], t1[32], t2[32], t3[32], t4[32];
+        snprintf(id, sizeof(id), "%lld", (long long)k->id);
+        const cli_cell row[] = {{id, 6},
+                                {k->slug, 20},
+                                {k->prefix, 12},
+                                {k->read_only ? "read-only" : "-", 9},
+                                {time_text(k->created_at, t1), 20},
+                                {time_text(k->expires_at, t2), 20},
+                                {time_text(k->last_used_at, t3), 20},
+                                {time_text(k->revoked_at, t4), 20}};
+        cli_put_row(stdout, row, (int)TN_ARRAY_LEN(row), k->label);
     }
     l->n++;
     return TN_OK;

@@ -445,6 +445,16 @@ void cli_put_cell(FILE *f, const char *s, int width)
         fputc(' ', f);
 }
 
+void cli_put_row(FILE *f, const cli_cell *cells, int n, const char *last)
+{
+    for (int i = 0; i < n; i++) {
+        cli_put_cell(f, cells[i].text, cells[i].width);
+        fputc(' ', f);
+    }
+    cli_put_text(f, last);
+    fputc('\n', f);
+}
+
 void cli_json_tenant(buf *b, const tenant_rec *t, const registry_domain *d, int nd)
 {
     char ts[32];

@@ -240,6 +240,25 @@ static int prepare(registry *r, char *err, size_t errlen)
 #define JOB_FROM " FROM jobs j LEFT JOIN tenants t ON t.id = j.tenant_id"
 #define JOB_NSTR 8   /* slug .. progress: columns 2..9 */
 
+/* Columns first..first+n-1 of the row as NUL-ended texts appended to text (NULL as ""), their
+ * offsets into off[]: a record's strings, pointed at once the buffer stops moving. */
+static void texts_read(tn_rows *rows, int first, int n, size_t *off, buf *text)
+{
+    for (int i = 0; i < n; i++) {
+        const char *v = tn_rows_get(rows, first + i);
+        off[i] = text->len;
+        buf_puts(text, v != NULL ? v : "");
+        buf_putc(text, '\0');
+    }
+}
+
+/* Point each of n string fields at its offset into text. */
+static void texts_fix(const char **const *f, int n, const size_t *off, const buf *text)
+{
+    for (int i = 0; i < n; i++)
+        *f[i] = text->p + off[i];
+}
+
 /* A job read, its strings as offsets into a buffer until job_fix points them there (the
  * buffer may move while it grows). */
 typedef struct job_row {
@@ -250,12 +269,7 @@ typedef struct job_row {
 static void job_read(tn_rows *rows, job_row *jr, buf *text)
 {
     memset(jr, 0, sizeof(*jr));
-    for (int i = 0; i < JOB_NSTR; i++) {
-        const char *v = tn_rows_get(rows, 2 + i);
-        jr->off[i] = text->len;
-        buf_puts(text, v != NULL ? v : "");
-        buf_putc(text, '\0');
-    }
+    texts_read(rows, 2, JOB_NSTR, jr->off, text);
     job_rec *j = &jr->j;
     j->id = col_i64(rows, 0);
     j->tenant_id = col_i64(rows, 1);
@@ -278,8 +292,7 @@ static void job_fix(job_row *jr, const buf *text)
     const char **f[JOB_NSTR] = {&jr->j.slug,       &jr->j.app,        &jr->j.name,
                                 &jr->j.payload,    &jr->j.unique_key, &jr->j.last_error,
                                 &jr->j.lease,      &jr->j.progress};
-    for (int i = 0; i < JOB_NSTR; i++)
-        *f[i] = text->p + jr->off[i];
+    texts_fix((const char **const *)f, JOB_NSTR, jr->off, text);
 }
 
 /* One job by id into *out, its strings in the registry's buffer. TN_OK, TN_NOTFOUND, or the
@@ -1308,12 +1321,7 @@ typedef struct sched_row {
 static void sched_read(tn_rows *rows, sched_row *sr, buf *text)
 {
     memset(sr, 0, sizeof(*sr));
-    for (int i = 0; i < SCHED_NSTR; i++) {
-        const char *v = tn_rows_get(rows, 2 + i);
-        sr->off[i] = text->len;
-        buf_puts(text, v != NULL ? v : "");
-        buf_putc(text, '\0');
-    }
+    texts_read(rows, 2, SCHED_NSTR, sr->off, text);
     sr->s.id = col_i64(rows, 0);
     sr->s.tenant_id = col_i64(rows, 1);
     sr->s.next_run_at = col_i64(rows, 7);
@@ -1324,8 +1332,7 @@ static void sched_fix(sched_row *sr, const buf *text)
 {
     const char **f[SCHED_NSTR] = {&sr->s.slug, &sr->s.app, &sr->s.name, &sr->s.cron,
                                   &sr->s.payload};
-    for (int i = 0; i < SCHED_NSTR; i++)
-        *f[i] = text->p + sr->off[i];
+    texts_fix((const char **const *)f, SCHED_NSTR, sr->off, text);
 }
 
 /* A page of schedules (the query's rows, at most `max`) into *page and text. TN_OK, TN_NOMEM
