@@ -52,7 +52,8 @@
 #define LEASE_GRACE_MS 30000      /* lease_until = start + timeout + this */
 #define SCHEDULES_PER_TURN 500
 #define BUSY_RETRY_MS 20           /* ready jobs none could take: look again after this */
-#define DEFER_MS 10000            /* a job of a tenant not served now looks again after this */
+#define DEFER_MS 10000
+#define HOOK_WAIT_MS 200          /* a hook behind its tenant's earlier one looks again */            /* a job of a tenant not served now looks again after this */
 
 static volatile sig_atomic_t stop_requested;
 
@@ -339,6 +340,17 @@ static void run_job(const job_rec *claimed)
         else if (a->mod.job == NULL)
             fail = "the app has no job handler";
         x.app = a;
+    }
+    /* A tenant's hooks in the order they were queued, one at a time: a later one waits */
+    if (hook && j->tenant_id > 0) {
+        registry *g = reg();
+        int64_t now = wall_ms();
+        if (g != NULL && jobs_hook_waits(g, j->tenant_id, j->id, err, sizeof(err)) == TN_OK) {
+            if (jobs_release(g, j->id, jw.lease, "waiting for the tenant's earlier hook",
+                             now + HOOK_WAIT_MS, now, err, sizeof(err)) != TN_OK)
+                log_warn("job %lld (%s): %s", (long long)j->id, j->name, err);
+            return;
+        }
     }
     sb_inc(&jw.jobs->claimed);
     slot_begin(j);

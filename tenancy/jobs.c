@@ -825,6 +825,22 @@ int jobs_release(registry *r, int64_t id, const char *lease, const char *why, in
     return in_tx(r, do_release, &a, err, errlen);
 }
 
+int jobs_hook_waits(registry *r, int64_t tenant_id, int64_t id, char *err, size_t errlen)
+{
+    int rc = prepare(r, err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    num t, i;
+    num_set(&t, tenant_id);
+    num_set(&i, id);
+    const char *p[] = {t.s, i.s};
+    int64_t before = 0;
+    return query_ints(r, &before, 1, err, errlen,
+                      "SELECT id FROM jobs WHERE tenant_id = CAST($1 AS BIGINT) AND app = '*' AND "
+                      "state IN ('queued', 'running') AND id < CAST($2 AS BIGINT) LIMIT 1",
+                      2, p);
+}
+
 int jobs_progress(registry *r, int64_t id, const char *lease, const char *progress, char *err,
                   size_t errlen)
 {

@@ -153,6 +153,12 @@ int jobs_fail(registry *r, int64_t id, const char *lease, const char *error, int
 int jobs_release(registry *r, int64_t id, const char *lease, const char *why, int64_t run_at_ms,
                  int64_t now_ms, char *err, size_t errlen);
 
+/* Lifecycle hooks of a tenant run one at a time, in the order they were queued (an app told
+ * "suspended" then "resumed" must not see them the other way round): TN_OK when a hook of
+ * tenant_id queued before job `id` is still queued or running (the caller releases `id` for
+ * a moment), TN_NOTFOUND when none is. One read of the index jobs_hooks. */
+int jobs_hook_waits(registry *r, int64_t tenant_id, int64_t id, char *err, size_t errlen);
+
 /* The running attempt's progress (free text, at most 200 bytes, e.g. "40/100 tenants"), shown
  * by the command and the panel. TN_OK; TN_NOTFOUND as jobs_finish. Cleared by the next claim.
  * Longer text is cut at 200 bytes (on a UTF-8 boundary), as an error is at JOB_ERROR_MAX. */

@@ -113,6 +113,8 @@ static const char keys_schema[] = KEYS_SCHEMA;
     "CREATE INDEX IF NOT EXISTS jobs_expiry ON @ns@jobs(state, lease_until);"               \
     "CREATE INDEX IF NOT EXISTS jobs_finished ON @ns@jobs(state, finished_at);"             \
     "CREATE INDEX IF NOT EXISTS jobs_lease ON @ns@jobs(lease);"                             \
+    "CREATE INDEX IF NOT EXISTS jobs_hooks ON @ns@jobs(tenant_id, id)"                       \
+    " WHERE app = '*' AND state IN ('queued', 'running');"                                  \
     "CREATE UNIQUE INDEX IF NOT EXISTS jobs_unique ON @ns@jobs((COALESCE(tenant_id, 0)),"    \
     " unique_key) WHERE unique_key IS NOT NULL AND state IN ('queued', 'running');"          \
     "CREATE TABLE IF NOT EXISTS @ns@job_queues ("                                            \

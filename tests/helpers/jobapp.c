@@ -23,7 +23,8 @@
  *             "child-of-<id>")
  *   central   no tenant: appends "central <tenant-or-none> <payload>" to the file named by
  *             the environment variable JOBAPP_CENTRAL_FILE
- *   tenancy.* (lifecycle hooks) recorded like record
+ *   tenancy.* (lifecycle hooks) recorded like record (tenancy.suspended after 0.5 s: the
+ *             hooks of a tenant must reach the app in order all the same)
  * Test-only; never installed. Migrations and seed: tests/fixtures/jobapp/.
  */
 #include <stdio.h>
@@ -138,6 +139,9 @@ static int job(tn_request *r, const tn_job *j)
         fclose(f);
         return TN_OK;
     }
+    /* a slow hook: a later one of the same tenant must still be told after it */
+    if (strcmp(n, "tenancy.suspended") == 0)
+        usleep(500 * 1000);
     int rc = record(r, j);
     if (rc != TN_OK)
         return rc;

@@ -227,13 +227,16 @@ assert_eq "$(sqlite3 "$REG" "SELECT count(*) FROM job_schedules")" 0 "... and go
 
 # ---- hooks of state changes --------------------------------------------------------------------------------------
 tn_cli tenant suspend initech > /dev/null || fail "suspend failed"
-XX
 tn_cli tenant resume initech > /dev/null || fail "resume failed"
 wait_until 10 bash -c "curl -s -H 'Host: initech.localhost' http://127.0.0.1:$NGINX_PORT/log | grep -q tenancy.resumed" ||
     fail "the resumed hook did not run"
 assert_eq "$(joblog initech | cut -d'|' -f2,4 | grep '^tenancy\.' | tr '\n' ' ')" \
     "tenancy.created|initech tenancy.suspended|initech tenancy.resumed|initech " \
     "initech's app was told: created, suspended, resumed, in that order, in its storage"
+# (its suspended hook takes 0.5 s and the resume came at once: two job workers were free,
+# so only the one-at-a-time rule keeps "resumed" after "suspended")
+assert_eq "$(sqlite3 "$REG" "SELECT (SELECT started_at FROM jobs WHERE name = 'tenancy.resumed') >= (SELECT finished_at FROM jobs WHERE name = 'tenancy.suspended')")" 1 \
+    "the resumed hook started only after the suspended one ended"
 
 # ---- hooks of delete, restore and migrate ---------------------------------------------------------
 tn_cli tenant delete acme > /dev/null || fail "delete acme failed"
