@@ -159,15 +159,20 @@ typedef struct dt_req {
     rest_mem mem;
     unsigned key_flags;
     int ntables;
-    dt_table *tables;       /* loaded on first use */
+    dt_table *tables;       /* loaded on first use; read only (catcache.c) */
     bool loaded;
+    bool pin;               /* a read: keep the version's row set open (catcache.c) */
+    tn_rows *pinned;        /* ... here, until dt_unpin */
 } dt_req;
 
 int dt_catalog_load(dt_req *d);
 /* catcache.c: the worker's copies of its tenants' catalogs. The version of the request's
- * tenant's catalog now; a copy of the cached catalog of that version into d (TN_NOTFOUND
- * when there is none); keep d's loaded catalog as that version's; free them all. */
+ * tenant's catalog now (with d->pin on SQLite, its row set stays open in d->pinned, and so
+ * does the read transaction it began, until dt_unpin); the cached catalog of that version
+ * into d (a read gets the cached block itself, a write a copy; TN_NOTFOUND when there is
+ * none); keep d's loaded catalog as that version's; free them all. */
 int dt_catcache_version(dt_req *d, char *out, size_t n);
+void dt_unpin(dt_req *d);
 int dt_catcache_get(dt_req *d, const char *version);
 void dt_catcache_put(dt_req *d, const char *version);
 void dt_catcache_fini(void);
