@@ -35,7 +35,7 @@
 
 /* The API key cache (keys.h). Every registry change flushes it (the generation), a revoke
  * included, so these only bound an answer's life where no generation file is there. */
-#define KEY_CACHE_ENTRIES 1024
+#define KEY_CACHE_ENTRIES 4096   /* sets of 4 (keys.c): a thousand tenants' keys fit */
 #define KEY_CACHE_TTL_MS 30000
 #define KEY_CACHE_NEGATIVE_TTL_MS 5000
 /* last_used_at is written at most this often per key (the registry's guard holds it across
