@@ -73,6 +73,7 @@
 
 #define STMT_CACHE 16
 #define WAL_KEEP_BYTES "8388608"   /* journal_size_limit: see sq_open */
+#define NUM_TEXT 24                /* an int64 in decimal, its sign and NUL */
 
 /* The 64-bit counters came with SQLite 3.37; configure accepts 3.31. */
 #if SQLITE_VERSION_NUMBER >= 3037000
@@ -119,7 +120,8 @@ typedef struct sqlite_rows {
     bool pending;          /* the first row was stepped by the query, not returned yet */
     bool row;              /* a current row is readable */
     bool done;
-} sqlite_rows;             /* followed by the copies of the values it binds (sq_query) */
+    char (*num)[NUM_TEXT]; /* per column: an integer's text (sq_rows_get) */
+} sqlite_rows;             /* followed by num, then the copies of the values it binds */
 
 static sqlite_db *SDB(tn_db *db)
 {
@@ -497,15 +499,17 @@ static int sq_query(tn_db *db, tn_rows **rows, const char *sql, int nparams,
     if (rc != TN_OK)
         return rc;
     /* The row set keeps a copy of the values, which the statement reads until it is reset */
+    int ncols = sqlite3_column_count(st);
     size_t keep = 0;
     for (int k = 0; k < nparams; k++)
         keep += params[k] != NULL ? strlen(params[k]) + 1 : 0;
-    sqlite_rows *r = calloc(1, sizeof(*r) + keep);
+    sqlite_rows *r = calloc(1, sizeof(*r) + (size_t)ncols * NUM_TEXT + keep);
     if (r == NULL) {
         release(st, entry);
         return db_set_error(db, TN_NOMEM, "out of memory");
     }
-    rc = bind_params(d, st, entry, nparams, params, (char *)(r + 1));
+    r->num = (char (*)[NUM_TEXT])(r + 1);
+    rc = bind_params(d, st, entry, nparams, params, (char *)(r + 1) + (size_t)ncols * NUM_TEXT);
     if (rc != TN_OK) {
         release(st, entry);
         free(r);
@@ -515,7 +519,7 @@ static int sq_query(tn_db *db, tn_rows **rows, const char *sql, int nparams,
     r->base.db = db;
     r->stmt = st;
     r->entry = entry;
-    r->ncols = sqlite3_column_count(st);
+    r->ncols = ncols;
     r->total_before = TOTAL_CHANGES(d->h);
     /* Run the statement now, as PostgreSQL does, so its errors are the query's. */
     rc = rows_step(r);
@@ -561,11 +565,40 @@ static const char *sq_rows_colname(const tn_rows *rows, int col)
     return r->stmt != NULL ? sqlite3_column_name(r->stmt, col) : NULL;
 }
 
+/* An integer is written here, as SQLite would write it: sqlite3_column_text would convert
+ * the value in place, allocating for the text, for every integer of every row read. */
+static const char *int_text(char *buf, sqlite3_int64 v)
+{
+    char tmp[NUM_TEXT];
+    size_t n = 0, len = 0;
+    sqlite3_uint64 u = v < 0 ? (sqlite3_uint64)0 - (sqlite3_uint64)v : (sqlite3_uint64)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u > 0);
+    if (v < 0)
+        buf[len++] = '-';
+    while (n > 0)
+        buf[len++] = tmp[--n];
+    buf[len] = '\0';
+    return buf;
+}
+
 static const char *sq_rows_get(const tn_rows *rows, int col)
 {
     const sqlite_rows *r = (const sqlite_rows *)rows;
-    if (r->stmt == NULL || !r->row || sqlite3_column_type(r->stmt, col) == SQLITE_NULL)
+    if (r->stmt == NULL || !r->row)
         return NULL;
+    switch (sqlite3_column_type(r->stmt, col)) {
+    case SQLITE_NULL:
+        return NULL;
+    case SQLITE_INTEGER:
+        if (col >= 0 && col < r->ncols)
+            return int_text(r->num[col], sqlite3_column_int64(r->stmt, col));
+        break;
+    default:
+        break;
+    }
     return (const char *)sqlite3_column_text(r->stmt, col);
 }
 
