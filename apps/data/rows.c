@@ -60,6 +60,8 @@ static const char *strip_all(dt_req *d, const char *qs, bool *all)
     dt_str b;
     dt_str_init(&b, &d->mem);
     *all = false;
+    if (strstr(qs, "all=") == NULL)   /* no such parameter: the string as it is */
+        return qs;
     char *copy = tn_strdup(d->r, qs);
     for (char *save = NULL, *p = strtok_r(copy, "&", &save); p != NULL;
          p = strtok_r(NULL, "&", &save)) {
