@@ -36,6 +36,7 @@
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,6 +173,14 @@ static int run(int argc, char **argv)
     if (tenants < 1 || procs < 1 || secs <= 0 || max_open < 1 ||
         (strcmp(sync, "full") != 0 && strcmp(sync, "normal") != 0))
         return 2;
+    /* three descriptors per open handle (the file, -wal, -shm), as tenancyd's workers raise
+     * their limit for (up to the hard limit) */
+    struct rlimit rl;
+    rlim_t want = (rlim_t)max_open * 3 + 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
     int fds[2];
     if (pipe(fds) != 0)
         return 1;

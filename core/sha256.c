@@ -1,13 +1,21 @@
 /*
  * sha256.c — SHA-256 (FIPS 180-4), incremental and one-shot (see sha256.h).
  *
- * Owns: the compression function and the padding. Must not: allocate, or keep anything
- * between calls beyond the caller's tn_sha256.
+ * Owns: the compression function and the padding. The compression is the portable C below,
+ * or, on x86-64 CPUs that have them, the SHA extensions (SHA-NI: four rounds per
+ * instruction pair), chosen once per process: the data API hashes the caller's token on
+ * every request. Must not: allocate, or keep anything between calls beyond the caller's
+ * tn_sha256 (the choice of compression is the process's).
  */
 #include "core/first.h"
 #include "core/sha256.h"
 
 #include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define SHA_NI 1
+#endif
 
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
@@ -23,7 +31,7 @@ static const uint32_t K[64] = {
 
 static uint32_t ror(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 
-static void compress(uint32_t h[8], const uint8_t *p)
+static void compress_c(uint32_t h[8], const uint8_t *p)
 {
     uint32_t w[64];
     for (int i = 0; i < 16; i++)
@@ -34,19 +42,88 @@ static void compress(uint32_t h[8], const uint8_t *p)
         uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ (w[i - 2] >> 10);
         w[i] = w[i - 16] + s0 + w[i - 7] + s1;
     }
-    uint32_t v[8];
-    memcpy(v, h, sizeof(v));
+    /* The working variables a..h in locals the compiler keeps in registers (the data API
+     * hashes a token on every request) */
+    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
     for (int i = 0; i < 64; i++) {
-        uint32_t t1 = v[7] + (ror(v[4], 6) ^ ror(v[4], 11) ^ ror(v[4], 25)) +
-                      ((v[4] & v[5]) ^ (~v[4] & v[6])) + K[i] + w[i];
-        uint32_t t2 = (ror(v[0], 2) ^ ror(v[0], 13) ^ ror(v[0], 22)) +
-                      ((v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]));
-        memmove(v + 1, v, 7 * sizeof(v[0]));
-        v[4] += t1;
-        v[0] = t1 + t2;
+        uint32_t t1 = k + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) + K[i] +
+                      w[i];
+        uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+        k = g;
+        g = f;
+        f = e;
+        e = d + t1;
+        d = c;
+        c = b;
+        b = a;
+        a = t1 + t2;
     }
-    for (int i = 0; i < 8; i++)
-        h[i] += v[i];
+    h[0] += a;
+    h[1] += b;
+    h[2] += c;
+    h[3] += d;
+    h[4] += e;
+    h[5] += f;
+    h[6] += g;
+    h[7] += k;
+}
+
+#ifdef SHA_NI
+/* One block with the SHA extensions. They keep the state as (A,B,E,F) and (C,D,G,H) and
+ * the schedule four words per register: W[i] from the four before it by msg1 (the sigma0
+ * part), the words at distance 7 (alignr) and msg2 (the sigma1 part). */
+__attribute__((target("sha,sse4.1,ssse3"))) static void compress_ni(uint32_t h[8],
+                                                                      const uint8_t *p)
+{
+    const __m128i swap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+    __m128i dcba = _mm_loadu_si128((const __m128i *)&h[0]);
+    __m128i hgfe = _mm_loadu_si128((const __m128i *)&h[4]);
+    __m128i cdab = _mm_shuffle_epi32(dcba, 0xB1);
+    __m128i efgh = _mm_shuffle_epi32(hgfe, 0x1B);
+    __m128i abef = _mm_alignr_epi8(cdab, efgh, 8);
+    __m128i cdgh = _mm_blend_epi16(efgh, cdab, 0xF0);
+    const __m128i abef0 = abef, cdgh0 = cdgh;
+    __m128i w[16];
+    for (int i = 0; i < 16; i++) {
+        if (i < 4)
+            w[i] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * i)), swap);
+        else
+            w[i] = _mm_sha256msg2_epu32(
+                _mm_add_epi32(_mm_sha256msg1_epu32(w[i - 4], w[i - 3]),
+                              _mm_alignr_epi8(w[i - 1], w[i - 2], 4)),
+                w[i - 1]);
+        __m128i m = _mm_add_epi32(w[i], _mm_loadu_si128((const __m128i *)&K[4 * i]));
+        cdgh = _mm_sha256rnds2_epu32(cdgh, abef, m);
+        abef = _mm_sha256rnds2_epu32(abef, cdgh, _mm_shuffle_epi32(m, 0x0E));
+    }
+    abef = _mm_add_epi32(abef, abef0);
+    cdgh = _mm_add_epi32(cdgh, cdgh0);
+    __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
+    __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+    _mm_storeu_si128((__m128i *)&h[0], _mm_blend_epi16(feba, dchg, 0xF0));
+    _mm_storeu_si128((__m128i *)&h[4], _mm_alignr_epi8(dchg, feba, 8));
+}
+#endif
+
+static void (*compress_fn)(uint32_t h[8], const uint8_t *p);
+
+bool sha256_accelerated(bool allow)
+{
+    compress_fn = compress_c;
+#ifdef SHA_NI
+    __builtin_cpu_init();
+    if (allow && __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") &&
+        __builtin_cpu_supports("ssse3"))
+        compress_fn = compress_ni;
+#endif
+    return compress_fn != compress_c;
+}
+
+static void compress(uint32_t h[8], const uint8_t *p)
+{
+    if (compress_fn == NULL)
+        sha256_accelerated(true);
+    compress_fn(h, p);
 }
 
 void tn_sha256_init(tn_sha256 *s)

@@ -12,6 +12,7 @@
 #ifndef TN_CORE_SHA256_H
 #define TN_CORE_SHA256_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +33,10 @@ void tn_sha256_final_hex(tn_sha256 *s, char out[65]);
 /* One-shot forms. */
 void sha256(const void *data, size_t n, uint8_t out[32]);
 void sha256_hex(const void *data, size_t n, char out[65]);
+
+/* Whether the CPU's SHA instructions compute the digests (x86-64 with SHA-NI), chosen at the
+ * first digest; allow false turns them off for the process (the tests compare both). */
+bool sha256_accelerated(bool allow);
 
 /* HMAC-SHA-256 of msg under key (any length). */
 void hmac_sha256(const void *key, size_t keylen, const void *msg, size_t n, uint8_t out[32]);

@@ -57,7 +57,7 @@ const conf_opt tn_config_table[] = {
     {"pm.max_spawn_rate", CONF_INT, OFF(max_spawn_rate), "32", 1, 1024, NULL, 0,
      "most workers started per second (dynamic)"},
     {"pm.idle_timeout", CONF_DURATION, OFF(idle_timeout_ms), "10s", 100, 86400000, NULL, 0,
-     "an idle worker exits after this (ondemand)"},
+     "an idle worker exits after this (ondemand; dynamic: one above pm.max_spare)"},
     {"pm.max_requests", CONF_INT, OFF(max_requests), "0", 0, 1000000000, NULL, 0,
      "recycle a worker after about this many requests (0: never)"},
     {"pm.max_requests_jitter", CONF_INT, OFF(max_requests_jitter), "10", 0, 50, NULL, 0,

@@ -26,6 +26,7 @@
 #include "fcgi/worker_int.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -172,21 +173,34 @@ struct conn *conn_oldest_ready(worker *w)
     return pick;
 }
 
+/* The soft limit is what a process starts with (often 1024, a number that dates from
+ * select(), whose descriptor sets hold no more): nothing here uses select (epoll and poll;
+ * libfcgi never accepts or waits for us), and a descriptor costs nothing until opened, so
+ * raising it to what the configuration needs takes nothing from anyone. The hard limit is
+ * the administrator's, and stays. */
+long fd_limit_raise(long wanted)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return 0;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)wanted &&
+        rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < (rlim_t)wanted
+                          ? rl.rlim_max
+                          : (rlim_t)wanted;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    return rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > LONG_MAX ? LONG_MAX : (long)rl.rlim_cur;
+}
+
 /* As many connections as MAX_CONNS, or as the open-files limit leaves room for (raised to
  * its hard limit when needed): an accept that fails for want of descriptors would leave
  * the listen socket readable and the worker spinning. */
 int conn_table_size(void)
 {
-    const rlim_t reserve = 64;   /* logs, the app's files and database connections */
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
-        return 64;
-    if (rl.rlim_cur < MAX_CONNS + reserve && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max < MAX_CONNS + reserve ? rl.rlim_max : MAX_CONNS + reserve;
-        setrlimit(RLIMIT_NOFILE, &rl);
-        getrlimit(RLIMIT_NOFILE, &rl);
-    }
-    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= MAX_CONNS + reserve)
+    long cur = fd_limit_raise(MAX_CONNS + CONN_FD_RESERVE);
+    if (cur >= MAX_CONNS + CONN_FD_RESERVE)
         return MAX_CONNS;
-    return rl.rlim_cur > reserve + 8 ? (int)(rl.rlim_cur - reserve) : 8;
+    return cur > CONN_FD_RESERVE + 8 ? (int)(cur - CONN_FD_RESERVE) : 8;
 }

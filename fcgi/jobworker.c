@@ -52,8 +52,9 @@
 #define LEASE_GRACE_MS 30000      /* lease_until = start + timeout + this */
 #define SCHEDULES_PER_TURN 500
 #define BUSY_RETRY_MS 20           /* ready jobs none could take: look again after this */
-#define DEFER_MS 10000
-#define HOOK_WAIT_MS 200          /* a hook behind its tenant's earlier one looks again */            /* a job of a tenant not served now looks again after this */
+#define DEFER_MS 10000            /* a job of a tenant not served now looks again after this */
+#define HOOK_WAIT_MS 200          /* a hook behind its tenant's earlier one looks again */
+#define JOB_FD_RESERVE 64          /* descriptors besides the storage pool: logs, the registry */
 
 static volatile sig_atomic_t stop_requested;
 
@@ -624,6 +625,9 @@ void jobworker_main(const jobworker_args *a)
     snprintf(jw.lease, sizeof(jw.lease), "%s%s", key, rnd);
     snprintf(jw.slot->lease, sizeof(jw.slot->lease), "%s", jw.lease);
 
+    /* The storage pool sizes itself from RLIMIT_NOFILE (the worker's warning says when the
+     * hard limit is lower than the configuration wants). */
+    fd_limit_raise(JOB_FD_RESERVE + chain_fds_wanted(&jw.cfg->tenancy));
     chain_env ce = {.cfg = &jw.cfg->tenancy, .max_children = jw.cfg->max_children,
                     .events = a->events, .job_wake = job_queued, .job_wake_ctx = jw.jobs};
     if (chain_init(&ce) != TN_OK) {

@@ -68,6 +68,8 @@ typedef struct child {
     bool killed_timeout;  /* the master killed it for request_timeout */
     uint64_t alarm_seq;   /* the request (scoreboard req_seq) it was sent SIGALRM for */
     int64_t alarm_ms;
+    uint64_t seen_seq;    /* dynamic: its req_seq when last looked at, and when it last */
+    int64_t active_ms;    /* served (or was busy, or started): see manage_pool */
 } child;
 
 /* A job worker (jobworker.h): outside the HTTP pool's slots and counts. */
@@ -274,6 +276,8 @@ static int spawn(master *m, tn_config *cfg, const tn_listener *lis)
     c->index = index;
     c->shard_fd = shard_fd;
     c->spawned_ms = clock_mono_ms();
+    c->active_ms = c->spawned_ms;
+    c->seen_seq = 0;
     log_debug("started worker %d (generation %u, #%d)", (int)pid, gen, index);
     return slot;
 }
@@ -996,6 +1000,18 @@ static void manage_pool(master *m, int64_t now)
         }
         break;
     case PM_DYNAMIC: {
+        /* When each worker last served: a request begun since the last look (its req_seq
+         * moved), or one running now. */
+        for (int i = 0; i < SB_SLOTS; i++) {
+            child *c = &m->kids[i];
+            if (c->pid == 0 || c->generation != cfg->generation)
+                continue;
+            uint64_t seq = __atomic_load_n(&m->sb->slots[i].req_seq, __ATOMIC_RELAXED);
+            if (seq != c->seen_seq || !child_idle(m->sb, i)) {
+                c->seen_seq = seq;
+                c->active_ms = now;
+            }
+        }
         if (idle + starting < cfg->min_spare) {
             if (total >= cfg->max_children) {
                 sb_inc(&m->sb->pool.max_children_reached);
@@ -1020,12 +1036,16 @@ static void manage_pool(master *m, int64_t now)
                                                                       : m->spawn_batch * 2;
             m->last_spawn_tick = now;
         } else if (idle > cfg->max_spare) {
-            /* Retire the idle worker that has served longest. */
+            /* Retire the idle worker that has served longest, among those that served nothing
+             * for pm.idle_timeout: a worker's caches (the tenants' open files, their catalogs,
+             * the lookups) are what make its requests cheap, and a lull between two bursts
+             * must not cost them (the next burst would spawn workers that start cold). */
             int best = -1;
             for (int i = 0; i < SB_SLOTS; i++) {
                 child *c = &m->kids[i];
                 if (c->pid && !c->retiring && c->generation == cfg->generation &&
-                    child_idle(m->sb, i) && (best < 0 || c->spawned_ms < m->kids[best].spawned_ms))
+                    child_idle(m->sb, i) && now - c->active_ms >= cfg->idle_timeout_ms &&
+                    (best < 0 || c->spawned_ms < m->kids[best].spawned_ms))
                     best = i;
             }
             if (best >= 0)

@@ -427,6 +427,16 @@ void worker_main(const worker_args *a)
         log_warn("libfcgi's reads do not go through the read guard (OS_Read not exported): "
                  "a management record late in a request's stream reaches libfcgi's parser");
 
+    /* Descriptors for the connection table and the chain's storage pool, which both size
+     * themselves from RLIMIT_NOFILE: raised before either is made. */
+    long fd_want = MAX_CONNS + CONN_FD_RESERVE + chain_fds_wanted(&w.cfg->tenancy);
+    long fd_got = fd_limit_raise(fd_want);
+    if (fd_got < fd_want && a->index == 0)
+        log_warn("RLIMIT_NOFILE allows %ld descriptors, %ld wanted (%d connections and 3 per "
+                 "SQLite file of storage.sqlite_max_open = %d): a worker keeps fewer files "
+                 "open; raise the hard limit (LimitNOFILE= under systemd)",
+                 fd_got, fd_want, MAX_CONNS, w.cfg->tenancy.sqlite_max_open);
+
     /* The request handlers, in the order the composition root added them (fcgi/handler.h);
      * before the app, whose init may add chain stages. */
     tn_handler_env henv;

@@ -74,6 +74,12 @@ int handoff_recv(int sock, handoff_msg *msg);
  * TN_OK, or TN_ERR (logged). */
 int worker_drop_privileges(const tn_config *cfg);
 
+/* Let this process open `wanted` file descriptors: the soft RLIMIT_NOFILE raised to that,
+ * or to the hard limit when it is lower (never lowered). Returns the soft limit now in
+ * force (LONG_MAX: none). A worker and a job worker call it before their storage pool and
+ * connection table are made, since both size themselves from the limit. */
+long fd_limit_raise(long wanted);
+
 /* Run a worker; never returns. */
 TN_NORETURN void worker_main(const worker_args *a);
 

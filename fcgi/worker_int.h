@@ -31,6 +31,8 @@
 #include "tenancy/request.h"
 
 #define MAX_CONNS 1024      /* connections one worker holds at most (fewer if RLIMIT_NOFILE) */
+#define CONN_FD_RESERVE 64  /* descriptors besides the connections and the storage pool: logs,
+                               the app's files, the registry */
 #define PEEK_SLACK 16384   /* record headers and padding around max_params */
 #define LISTEN_TAG UINT64_MAX
 #define HANDOFF_TAG (UINT64_MAX - 1)

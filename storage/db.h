@@ -36,6 +36,8 @@ typedef struct db_options {
     int statement_timeout_ms; /* PostgreSQL: statement_timeout (0: server default) */
     bool reset_always;        /* PostgreSQL: wipe the session at every change of schema scope,
                                  not only after a statement that may have left state in it */
+    int cache_kib;            /* SQLite: the connection's page cache holds at most this many
+                                 KiB (PRAGMA cache_size; 0: SQLite's default) */
 } db_options;
 
 /* Open a connection. Returns TN_OK with *out set, TN_INVALID for a URI we do not understand,

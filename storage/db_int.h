@@ -131,6 +131,10 @@ extern const db_driver db_sqlite_driver;
 struct sqlite3;
 int db_sqlite_harden(struct sqlite3 *h, char *err, size_t errlen);
 
+/* The library's process-wide settings (sqlite.c says which and why), before the first
+ * connection of the process: every module that opens one itself calls it first. */
+void db_sqlite_configure(void);
+
 /* sqlite.c, for sqlite_read.c and readonly.c: a deadline past which the connection's
  * statements are interrupted (SQLITE_INTERRUPT, TN_TIMEOUT), 0 for none; and the driver's own
  * authorizer put back after a statement ran under another (TN_OK or TN_ERR). */

@@ -7,9 +7,13 @@
  *
  *   SQLite files      an LRU of open handles keyed by path. Opening one (open, PRAGMAs,
  *                     schema read) costs many statements on a kept handle, so
- *                     handles are kept; each holds 3 file descriptors in WAL (the file, -wal,
+ *                     handles are kept, by default enough for a worker to keep a thousand
+ *                     tenants open; each holds 3 file descriptors in WAL (the file, -wal,
  *                     -shm), so the bound is sqlite_max_open and also what RLIMIT_NOFILE
- *                     leaves after 64 for everything else.
+ *                     leaves after 64 for everything else (pool_fds_wanted says how many
+ *                     the limits want, for the process to raise its soft limit). With that
+ *                     many open, each handle's page cache is kept small (sqlite_cache_kib):
+ *                     the pages a request reads, not SQLite's 2,000 KiB each.
  *   schema mode       ONE connection per server (and statement timeout) for all its
  *                     tenants, scoped per acquire (db_set_schema_scope: the scope rides with
  *                     each transaction's first statement, and a change of tenant wipes what
@@ -50,8 +54,8 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
-#define DEFAULT_SQLITE_MAX_OPEN 128
 #define DEFAULT_PG_DB_MAX_OPEN 8
+#define SCHEMA_SERVERS 16    /* schema-mode server connections, for pool_fds_wanted */
 #define FD_HEADROOM 64
 #define FDS_PER_SQLITE 3
 #define DOWN_FIRST_MS 250    /* a target that failed to connect: first retry after */
@@ -116,7 +120,9 @@ storage_pool *pool_create(const pool_limits *l)
     if (l != NULL)
         p->lim = *l;
     if (p->lim.sqlite_max_open <= 0)
-        p->lim.sqlite_max_open = DEFAULT_SQLITE_MAX_OPEN;
+        p->lim.sqlite_max_open = POOL_SQLITE_MAX_OPEN;
+    if (p->lim.sqlite_cache_kib <= 0)
+        p->lim.sqlite_cache_kib = POOL_SQLITE_CACHE_KIB;
     if (p->lim.pg_max_tenants <= 0)
         p->lim.pg_max_tenants = POOL_PG_MAX_TENANTS;
     if (p->lim.pg_db_max_open <= 0)
@@ -132,6 +138,13 @@ storage_pool *pool_create(const pool_limits *l)
         return NULL;
     }
     return p;
+}
+
+long pool_fds_wanted(const pool_limits *l)
+{
+    long files = l != NULL && l->sqlite_max_open > 0 ? l->sqlite_max_open : POOL_SQLITE_MAX_OPEN;
+    long dbs = l != NULL && l->pg_db_max_open > 0 ? l->pg_db_max_open : DEFAULT_PG_DB_MAX_OPEN;
+    return files * FDS_PER_SQLITE + dbs + SCHEMA_SERVERS;
 }
 
 /* ---- entries: hash, LRU ------------------------------------------------------------------------ */
@@ -438,7 +451,8 @@ static int open_sqlite(storage_pool *p, const storage_target *t, pool_entry *e, 
     if (uri == NULL)
         return tn_errf(err, errlen, TN_NOMEM, "pool: out of memory");
     snprintf(uri, n, "sqlite:%s?mode=rw", t->name);   /* never creates a tenant's file */
-    db_options o = {.busy_timeout_ms = t->busy_timeout_ms, .sync_normal = t->sync_normal};
+    db_options o = {.busy_timeout_ms = t->busy_timeout_ms, .sync_normal = t->sync_normal,
+                    .cache_kib = p->lim.sqlite_cache_kib};
     int rc = db_open(uri, &o, &e->db, err, errlen);
     free(uri);
     struct stat st;

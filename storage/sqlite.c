@@ -38,7 +38,13 @@
  * The statement cache: STMT_CACHE entries per connection keyed by the SQL text, evicting
  * the least recently used one that no open row set is reading. A statement that is in use
  * (the same query iterated twice at once) or that comes from a script is prepared for one
- * use and finalized after it. Everything is finalized on close.
+ * use and finalized after it. Everything is finalized on close. A cached statement's
+ * placeholders are checked at its first use; those that are $1..$N in order are bound by
+ * position from then on (bind_params).
+ *
+ * The library's own settings for the process (db_sqlite_configure) and, per connection, what
+ * a pool of many open files needs: the WAL kept but emptied by the last close, a bounded
+ * page cache (sq_open).
  *
  * Transactions begin IMMEDIATE (see sq_begin), deferred on read-only connections.
  *
@@ -50,8 +56,9 @@
  * TN_ERR. tn_db_last_id() is sqlite3_last_insert_rowid().
  *
  * Must not: open anything but the one file named by the URI, or run SQL other than the
- * caller's statements (through acquire) and constant PRAGMAs (the open's, synchronous for
- * db_defer_sync, schema_version to open the WAL before db_flush syncs it).
+ * caller's statements (through acquire) and constant PRAGMAs (the open's, the cache size a
+ * number from the options, synchronous for db_defer_sync, schema_version to open the WAL
+ * before db_flush syncs it).
  */
 #include "core/first.h"
 #include "storage/db_int.h"
@@ -65,6 +72,8 @@
 #include <time.h>
 
 #define STMT_CACHE 16
+#define WAL_KEEP_BYTES "8388608"   /* journal_size_limit: see sq_open */
+#define NUM_TEXT 24                /* an int64 in decimal, its sign and NUL */
 
 /* The 64-bit counters came with SQLite 3.37; configure accepts 3.31. */
 #if SQLITE_VERSION_NUMBER >= 3037000
@@ -84,6 +93,8 @@ struct cached {
     sqlite3_stmt *stmt;
     uint64_t used;         /* tick of the last use, for LRU */
     bool busy;             /* an open row set is reading it */
+    int in_order;          /* its placeholders are $1..$in_order at indexes 1..in_order, as
+                              checked at a use (-1: not known, or not so) */
 };
 
 typedef struct sqlite_db {
@@ -109,7 +120,8 @@ typedef struct sqlite_rows {
     bool pending;          /* the first row was stepped by the query, not returned yet */
     bool row;              /* a current row is readable */
     bool done;
-} sqlite_rows;
+    char (*num)[NUM_TEXT]; /* per column: an integer's text (sq_rows_get) */
+} sqlite_rows;             /* followed by num, then the copies of the values it binds */
 
 static sqlite_db *SDB(tn_db *db)
 {
@@ -326,7 +338,7 @@ static int acquire(sqlite_db *d, const char *sql, bool use_cache, sqlite3_stmt *
         sqlite3_finalize(victim->stmt);
         free(victim->sql);
     }
-    *victim = (struct cached){copy, len, h, st, d->tick, true};
+    *victim = (struct cached){copy, len, h, st, d->tick, true, -1};
     *entry = victim;
     return TN_OK;
 }
@@ -359,12 +371,31 @@ static long placeholder_number(const char *name)
     return k;
 }
 
-/* Check the statement's placeholders against nparams and bind the values as text.
- * `copy`: SQLite copies the values (they must outlive this call: row sets). */
-static int bind_params(sqlite_db *d, sqlite3_stmt *st, int nparams, const char *const *params,
-                       bool copy)
+/* Check the statement's placeholders against nparams and bind the values as text. `keep`:
+ * where the values are copied to (they must outlive this call: row sets; room for each with
+ * its NUL), else they are bound where they are. A cached statement's check is made once: a
+ * statement whose placeholders are $1..$N in that order (what the host and the apps write)
+ * is bound by index from then on, given N values; anything else is checked at each use. */
+static int bind_params(sqlite_db *d, sqlite3_stmt *st, struct cached *entry, int nparams,
+                       const char *const *params, char *keep)
 {
+    if (entry != NULL && entry->in_order == nparams) {
+        for (int k = 1; k <= nparams; k++) {
+            const char *v = params[k - 1];
+            if (v != NULL && keep != NULL) {
+                size_t n = strlen(v) + 1;
+                v = memcpy(keep, v, n);
+                keep += n;
+            }
+            int rc = v == NULL ? sqlite3_bind_null(st, k)
+                               : sqlite3_bind_text(st, k, v, -1, SQLITE_STATIC);
+            if (rc != SQLITE_OK)
+                return fail(d, rc);
+        }
+        return TN_OK;
+    }
     int count = sqlite3_bind_parameter_count(st);
+    bool in_order = count == nparams;
     for (int i = 1; i <= count; i++) {
         const char *name = sqlite3_bind_parameter_name(st, i);
         long k = placeholder_number(name);
@@ -375,6 +406,7 @@ static int bind_params(sqlite_db *d, sqlite3_stmt *st, int nparams, const char *
         if (k > nparams)
             return db_set_error(&d->base, TN_INVALID,
                                 "placeholder $%ld but %d parameter(s) given", k, nparams);
+        in_order = in_order && k == i;
     }
     for (int k = 1; k <= nparams; k++) {
         char name[16];
@@ -384,13 +416,19 @@ static int bind_params(sqlite_db *d, sqlite3_stmt *st, int nparams, const char *
             return db_set_error(&d->base, TN_INVALID,
                                 "parameter $%d is not used by the statement (%d given)", k,
                                 nparams);
-        int rc = params[k - 1] == NULL
-                     ? sqlite3_bind_null(st, idx)
-                     : sqlite3_bind_text(st, idx, params[k - 1], -1,
-                                         copy ? SQLITE_TRANSIENT : SQLITE_STATIC);
+        const char *v = params[k - 1];
+        if (v != NULL && keep != NULL) {
+            size_t n = strlen(v) + 1;
+            v = memcpy(keep, v, n);
+            keep += n;
+        }
+        int rc = v == NULL ? sqlite3_bind_null(st, idx)
+                           : sqlite3_bind_text(st, idx, v, -1, SQLITE_STATIC);
         if (rc != SQLITE_OK)
             return fail(d, rc);
     }
+    if (entry != NULL && in_order)
+        entry->in_order = nparams;
     return TN_OK;
 }
 
@@ -413,7 +451,7 @@ static int sq_exec(tn_db *db, const char *sql, int nparams, const char *const *p
     int rc = acquire(d, sql, !(flags & DB_EXEC_NOCACHE), &st, &entry);
     if (rc != TN_OK)
         return rc;
-    rc = bind_params(d, st, nparams, params, false);
+    rc = bind_params(d, st, entry, nparams, params, NULL);
     if (rc == TN_OK) {
         changes_t before = TOTAL_CHANGES(d->h);
         int s;
@@ -460,21 +498,28 @@ static int sq_query(tn_db *db, tn_rows **rows, const char *sql, int nparams,
     int rc = acquire(d, sql, true, &st, &entry);
     if (rc != TN_OK)
         return rc;
-    rc = bind_params(d, st, nparams, params, true);
-    if (rc != TN_OK) {
-        release(st, entry);
-        return rc;
-    }
-    sqlite_rows *r = calloc(1, sizeof(*r));
+    /* The row set keeps a copy of the values, which the statement reads until it is reset */
+    int ncols = sqlite3_column_count(st);
+    size_t keep = 0;
+    for (int k = 0; k < nparams; k++)
+        keep += params[k] != NULL ? strlen(params[k]) + 1 : 0;
+    sqlite_rows *r = calloc(1, sizeof(*r) + (size_t)ncols * NUM_TEXT + keep);
     if (r == NULL) {
         release(st, entry);
         return db_set_error(db, TN_NOMEM, "out of memory");
+    }
+    r->num = (char (*)[NUM_TEXT])(r + 1);
+    rc = bind_params(d, st, entry, nparams, params, (char *)(r + 1) + (size_t)ncols * NUM_TEXT);
+    if (rc != TN_OK) {
+        release(st, entry);
+        free(r);
+        return rc;
     }
     r->base.drv = &db_sqlite_driver;
     r->base.db = db;
     r->stmt = st;
     r->entry = entry;
-    r->ncols = sqlite3_column_count(st);
+    r->ncols = ncols;
     r->total_before = TOTAL_CHANGES(d->h);
     /* Run the statement now, as PostgreSQL does, so its errors are the query's. */
     rc = rows_step(r);
@@ -520,11 +565,40 @@ static const char *sq_rows_colname(const tn_rows *rows, int col)
     return r->stmt != NULL ? sqlite3_column_name(r->stmt, col) : NULL;
 }
 
+/* An integer is written here, as SQLite would write it: sqlite3_column_text would convert
+ * the value in place, allocating for the text, for every integer of every row read. */
+static const char *int_text(char *buf, sqlite3_int64 v)
+{
+    char tmp[NUM_TEXT];
+    size_t n = 0, len = 0;
+    sqlite3_uint64 u = v < 0 ? (sqlite3_uint64)0 - (sqlite3_uint64)v : (sqlite3_uint64)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u > 0);
+    if (v < 0)
+        buf[len++] = '-';
+    while (n > 0)
+        buf[len++] = tmp[--n];
+    buf[len] = '\0';
+    return buf;
+}
+
 static const char *sq_rows_get(const tn_rows *rows, int col)
 {
     const sqlite_rows *r = (const sqlite_rows *)rows;
-    if (r->stmt == NULL || !r->row || sqlite3_column_type(r->stmt, col) == SQLITE_NULL)
+    if (r->stmt == NULL || !r->row)
         return NULL;
+    switch (sqlite3_column_type(r->stmt, col)) {
+    case SQLITE_NULL:
+        return NULL;
+    case SQLITE_INTEGER:
+        if (col >= 0 && col < r->ncols)
+            return int_text(r->num[col], sqlite3_column_int64(r->stmt, col));
+        break;
+    default:
+        break;
+    }
     return (const char *)sqlite3_column_text(r->stmt, col);
 }
 
@@ -637,6 +711,22 @@ static int busy_wait(void *arg, int tries)
     return 1;
 }
 
+/* SQLite's page cache gives each connection a bulk allocation of 20 pages at its first
+ * read, and builds its free list through all of them, so all of it is resident whatever the
+ * connection then uses. A worker's pool keeps many tenant files open, each reading a few
+ * pages per request: most of that block would be memory nobody reads. Without it pages are
+ * allocated one at a time as they are read. The setting is the library's, for every
+ * connection of the process, and SQLite takes it only before it initialises: the first
+ * open of the process makes it (afterwards SQLite refuses it and nothing changes). */
+void db_sqlite_configure(void)
+{
+    static bool done;
+    if (done)
+        return;
+    done = true;
+    (void)sqlite3_config(SQLITE_CONFIG_PAGECACHE, (void *)NULL, 0, 0);
+}
+
 /* target: PATH[?mode=ro|rw|rwc]. ro: read-only; rw: must exist; rwc (default): created
  * when missing. ":memory:" is a private in-memory database (tests). */
 static int sq_open(const char *target, const db_options *opt, tn_db **out, char *err,
@@ -670,6 +760,7 @@ static int sq_open(const char *target, const db_options *opt, tn_db **out, char 
     path[plen] = '\0';
     bool memory = strcmp(path, ":memory:") == 0;
 
+    db_sqlite_configure();
     int flags = (ro ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) |
                 (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX;
     int rc = sqlite3_open_v2(path, &d->h, flags, NULL);
@@ -697,10 +788,20 @@ static int sq_open(const char *target, const db_options *opt, tn_db **out, char 
         /* Keep the -wal file when the last connection closes: a worker's pool opens and
          * closes tenant files as tenants come and go, and creating and unlinking it each
          * time (a checkpoint, a file create and an unlink in the file system's journal) cost
-         * more than the request that caused it. */
+         * more than the request that caused it. But empty it then: the last connection's
+         * close checkpoints the WAL, and with a journal size limit SQLite truncates the file
+         * to nothing after that checkpoint. Without one the frames stayed in the file, and
+         * every later open of it (any worker's) rebuilt the WAL index from all of them, and
+         * the next last close copied them into the database again and synced it twice: for
+         * a file that was only read since. The limit's other use, the size a WAL is cut back
+         * to when a writer starts it over, is set above what the default autocheckpoint
+         * lets it reach (1000 pages), so a busy file's WAL is not cut and regrown each
+         * time. */
         int persist = 1;
         if (rc == TN_OK && !memory)
             sqlite3_file_control(d->h, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
+        if (rc == TN_OK && !memory)
+            rc = run_setup(d, "PRAGMA journal_size_limit=" WAL_KEEP_BYTES, NULL, err, errlen);
         if (rc == TN_OK)
             rc = run_setup(d,
                            opt->sync_normal ? "PRAGMA synchronous=NORMAL"
@@ -710,6 +811,12 @@ static int sq_open(const char *target, const db_options *opt, tn_db **out, char 
             goto fail;
     }
     rc = run_setup(d, "PRAGMA foreign_keys=ON", NULL, err, errlen);
+    if (rc == TN_OK && opt->cache_kib > 0) {
+        /* A bound on the pages this connection keeps (the pool's handles: many open at once) */
+        char sql[48];
+        snprintf(sql, sizeof(sql), "PRAGMA cache_size=-%d", opt->cache_kib);
+        rc = run_setup(d, sql, NULL, err, errlen);
+    }
     if (rc != TN_OK)
         goto fail;
     free(path);

@@ -280,6 +280,7 @@ int db_sqlite_vacuum_into(const char *from, const char *to, int busy_timeout_ms,
                           size_t errlen)
 {
     sqlite3 *h = NULL;
+    db_sqlite_configure();
     int s = sqlite3_open_v2(from, &h, SQLITE_OPEN_READWRITE, NULL);
     if (s != SQLITE_OK) {
         int rc = tn_errf(err, errlen, TN_IO, "cannot open the template %s: %s", from,

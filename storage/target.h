@@ -163,6 +163,7 @@ typedef struct storage_pool storage_pool;
 typedef struct pool_limits {
     int sqlite_max_open;        /* SQLite handles kept open (LRU); also bounded by the file
                                    descriptors the process may open (3 per handle in WAL) */
+    int sqlite_cache_kib;       /* the page cache of each SQLite handle, at most (KiB) */
     int pg_max_tenants;         /* schema mode: recycle a server connection after it has
                                    served this many distinct schemas (backend catalog memory
                                    grows with each schema touched and never shrinks) */
@@ -172,7 +173,15 @@ typedef struct pool_limits {
      * that trusts the role), another code to fail. NULL: always without. */
     int (*role_password)(void *ctx, const char *role, char out[65]);
     void *role_password_ctx;
-} pool_limits;                  /* 0 (or less) picks the default: 128, POOL_PG_MAX_TENANTS, 8 */
+} pool_limits;                  /* 0 (or less) picks the default: POOL_SQLITE_MAX_OPEN,
+                                   POOL_SQLITE_CACHE_KIB, POOL_PG_MAX_TENANTS, 8 */
+
+/* The defaults of pool_limits.sqlite_max_open and .sqlite_cache_kib (storage.sqlite_max_open
+ * and storage.sqlite_cache_size): enough handles for a worker to keep a thousand tenants'
+ * files open, each with a small page cache, so that the bound on a worker's memory stays
+ * that of fewer handles with SQLite's default cache (see pool.c). */
+#define POOL_SQLITE_MAX_OPEN 1024
+#define POOL_SQLITE_CACHE_KIB 256
 
 /* The default of pool_limits.pg_max_tenants, and so of placement.NAME.max_tenants. */
 #define POOL_PG_MAX_TENANTS 1000
@@ -186,6 +195,11 @@ typedef struct pool_stats {
 } pool_stats;
 
 storage_pool *pool_create(const pool_limits *l);
+
+/* The file descriptors a pool with these limits holds at most when RLIMIT_NOFILE does not
+ * bound it (3 per SQLite handle, one per PostgreSQL connection, and a few server connections
+ * of schema mode): what a process should let it open. */
+long pool_fds_wanted(const pool_limits *l);
 void pool_destroy(storage_pool *p);
 
 /* The connection for one request of target t, valid until pool_release. A connection in

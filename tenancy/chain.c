@@ -35,7 +35,7 @@
 
 /* The API key cache (keys.h). Every registry change flushes it (the generation), a revoke
  * included, so these only bound an answer's life where no generation file is there. */
-#define KEY_CACHE_ENTRIES 1024
+#define KEY_CACHE_ENTRIES 4096   /* sets of 4 (keys.c): a thousand tenants' keys fit */
 #define KEY_CACHE_TTL_MS 30000
 #define KEY_CACHE_NEGATIVE_TTL_MS 5000
 /* last_used_at is written at most this often per key (the registry's guard holds it across
@@ -80,6 +80,20 @@ static int role_password(void *ctx, const char *role, char out[65])
     return rc;
 }
 
+/* The storage pool's limits from the configuration (the password hook is chain_init's). */
+static pool_limits pool_limits_of(const tenancy_config *c)
+{
+    return (pool_limits){.sqlite_max_open = c->sqlite_max_open,
+                         .sqlite_cache_kib = (int)(c->sqlite_cache_bytes / 1024),
+                         .pg_db_max_open = c->pg_db_max_open};
+}
+
+long chain_fds_wanted(const tenancy_config *c)
+{
+    pool_limits pl = pool_limits_of(c);
+    return pool_fds_wanted(&pl);
+}
+
 int chain_init(const chain_env *env)
 {
     memset(&ch, 0, sizeof(ch));
@@ -89,8 +103,9 @@ int chain_init(const chain_env *env)
                               c->lookup_cache_negative_ttl_ms);
     ch.apps = appcache_create((size_t)c->app_cache_bytes, c->app_cache_entries);
     /* each placement's max_tenants comes with its targets (storage_target.max_tenants) */
-    pool_limits pl = {.sqlite_max_open = c->sqlite_max_open, .pg_db_max_open = c->pg_db_max_open,
-                      .role_password = role_password, .role_password_ctx = (void *)c};
+    pool_limits pl = pool_limits_of(c);
+    pl.role_password = role_password;
+    pl.role_password_ctx = (void *)c;
     ch.pool = pool_create(&pl);
     ch.keys = key_cache_create(c->lookup_cache ? KEY_CACHE_ENTRIES : 0, KEY_CACHE_TTL_MS,
                                KEY_CACHE_NEGATIVE_TTL_MS);

@@ -62,6 +62,11 @@ typedef struct chain_env {
 int chain_init(const chain_env *env);
 void chain_fini(void);
 
+/* The file descriptors the chain's storage pool may hold with this configuration (its
+ * SQLite handles, three each, and its PostgreSQL connections): the process that calls
+ * chain_init lets it open that many besides its own (fcgi's fd_limit_raise). */
+long chain_fds_wanted(const tenancy_config *c);
+
 /* An app's init may call tn_stage_add only between these two; the stages it adds are app's
  * (first_stage and nstages set). Apps' inits run one after the other. */
 void chain_stages_open(chain_app *app);

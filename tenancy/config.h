@@ -57,6 +57,7 @@ typedef struct tenancy_config {
     const char *default_placement;
     const char *sqlite_dir_text;
     int sqlite_max_open;
+    int64_t sqlite_cache_bytes;   /* storage.sqlite_cache_size: each pooled handle's page cache */
     int64_t busy_timeout_ms;
     int pg_db_max_open;
     const char *migrations;       /* folder of the app's migration files ("": none) */

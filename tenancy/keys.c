@@ -2,9 +2,12 @@
  * keys.c — the API key token's form and hash, and a worker's cache of key answers (see
  * keys.h, which says why SHA-256 is the right hash for these tokens).
  *
- * The cache is direct-mapped: a fixed array, each (tenant, hash) has one slot, a newcomer
- * replaces what was there. The hashes are uniformly random, so their first bits spread the
- * slots well; a flood of unknown tokens can only push answers out (costing a registry
+ * The cache is set-associative: a fixed array of sets of WAYS slots, each (tenant, hash) in
+ * one set, a newcomer taking a free slot of its set or else the answer that expires first.
+ * The hashes are uniformly random, so their first bits spread the sets well, and a few ways
+ * keep as many keys as there are sets without two of them taking turns in one slot (with
+ * one way, a thousand keys in a thousand slots shared slots by the hundreds, each miss a
+ * registry read). A flood of unknown tokens can only push answers out (costing a registry
  * lookup each), never grow memory. Must not: allocate after creation, keep a token, or
  * compare hashes but in constant time.
  */
@@ -72,9 +75,11 @@ struct slot {
     key_answer a;
 };
 
+#define WAYS 4
+
 struct key_cache {
     struct slot *t;
-    uint32_t n;
+    uint32_t n;                /* slots: a multiple of WAYS (0: off) */
     int64_t ttl_ms, neg_ttl_ms;
     uint64_t generation;
     bool synced;
@@ -85,6 +90,8 @@ key_cache *key_cache_create(int entries, int64_t ttl_ms, int64_t negative_ttl_ms
     key_cache *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return NULL;
+    if (entries > 0)
+        entries = (entries + WAYS - 1) / WAYS * WAYS;
     if (entries > 0 && (c->t = calloc((size_t)entries, sizeof(*c->t))) == NULL) {
         free(c);
         return NULL;
@@ -113,7 +120,8 @@ void key_cache_sync(key_cache *c, uint64_t generation)
     c->synced = true;
 }
 
-static struct slot *slot_of(key_cache *c, int64_t tenant_id, const char *hash)
+/* The first slot of the set of (tenant, hash). */
+static struct slot *set_of(key_cache *c, int64_t tenant_id, const char *hash)
 {
     /* the first 16 hex digits of a uniformly random hash, mixed with the tenant */
     uint64_t h = 0;
@@ -122,16 +130,28 @@ static struct slot *slot_of(key_cache *c, int64_t tenant_id, const char *hash)
         h = h << 4 | ((uint64_t)(x >= 'a' ? x - 'a' + 10 : x - '0') & 15);
     }
     h ^= (uint64_t)tenant_id * 0x9e3779b97f4a7c15ull;
-    return &c->t[h % c->n];
+    return &c->t[h % (c->n / WAYS) * WAYS];
+}
+
+/* The slot holding (tenant, hash) in its set, or NULL. Every way is compared, whole: a
+ * hash a client's token chose, so no early exit. */
+static struct slot *find(struct slot *set, int64_t tenant_id, const char *hash)
+{
+    struct slot *hit = NULL;
+    for (int i = 0; i < WAYS; i++) {
+        bool same = token_equal(set[i].hash, hash);
+        if (same && set[i].used && set[i].tenant_id == tenant_id)
+            hit = &set[i];
+    }
+    return hit;
 }
 
 key_answer *key_cache_get(key_cache *c, int64_t tenant_id, const char *hash, int64_t now_ms)
 {
     if (c->n == 0 || strlen(hash) != KEY_HASH_MAX - 1)
         return NULL;
-    struct slot *s = slot_of(c, tenant_id, hash);
-    bool same = token_equal(s->hash, hash);   /* a hash a client's token chose: no early exit */
-    if (!s->used || s->tenant_id != tenant_id || !same)
+    struct slot *s = find(set_of(c, tenant_id, hash), tenant_id, hash);
+    if (s == NULL)
         return NULL;
     if (now_ms >= s->expires_ms) {
         s->used = false;
@@ -145,7 +165,14 @@ key_answer *key_cache_put(key_cache *c, int64_t tenant_id, const char *hash,
 {
     if (c->n == 0 || strlen(hash) != KEY_HASH_MAX - 1)
         return NULL;
-    struct slot *s = slot_of(c, tenant_id, hash);
+    struct slot *set = set_of(c, tenant_id, hash);
+    struct slot *s = find(set, tenant_id, hash);
+    if (s == NULL) {   /* a free slot, else the answer that expires first */
+        s = &set[0];
+        for (int i = 1; i < WAYS && s->used; i++)
+            if (!set[i].used || set[i].expires_ms < s->expires_ms)
+                s = &set[i];
+    }
     s->used = true;
     s->tenant_id = tenant_id;
     memcpy(s->hash, hash, KEY_HASH_MAX);

@@ -77,8 +77,8 @@ void key_cache_sync(key_cache *c, uint64_t generation);
  * next call on the cache. */
 key_answer *key_cache_get(key_cache *c, int64_t tenant_id, const char *hash, int64_t now_ms);
 
-/* Keep an answer (replacing whatever shared its slot). Returns the cached copy, or NULL when
- * caching is off. */
+/* Keep an answer (in a free slot of its set, else replacing the answer of that set that
+ * expires first). Returns the cached copy, or NULL when caching is off. */
 key_answer *key_cache_put(key_cache *c, int64_t tenant_id, const char *hash,
                           const key_answer *a, int64_t now_ms);
 

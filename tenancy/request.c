@@ -315,15 +315,16 @@ const char *tn_header(const tn_request *r, const char *name)
     size_t n = strlen(name);
     if (n + 6 > sizeof(key))
         return NULL;
-    bool bare = strcasecmp(name, "content-type") == 0 || strcasecmp(name, "content-length") == 0;
+    bool bare = (name[0] | 0x20) == 'c' && (strcasecmp(name, "content-type") == 0 ||
+                                            strcasecmp(name, "content-length") == 0);
     size_t o = 0;
     if (!bare) {
         memcpy(key, "HTTP_", 5);
         o = 5;
     }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++) {   /* ASCII upper case: apps ask several per request */
         char c = name[i];
-        key[o++] = c == '-' ? '_' : (char)toupper((unsigned char)c);
+        key[o++] = c == '-' ? '_' : c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c;
     }
     key[o] = '\0';
     return param(r, key);
@@ -427,9 +428,11 @@ int tn_add_header(tn_request *r, const char *name, const char *value)
         return TN_INVALID;
     if (r->started)
         return TN_ERR;
-    if (strcasecmp(name, "Status") == 0 || strcasecmp(name, "Content-Length") == 0)
+    char c0 = (char)(name[0] | 0x20);
+    if ((c0 == 's' && strcasecmp(name, "Status") == 0) ||
+        (c0 == 'c' && strcasecmp(name, "Content-Length") == 0))
         return TN_INVALID;   /* the host owns these */
-    if (strcasecmp(name, "Content-Type") == 0)
+    if (c0 == 'c' && strcasecmp(name, "Content-Type") == 0)
         r->has_content_type = true;
     buf_puts(r->headers, name);
     buf_append(r->headers, ": ", 2);

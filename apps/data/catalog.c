@@ -16,10 +16,16 @@
 
 #include "data.h"
 
+/* Only the tables the API shows, and the full-text tables that say their search columns:
+ * each table's pragma_table_info costs its own virtual table, so the internal ones
+ * (dt_name_internal's, the FTS shadow tables among them) are left out here, not only
+ * hidden after. */
 static const char sqlite_columns[] =
     "SELECT m.name, p.name, p.type, p.\"notnull\", p.dflt_value IS NOT NULL, p.pk "
     "FROM sqlite_schema m JOIN pragma_table_info(m.name) p "
-    "WHERE m.type = 'table' ORDER BY m.name, p.cid";
+    "WHERE m.type = 'table' AND ((m.name NOT GLOB '_*' AND m.name NOT LIKE 'tenancy\\_%' "
+    "ESCAPE '\\' AND m.name NOT LIKE 'sqlite\\_%' ESCAPE '\\') OR (m.name GLOB '_fts_*' "
+    "AND m.sql LIKE 'CREATE VIRTUAL TABLE %')) ORDER BY m.name, p.cid";
 
 static const char pg_columns[] =
     "SELECT c.table_name, c.column_name, c.data_type, (c.is_nullable = 'NO')::int, "

@@ -3,8 +3,11 @@
  * version number instead of the whole catalog.
  *
  * Owns: a direct-mapped table (tenant id → the catalog as last read, in one malloc'd block,
- * with the version it was read at), the version query per dialect, and the copy of a hit
- * into the request's memory (callers may add to a table, dt_catalog_indexes does).
+ * with the version it was read at), the version query per dialect, and a hit handed to the
+ * request: a read gets the block itself (nothing replaces it before the read ends: only a
+ * catalog loaded again, after DDL, does), a write a copy in its own memory (its DDL may load
+ * the catalog again while it still holds a table of the old one). Nobody writes into a
+ * loaded catalog (dt_catalog_indexes fills a copy of the table).
  *
  * The version changes with every schema change, whoever makes it (this app in any worker,
  * a migration, another host): SQLite's schema_version is bumped by every DDL; on PostgreSQL
@@ -12,7 +15,8 @@
  * the sum of those rows' xmin over the tenant's schema change. A version read before the
  * catalog can only make a stale entry that the next request replaces, never serve one.
  *
- * Must not: hand out the cached block itself, or keep more than CACHE_SLOTS entries.
+ * Must not: hand the cached block to a request that may change the schema, or keep more
+ * than CACHE_SLOTS entries.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -42,8 +46,22 @@ static struct entry *slot_of(int64_t tenant_id)
     return &cache[(uint64_t)tenant_id % CACHE_SLOTS];
 }
 
+/* On SQLite a read's version is read in the transaction its statements then run in: the
+ * version's row set is kept open (its statement not reset), so the request's own statements
+ * join the read transaction it began instead of each beginning one (a WAL read lock taken
+ * and released, and the file's size asked, per transaction). The catalog the request uses
+ * is then the one of the snapshot its rows come from. Only for reads: a write must begin
+ * its own transaction, and a read transaction open under it would make its upgrade to a
+ * write fail whenever another connection committed since. */
+void dt_unpin(dt_req *d)
+{
+    tn_rows_free(d->pinned);
+    d->pinned = NULL;
+}
+
 int dt_catcache_version(dt_req *d, char *out, size_t n)
 {
+    dt_unpin(d);
     tn_rows *rows = NULL;
     int rc = tn_db_query(d->db, &rows, d->dialect == REST_SQLITE ? sqlite_version : pg_version,
                          0, NULL);
@@ -58,7 +76,10 @@ int dt_catcache_version(dt_req *d, char *out, size_t n)
     } else if (rc == TN_DONE) {
         rc = TN_ERR;
     }
-    tn_rows_free(rows);
+    if (rc == TN_OK && d->pin && d->dialect == REST_SQLITE)
+        d->pinned = rows;
+    else
+        tn_rows_free(rows);
     return rc;
 }
 
@@ -127,6 +148,11 @@ int dt_catcache_get(dt_req *d, const char *version)
     struct entry *e = t != NULL ? slot_of(tn_tenant_id(t)) : NULL;
     if (e == NULL || e->tenant_id != tn_tenant_id(t) || strcmp(e->version, version) != 0)
         return TN_NOTFOUND;
+    if (d->pin) {
+        d->tables = e->tables;
+        d->ntables = e->ntables;
+        return TN_OK;
+    }
     size_t size = measure(e->tables, e->ntables);
     copier c = {tn_alloc(d->r, size ? size : 1), 0};
     if (c.p == NULL)

@@ -142,7 +142,10 @@ static int data_handle(tn_request *r)
     rc = split_path(r, tn_path(r), &rt);
     if (rc == TN_NOTFOUND)
         return not_found(&d);
-    return rc == TN_OK ? route_top(&d, &rt, m) : rc;
+    d.pin = reading(m);
+    rc = rc == TN_OK ? route_top(&d, &rt, m) : rc;
+    dt_unpin(&d);
+    return rc;
 }
 
 static void data_fini(void) { dt_catcache_fini(); }

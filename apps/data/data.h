@@ -52,6 +52,8 @@ void dt_str_addn(dt_str *b, const char *s, size_t n);
 void dt_str_addc(dt_str *b, char c);
 /* The text so far ("" when empty), NULL when an allocation failed. */
 const char *dt_str_get(dt_str *b);
+/* Back to the first len bytes (len <= b->len). */
+void dt_str_cut(dt_str *b, size_t len);
 
 /* ---- names and literals (sqltext.c, pure) ------------------------------------------------ */
 
@@ -159,15 +161,20 @@ typedef struct dt_req {
     rest_mem mem;
     unsigned key_flags;
     int ntables;
-    dt_table *tables;       /* loaded on first use */
+    dt_table *tables;       /* loaded on first use; read only (catcache.c) */
     bool loaded;
+    bool pin;               /* a read: keep the version's row set open (catcache.c) */
+    tn_rows *pinned;        /* ... here, until dt_unpin */
 } dt_req;
 
 int dt_catalog_load(dt_req *d);
 /* catcache.c: the worker's copies of its tenants' catalogs. The version of the request's
- * tenant's catalog now; a copy of the cached catalog of that version into d (TN_NOTFOUND
- * when there is none); keep d's loaded catalog as that version's; free them all. */
+ * tenant's catalog now (with d->pin on SQLite, its row set stays open in d->pinned, and so
+ * does the read transaction it began, until dt_unpin); the cached catalog of that version
+ * into d (a read gets the cached block itself, a write a copy; TN_NOTFOUND when there is
+ * none); keep d's loaded catalog as that version's; free them all. */
 int dt_catcache_version(dt_req *d, char *out, size_t n);
+void dt_unpin(dt_req *d);
 int dt_catcache_get(dt_req *d, const char *version);
 void dt_catcache_put(dt_req *d, const char *version);
 void dt_catcache_fini(void);
@@ -200,13 +207,27 @@ int dt_db_error(dt_req *d, int rc, const char *what);
 int dt_db_error_why(dt_req *d, int rc, const char *what, const char *why);
 /* Send v (borrowed) as JSON with status. */
 int dt_send_json(dt_req *d, int status, const json_t *v);
+/* Send text, JSON written by the caller (dt_value_write), as dt_send_json sends a value. */
+int dt_send_json_text(dt_req *d, int status, const char *text, size_t len);
 /* The request body parsed as JSON; on failure the error is sent (413, 415, 400 with line
  * and column) and TN_DONE returned. *out is a new reference on TN_OK. */
 int dt_body_json(dt_req *d, json_t **out);
 /* The raw body with its size checked (413 sent → TN_DONE). */
 int dt_body_raw(dt_req *d, const char **data, size_t *len);
+/* ---- values as JSON (jsonout.c, pure) --------------------------------------------------- */
+
+/* Whether s is all of one integer (strtoll, in range) or one real (strtod). */
+bool dt_int_text(const char *s);
+bool dt_real_text(const char *s);
 /* A row value (text) as JSON of its column type. New reference. */
 json_t *dt_value_json(const dt_req *d, int type, const char *text);
+/* The same value appended to b as the JSON text json_dumps gives for it (compact), without
+ * building it when it is plain; false (b unchanged) when dt_value_json gives no value (a
+ * string that is not UTF-8, a real out of range), which an object then lacks. */
+bool dt_value_write(const dt_req *d, dt_str *b, int type, const char *text);
+/* A string as JSON text, escaped as json_dumps escapes it; false (b unchanged) when it is
+ * not UTF-8, which json_string refuses. */
+bool dt_json_string(dt_str *b, const char *s);
 /* A JSON value as the text to bind for a column of type: TN_OK, TN_INVALID (wrong type:
  * *why says which). *text is NULL for JSON null. */
 int dt_value_text(dt_req *d, int type, const json_t *v, const char **text, const char **why);

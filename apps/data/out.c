@@ -1,6 +1,7 @@
 /*
  * out.c — the data app's answers and values: the JSON error shape, JSON bodies in and out,
- * and the conversion of each column type between JSON, CSV text and the text we bind.
+ * and the conversion of each column type from JSON and CSV to the text we bind (values read
+ * back are jsonout.c's).
  *
  * Owns: the error body {"code","message","details","hint":null} (PostgREST's shape) and the
  * mapping of storage codes to HTTP statuses; the value rules of README's type map.
@@ -80,6 +81,13 @@ int dt_send_json(dt_req *d, int status, const json_t *v)
     return rc;
 }
 
+int dt_send_json_text(dt_req *d, int status, const char *text, size_t len)
+{
+    tn_set_status(d->r, status);
+    tn_add_header(d->r, "Content-Type", "application/json; charset=utf-8");
+    return tn_write(d->r, text, len);
+}
+
 int dt_body_raw(dt_req *d, const char **data, size_t *len)
 {
     int rc = tn_body(d->r, data, len);
@@ -113,55 +121,6 @@ int dt_body_json(dt_req *d, json_t **out)
     snprintf(where, sizeof(where), "line %d, column %d", je.line, je.column);
     return dt_errorf(d, 400, "invalid_json", where, "the body is not valid JSON: %s",
                      je.text) == TN_OK ? TN_DONE : TN_IO;
-}
-
-/* ---- values ------------------------------------------------------------------------------ */
-
-static bool int_text(const char *s)
-{
-    char *end;
-    errno = 0;
-    (void)strtoll(s, &end, 10);
-    return s[0] != '\0' && *end == '\0' && errno == 0;
-}
-
-static bool real_text(const char *s)
-{
-    char *end;
-    errno = 0;
-    (void)strtod(s, &end);
-    return s[0] != '\0' && *end == '\0' && errno == 0;
-}
-
-json_t *dt_value_json(const dt_req *d, int type, const char *s)
-{
-    if (s == NULL)
-        return json_null();
-    switch (type) {
-    case DT_INTEGER:
-        if (int_text(s))
-            return json_integer(strtoll(s, NULL, 10));
-        break;
-    case DT_REAL:
-        if (real_text(s))
-            return json_real(strtod(s, NULL));
-        break;
-    case DT_BOOLEAN:
-        if (d->dialect == REST_POSTGRES)
-            return json_boolean(s[0] == 't');
-        if (strcmp(s, "0") == 0 || strcmp(s, "1") == 0)
-            return json_boolean(s[0] == '1');
-        break;
-    case DT_JSON: {
-        json_t *v = json_loads(s, JSON_DECODE_ANY, NULL);
-        if (v != NULL)
-            return v;
-        break;
-    }
-    default:
-        break;
-    }
-    return json_string(s);
 }
 
 static const char *bool_text(const dt_req *d, bool v)
@@ -224,10 +183,10 @@ int dt_csv_value_text(dt_req *d, int type, const char *s, const char **text, con
     bool ok = true;
     switch (type) {
     case DT_INTEGER:
-        ok = int_text(s);
+        ok = dt_int_text(s);
         break;
     case DT_REAL:
-        ok = real_text(s);
+        ok = dt_real_text(s);
         break;
     case DT_BOOLEAN:
         ok = strcmp(s, "true") == 0 || strcmp(s, "false") == 0 || strcmp(s, "1") == 0 ||

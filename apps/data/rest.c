@@ -1169,9 +1169,35 @@ int rest_sql_add(rest_sql *s, const char *text)
 int rest_sql_ident(rest_sql *s, const char *ident)
 {
     int rc = sql_addn(s, "\"", 1);
-    for (const char *p = ident; rc == TN_OK && *p; p++)
-        rc = *p == '"' ? sql_addn(s, "\"\"", 2) : sql_addn(s, p, 1);
+    for (const char *p = ident; rc == TN_OK && *p; ) {
+        size_t run = strcspn(p, "\"");   /* up to a quote, which is doubled */
+        rc = sql_addn(s, p, run);
+        p += run;
+        if (rc == TN_OK && *p == '"') {
+            rc = sql_addn(s, "\"\"", 2);
+            p++;
+        }
+    }
     return rc == TN_OK ? sql_addn(s, "\"", 1) : rc;
+}
+
+/* Without printf's machinery: it runs for every parameter of every statement. */
+size_t rest_int_text(char *buf, int64_t v)
+{
+    char tmp[24];
+    size_t n = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u > 0);
+    size_t len = 0;
+    if (v < 0)
+        buf[len++] = '-';
+    while (n > 0)
+        buf[len++] = tmp[--n];
+    buf[len] = '\0';
+    return len;
 }
 
 int rest_sql_param(rest_sql *s, const char *value)
@@ -1187,9 +1213,8 @@ int rest_sql_param(rest_sql *s, const char *value)
         s->capparams = cap;
     }
     s->params[s->nparams++] = value;
-    char n[16];
-    snprintf(n, sizeof n, "$%d", s->nparams);
-    return rest_sql_add(s, n);
+    char n[24] = "$";
+    return sql_addn(s, n, 1 + rest_int_text(n + 1, s->nparams));
 }
 
 /* The caller's catalog says yes, or unknown_column pointing where the column was read. */
@@ -1395,8 +1420,7 @@ int rest_sql_order(rest_sql *s, const rest_query *q, rest_column_fn col, void *c
 static int sql_count_param(rest_sql *s, const char *kw, int64_t v)
 {
     char n[24];
-    snprintf(n, sizeof n, "%lld", (long long)v);
-    char *p = r_strndup(s->m, n, strlen(n));
+    char *p = r_strndup(s->m, n, rest_int_text(n, v));
     if (p == NULL)
         return TN_NOMEM;
     int rc = rest_sql_add(s, kw);

@@ -170,6 +170,8 @@ void rest_sql_init(rest_sql *s, const rest_mem *m, rest_dialect d);
 int rest_sql_add(rest_sql *s, const char *text);          /* raw text we wrote */
 int rest_sql_ident(rest_sql *s, const char *ident);       /* "quoted""ident" */
 int rest_sql_param(rest_sql *s, const char *value);       /* $N, value kept (NULL: SQL NULL) */
+/* v in decimal, as "%lld" writes it, into buf (21 bytes or more); returns its length. */
+size_t rest_int_text(char *buf, int64_t v);
 
 /* " WHERE ..." for q->where (nothing when NULL), each column checked with col(): unknown →
  * TN_NOTFOUND, 400 "unknown_column" with the where of the parameter it came from. Filters

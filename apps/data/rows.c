@@ -60,6 +60,8 @@ static const char *strip_all(dt_req *d, const char *qs, bool *all)
     dt_str b;
     dt_str_init(&b, &d->mem);
     *all = false;
+    if (strstr(qs, "all=") == NULL)   /* no such parameter: the string as it is */
+        return qs;
     char *copy = tn_strdup(d->r, qs);
     for (char *save = NULL, *p = strtok_r(copy, "&", &save); p != NULL;
          p = strtok_r(NULL, "&", &save)) {
@@ -255,6 +257,52 @@ static int run_rows(dt_req *d, const rest_sql *s, const outcols *oc, json_t *arr
     return rc == TN_DONE ? TN_OK : rc;
 }
 
+/* Each output name once: row_json's object keeps one value per key, and text written row
+ * by row could not. */
+static bool names_unique(const outcols *oc)
+{
+    for (int i = 1; i < oc->n; i++)
+        for (int j = 0; j < i; j++)
+            if (strcmp(oc->sel[i].alias ? oc->sel[i].alias : oc->sel[i].column,
+                       oc->sel[j].alias ? oc->sel[j].alias : oc->sel[j].column) == 0)
+                return false;
+    return true;
+}
+
+/* Run s and write its rows into out as the JSON array (and newline) dt_send_json writes for
+ * run_rows' array of row_json objects, as they are read: the plain read builds no JSON
+ * values. A value dt_value_json gives nothing for is left out of its object, as there. *n
+ * the rows. */
+static int run_rows_text(dt_req *d, const rest_sql *s, const outcols *oc, dt_str *out,
+                         size_t *n)
+{
+    tn_rows *rows = NULL;
+    *n = 0;
+    dt_str_addc(out, '[');
+    int rc = tn_db_query(d->db, &rows, s->text, s->nparams, s->params);
+    while (rc == TN_OK && (rc = tn_rows_next(rows)) == TN_OK) {
+        dt_str_add(out, (*n)++ > 0 ? ",{" : "{");
+        bool first = true;
+        for (int i = 0; i < oc->n; i++) {
+            size_t mark = out->len;
+            if (!first)
+                dt_str_addc(out, ',');
+            dt_json_string(out, oc->sel[i].alias ? oc->sel[i].alias : oc->sel[i].column);
+            dt_str_addc(out, ':');
+            if (dt_value_write(d, out, oc->types[i], tn_rows_get(rows, i)))
+                first = false;
+            else
+                dt_str_cut(out, mark);
+        }
+        dt_str_addc(out, '}');
+    }
+    tn_rows_free(rows);
+    dt_str_add(out, "]\n");
+    if (rc == TN_DONE && out->oom)
+        rc = TN_NOMEM;
+    return rc == TN_DONE ? TN_OK : rc;
+}
+
 static void csv_value(dt_str *b, const json_t *v)
 {
     if (json_is_null(v))
@@ -330,8 +378,9 @@ static int count_rows(dt_req *d, const dt_table *t, const rest_query *q, int64_t
     return rc == TN_DONE ? TN_OK : rc;
 }
 
+/* The rows into arr, or (text given) as JSON text into text, *n of them. */
 static int select_rows(dt_req *d, const dt_table *t, const rest_query *q, const outcols *oc,
-                       json_t *arr, rest_err *e)
+                       json_t *arr, dt_str *text, size_t *n, rest_err *e)
 {
     rest_sql s;
     rest_sql_init(&s, &d->mem, d->dialect);
@@ -344,17 +393,28 @@ static int select_rows(dt_req *d, const dt_table *t, const rest_query *q, const 
     rc = rc ?: rest_sql_limit(&s, q);
     if (rc != TN_OK)
         return sql_failed(d, rc, e);
-    return run_rows(d, &s, oc, arr, NULL);
+    return text != NULL ? run_rows_text(d, &s, oc, text, n) : run_rows(d, &s, oc, arr, NULL);
 }
 
+/* "first-last/total" ("*" for an unknown total, "*" for the range of no rows); written by
+ * hand: every read sends it. */
 static void content_range(dt_req *d, const rest_query *q, size_t n, int64_t total)
 {
-    char tot[24] = "*";
+    char v[80];
+    size_t len = 0;
+    if (n == 0) {
+        v[len++] = '*';
+    } else {
+        len += rest_int_text(v + len, q->offset);
+        v[len++] = '-';
+        len += rest_int_text(v + len, q->offset + (int64_t)n - 1);
+    }
+    v[len++] = '/';
     if (total >= 0)
-        snprintf(tot, sizeof(tot), "%lld", (long long)total);
-    const char *v = n == 0 ? tn_sprintf(d->r, "*/%s", tot)
-                           : tn_sprintf(d->r, "%lld-%lld/%s", (long long)q->offset,
-                                        (long long)(q->offset + (int64_t)n - 1), tot);
+        len += rest_int_text(v + len, total);
+    else
+        v[len++] = '*';
+    v[len] = '\0';
     tn_add_header(d->r, "Content-Range", v);
 }
 
@@ -378,12 +438,20 @@ static int get_rows(dt_req *d, const dt_table *t, int fmt, json_t *arr)
         return dt_errorf(d, 416, "range_not_satisfiable", NULL, "offset %lld is past the "
                          "%lld rows", (long long)q.offset, (long long)total);
     }
-    rc = rc ?: select_rows(d, t, &q, &oc, arr, &e);
+    /* JSON, the usual answer, is written as the rows are read (run_rows_text) */
+    dt_str text;
+    dt_str_init(&text, &d->mem);
+    bool as_text = rc == TN_OK && fmt == FMT_JSON && names_unique(&oc);
+    size_t n = 0;
+    rc = rc ?: select_rows(d, t, &q, &oc, arr, as_text ? &text : NULL, &n, &e);
     if (rc != TN_OK)
         return rc == TN_DONE ? TN_OK : dt_db_error(d, rc, "reading rows");
-    size_t n = json_array_size(arr);
+    if (!as_text)
+        n = json_array_size(arr);
     content_range(d, &q, n, total);
     bool partial = total >= 0 && (int64_t)n < total;
+    if (as_text)
+        return dt_send_json_text(d, partial ? 206 : 200, text.s, text.len);
     return send_rows(d, partial ? 206 : 200, fmt, &oc, arr);
 }
 

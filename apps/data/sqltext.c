@@ -63,6 +63,14 @@ void dt_str_addc(dt_str *b, char c)
     dt_str_addn(b, &c, 1);
 }
 
+void dt_str_cut(dt_str *b, size_t len)
+{
+    if (b->s == NULL || len > b->len)
+        return;
+    b->len = len;
+    b->s[len] = '\0';
+}
+
 const char *dt_str_get(dt_str *b)
 {
     if (b->oom)

@@ -1,8 +1,10 @@
 /*
  * stats.c — GET /stats: rows per table, storage size, and this worker's request count.
  *
- * Owns: the request counter (per tenant, per worker, in the host's tenant cache: tenants never
- * see each other's), the row counts of the visible tables, and the size of the tenant's
+ * Owns: the request counter (per tenant and worker: a slot per tenant id in a direct-mapped
+ * table, so tenants never see each other's, and one whose slot another tenant took starts
+ * again from zero; every request counts, so it costs an increment, not a cache entry
+ * written back as text), the row counts of the visible tables, and the size of the tenant's
  * storage (SQLite: page_count * page_size of its file through the pragma functions;
  * PostgreSQL: pg_total_relation_size of each table of its schema).
  *
@@ -14,25 +16,37 @@
 
 #include "data.h"
 
-#define COUNTER_KEY "data.requests"
+#define COUNTER_SLOTS 4096
+
+static struct counter {
+    int64_t tenant_id;      /* 0: empty */
+    long long n;
+} counters[COUNTER_SLOTS];
+
+/* The request's tenant's slot, taken over when another tenant had it. */
+static struct counter *slot_of(tn_request *r)
+{
+    const tn_tenant *t = tn_tenant_of(r);
+    if (t == NULL)
+        return NULL;
+    int64_t id = tn_tenant_id(t);
+    struct counter *c = &counters[(uint64_t)id % COUNTER_SLOTS];
+    if (c->tenant_id != id)
+        *c = (struct counter){id, 0};
+    return c;
+}
 
 static long long counter(tn_request *r)
 {
-    const void *v;
-    size_t n;
-    char tmp[24];
-    if (tn_cache_get(r, COUNTER_KEY, &v, &n) != TN_OK || n >= sizeof(tmp))
-        return 0;
-    memcpy(tmp, v, n);
-    tmp[n] = '\0';
-    return atoll(tmp);
+    const struct counter *c = slot_of(r);
+    return c != NULL ? c->n : 0;
 }
 
 void dt_stats_count(tn_request *r)
 {
-    char num[24];
-    int n = snprintf(num, sizeof(num), "%lld", counter(r) + 1);
-    tn_cache_set(r, COUNTER_KEY, num, (size_t)n, 0);
+    struct counter *c = slot_of(r);
+    if (c != NULL)
+        c->n++;
 }
 
 /* One number from a query of one row and one column; -1 when there is none. */

@@ -60,8 +60,9 @@ int dt_tables_list(dt_req *d)
     int rc = dt_catalog_load(d);
     json_t *list = json_array();
     for (int i = 0; rc == TN_OK && i < d->ntables; i++) {
-        rc = dt_catalog_indexes(d, &d->tables[i]);
-        json_array_append_new(list, dt_table_json(&d->tables[i]));
+        dt_table t = d->tables[i];   /* the catalog is read only (catcache.c) */
+        rc = dt_catalog_indexes(d, &t);
+        json_array_append_new(list, dt_table_json(&t));
     }
     json_t *body = json_pack("{s:o}", "tables", list);
     rc = rc == TN_OK ? dt_send_json(d, 200, body) : dt_db_error(d, rc, "reading the catalog");

@@ -3,7 +3,8 @@
 # the requests in flight (each a 502 in nginx's log), is respawned and requests keep
 # succeeding; request_timeout answers 504, kills and logs the request; slow_request logs
 # without killing; pm.max_requests recycles with jitter; ondemand scales from zero and back;
-# dynamic keeps its spares; a crash storm engages the brake, visible in the status.
+# dynamic keeps its spares and retires those above pm.max_spare only after pm.idle_timeout;
+# a crash storm engages the brake, visible in the status.
 . "$(dirname "$0")/lib.sh"
 need curl nginx "$HELPERS/hammer" "$HELPERS/json_check"
 
@@ -109,6 +110,28 @@ tn_conf "pm = dynamic" "pm.max_children = 4" "pm.start = 1" "pm.min_spare = 2" "
 tn_start
 wait_until 5 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 2 ]" || fail "dynamic did not reach min_spare"
 log "ok: dynamic started 1 and grew to min_spare=2"
+kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
+
+# ---- dynamic: spares above max_spare leave after pm.idle_timeout, not in the first lull ----
+# A burst grows the pool; when it stops, every worker is idle and above pm.max_spare, but a
+# worker that served a moment ago keeps what it has open (tenants' files, catalogs): it is
+# retired only once it has served nothing for pm.idle_timeout.
+tn_conf "pm = dynamic" "pm.max_children = 4" "pm.start = 1" "pm.min_spare = 1" "pm.max_spare = 1" \
+    "pm.idle_timeout = 3s"
+tn_start
+"$HELPERS/hammer" -p "$NGINX_PORT" -c 4 -d 2.5 -H 'b%d.example' -N 8 -u '/sleep?ms=200' \
+    --json "$T/burst.json" 2> "$T/burst.log" &
+burst=$!
+wait_until 3 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -ge 3 ]" || fail "the burst did not grow the pool"
+wait "$burst"
+grown=$(pgrep -P "$TN_PID" | wc -l)
+sleep 1.2   # a lull, under pm.idle_timeout
+lull=$(pgrep -P "$TN_PID" | wc -l)
+assert_ge "$lull" 3 "workers kept through a 1.2 s lull (pm.idle_timeout 3s; $grown after the burst)"
+wait_until 8 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 1 ]" ||
+    fail "the idle spares were not retired after pm.idle_timeout: $(pgrep -P "$TN_PID" | wc -l) left"
+log "ok: back to pm.max_spare = 1 once they had been idle for pm.idle_timeout"
+assert_nginx_clean "spares retired under nginx's kept connections"
 kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
 
 # ---- crash storm: the brake engages and shows in the status ----------------------------------

@@ -1,9 +1,11 @@
-/* core/sha256: the FIPS 180-4 test vectors, one-shot and fed in pieces of every size. */
+/* core/sha256: the FIPS 180-4 test vectors, one-shot and fed in pieces of every size, with the
+ * CPU's SHA instructions (where there are) and with the portable code, which must agree. */
 #include "core/first.h"
 #include "core/sha256.h"
 #include "tests/unit/check_common.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct {
@@ -21,6 +23,7 @@ static const struct {
 
 START_TEST(test_sha256_vectors)
 {
+    sha256_accelerated(_i == 0);   /* loop 0: as the process would; 1: portable */
     char h[65];
     for (size_t i = 0; i < TN_ARRAY_LEN(vec); i++) {
         sha256_hex(vec[i].msg, strlen(vec[i].msg), h);
@@ -60,6 +63,26 @@ START_TEST(test_sha256_pieces)
 }
 END_TEST
 
+/* Both compressions give the same digest of messages of every length up to four blocks (on a
+ * CPU without the SHA instructions both runs are the portable code). */
+START_TEST(test_sha256_both)
+{
+    unsigned char m[260];
+    unsigned seed = 7;
+    for (size_t i = 0; i < sizeof(m); i++)
+        m[i] = (unsigned char)rand_r(&seed);
+    for (size_t len = 0; len <= sizeof(m); len++) {
+        char fast[65], plain[65];
+        sha256_accelerated(true);
+        sha256_hex(m, len, fast);
+        sha256_accelerated(false);
+        sha256_hex(m, len, plain);
+        ck_assert_str_eq(fast, plain);
+    }
+    sha256_accelerated(true);
+}
+END_TEST
+
 /* RFC 4231's cases 1, 2 and 6 (a key longer than a block is hashed first). */
 START_TEST(test_hmac_sha256_vectors)
 {
@@ -93,7 +116,8 @@ Suite *sha256_suite(void)
 {
     Suite *s = suite_create("sha256");
     TCase *tc = tcase_create("sha256");
-    tcase_add_test(tc, test_sha256_vectors);
+    tcase_add_loop_test(tc, test_sha256_vectors, 0, 2);
+    tcase_add_test(tc, test_sha256_both);
     tcase_add_test(tc, test_sha256_pieces);
     tcase_add_test(tc, test_hmac_sha256_vectors);
     suite_add_tcase(s, tc);

@@ -10,6 +10,7 @@
 Suite *data_sqltext_suite(void);
 Suite *data_csv_suite(void);
 Suite *data_dump_suite(void);
+Suite *data_json_suite(void);
 
 /* Blocks kept in a list and freed by test_mem_free: the tests' stand-in for the request
  * arena, so that the leak checkers see nothing left behind. */

@@ -10,11 +10,12 @@ Suite *accesslog_suite(void);
 Suite *handler_suite(void);
 Suite *mount_suite(void);   /* check_mount.c: mount lines, their checks, the match */
 Suite *hub_suite(void);     /* check_hub.c: SSE text, STDOUT records, the tenant table */
+Suite *conn_suite(void);    /* check_conn.c: the open-files limit a worker raises */
 
 int main(void)
 {
     Suite *s[] = {proto_suite(), config_suite(),    listen_suite(),
                   guard_suite(), accesslog_suite(), handler_suite(),
-                  mount_suite(), hub_suite()};
+                  mount_suite(), hub_suite(),       conn_suite()};
     return run_suites(s, (int)TN_ARRAY_LEN(s));
 }

@@ -141,6 +141,23 @@ START_TEST(test_exec_query_nulls)
     ck_assert_int_eq(tn_rows_ncols(r), 1);
     EXPECT(db, TN_DONE, tn_rows_next(r));
     tn_rows_free(r);
+    /* integers as text, at both ends of their range, two rows through one column */
+    OK(tn_db_query(db, &r,
+                   "SELECT 0, -1, 9223372036854775807, -9223372036854775807 - 1, 42, 1.5 "
+                   "UNION ALL SELECT 7, 8, 9, 10, -11, 2.5",
+                   0, NULL));
+    EXPECT(db, TN_OK, tn_rows_next(r));
+    static const char *const first[] = {"0", "-1", "9223372036854775807",
+                                        "-9223372036854775808", "42", "1.5"};
+    for (int i = 0; i < 6; i++)
+        ck_assert_str_eq(tn_rows_get(r, i), first[i]);
+    const char *kept = tn_rows_get(r, 4);
+    ck_assert_str_eq(kept, "42");   /* the same text asked twice */
+    EXPECT(db, TN_OK, tn_rows_next(r));
+    ck_assert_str_eq(tn_rows_get(r, 0), "7");
+    ck_assert_str_eq(tn_rows_get(r, 4), "-11");
+    ck_assert_str_eq(tn_rows_get(r, 5), "2.5");
+    tn_rows_free(r);
     ck_assert_str_eq(tn_db_error(db), "");
     ck_assert_str_eq(tn_db_backend(db), backend_pg ? "postgres" : "sqlite");
     ck_assert_ptr_nonnull(tn_db_native(db));
@@ -162,6 +179,11 @@ START_TEST(test_placeholders_reuse_and_order)
                       "SELECT $10 || $9 || $8 || $7 || $6 || $5 || $4 || $3 || $2 || $1", 10,
                       ten));
     ck_assert_str_eq(v, "10987654321");
+    /* the same statements again, now from the cache: $2 before $1 is still bound by name */
+    OK(db_query_value(db, v, sizeof(v), "SELECT $2 || '-' || $1 || '-' || $2", 2, ab));
+    ck_assert_str_eq(v, "b-a-b");
+    OK(db_query_value(db, v, sizeof(v), "SELECT $1 + 1", 1, n));
+    ck_assert_str_eq(v, "42");
     /* a parameter is never SQL: quotes and semicolons come back as they went */
     const char *evil[] = {"x'); DROP TABLE t; --"};
     OK(db_query_value(db, v, sizeof(v), "SELECT $1", 1, evil));
@@ -177,6 +199,11 @@ START_TEST(test_param_count_and_form)
     ck_assert_ptr_null(r);
     ck_assert_str_ne(tn_db_error(db), "");
     EXPECT(db, TN_INVALID, tn_db_exec(db, "SELECT $1, $2", 3, three));   /* $3 unused */
+    /* checked again after the statement was cached and bound by position */
+    OK(tn_db_exec(db, "SELECT $1, $2", 2, two));
+    EXPECT(db, TN_INVALID, tn_db_exec(db, "SELECT $1, $2", 1, one));
+    EXPECT(db, TN_INVALID, tn_db_exec(db, "SELECT $1, $2", 3, three));
+    OK(tn_db_exec(db, "SELECT $1, $2", 2, two));
     EXPECT(db, TN_INVALID, tn_db_exec(db, "SELECT $2", 2, two));         /* $1 unused */
     EXPECT(db, TN_INVALID, tn_db_exec(db, "SELECT $1", 0, NULL));
     EXPECT(db, TN_INVALID, tn_db_exec(db, "SELECT ?", 1, one));

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests/unit/storage/storage_test.h"
@@ -200,6 +201,64 @@ START_TEST(test_pool_sqlite_release)
     stats(&s);
     ck_assert_uint_eq(s.resets, 2);
     ck_assert_int_eq(s.sqlite_open, 1);
+}
+END_TEST
+
+static void expect_pragma(tn_db *d, const char *pragma, const char *want)
+{
+    char v[32];
+    ST_OK(d, db_query_value(d, v, sizeof(v), pragma, 0, NULL));
+    ck_assert_msg(strcmp(v, want) == 0, "%s: '%s', not '%s'", pragma, v, want);
+}
+
+static long long file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+}
+
+/* What a handle of the pool is opened with, and what its file is left with when the pool
+ * closes it: still in WAL, its -wal file kept but empty (the close checkpointed it, so the
+ * next open has nothing to read back), its rows there; a small page cache per handle. */
+START_TEST(test_pool_sqlite_settings)
+{
+    make_sqlite_tenants(2);
+    pool = pool_create(&(pool_limits){.sqlite_max_open = 1});
+    tn_db *d;
+    acquire(&sq[0], &d);
+    expect_pragma(d, "PRAGMA journal_mode", "wal");
+    expect_pragma(d, "PRAGMA cache_size", "-256");   /* POOL_SQLITE_CACHE_KIB */
+    expect_pragma(d, "PRAGMA journal_size_limit", "8388608");
+    for (int i = 0; i < 50; i++) {
+        char m[16];
+        snprintf(m, sizeof(m), "w%02d", i);
+        const char *p[] = {m};
+        ST_OK(d, tn_db_exec(d, "INSERT INTO items VALUES ($1)", 1, p));
+    }
+    pool_release(pool, d);
+    char wal[600];
+    snprintf(wal, sizeof(wal), "%s-wal", sq_path[0]);
+    ck_assert_int_gt(file_size(wal), 0);   /* the commits are in the WAL */
+    acquire(&sq[1], &d);                    /* sqlite_max_open 1: s0's handle is closed */
+    pool_release(pool, d);
+    pool_stats s;
+    stats(&s);
+    ck_assert_uint_eq(s.evictions, 1);
+    ck_assert_int_eq(file_size(wal), 0);   /* kept, and empty */
+    acquire(&sq[0], &d);
+    expect_pragma(d, "PRAGMA journal_mode", "wal");
+    expect_pragma(d, "SELECT count(*) FROM items", "51");
+    pool_release(pool, d);
+    pool_destroy(pool);
+
+    pool = pool_create(&(pool_limits){.sqlite_cache_kib = 64});
+    acquire(&sq[0], &d);
+    expect_pragma(d, "PRAGMA cache_size", "-64");
+    pool_release(pool, d);
+    /* the descriptors the limits want: three per SQLite handle, and the PostgreSQL ones */
+    ck_assert_int_eq(pool_fds_wanted(NULL), POOL_SQLITE_MAX_OPEN * 3 + 8 + 16);
+    ck_assert_int_eq(pool_fds_wanted(&(pool_limits){.sqlite_max_open = 10, .pg_db_max_open = 2}),
+                     10 * 3 + 2 + 16);
 }
 END_TEST
 
@@ -717,6 +776,7 @@ Suite *pool_suite(void)
     tcase_add_test(tc, test_pool_sqlite_lru);
     tcase_add_test(tc, test_pool_sqlite_release);
     tcase_add_test(tc, test_pool_sqlite_fd_bound);
+    tcase_add_test(tc, test_pool_sqlite_settings);
     tcase_add_test(tc, test_pool_sqlite_replaced);
     suite_add_tcase(s, tc);
     tc = tcase_create("postgres");

@@ -644,6 +644,23 @@ START_TEST(test_key_cache)
     ck_assert(!key_cache_touch_due(p, 60004, 60000));
     ck_assert(key_cache_touch_due(p, 60005, 60000));
     key_cache_destroy(c);
+    /* Two sets of four ways (tenant 0: a set is picked by the first 16 hex digits alone):
+     * four keys of one set all stay, a fifth replaces the one that expires first. */
+    c = key_cache_create(8, 1000, 100);
+    key_cache_sync(c, 1);
+    char hk[5][65];
+    for (int i = 0; i < 5; i++) {
+        memset(hk[i], 'a', 64);
+        hk[i][64] = '\0';
+        hk[i][15] = (char)('0' + 2 * i);   /* even: all in set 0 */
+        ck_assert_ptr_nonnull(key_cache_put(c, 0, hk[i], &a, i == 4 ? 20 : 10 - i));
+    }
+    for (int i = 0; i < 5; i++)
+        if (i == 3)   /* put at 7, the first to expire */
+            ck_assert_ptr_null(key_cache_get(c, 0, hk[i], 50));
+        else
+            ck_assert_ptr_nonnull(key_cache_get(c, 0, hk[i], 50));
+    key_cache_destroy(c);
     key_cache *off = key_cache_create(0, 1000, 100);
     ck_assert_ptr_null(key_cache_put(off, 1, h1, &a, 0));
     ck_assert_ptr_null(key_cache_get(off, 1, h1, 0));
