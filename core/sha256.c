@@ -13,6 +13,7 @@
 #include <string.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define SHA_NI 1
 #endif
@@ -111,9 +112,11 @@ bool sha256_accelerated(bool allow)
 {
     compress_fn = compress_c;
 #ifdef SHA_NI
-    __builtin_cpu_init();
-    if (allow && __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") &&
-        __builtin_cpu_supports("ssse3"))
+    /* CPUID directly: clang's __builtin_cpu_supports does not know "sha" (gcc's does) */
+    unsigned a, b, c, d;
+    bool sse = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_1) && (c & bit_SSSE3);
+    bool sha = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_SHA);
+    if (allow && sse && sha)
         compress_fn = compress_ni;
 #endif
     return compress_fn != compress_c;
