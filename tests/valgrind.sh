@@ -16,7 +16,7 @@
 #       PROGRAM
 #
 # Tests that need fork mode (a test that expects a signal: the process
-# would die of it) carry the Check tag "fork", and tests too big for valgrind's pace (the job
+# would die of it; one that changes the process's limits) carry the Check tag "fork", and tests too big for valgrind's pace (the job
 # store's backlogs of 10,000 jobs, its processes claiming at once, whose forked children
 # valgrind reports for the memory they inherit) the tag "slow": both are left out with
 # CK_EXCLUDE_TAGS. Each
