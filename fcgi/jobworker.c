@@ -431,19 +431,24 @@ static void recover(const char *lease, const char *why)
 
 typedef struct host_leases {
     const char *key;
-    int n;
+    int n;                /* leases collected on this page */
+    int seen;             /* jobs read on this page */
+    int64_t last_id;      /* the oldest read: the next page starts before it */
     char leases[64][48];
 } host_leases;
 
 static int collect_host(void *ctx, const job_rec *j)
 {
     host_leases *h = ctx;
-    if (strncmp(j->lease, h->key, 12) == 0 && h->n < 64)
+    h->seen++;
+    h->last_id = j->id;
+    if (strncmp(j->lease, h->key, 12) == 0)
         snprintf(h->leases[h->n++], 48, "%s", j->lease);
-    return 0;
+    return h->n == 64;   /* full: recover these, then go on from here */
 }
 
-/* This host's master just started: none of its job workers can hold a lease. */
+/* This host's master just started: none of its job workers can hold a lease. Every running
+ * job is looked at, page by page (other hosts' among them), so none of ours is missed. */
 static void recover_host(void)
 {
     char key[13];
@@ -452,14 +457,14 @@ static void recover_host(void)
     if (g == NULL)
         return;
     host_leases h = {.key = key};
-    int64_t before = 0;
     for (;;) {
-        h.n = 0;
-        if (jobs_list(g, -1, JOB_RUNNING, before, 1000, collect_host, &h) != TN_OK || h.n == 0)
+        h.n = h.seen = 0;
+        int rc = jobs_list(g, -1, JOB_RUNNING, h.last_id, 1000, collect_host, &h);
+        if (rc != TN_OK && rc != 1)
             break;
         for (int i = 0; i < h.n; i++)
             recover(h.leases[i], "the host restarted while it ran");
-        if (h.n < 64)
+        if (rc != 1 && h.seen < 1000)
             break;
     }
 }
