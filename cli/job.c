@@ -1,6 +1,7 @@
 /*
  * job.c — the `tenancy job ...` commands: the job queue for operators (over
- * tenancy/ops_jobs.c): list, show, retry, cancel, counts, schedules, unschedule, enqueue.
+ * tenancy/ops_jobs.c): list, show, retry, cancel, counts, schedules, schedule, unschedule,
+ * enqueue.
  *
  * Owns: turning their arguments into ops_job_* calls and printing the result (cli_int.h).
  * Times are the store's milliseconds, printed as UTC (seconds). Jobs are paged by id, newest
@@ -107,15 +108,24 @@ static int job_id_arg(cli *c, const char *s, int64_t *id)
     return 0;
 }
 
-/* --tenant SLUG or --central (at most one): *slug NULL and *central false when neither. */
-static int tenant_opts(cli *c, const cli_args *a, const char **slug, bool *central,
-                       bool required)
+/* Every job command starts here: the ops environment into *e, then, when slug is not NULL,
+ * the tenant options: --tenant SLUG or --central, at most one (`required`: one of them);
+ * *slug NULL and *central false when neither (central may be NULL: the command only needs
+ * the slug). A command without --central in its option table never sees it set. 0, or the
+ * usage error's exit status. */
+static int job_begin(cli *c, const cli_args *a, bool required, const char **slug, bool *central,
+                     ops_env *e)
 {
+    cli_ops_env(c, e);
+    if (slug == NULL)
+        return 0;
     *slug = cli_opt(a, "--tenant");
-    *central = cli_opt(a, "--central") != NULL;
-    if (*slug != NULL && *central)
+    bool cen = cli_opt(a, "--central") != NULL;
+    if (central != NULL)
+        *central = cen;
+    if (*slug != NULL && cen)
         return cli_usage(c, "give --tenant or --central, not both");
-    if (required && *slug == NULL && !*central)
+    if (required && *slug == NULL && !cen)
         return cli_usage(c, "'%s' needs --tenant SLUG (or --central)", c->cmd->name);
     if (*slug != NULL && !tenant_slug_valid(*slug))
         return cli_usage(c, "'%s' is not a tenant slug", *slug);
@@ -169,7 +179,8 @@ int cli_job_list(cli *c, const cli_args *a)
 {
     const char *slug;
     bool central;
-    int rc = tenant_opts(c, a, &slug, &central, false);
+    ops_env e;
+    int rc = job_begin(c, a, false, &slug, &central, &e);
     if (rc != 0)
         return rc;
     int state = -1;
@@ -184,8 +195,6 @@ int cli_job_list(cli *c, const cli_args *a)
     if (b != NULL && (rc = job_id_arg(c, b, &before)) != 0)
         return rc;
     char err[1024];
-    ops_env e;
-    cli_ops_env(c, &e);
     list_out l = {c, 0, 0};
     if (c->json)
         buf_puts(&c->out, "{\"jobs\":[");
@@ -255,13 +264,12 @@ static void print_job(const job_rec *j)
 
 int cli_job_show(cli *c, const cli_args *a)
 {
+    ops_env e;
     int64_t id;
-    int rc = job_id_arg(c, a->pos[0], &id);
-    if (rc != 0)
+    int rc = job_begin(c, a, false, NULL, NULL, &e);
+    if (rc != 0 || (rc = job_id_arg(c, a->pos[0], &id)) != 0)
         return rc;
     char err[1024];
-    ops_env e;
-    cli_ops_env(c, &e);
     job_rec j;
     rc = ops_job_get(&e, id, NULL, &j, err, sizeof(err));
     if (rc != TN_OK)
@@ -276,13 +284,12 @@ int cli_job_show(cli *c, const cli_args *a)
 /* retry and cancel: the change, then the job read back. */
 static int job_change(cli *c, const cli_args *a, bool retry)
 {
+    ops_env e;
     int64_t id;
-    int rc = job_id_arg(c, a->pos[0], &id);
-    if (rc != 0)
+    int rc = job_begin(c, a, false, NULL, NULL, &e);
+    if (rc != 0 || (rc = job_id_arg(c, a->pos[0], &id)) != 0)
         return rc;
     char err[1024];
-    ops_env e;
-    cli_ops_env(c, &e);
     rc = retry ? ops_job_retry(&e, id, NULL, err, sizeof(err))
                : ops_job_cancel(&e, id, NULL, err, sizeof(err));
     if (rc != TN_OK)
@@ -311,14 +318,13 @@ int cli_job_counts(cli *c, const cli_args *a)
 {
     const char *slug;
     bool central;
-    int rc = tenant_opts(c, a, &slug, &central, false);
+    ops_env e;
+    int rc = job_begin(c, a, false, &slug, &central, &e);
     if (rc != 0)
         return rc;
     if (central)
         return cli_usage(c, "counts are per tenant or of all jobs (--tenant, or nothing)");
     char err[1024];
-    ops_env e;
-    cli_ops_env(c, &e);
     int64_t n[JOB_NSTATES];
     rc = ops_job_counts(&e, slug, n, err, sizeof(err));
     if (rc != TN_OK)
@@ -402,16 +408,16 @@ static int sched_cb(void *ctx, const job_schedule *s)
 
 int cli_job_schedules(cli *c, const cli_args *a)
 {
-    const char *slug = cli_opt(a, "--tenant");
-    if (slug != NULL && !tenant_slug_valid(slug))
-        return cli_usage(c, "'%s' is not a tenant slug", slug);
-    char err[1024];
+    const char *slug;
     ops_env e;
-    cli_ops_env(c, &e);
+    int rc = job_begin(c, a, false, &slug, NULL, &e);
+    if (rc != 0)
+        return rc;
+    char err[1024];
     sched_out o = {c, 0};
     if (c->json)
         buf_puts(&c->out, "{\"schedules\":[");
-    int rc = ops_job_schedules(&e, slug, sched_cb, &o, err, sizeof(err));
+    rc = ops_job_schedules(&e, slug, sched_cb, &o, err, sizeof(err));
     if (rc != TN_OK)
         return cli_fail(c, rc, "%s", err);
     if (c->json) {
@@ -427,14 +433,12 @@ int cli_job_schedules(cli *c, const cli_args *a)
 int cli_job_unschedule(cli *c, const cli_args *a)
 {
     const char *slug;
-    bool central;
-    int rc = tenant_opts(c, a, &slug, &central, true);
+    ops_env e;
+    int rc = job_begin(c, a, true, &slug, NULL, &e);
     if (rc != 0)
         return rc;
     const char *app = cli_opt(a, "--app"), *name = a->pos[0];
     char err[1024];
-    ops_env e;
-    cli_ops_env(c, &e);
     rc = ops_job_unschedule(&e, slug, app, name, err, sizeof(err));
     if (rc != TN_OK)
         return cli_fail(c, rc, "%s", err);
@@ -448,16 +452,14 @@ int cli_job_unschedule(cli *c, const cli_args *a)
 int cli_job_schedule(cli *c, const cli_args *a)
 {
     const char *slug;
-    bool central;
-    int rc = tenant_opts(c, a, &slug, &central, true);
+    ops_env e;
+    int rc = job_begin(c, a, true, &slug, NULL, &e);
     if (rc != 0)
         return rc;
     const char *app = cli_opt(a, "--app"), *name = a->pos[0], *cron = a->pos[1];
     if (app != NULL && (strncmp(app, "host.", 5) == 0 || strcmp(app, JOB_APP_ALL) == 0))
         return cli_usage(c, "--app names a mount ('%s' is the host's)", app);
     char err[1024];
-    ops_env e;
-    cli_ops_env(c, &e);
     int64_t id = 0;
     rc = ops_job_schedule(&e, slug, app, name, cron, cli_opt(a, "--payload"), &id, err,
                           sizeof(err));
@@ -478,8 +480,8 @@ int cli_job_schedule(cli *c, const cli_args *a)
 int cli_job_enqueue(cli *c, const cli_args *a)
 {
     const char *slug;
-    bool central;
-    int rc = tenant_opts(c, a, &slug, &central, true);
+    ops_env e;
+    int rc = job_begin(c, a, true, &slug, NULL, &e);
     if (rc != 0)
         return rc;
     ops_job_new n = {.slug = slug, .app = cli_opt(a, "--app"), .name = a->pos[0],
@@ -496,8 +498,6 @@ int cli_job_enqueue(cli *c, const cli_args *a)
         return rc;
     n.delay_ms = (int64_t)delay_s * 1000;
     char err[1024];
-    ops_env e;
-    cli_ops_env(c, &e);
     int64_t id = 0;
     rc = ops_job_enqueue(&e, &n, &id, err, sizeof(err));
     if (rc == TN_EXISTS && c->json) {

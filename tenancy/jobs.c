@@ -155,11 +155,34 @@ static int db_err(registry *r, int rc, char *err, size_t errlen)
     return tn_errf(err, errlen, rc, "jobs: %s", tn_db_error(registry_db(r)));
 }
 
+/* A statement inside in_tx (which resets the connection when the transaction fails). */
 static int exec(registry *r, char *err, size_t errlen, const char *sql, int n,
                 const char *const *p)
 {
     int rc = tn_db_exec(registry_db(r), sql, n, p);
     return rc == TN_OK ? TN_OK : db_err(r, rc, err, errlen);
+}
+
+/* Returns rc, a failed call's code; after TN_IO the connection is reset first (rolled back,
+ * reconnected when it broke), so that the next call finds it usable. */
+static int reset_on_io(registry *r, int rc)
+{
+    if (rc == TN_IO)
+        registry_reconnect(r);
+    return rc;
+}
+
+/* One statement on its own, outside in_tx: TN_OK with *changes the rows it changed, or the
+ * storage error with err set (read before the connection is reset). */
+static int exec_alone(registry *r, int64_t *changes, char *err, size_t errlen, const char *sql,
+                      int n, const char *const *p)
+{
+    tn_db *db = registry_db(r);
+    int rc = tn_db_exec(db, sql, n, p);
+    if (rc != TN_OK)
+        return reset_on_io(r, db_err(r, rc, err, errlen));
+    *changes = tn_db_changes(db);
+    return TN_OK;
 }
 
 /* The first row's first n columns as integers (NULL: 0). TN_OK, TN_NOTFOUND (no row), or
@@ -221,9 +244,7 @@ static int in_tx(registry *r, int (*fn)(registry *, void *, char *, size_t), voi
             tn_db_rollback(db);
         }
     }
-    if (rc == TN_IO)
-        registry_reconnect(r);
-    return rc;
+    return reset_on_io(r, rc);
 }
 
 static int prepare(registry *r, char *err, size_t errlen)
@@ -854,19 +875,13 @@ int jobs_progress(registry *r, int64_t id, const char *lease, const char *progre
     num ids;
     num_set(&ids, id);
     const char *p[] = {ids.s, lease, cut_text(progress ? progress : "", PROGRESS_MAX, cut)};
-    tn_db *db = registry_db(r);
-    rc = tn_db_exec(db, "UPDATE jobs SET progress = $3 WHERE id = $1 AND state = 'running' AND "
-                        "lease = $2", 3, p);
-    if (rc != TN_OK) {
-        rc = db_err(r, rc, err, errlen);
-        if (rc == TN_IO)
-            registry_reconnect(r);
-        return rc;
-    }
-    if (tn_db_changes(db) == 0)
+    int64_t changed = 0;
+    rc = exec_alone(r, &changed, err, errlen, "UPDATE jobs SET progress = $3 WHERE id = $1 AND "
+                    "state = 'running' AND lease = $2", 3, p);
+    if (rc == TN_OK && changed == 0)
         return tn_errf(err, errlen, TN_NOTFOUND, "job %lld is not running under lease %s",
                        (long long)id, lease);
-    return TN_OK;
+    return rc;
 }
 
 /* ---- recover and reap --------------------------------------------------------------------- */
@@ -1069,10 +1084,7 @@ int jobs_get(registry *r, int64_t id, job_rec *out, char *err, size_t errlen)
     int rc = prepare(r, err, errlen);
     if (rc != TN_OK)
         return rc;
-    rc = job_load(r, id, out, err, errlen);
-    if (rc == TN_IO)
-        registry_reconnect(r);
-    return rc;
+    return reset_on_io(r, job_load(r, id, out, err, errlen));
 }
 
 int jobs_list(registry *r, int64_t tenant_id, int state, int64_t before_id, int limit,
@@ -1128,9 +1140,7 @@ int jobs_list(registry *r, int64_t tenant_id, int state, int64_t before_id, int 
     rc = tn_db_query(db, &rows, sql, np, p);
     if (rc != TN_OK) {
         log_warn("jobs: list failed: %s", tn_db_error(db));
-        if (rc == TN_IO)
-            registry_reconnect(r);
-        return rc;
+        return reset_on_io(r, rc);
     }
     /* The page is read whole first: fn may use the registry. */
     job_row *page = calloc((size_t)limit, sizeof(*page));
@@ -1174,9 +1184,7 @@ int jobs_counts(registry *r, int64_t tenant_id, int64_t counts[JOB_NSTATES])
     rc = tn_db_query(db, &rows, sql, tenant_id >= 0 ? 1 : 0, p);
     if (rc != TN_OK) {
         log_warn("jobs: counts failed: %s", tn_db_error(db));
-        if (rc == TN_IO)
-            registry_reconnect(r);
-        return rc;
+        return reset_on_io(r, rc);
     }
     while ((rc = tn_rows_next(rows)) == TN_OK) {
         int st = job_state_parse(tn_rows_get(rows, 0));
@@ -1198,23 +1206,20 @@ int jobs_prune(registry *r, int64_t before_ms, int *n, char *err, size_t errlen)
     num_set(&before, before_ms);
     num_set(&batch, PRUNE_BATCH);
     const char *p[] = {before.s, batch.s};
-    tn_db *db = registry_db(r);
     bool pg = is_pg(r);
     for (;;) {
         /* SQLite: in batches, each its own transaction, so that no delete holds the one
          * write lock for long. PostgreSQL: at once (readers and claimers do not wait for it,
          * and a batch's IN (subquery) would be planned as a scan of the table per batch). */
-        rc = pg ? tn_db_exec(db, "DELETE FROM jobs WHERE state IN ('done', 'cancelled') AND "
-                                 "finished_at < $1", 1, p)
-                : tn_db_exec(db, "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state "
-                                 "IN ('done', 'cancelled') AND finished_at < $1 LIMIT $2)", 2, p);
-        if (rc != TN_OK) {
-            rc = db_err(r, rc, err, errlen);
-            if (rc == TN_IO)
-                registry_reconnect(r);
+        int64_t c = 0;
+        rc = exec_alone(r, &c, err, errlen,
+                        pg ? "DELETE FROM jobs WHERE state IN ('done', 'cancelled') AND "
+                             "finished_at < $1"
+                           : "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state "
+                             "IN ('done', 'cancelled') AND finished_at < $1 LIMIT $2)",
+                        pg ? 1 : 2, p);
+        if (rc != TN_OK)
             return rc;
-        }
-        int64_t c = tn_db_changes(db);
         if (n != NULL)
             *n += (int)c;
         if (pg || c < PRUNE_BATCH)
@@ -1307,21 +1312,16 @@ int jobs_schedule_remove(registry *r, int64_t tenant_id, const char *app, const 
     num tid;
     num_set(&tid, tenant_id);
     const char *p[] = {tid.s, app != NULL ? app : "", name != NULL ? name : ""};
-    tn_db *db = registry_db(r);
+    int64_t changed = 0;
     /* "+ 0": see key_holder */
-    rc = tn_db_exec(db, "DELETE FROM job_schedules WHERE COALESCE(tenant_id, 0) = "
-                        "CAST($1 AS BIGINT) + 0 AND app = $2 AND name = $3", 3, p);
-    if (rc != TN_OK) {
-        rc = db_err(r, rc, err, errlen);
-        if (rc == TN_IO)
-            registry_reconnect(r);
-        return rc;
-    }
-    if (tn_db_changes(db) == 0)
+    rc = exec_alone(r, &changed, err, errlen, "DELETE FROM job_schedules WHERE "
+                    "COALESCE(tenant_id, 0) = CAST($1 AS BIGINT) + 0 AND app = $2 AND name = $3",
+                    3, p);
+    if (rc == TN_OK && changed == 0)
         return tn_errf(err, errlen, TN_NOTFOUND, "no schedule '%.80s'%s%.80s%s", name ? name : "",
                        app != NULL && app[0] ? " (app " : "", app != NULL ? app : "",
                        app != NULL && app[0] ? ")" : "");
-    return TN_OK;
+    return rc;
 }
 
 #define SCHED_COLS                                                                            \
@@ -1401,8 +1401,7 @@ int jobs_schedule_list(registry *r, int64_t tenant_id, jobs_schedule_fn fn, void
         if (rc != TN_OK) {
             log_warn("jobs: listing the schedules: %s",
                      rc == TN_NOMEM ? "out of memory" : tn_db_error(registry_db(r)));
-            if (rc == TN_IO)
-                registry_reconnect(r);
+            reset_on_io(r, rc);
         }
         for (int i = 0; rc == TN_OK && i < n; i++)
             rc = fn(ctx, &page[i].s);

@@ -11,33 +11,9 @@ eval "$("$top_srcdir/tests/pg.sh" start)" || hard_error "cannot start PostgreSQL
 PG_DIR=$TENANCY_TEST_PG_DIR
 trap 'rc=$?; "$top_srcdir/tests/pg.sh" stop "$PG_DIR" >/dev/null 2>&1; (exit $rc); cleanup' EXIT
 
-host_conf() {   # host_conf NAME
-    mkdir -p "$T/$1"
-    cat > "$T/$1.conf" <<CONF
-listen = $T/$1.sock
-app = $HELLO_SO
-access_log = $T/$1-access.log
-pm = static
-pm.max_children = 2
-pm.jobs = 0
-stream.hub = on
-stream.heartbeat = 1s
-state_dir = $T/$1
-registry = $TENANCY_TEST_PG
-tenant.resolvers = subdomain
-tenant.base_domains = localhost
-tenant.central_domains = localhost
-CONF
-}
-start_host() {   # start_host NAME
-    TENANCY_HELLO_TEST_ROUTES=1 "$TENANCYD" -c "$T/$1.conf" > "$T/$1.log" 2>&1 &
-    PIDS+=($!)
-    eval "PID_$1=$!"
-    wait_until 10 grep -q ' ready: ' "$T/$1.log" || fatal "host $1 did not start"
-}
-
-host_conf a
-host_conf b
+for h in a b; do
+    host_conf "$h" "$HELLO_SO" "pm.jobs = 0" "stream.hub = on" "stream.heartbeat = 1s"
+done
 "$TENANCY_CLI" -c "$T/a.conf" init > /dev/null || fatal "init on PostgreSQL failed"
 for s in acme globex; do
     "$TENANCY_CLI" -c "$T/a.conf" tenant create "$s" > /dev/null || fatal "creating $s failed"

@@ -17,45 +17,18 @@ eval "$("$top_srcdir/tests/pg.sh" start)" || hard_error "cannot start PostgreSQL
 PG_DIR=$TENANCY_TEST_PG_DIR
 trap 'rc=$?; "$top_srcdir/tests/pg.sh" stop "$PG_DIR" >/dev/null 2>&1; (exit $rc); cleanup' EXIT
 
-host_conf() {   # host_conf NAME
-    mkdir -p "$T/$1"
-    cat > "$T/$1.conf" <<CONF
-listen = $T/$1.sock
-app = $JOBAPP
-access_log = $T/$1-access.log
-pm = static
-pm.max_children = 2
-pm.jobs = 2
-stream.hub = off
-state_dir = $T/$1
-registry = $TENANCY_TEST_PG
-tenant.resolvers = subdomain
-tenant.base_domains = localhost
-tenant.central_domains = localhost
-storage.migrations = $FIX/migrations
-storage.seed = $FIX/seed.sql
-placement.pgs.dsn = $TENANCY_TEST_PG
-placement.pgs.mode = schema
-placement.pgs.login = tenant
-jobs.poll = 200ms
-jobs.timeout = 60s
-CONF
-}
-start_host() {   # start_host NAME
-    : > "$T/$1.log"
-    "$TENANCYD" -c "$T/$1.conf" >> "$T/$1.log" 2>&1 &
-    PIDS+=($!)
-    eval "PID_$1=$!"
-    wait_until 10 grep -q ' ready: ' "$T/$1.log" || fatal "host $1 did not start"
-}
 post() {
     curl -s -m 20 -X POST -H "Host: $2" "http://127.0.0.1:$NGINX_PORT$1"
 }
 psql_q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
 job_state() { psql_q -c "SELECT state || '|' || attempts FROM tenancy.jobs WHERE id = $1"; }
 
-host_conf a
-host_conf b
+for h in a b; do
+    host_conf "$h" "$JOBAPP" "pm.jobs = 2" "stream.hub = off" \
+        "storage.migrations = $FIX/migrations" "storage.seed = $FIX/seed.sql" \
+        "placement.pgs.dsn = $TENANCY_TEST_PG" "placement.pgs.mode = schema" \
+        "placement.pgs.login = tenant" "jobs.poll = 200ms" "jobs.timeout = 60s"
+done
 tn_cli() { "$TENANCY_CLI" -c "$T/a.conf" "$@"; }
 tn_cli init > "$T/init.out" 2>&1 || fatal "init on PostgreSQL failed: $(cat "$T/init.out")"
 for s in acme globex initech; do

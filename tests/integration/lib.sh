@@ -3,7 +3,9 @@
 # Each test gets a private folder ($T), starts what it needs (tenancyd, nginx, apache,
 # spawn-fcgi) with generated configs on free loopback ports or unix sockets in $T, and stops
 # all of it on exit, whatever happens. A server a test needs but cannot find is a hard error
-# (exit 99), never a skip: the suite must not pass without having run.
+# (exit 99), never a skip: the suite must not pass without having run. The helpers below
+# each say what they do: one tenancyd (tn_conf, tn_start), several on one PostgreSQL
+# registry (host_conf, start_host), nginx in front, the assertions, the admin panel.
 #
 # Environment (set by the Makefile): top_srcdir, top_builddir.
 
@@ -185,6 +187,47 @@ tn_workers() {   # pids of the current workers
 }
 
 tn_log_count() { grep -c -- "$1" "$T/tenancyd.log" || true; }
+
+# ---- several hosts on one PostgreSQL registry -------------------------------------------------
+
+# host_conf NAME APP [LINE...]: write $T/NAME.conf for host NAME, one of several tenancyd that
+# share the registry $TENANCY_TEST_PG (set by `tests/pg.sh start`): its own socket
+# $T/NAME.sock, state_dir $T/NAME (so its own generation file) and access log
+# $T/NAME-access.log; two static workers running the app APP; tenants by subdomain of
+# localhost, localhost itself central. Each LINE is one more "key = value" line (pm.jobs,
+# stream.hub, ...); a key written here must not be given again (the parser refuses a
+# duplicate, and the host then does not start).
+host_conf() {
+    local name=$1 app=$2 l
+    shift 2
+    mkdir -p "$T/$name"
+    {
+        cat <<CONF
+listen = $T/$name.sock
+app = $app
+access_log = $T/$name-access.log
+pm = static
+pm.max_children = 2
+state_dir = $T/$name
+registry = $TENANCY_TEST_PG
+tenant.resolvers = subdomain
+tenant.base_domains = localhost
+tenant.central_domains = localhost
+CONF
+        for l in "$@"; do echo "$l"; done
+    } > "$T/$name.conf"
+}
+
+# start_host NAME: start tenancyd with $T/NAME.conf (hello's test routes on, as tn_start),
+# its output in $T/NAME.log, emptied first (a host started again has a log of its new run
+# only); its pid goes into PIDS and PID_NAME. Waits for "ready"; fatal after 10 s.
+start_host() {
+    : > "$T/$1.log"
+    TENANCY_HELLO_TEST_ROUTES=1 "$TENANCYD" -c "$T/$1.conf" >> "$T/$1.log" 2>&1 &
+    PIDS+=("$!")
+    eval "PID_$1=$!"
+    wait_until 10 grep -q ' ready: ' "$T/$1.log" || fatal "host $1 did not start"
+}
 
 # ---- nginx -----------------------------------------------------------------------------------
 

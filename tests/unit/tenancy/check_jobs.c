@@ -4,7 +4,8 @@
  * cases for both: enqueue, claim, finish; fail, backoff, dead; retry and cancel; unique keys;
  * leases, recover, reap; priority; the fair claim (one tenant's 10,000 jobs against 100
  * tenants' one each) and its cost; the per-tenant cap; delayed jobs; several processes
- * claiming at once; schedules; a tenant's purge; a registry made before the job tables.
+ * claiming at once; schedules; a tenant's purge; a registry made before the job tables; a
+ * session the server ended (PostgreSQL).
  *
  * Times are given to the store (now_ms), never read from the clock, except for the logged
  * figures of the claim's cost.
@@ -1163,6 +1164,56 @@ START_TEST(test_older_registry)
 }
 END_TEST
 
+/* ---- a lost session (PostgreSQL) ----------------------------------------------------------- */
+
+/* The server ends the registry's session, as a restart or a pooler's timeout would; the pid
+ * is gone when this returns (pg_terminate_backend's timeout waits for it). */
+static void end_session(void)
+{
+    char pid[32], done[8];
+    OK(db_query_value(registry_db(R), pid, sizeof(pid), "SELECT pg_backend_pid()", 0, NULL));
+    tn_db *d = NULL;
+    char e[512];
+    ck_assert_msg(db_open(pg_uri, NULL, &d, e, sizeof(e)) == TN_OK, "db_open: %s", e);
+    const char *p[] = {pid};
+    int rc = db_query_value(d, done, sizeof(done),
+                            "SELECT pg_terminate_backend(CAST($1 AS INTEGER), 10000)", 1, p);
+    ck_assert_msg(rc == TN_OK && strcmp(done, "t") == 0, "terminate %s: %s", pid,
+                  tn_db_error(d));
+    db_close(d);
+}
+
+/* The call that meets the lost session fails with TN_IO and leaves the connection reset, so
+ * the same call at once works: each of the store's statements outside a transaction, and
+ * one that runs in a transaction. */
+#define AFTER_LOSS(want, expr)                                                               \
+    do {                                                                                     \
+        end_session();                                                                       \
+        EXPECT(TN_IO, expr);                                                                 \
+        EXPECT(want, expr);                                                                  \
+    } while (0)
+
+START_TEST(test_lost_session)
+{
+    int64_t a = tenant("acme");
+    int64_t id = enqueue(a);
+    job_rec g;
+    int64_t c[JOB_NSTATES];
+    listed l = {0};
+    sched_seen x = {0};
+    int n = 0;
+    AFTER_LOSS(TN_NOTFOUND, jobs_progress(R, id, LEASE_A, "1/2", err, sizeof(err)));
+    AFTER_LOSS(TN_NOTFOUND, jobs_schedule_remove(R, a, "", "none", err, sizeof(err)));
+    AFTER_LOSS(TN_OK, jobs_prune(R, T0, &n, err, sizeof(err)));
+    AFTER_LOSS(TN_OK, jobs_get(R, id, &g, err, sizeof(err)));
+    AFTER_LOSS(TN_OK, jobs_list(R, a, -1, 0, 10, list_count_cb, &l));
+    AFTER_LOSS(TN_OK, jobs_counts(R, a, c));
+    AFTER_LOSS(TN_OK, jobs_schedule_list(R, a, sched_cb, &x));
+    AFTER_LOSS(TN_OK, jobs_cancel(R, id, a, T0, err, sizeof(err)));
+    ck_assert_int_eq(count_of(a, JOB_CANCELLED), 1);
+}
+END_TEST
+
 /* ---- what each call costs: the same with 100 and with 10,000 jobs queued ------------------
  * Every statement of jobs.c as it is, with its parameters, measured where the database counts:
  * SQLite per statement (sqlite3_stmt_status: the virtual machine's steps, the steps of full
@@ -1365,6 +1416,8 @@ Suite *jobs_suite(bool pg)
     tcase_add_test(tc, test_schedules);
     tcase_add_test(tc, test_purge_cascade);
     tcase_add_test(tc, test_older_registry);
+    if (pg)   /* a SQLite registry has no session to lose */
+        tcase_add_test(tc, test_lost_session);
     suite_add_tcase(s, tc);
     /* Backlogs of 10,000 jobs and several processes: tagged "slow", which valgrind.sh leaves
      * out (under valgrind they take minutes, and a forked child reports the memory it
