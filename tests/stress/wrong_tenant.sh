@@ -370,21 +370,36 @@ CAP502=$((DEATHS_INJ * CONNS))
     awk '$1 == "injected" { print $2 }' "$T/deaths" | date -u -f - +%s%3N |
         awk '{ printf "%.0f %.0f all\n", $1 - 500, $1 + 500 }'
     echo "$PGW0 $PGW1 pg"
-} > "$T/windows"
+} | sort -n -k1,1 > "$T/windows"
 read -r CLEAR CLEAR_OK NEAR < <(while read -r name backend expect t0 t1; do
     [ "$expect" = 200 ] && [[ $name != sweep-* ]] && [ -f "$T/h/$name.req" ] || continue
     sed "s/^/$backend /" "$T/h/$name.req"
 done < "$T/h/index" | awk -v wf="$T/windows" '
+    # windows: sorted by start; merged into disjoint runs, one list for every backend ("all")
+    # and one for the PostgreSQL tenants (all and pg), each searched by bisection
+    function add(s, e, k) {
+        if (k in n && s <= E[k, n[k]]) { if (e > E[k, n[k]]) E[k, n[k]] = e; return }
+        n[k]++; S[k, n[k]] = s; E[k, n[k]] = e
+    }
+    function near(k, x0, x1,   lo, hi, mid) {
+        lo = 1; hi = n[k] + 0
+        if (hi == 0 || S[k, 1] > x1) return 0
+        while (lo < hi) { mid = int((lo + hi + 1) / 2); if (S[k, mid] <= x1) lo = mid; else hi = mid - 1 }
+        return E[k, lo] >= x0
+    }
     BEGIN {
-        while ((getline l < wf) > 0) { split(l, f, " "); n++; a[n] = f[1]; b[n] = f[2]; w[n] = f[3] }
+        while ((getline l < wf) > 0) {
+            split(l, f, " ")
+            if (f[3] == "all") add(f[1] + 0, f[2] + 0, "all")
+            add(f[1] + 0, f[2] + 0, "pg")
+        }
     }
     {   # BACKEND START END STATUS|ERROR RESULT
-        for (i = 1; i <= n; i++)
-            if ($2 <= b[i] && $3 >= a[i] && (w[i] == "all" || w[i] == $1)) { near++; next }
+        if (near($1 == "pg" ? "pg" : "all", $2 + 0, $3 + 0)) { nearc++; next }
         clear++
         if ($4 == 200 && $5 == "ok") ok++
     }
-    END { print clear + 0, ok + 0, near + 0 }')
+    END { print clear + 0, ok + 0, nearc + 0 }')
 CLEAR_MIN=100   # fewer answers clear of the faults than this are too few to judge
 CLEAR_PCT=$(( CLEAR > 0 ? CLEAR_OK * 1000 / CLEAR : 0 ))   # per mille
 CLEAR_PCT=$((CLEAR_PCT / 10)).$((CLEAR_PCT % 10))
