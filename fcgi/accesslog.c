@@ -21,24 +21,37 @@ struct alog {
     size_t len;
     int64_t first_ms;  /* when the oldest gathered line came */
     int64_t flush_ms;
+    size_t writeback;  /* 0: the kernel's own pace */
+    size_t unsynced;   /* bytes written since the last writeback was started */
+    uint64_t writebacks;
     char *buf;
 };
 
-/* All of it, or give up on an error (a full disk must not stop the requests). */
-static void write_all(int fd, const char *p, size_t n)
+/* All of it, or give up on an error (a full disk must not stop the requests); then, past
+ * the writeback threshold, start the file's writeback (asynchronous: SYNC_FILE_RANGE_WRITE
+ * alone does not wait for the disk; the whole file, as the other workers append too). */
+static void write_all(alog *a, const char *p, size_t n)
 {
     while (n > 0) {
-        ssize_t k = write(fd, p, n);
+        ssize_t k = write(a->fd, p, n);
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
             return;
         p += k;
         n -= (size_t)k;
+        a->unsynced += (size_t)k;
+    }
+    if (a->writeback > 0 && a->unsynced >= a->writeback) {
+        a->unsynced = 0;
+        if (sync_file_range(a->fd, 0, 0, SYNC_FILE_RANGE_WRITE) == 0)
+            a->writebacks++;
+        else
+            a->writeback = 0;   /* not a file that has a writeback to start: stop asking */
     }
 }
 
-int alog_open(const char *path, size_t buffer, int64_t flush_ms, alog **out)
+int alog_open(const char *path, size_t buffer, int64_t flush_ms, size_t writeback, alog **out)
 {
     *out = NULL;
     alog *a = calloc(1, sizeof(*a));
@@ -62,6 +75,7 @@ int alog_open(const char *path, size_t buffer, int64_t flush_ms, alog **out)
     bool regular = fstat(a->fd, &st) == 0 && S_ISREG(st.st_mode);
     a->cap = regular || buffer <= PIPE_BUF ? buffer : PIPE_BUF;
     a->flush_ms = flush_ms;
+    a->writeback = regular ? writeback : 0;
     if (a->cap > 0 && (a->buf = malloc(a->cap)) == NULL) {
         alog_close(a);
         return TN_NOMEM;
@@ -74,7 +88,7 @@ void alog_flush(alog *a)
 {
     if (a == NULL || a->len == 0)
         return;
-    write_all(a->fd, a->buf, a->len);
+    write_all(a, a->buf, a->len);
     a->len = 0;
 }
 
@@ -83,7 +97,7 @@ void alog_line(alog *a, const char *line, size_t n, int64_t now_ms)
     if (n > a->cap) {
         /* unbuffered, or a line longer than the buffer: the gathered ones first */
         alog_flush(a);
-        write_all(a->fd, line, n);
+        write_all(a, line, n);
         return;
     }
     if (a->len + n > a->cap)
@@ -97,6 +111,8 @@ void alog_line(alog *a, const char *line, size_t n, int64_t now_ms)
 }
 
 size_t alog_pending(const alog *a) { return a ? a->len : 0; }
+
+uint64_t alog_writebacks(const alog *a) { return a ? a->writebacks : 0; }
 
 int64_t alog_due(const alog *a) { return a && a->len > 0 ? a->first_ms + a->flush_ms : -1; }
 

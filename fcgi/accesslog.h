@@ -10,6 +10,12 @@
  * its next line, an idle one wakes for it (alog_due). Before a reopen and when the worker
  * leaves they go too; a crash loses at most the last flush_ms of lines.
  *
+ * Writeback: left alone, the kernel keeps a busy log's pages dirty for half a minute and then
+ * writes them in bursts, and every fsync of the tenants' storage that meets such a burst waits
+ * behind it. After every `writeback` bytes it wrote to a regular file, a worker asks the
+ * kernel to start writing the file out (sync_file_range, without waiting), so that little of
+ * the log is dirty at any time (PostgreSQL's *_flush_after settings do the same for its files).
+ *
  * Must not: allocate or lock on the write path, or write part of a line.
  */
 #ifndef TN_FCGI_ACCESSLOG_H
@@ -22,9 +28,13 @@
 typedef struct alog alog;
 
 /* Open path ("stdout", "stderr" or a file, created 0640, appended to) with a buffer of
- * `buffer` bytes (0: a write per line) flushed after flush_ms. TN_OK and *out; TN_ERR with
- * errno when the file cannot be opened; TN_NOMEM. */
-int alog_open(const char *path, size_t buffer, int64_t flush_ms, alog **out);
+ * `buffer` bytes (0: a write per line) flushed after flush_ms, and the file's writeback
+ * started after every `writeback` bytes written (0: never; pipes and terminals: never).
+ * TN_OK and *out; TN_ERR with errno when the file cannot be opened; TN_NOMEM. */
+int alog_open(const char *path, size_t buffer, int64_t flush_ms, size_t writeback, alog **out);
+
+/* How many times this log started the file's writeback (for tests and the curious). */
+uint64_t alog_writebacks(const alog *a);
 
 /* Add one whole line (its newline included); now_ms is any monotonic millisecond clock. */
 void alog_line(alog *a, const char *line, size_t n, int64_t now_ms);

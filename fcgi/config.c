@@ -98,6 +98,10 @@ const conf_opt tn_config_table[] = {
      "bytes of access-log lines a worker gathers into one write (0: a write per line)"},
     {"access_log_flush", CONF_DURATION, OFF(access_log_flush_ms), "100ms", 1, 60000, NULL, 0,
      "longest a gathered access-log line waits before it is written"},
+    {"access_log_writeback", CONF_SIZE, OFF(access_log_writeback), "256k", 0,
+     (long long)1 << 30, NULL, 0,
+     "bytes a worker writes to an access-log file before it starts the file's writeback "
+     "(0: the kernel's own pace)"},
     {"log_requests", CONF_BOOL, OFF(log_requests), "on", 0, 0, NULL, 0,
      "write the access log (errors are always logged)"},
     {"error_log", CONF_STR, OFF(error_log), "stderr", 0, 0, NULL, CONF_RESTART,

@@ -80,6 +80,7 @@ typedef struct tn_config {
     const char *access_log;
     int64_t access_log_buffer;
     int64_t access_log_flush_ms;
+    int64_t access_log_writeback;
     bool log_requests;
     /* the stream hub (fcgi/hub.h) */
     bool stream_hub;

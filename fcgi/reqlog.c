@@ -24,7 +24,7 @@ void reqlog_open(worker *w)
     if (!w->cfg->log_requests || p == NULL || p[0] == '\0' || strcmp(p, "off") == 0)
         return;
     int rc = alog_open(p, (size_t)w->cfg->access_log_buffer, w->cfg->access_log_flush_ms,
-                       &w->alog);
+                       (size_t)w->cfg->access_log_writeback, &w->alog);
     if (rc == TN_NOMEM)
         log_error("cannot open access_log %s: out of memory", p);
     else if (rc != TN_OK)

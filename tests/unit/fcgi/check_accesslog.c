@@ -58,7 +58,7 @@ static void step(alog *a, const char *line, int64_t now, const char *want)
 START_TEST(unbuffered_writes_each_line)
 {
     alog *a;
-    ck_assert_int_eq(alog_open(path, 0, 1000, &a), TN_OK);
+    ck_assert_int_eq(alog_open(path, 0, 1000, 0, &a), TN_OK);
     step(a, "{\"n\":1}\n", 0, "{\"n\":1}\n");
     step(a, "{\"n\":2}\n", 0, "{\"n\":1}\n{\"n\":2}\n");
     ck_assert_uint_eq(alog_pending(a), 0);
@@ -69,7 +69,7 @@ END_TEST
 START_TEST(buffered_until_flush_or_close)
 {
     alog *a;
-    ck_assert_int_eq(alog_open(path, 4096, 1000, &a), TN_OK);
+    ck_assert_int_eq(alog_open(path, 4096, 1000, 0, &a), TN_OK);
     add(a, "a\n", 10);
     step(a, "b\n", 20, "");
     ck_assert_uint_eq(alog_pending(a), 4);
@@ -85,7 +85,7 @@ END_TEST
 START_TEST(full_buffer_writes_whole_lines)
 {
     alog *a;
-    ck_assert_int_eq(alog_open(path, 10, 1000, &a), TN_OK);
+    ck_assert_int_eq(alog_open(path, 10, 1000, 0, &a), TN_OK);
     add(a, "1234\n", 0);
     step(a, "5678\n", 0, "");   /* exactly full: stays */
     step(a, "9ab\n", 0, "1234\n5678\n");   /* does not fit: the first two go, this one waits */
@@ -101,7 +101,7 @@ END_TEST
 START_TEST(flush_interval_bounds_the_wait)
 {
     alog *a;
-    ck_assert_int_eq(alog_open(path, 4096, 1000, &a), TN_OK);
+    ck_assert_int_eq(alog_open(path, 4096, 1000, 0, &a), TN_OK);
     add(a, "t0\n", 5000);
     step(a, "t999\n", 5999, "");
     step(a, "t1000\n", 6000, "t0\nt999\nt1000\n");
@@ -122,7 +122,7 @@ START_TEST(pipe_buffer_capped_at_pipe_buf)
     int rd = open(fifo, O_RDONLY | O_NONBLOCK);
     ck_assert_int_ge(rd, 0);
     alog *a;
-    ck_assert_int_eq(alog_open(fifo, 65536, 1000, &a), TN_OK);
+    ck_assert_int_eq(alog_open(fifo, 65536, 1000, 0, &a), TN_OK);
     char line[1001];
     memset(line, 'x', 999);
     line[999] = '\n';
@@ -140,13 +140,52 @@ START_TEST(pipe_buffer_capped_at_pipe_buf)
 }
 END_TEST
 
+/* A file's writeback is started after every `writeback` bytes (the call succeeded: counted),
+ * never on a pipe, and the lines are all there. */
+START_TEST(writeback_started_every_threshold)
+{
+    alog *a;
+    ck_assert_int_eq(alog_open(path, 0, 1000, 100, &a), TN_OK);
+    char line[51];
+    memset(line, 'w', 49);
+    line[49] = '\n';
+    line[50] = '\0';
+    for (int i = 0; i < 10; i++)
+        add(a, line, 0);
+    ck_assert_uint_eq(alog_writebacks(a), 5);
+    alog_close(a);
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(st.st_size, 500);
+
+    ck_assert_int_eq(alog_open(path, 0, 1000, 0, &a), TN_OK);   /* 0: never */
+    for (int i = 0; i < 10; i++)
+        add(a, line, 0);
+    ck_assert_uint_eq(alog_writebacks(a), 0);
+    alog_close(a);
+
+    char fifo[160];
+    snprintf(fifo, sizeof(fifo), "%s/fifo-wb", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    int rd = open(fifo, O_RDONLY | O_NONBLOCK);
+    ck_assert_int_ge(rd, 0);
+    ck_assert_int_eq(alog_open(fifo, 0, 1000, 100, &a), TN_OK);
+    for (int i = 0; i < 4; i++)
+        add(a, line, 0);
+    ck_assert_uint_eq(alog_writebacks(a), 0);
+    alog_close(a);
+    close(rd);
+    unlink(fifo);
+}
+END_TEST
+
 START_TEST(open_failure_says_why)
 {
     alog *a = (alog *)1;
     char bad[200];
     snprintf(bad, sizeof(bad), "%s/no/such/dir/access.log", dir);
     errno = 0;
-    ck_assert_int_eq(alog_open(bad, 4096, 1000, &a), TN_ERR);
+    ck_assert_int_eq(alog_open(bad, 4096, 1000, 0, &a), TN_ERR);
     ck_assert_int_eq(errno, ENOENT);
     ck_assert_ptr_null(a);
     alog_close(NULL);   /* fine */
@@ -164,6 +203,7 @@ Suite *accesslog_suite(void)
     tcase_add_test(tc, full_buffer_writes_whole_lines);
     tcase_add_test(tc, flush_interval_bounds_the_wait);
     tcase_add_test(tc, pipe_buffer_capped_at_pipe_buf);
+    tcase_add_test(tc, writeback_started_every_threshold);
     tcase_add_test(tc, open_failure_says_why);
     suite_add_tcase(s, tc);
     return s;
