@@ -48,6 +48,14 @@ static const char *file_now(void)
 
 static void add(alog *a, const char *line, int64_t now) { alog_line(a, line, strlen(line), now); }
 
+/* A line of len bytes: len - 1 times c, then a newline. */
+static void fill_line(char *line, size_t len, char c)
+{
+    memset(line, c, len - 1);
+    line[len - 1] = '\n';
+    line[len] = '\0';
+}
+
 /* Add a line at `now`; the file must then hold exactly `want`. */
 static void step(alog *a, const char *line, int64_t now, const char *want)
 {
@@ -124,9 +132,7 @@ START_TEST(pipe_buffer_capped_at_pipe_buf)
     alog *a;
     ck_assert_int_eq(alog_open(fifo, 65536, 1000, 0, &a), TN_OK);
     char line[1001];
-    memset(line, 'x', 999);
-    line[999] = '\n';
-    line[1000] = '\0';
+    fill_line(line, 1000, 'x');
     for (int i = 0; i < PIPE_BUF / 1000; i++)
         add(a, line, 0);
     char got[65536];
@@ -147,9 +153,7 @@ START_TEST(writeback_started_every_threshold)
     alog *a;
     ck_assert_int_eq(alog_open(path, 0, 1000, 100, &a), TN_OK);
     char line[51];
-    memset(line, 'w', 49);
-    line[49] = '\n';
-    line[50] = '\0';
+    fill_line(line, 50, 'w');
     for (int i = 0; i < 10; i++)
         add(a, line, 0);
     ck_assert_uint_eq(alog_writebacks(a), 5);
