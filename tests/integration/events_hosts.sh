@@ -43,11 +43,7 @@ NGX
     done
     echo "}"
 } > "$T/nginx.conf"
-nginx -t -c "$T/nginx.conf" -e "$T/nginx-error.log" > /dev/null 2>&1 ||
-    hard_error "generated nginx config is invalid: $(nginx -t -c "$T/nginx.conf" -e "$T/nginx-error.log" 2>&1)"
-nginx -c "$T/nginx.conf" -e "$T/nginx-error.log" >> "$T/nginx.log" 2>&1 &
-PIDS+=("$!")
-wait_until 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT_B" || fatal "nginx did not start"
+nginx_launch "$PORT_B"
 
 subscribe() {   # subscribe PORT SLUG FILE: a stream in the background, 30 s at most
     curl -s -N -m 30 -H "Host: $2.localhost" "http://127.0.0.1:$1/subscribe" > "$3" 2>/dev/null &

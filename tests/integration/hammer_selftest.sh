@@ -44,12 +44,7 @@ NGINX_PORT=$(free_port)
 }
 NGX
 } > "$T/nginx.conf"
-nginx -t -c "$T/nginx.conf" -e "$T/nginx-error.log" >/dev/null 2>&1 ||
-    hard_error "nginx config is invalid: $(nginx -t -c "$T/nginx.conf" -e "$T/nginx-error.log" \
-        2>&1)"
-nginx -c "$T/nginx.conf" -e "$T/nginx-error.log" >> "$T/nginx.log" 2>&1 &
-PIDS+=("$!")
-wait_until 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$NGINX_PORT" || fatal "nginx did not start"
+nginx_launch
 
 # ---- helpers --------------------------------------------------------------------------------
 # ham NAME ARGS...: run hammer with --json $T/NAME.json (stderr in $T/NAME.err). Sets RC (exit

@@ -289,11 +289,18 @@ nginx_start() {
 }
 NGX
     } > "$T/nginx.conf"
+    nginx_launch
+}
+
+# nginx_launch [PORT]: check the config a test wrote to $T/nginx.conf (an invalid one is a
+# hard error), start nginx on it (its pid in PIDS) and wait until PORT ($NGINX_PORT) answers.
+nginx_launch() {
+    local port=${1:-$NGINX_PORT}
     nginx -t -c "$T/nginx.conf" -e "$T/nginx-error.log" >/dev/null 2>&1 ||
         hard_error "generated nginx config is invalid: $(nginx -t -c "$T/nginx.conf" -e "$T/nginx-error.log" 2>&1)"
     nginx -c "$T/nginx.conf" -e "$T/nginx-error.log" >> "$T/nginx.log" 2>&1 &
     PIDS+=("$!")
-    wait_until 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$NGINX_PORT" || fatal "nginx did not start"
+    wait_until 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" || fatal "nginx did not start"
 }
 
 # nginx_upstream_errors: the lines of nginx's error log about a failed upstream connection or

@@ -44,9 +44,7 @@ cat <<NGX
 }
 NGX
 } > "$T/nginx.conf"
-nginx -c "$T/nginx.conf" -e "$T/nginx-error.log" >> "$T/nginx.log" 2>&1 &
-PIDS+=("$!")
-wait_until 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$NGINX_PORT" || fatal "nginx did not start"
+nginx_launch
 BASE="http://localhost:$NGINX_PORT"
 status() { curl -s -m 5 "http://127.0.0.1:$NGINX_PORT/_tenancy/status"; }
 field() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval('d' + sys.argv[1]))" "$1"; }
