@@ -24,6 +24,7 @@
 #include "core/log.h"
 #include "core/netaddr.h"
 #include "fcgi/worker_int.h"
+#include "tenancy/limits.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -203,4 +204,80 @@ int conn_table_size(void)
     if (cur >= MAX_CONNS + CONN_FD_RESERVE)
         return MAX_CONNS;
     return cur > CONN_FD_RESERVE + 8 ? (int)(cur - CONN_FD_RESERVE) : 8;
+}
+
+/* ---- requests waiting for a worker of their tenant (tenant.queue_wait) ------------------ */
+
+/* The limits' wake-up is watched only while this worker holds a waiting request: the others
+ * are not woken for nothing. */
+static void watch_wake(worker *w, bool on)
+{
+    int fd = limits_wake_fd(w->args->lim);
+    if (fd < 0 || on == w->wake_watched)
+        return;
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u64 = WAKE_TAG};
+    if (epoll_ctl(w->ep, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fd, on ? &ev : NULL) == 0 || !on)
+        w->wake_watched = on;
+}
+
+void conn_wait_begin(worker *w, struct conn *c, int64_t id, int cap, int64_t until_ms)
+{
+    c->wait_tenant = id;
+    c->wait_cap = cap;
+    c->wait_until_ms = until_ms;
+    c->wait_seq = ++w->wait_seq;
+    w->nwaiting++;
+    watch_wake(w, true);
+    limits_wait(w->args->lim, id, 1);
+}
+
+void conn_unwait(worker *w, struct conn *c)
+{
+    if (c->wait_tenant == 0)
+        return;
+    limits_wait(w->args->lim, c->wait_tenant, -1);
+    c->wait_tenant = 0;
+    if (--w->nwaiting <= 0) {
+        w->nwaiting = 0;
+        watch_wake(w, false);
+    }
+}
+
+/* A request of some tenant ended (the limits' wake-up): of the requests waiting here, let
+ * through as many of each tenant as its cap has room for now, those waiting longest first.
+ * They are marked ready and go through serve_conn, which claims the room (limits_try) or,
+ * when another worker's request took it first, leaves them waiting. */
+void conn_wait_wake(worker *w)
+{
+    int fd = limits_wake_fd(w->args->lim);
+    uint64_t v;
+    if (fd >= 0)
+        (void)!read(fd, &v, sizeof(v));   /* the count is not used: only the edge */
+    int64_t seen[8];
+    int nseen = 0;
+    for (int i = 0; i < w->nconns; i++) {
+        struct conn *c = &w->conns[i];
+        int64_t id = c->wait_tenant;
+        if (id == 0 || c->ready)
+            continue;
+        bool done = false;
+        for (int j = 0; j < nseen && !done; j++)
+            done = seen[j] == id;
+        if (done)
+            continue;
+        if (nseen < (int)TN_ARRAY_LEN(seen))
+            seen[nseen++] = id;
+        for (int room = limits_free(w->args->lim, id, c->wait_cap); room > 0; room--) {
+            struct conn *first = NULL;
+            for (int k = 0; k < w->nconns; k++) {
+                struct conn *o = &w->conns[k];
+                if (o->wait_tenant == id && !o->ready &&
+                    (first == NULL || o->wait_seq < first->wait_seq))
+                    first = o;
+            }
+            if (first == NULL)
+                break;
+            mark_ready(w, first);
+        }
+    }
 }

@@ -129,7 +129,9 @@ static void hand_off_held(worker *w)
         return;
     for (int i = w->nconns - 1; i >= 0; i--) {
         struct conn *c = &w->conns[i];
-        if (c->serving)
+        /* One waiting for its tenant's worker stays: the wake-up reaches every worker holding
+         * such requests, and the one that finds room first serves it. */
+        if (c->serving || c->wait_tenant != 0)
             continue;
         if (!conn_hand_off(w, c))
             return;   /* the queue is full: keep the rest */

@@ -773,6 +773,7 @@ static void reap(master *m)
         /* A worker that died mid-request leaves its tenant's in-flight count behind. */
         if (snap.tenant_id != 0)
             limits_leave(m->lim, slot, snap.tenant_id, 0);
+        limits_release_worker(m->lim, slot);   /* a claim made before its request was read */
         bool startup_failure = !was_ready;
         bool was_retiring = c->retiring;
         memset(c, 0, sizeof(*c));

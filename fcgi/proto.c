@@ -193,6 +193,78 @@ fp_verdict fcgi_precheck(const unsigned char *p, size_t n, size_t max_params, bo
     return res->verdict = FP_NEED_MORE;
 }
 
+/* One name-value length at c[*i] (1 or 4 bytes); false past the end. */
+static bool nv_len(const unsigned char *c, size_t n, size_t *i, size_t *len)
+{
+    if (*i >= n)
+        return false;
+    if (!(c[*i] & 0x80)) {
+        *len = c[(*i)++];
+        return true;
+    }
+    if (n - *i < 4)
+        return false;
+    *len = ((size_t)(c[*i] & 0x7F) << 24) | ((size_t)c[*i + 1] << 16) | ((size_t)c[*i + 2] << 8) |
+           c[*i + 3];
+    *i += 4;
+    return true;
+}
+
+int fcgi_params_env(const unsigned char *p, size_t n, unsigned char *raw, size_t rawcap,
+                    char *out, size_t outcap, char **env, int maxenv)
+{
+    /* The params' content, joined across records (a pair may straddle two). */
+    size_t off = 0, have = 0;
+    unsigned id = 0;
+    bool begun = false, ended = false;
+    while (!ended && off + HDR <= n) {
+        const unsigned char *h = p + off;
+        size_t clen = be16(h + 4), rlen = HDR + clen + h[6];
+        if (h[0] != 1 || off + rlen > n)
+            return -1;
+        if (!begun && h[1] == FCGI_T_BEGIN) {
+            begun = true;
+            id = be16(h + 2);
+        } else if (begun && h[1] == FCGI_T_PARAMS && be16(h + 2) == id) {
+            if (clen == 0) {
+                ended = true;
+            } else {
+                if (clen > rawcap - have)
+                    return -1;
+                memcpy(raw + have, h + HDR, clen);
+                have += clen;
+            }
+        }
+        off += rlen;
+    }
+    if (!ended)
+        return -1;
+    int k = 0;
+    size_t i = 0, o = 0;
+    while (i < have) {
+        size_t nl, vl;
+        if (!nv_len(raw, have, &i, &nl) || !nv_len(raw, have, &i, &vl) || nl > have - i ||
+            vl > have - i - nl)
+            return -1;
+        if (k + 1 >= maxenv || nl + vl + 2 > outcap - o)
+            return -1;
+        /* A name with '=' or a NUL in it could be read as another param: left out. */
+        bool plain = memchr(raw + i, '=', nl) == NULL && memchr(raw + i, '\0', nl) == NULL;
+        if (plain) {
+            env[k++] = out + o;
+            memcpy(out + o, raw + i, nl);
+            o += nl;
+            out[o++] = '=';
+            memcpy(out + o, raw + i + nl, vl);
+            o += vl;
+            out[o++] = '\0';
+        }
+        i += nl + vl;
+    }
+    env[k] = NULL;
+    return k;
+}
+
 size_t fcgi_end_request(unsigned char *out, size_t cap, unsigned req_id, uint32_t app_status,
                         unsigned char proto_status)
 {

@@ -59,6 +59,14 @@ typedef struct fp_result {
 fp_verdict fcgi_precheck(const unsigned char *p, size_t n, size_t max_params, bool full,
                          fp_result *res);
 
+/* The params of the request whose header an FP_READY input holds (the first n bytes), as a
+ * NULL-terminated environment of "NAME=VALUE" strings, libfcgi's form: the content of its
+ * PARAMS records joined in raw (rawcap bytes), the strings in out (outcap bytes), pointers in
+ * env (maxenv, the NULL included). A value with a NUL in it ends there, as libfcgi's does.
+ * Returns the number of params, or -1 when the input is not such a header or does not fit. */
+int fcgi_params_env(const unsigned char *p, size_t n, unsigned char *raw, size_t rawcap,
+                    char *out, size_t outcap, char **env, int maxenv);
+
 /* Record builders; each returns the bytes written, or 0 when cap is too small. */
 size_t fcgi_end_request(unsigned char *out, size_t cap, unsigned req_id, uint32_t app_status,
                         unsigned char proto_status);

@@ -31,10 +31,12 @@
 #include "fcgi/proto.h"
 #include "fcgi/worker_int.h"
 #include "tenancy/chain.h"
+#include "tenancy/limits.h"
 #include "tenancy/tenant.h"
 
 #include <errno.h>
 #include <fcgiapp.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -249,6 +251,7 @@ static void arm_read_timeout(const worker *w, struct conn *c)
 static TN_HOT int precheck(worker *w, int fd, unsigned *req_id, bool *whole)
 {
     ssize_t n = recv(fd, w->peek, w->peek_size, MSG_PEEK | MSG_DONTWAIT);
+    w->peek_len = n > 0 ? (size_t)n : 0;
     if (n == 0)
         return TN_ERR;   /* the peer closed */
     if (n < 0)
@@ -455,6 +458,80 @@ static TN_HOT bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
     return false;
 }
 
+/* ---- tenant.queue_wait: a request waits for its tenant's worker unread ------------------ */
+
+static TN_HOT const char *pe_param(void *tx, const char *name)
+{
+    return kv_env_get(tx, name);
+}
+
+static const tn_transport peek_transport = {pe_param, NULL, NULL, NULL, NULL};
+
+/* The tenant of the request whose header the last pre-check saw, from its params (nothing is
+ * read off the connection): false when there is none to wait for. */
+static bool peek_tenant(worker *w, int64_t now, int64_t *id, int *cap)
+{
+    struct peek_env *pe = &w->pe;
+    if (pe->raw == NULL) {   /* first use: most workers never need it */
+        pe->raw = malloc(w->peek_size);
+        pe->text = malloc(w->peek_size + 2 * PEEK_ENV_MAX);
+        pe->arena = arena_create(4096);
+        if (pe->raw == NULL || pe->text == NULL || pe->arena == NULL) {
+            free(pe->raw);
+            free(pe->text);
+            arena_destroy(pe->arena);
+            pe->raw = NULL;
+            return false;
+        }
+    }
+    if (fcgi_params_env(w->peek, w->peek_len, pe->raw, w->peek_size, pe->text,
+                        w->peek_size + 2 * PEEK_ENV_MAX, pe->env, PEEK_ENV_MAX) < 0)
+        return false;
+    tn_request r;
+    request_init(&r, &peek_transport, pe->env, pe->arena, &pe->headers, &pe->out, 0, "peek",
+                 now * 1000000);
+    bool found = chain_peek_tenant(&r, now, id, cap) == TN_OK && *cap > 0;
+    arena_reset(pe->arena);
+    return found;
+}
+
+/* Before a request is read: TN_OK to serve it now (*claimed: the tenant whose share was
+ * claimed for it, 0 when none was), TN_AGAIN when it was left waiting for a worker of its
+ * tenant (tenant.queue_wait; see tenancyd.conf(5)). Only while some tenant is at its cap. */
+static TN_HOT int admit_early(worker *w, struct conn *c, int64_t now, int64_t *claimed)
+{
+    *claimed = 0;
+    int64_t wait = w->cfg->tenancy.queue_wait_ms;
+    limits *l = w->args->lim;
+    if (TN_LIKELY(c->wait_tenant == 0) && (wait <= 0 || !limits_contended(l, now)))
+        return TN_OK;
+    int64_t id = 0;
+    int cap = 0;
+    if (w->leaving || (c->wait_tenant != 0 && now >= c->wait_until_ms) ||
+        !peek_tenant(w, now, &id, &cap)) {
+        conn_unwait(w, c);   /* served now: a tenant still at its cap gets its 503 */
+        return TN_OK;
+    }
+    int rc = limits_try(l, w->args->slot, id, cap, now);
+    if (rc != TN_BUSY) {
+        conn_unwait(w, c);
+        *claimed = rc == TN_OK ? id : 0;
+        return TN_OK;
+    }
+    /* The wait is not the request's time: request_timeout (and the access log's time) start
+     * when it is read, as for a request that waited in the listen queue. */
+    if (c->wait_tenant != id) {
+        conn_unwait(w, c);
+        conn_wait_begin(w, c, id, cap, now + wait);
+    }
+    c->deadline_ms = c->wait_until_ms;
+    /* A request of the tenant may have ended between the try and the count that its
+     * wake-up reads: look again rather than wait for the next one. */
+    if (limits_free(l, id, cap) > 0)
+        mark_ready(w, c);
+    return TN_AGAIN;
+}
+
 /* A connection epoll reported readable: check it, and serve it when a request is there.
  * The connection is removed from the table while served and put back when kept. */
 TN_HOT void serve_conn(worker *w, struct conn *c, int64_t now)
@@ -480,6 +557,11 @@ TN_HOT void serve_conn(worker *w, struct conn *c, int64_t now)
             conn_close(w, c);
             return;
         }
+        int64_t claimed = 0;
+        if (admit_early(w, c, now, &claimed) == TN_AGAIN) {
+            conn_register(w, c);
+            return;
+        }
         /* Served in place: the connection stays in the table (and in the epoll set if it
          * was there), marked so that nothing releases it meanwhile. */
         int fd = c->fd;
@@ -490,9 +572,11 @@ TN_HOT void serve_conn(worker *w, struct conn *c, int64_t now)
             arm_read_timeout(w, c);
         c->serving = true;
         /* The master wakes the handoff thread only for a worker that holds others. */
-        __atomic_store_n(&w->slot->held, (uint32_t)(w->nconns - 1), __ATOMIC_RELAXED);
+        __atomic_store_n(&w->slot->held, (uint32_t)(w->nconns - 1 - w->nwaiting),
+                         __ATOMIC_RELAXED);
         pthread_mutex_unlock(&w->conns_mu);
         bool keep = serve_one(w, fd, req_id, t0);
+        limits_unclaim(w->args->lim, w->args->slot, claimed);   /* no-op once the chain left */
         pthread_mutex_lock(&w->conns_mu);
         c = conn_find(w, fd);   /* the handoff thread may have moved entries meanwhile */
         if (c == NULL)

@@ -267,6 +267,7 @@ void status_json(buf *o, scoreboard *sb, const tn_listener *l, const limits *lim
         kv_u64(o, "requests", top[i].requests, true);
         kv_u64(o, "errors", top[i].errors, true);
         kv_u64(o, "rejected", top[i].rejected, true);
+        kv_u64(o, "waiting", (uint64_t)(top[i].waiting > 0 ? top[i].waiting : 0), true);
         buf_putc(o, '}');
     }
     buf_putc(o, ']');

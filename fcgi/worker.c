@@ -264,7 +264,7 @@ static void worker_loop(worker *w)
         now = w->now_ns / 1000000;
         if (due >= 0 && now >= due)
             alog_flush(w->alog);
-        bool listen_ready = false, handoff_ready = false, shard_ready = false;
+        bool listen_ready = false, handoff_ready = false, shard_ready = false, wake_ready = false;
         for (int i = 0; i < n; i++) {
             if (evs[i].data.u64 == LISTEN_TAG) {
                 listen_ready = true;
@@ -278,10 +278,24 @@ static void worker_loop(worker *w)
                 handoff_ready = true;
                 continue;
             }
+            if (evs[i].data.u64 == WAKE_TAG) {
+                wake_ready = true;
+                continue;
+            }
             struct conn *c = conn_find(w, (int)evs[i].data.u64);
-            if (c != NULL)
-                mark_ready(w, c);
+            if (c == NULL)
+                continue;
+            if (c->wait_tenant != 0) {
+                /* Its request waits unread: more bytes (an abort) change nothing, but the
+                 * web server closing it means nobody wants the answer any more. */
+                if (evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+                    conn_close(w, c);
+                continue;
+            }
+            mark_ready(w, c);
         }
+        if (wake_ready)
+            conn_wait_wake(w);
         /* Deadlines: silent, idle and incomplete connections go. An idle kept one is
          * looked at first (its readiness may be in the next batch of events): a request
          * that arrived at the last moment is served, not lost. */
@@ -289,7 +303,9 @@ static void worker_loop(worker *w)
             struct conn *c = &w->conns[i];
             if (c->deadline_ms > now || c->ready)
                 continue;
-            if (c->req_start_ms) {
+            if (c->wait_tenant != 0) {
+                mark_ready(w, c);   /* its tenant.queue_wait is over: served, or a 503 */
+            } else if (c->req_start_ms) {
                 log_info("closed a FastCGI connection whose request header did not arrive "
                          "within request_timeout");
                 conn_close(w, c);
@@ -511,9 +527,13 @@ void worker_main(const worker_args *a)
      * fresh ones that have not spoken yet (under load the web server may be descheduled
      * between its connect and its write for longer than the wait below, and closing one
      * under it fails the request it is about to write). The rest is closed. */
+    w.leaving = true;
     while (w.nconns > 0) {
         struct conn *c = &w.conns[w.nconns - 1];
         int fd = c->fd;
+        /* A request waiting for its tenant's worker goes on waiting in another worker. */
+        if (c->wait_tenant != 0 && handoff_will_be_taken(&w, c) && conn_hand_off(&w, c))
+            continue;
         if (!c->kept && c->req_start_ms == 0) {
             /* Accepted but silent so far: the web server writes right after connecting. */
             struct pollfd p = {.fd = fd, .events = POLLIN};

@@ -37,6 +37,8 @@
 #define LISTEN_TAG UINT64_MAX
 #define HANDOFF_TAG (UINT64_MAX - 1)
 #define SHARD_TAG (UINT64_MAX - 2)
+#define WAKE_TAG (UINT64_MAX - 3)
+#define PEEK_ENV_MAX 512   /* params of a request looked at before it is read (queue_wait) */
 
 struct conn {
     int fd;
@@ -48,6 +50,11 @@ struct conn {
     int64_t deadline_ms;  /* close when idle (or incomplete) past this */
     int64_t req_start_ms; /* first byte of a request not yet complete (0: none) */
     uint64_t ready_seq;   /* when it became ready, in the order epoll reported it */
+    /* tenant.queue_wait: its request, left unread, waits for a worker of this tenant */
+    int64_t wait_tenant;  /* 0: not waiting */
+    int wait_cap;         /* the tenant's cap in workers when it began to wait */
+    int64_t wait_until_ms;
+    uint64_t wait_seq;    /* the order the waiting ones began to wait in */
 };
 
 /* An app this worker loaded: the one at the root (apps[0]) or mount i's (apps[1 + i]). A
@@ -77,6 +84,18 @@ typedef struct worker {
     int nconns;
     int max_conns;
     bool intake_paused;    /* table full: listen and handoff sockets out of the epoll set */
+    int nwaiting;          /* connections whose request waits for a worker of its tenant */
+    uint64_t wait_seq;     /* the last conn.wait_seq given */
+    bool wake_watched;     /* the limits' wake-up eventfd is in the epoll set */
+    bool leaving;          /* the loop ended: a waiting request is passed on, not held */
+    size_t peek_len;       /* what the last pre-check saw */
+    struct peek_env {      /* a request's params before it is read (serve.c, admit_early) */
+        unsigned char *raw;
+        char *text;
+        char *env[PEEK_ENV_MAX];
+        arena *arena;
+        buf headers, out;
+    } pe;
     FCGX_Request fx;
     arena *req_arena;
     buf headers, out, line;
@@ -125,10 +144,14 @@ static inline void mark_ready(worker *w, struct conn *c)
     }
 }
 
+void conn_unwait(worker *w, struct conn *c);
+
 /* Drop a connection from the table. Its descriptor is closed by the caller (or already);
  * closing removes it from the epoll set, so no EPOLL_CTL_DEL is needed. */
 static inline void conn_forget(worker *w, struct conn *c)
 {
+    if (c->wait_tenant != 0)
+        conn_unwait(w, c);
     *c = w->conns[--w->nconns];
 }
 
@@ -141,6 +164,8 @@ struct conn *conn_add(worker *w, int fd, int64_t now);
 bool conn_has_input(int fd);
 bool conn_accept(worker *w, int lfd, int64_t now);
 struct conn *conn_oldest_ready(worker *w);
+void conn_wait_begin(worker *w, struct conn *c, int64_t id, int cap, int64_t until_ms);
+void conn_wait_wake(worker *w);
 void conn_set_intake(worker *w);
 int conn_table_size(void);
 

@@ -250,12 +250,17 @@ static TN_COLD int answer(tn_request *r, int status, const char *retry_after, co
     return TN_DONE;
 }
 
-/* Find the request's tenant. TN_OK (r->tenant set, or r->central), or TN_DONE (answered). */
-static TN_HOT int identify(tn_request *r, int64_t now)
+/* Find the request's tenant. TN_OK (r->tenant set, or r->central), or TN_DONE (answered).
+ * With peek (chain_peek_tenant) nothing is answered: TN_NOTFOUND stands for every outcome
+ * but a tenant found. A lookup it makes is cached as the chain's own would be, so the chain
+ * that then serves the request finds it there. */
+static TN_HOT int resolve(tn_request *r, int64_t now, bool peek)
 {
     const tenancy_config *c = ch.env.cfg;
     r->stage = "identify";
     int hs = request_route_host(r, (const char *const *)c->hparams, c->nhparams);
+    if (peek && hs != RH_OK)
+        return TN_NOTFOUND;
     if (hs == RH_ABSENT) {
         static bool warned;
         if (!warned) {
@@ -270,6 +275,8 @@ static TN_HOT int identify(tn_request *r, int64_t now)
     const char *host = r->route_host;
     size_t hl = r->route_host_len;
     if (is_central(host)) {
+        if (peek)
+            return TN_NOTFOUND;
         r->central = true;
         return TN_OK;
     }
@@ -291,7 +298,7 @@ static TN_HOT int identify(tn_request *r, int64_t now)
             const char *h = tn_param(r, c->header_param);
             if (h != NULL && netaddr_match_text(c->header_trusted, tn_param(r, "REMOTE_ADDR"))) {
                 if (!tenant_slug_valid(h))
-                    return answer(r, 400, NULL, "invalid tenant header");
+                    return peek ? TN_NOTFOUND : answer(r, 400, NULL, "invalid tenant header");
                 snprintf(slug, sizeof(slug), "%s", h);
                 key = slug;
             }
@@ -299,6 +306,8 @@ static TN_HOT int identify(tn_request *r, int64_t now)
         }
         case RES_PATH: {
             int prc = path_slug(r, slug, sizeof(slug), &rest);
+            if (prc == TN_INVALID && peek)
+                return TN_NOTFOUND;
             if (prc == TN_INVALID)
                 return answer(r, 400, NULL,
                               "ambiguous path: dot segments and encoded dots or slashes are "
@@ -314,6 +323,8 @@ static TN_HOT int identify(tn_request *r, int64_t now)
         int rc = lookup_get(ch.lookup, kind, key, now, fetch, NULL, gen_now, NULL, &t);
         if (rc == TN_NOTFOUND)
             continue;
+        if (rc != TN_OK && peek)
+            return TN_NOTFOUND;
         if (rc != TN_OK)
             return answer(r, 503, "5", "the tenant registry is unavailable");
         r->tenant = t;
@@ -321,7 +332,21 @@ static TN_HOT int identify(tn_request *r, int64_t now)
             r->path = rest;   /* the handler sees the path without the prefix */
         return TN_OK;
     }
-    return answer(r, 404, NULL, "no tenant at this address");
+    return peek ? TN_NOTFOUND : answer(r, 404, NULL, "no tenant at this address");
+}
+
+static TN_HOT int identify(tn_request *r, int64_t now) { return resolve(r, now, false); }
+
+TN_HOT int chain_peek_tenant(tn_request *r, int64_t now_ms, int64_t *id, int *cap)
+{
+    *id = 0;
+    *cap = 0;
+    if (!ch.ready || !ch.env.cfg->enabled || resolve(r, now_ms, true) != TN_OK ||
+        r->tenant == NULL || r->tenant->state != TENANT_ACTIVE)
+        return TN_NOTFOUND;
+    *id = r->tenant->id;
+    *cap = tenancy_max_workers(ch.env.cfg, r->tenant->max_workers, ch.env.max_children);
+    return TN_OK;
 }
 
 static TN_HOT int check_state(tn_request *r)

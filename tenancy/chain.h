@@ -72,6 +72,13 @@ long chain_fds_wanted(const tenancy_config *c);
 void chain_stages_open(chain_app *app);
 void chain_stages_close(chain_app *app);
 
+/* The tenant of a request not read yet (its params only: fcgi's tenant.queue_wait looks
+ * before it reads), found as the chain finds it (the lookup cache, else the registry, the
+ * result cached) but with nothing answered and no context entered. TN_OK with *id and *cap
+ * (its tenant.max_workers in workers, 0: none) for an active tenant; TN_NOTFOUND otherwise
+ * (the chain then decides as usual). */
+int chain_peek_tenant(tn_request *r, int64_t now_ms, int64_t *id, int *cap);
+
 /* Run the request through the chain, then app's stages and handler (or, with env.pick set,
  * those of the app pick names). Returns the handler's code, or TN_DONE when the chain
  * answered the request itself (404, 503, a theme, a stage, pick). */

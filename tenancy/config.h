@@ -47,6 +47,7 @@ typedef struct tenancy_config {
     const char *registry;
     const char *state_dir;
     const char *max_workers_text;
+    int64_t queue_wait_ms;        /* tenant.queue_wait: 0 answers 503 at once */
     bool lookup_cache;
     int64_t lookup_cache_ttl_ms;
     int64_t lookup_cache_negative_ttl_ms;

@@ -9,13 +9,21 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+/* How long after a tenant reached its cap the workers look at each request's tenant before
+ * reading it (limits_contended). */
+#define CONTENDED_MS 1000
 
 struct limits {
     /* high before serving: the first workers' slots share its cache line and page, where
      * after 8 kB of slots it was a line and a page more for every request */
     int32_t high;                      /* 1 + the highest worker slot ever used */
+    int32_t wake_fd;                   /* eventfd: a tenant with waiting requests left one */
+    int32_t waiting_uncounted;         /* waiting requests of tenants not in the table */
+    int64_t contended_until_ms;        /* a tenant reached its cap: see limits_contended */
     int64_t serving[LIMITS_WORKERS];   /* the tenant each worker slot is serving (0: none) */
     limits_entry e[LIMITS_SLOTS];
 };
@@ -23,14 +31,25 @@ struct limits {
 limits *limits_create(void)
 {
     void *p = mmap(NULL, sizeof(limits), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+    if (p == MAP_FAILED)
+        return NULL;
+    limits *l = p;
+    /* Without it requests still wait, bounded by tenant.queue_wait, and are looked at again
+     * only when it runs out. */
+    l->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    return l;
 }
 
 void limits_destroy(limits *l)
 {
-    if (l != NULL)
-        munmap(l, sizeof(*l));
+    if (l == NULL)
+        return;
+    if (l->wake_fd >= 0)
+        close(l->wake_fd);
+    munmap(l, sizeof(*l));
 }
+
+int limits_wake_fd(const limits *l) { return l != NULL ? l->wake_fd : -1; }
 
 /* The id itself: registry ids are dense sequence numbers, so consecutive ids take
  * consecutive slots with no collision until they wrap, and a host's tenants share a few
@@ -77,19 +96,85 @@ static TN_HOT int serving_count(limits *l, int64_t id)
     return n;
 }
 
-TN_HOT int limits_enter(limits *l, int worker, int64_t id, const char *slug, int cap,
-                        int64_t now_ms)
+bool limits_contended(const limits *l, int64_t now_ms)
 {
-    if (l == NULL || id == 0 || worker < 0 || worker >= LIMITS_WORKERS)
-        return TN_DECLINED;
+    return l != NULL && now_ms < __atomic_load_n(&l->contended_until_ms, __ATOMIC_RELAXED);
+}
+
+/* Publish that worker serves id, then count: over cap, withdraw (TN_BUSY). At the cap the
+ * next request of the tenant would wait: the workers start looking before they read. */
+static TN_HOT int claim(limits *l, int worker, int64_t id, int cap, int64_t now_ms)
+{
     __atomic_store_n(&l->serving[worker], id, __ATOMIC_SEQ_CST);
     int32_t high = __atomic_load_n(&l->high, __ATOMIC_RELAXED);
     while (high < worker + 1 && !__atomic_compare_exchange_n(&l->high, &high, worker + 1, true,
                                                               __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
         ;
-    limits_entry *e = find(l, id, true, slug);
-    if (cap > 0 && serving_count(l, id) > cap) {
+    if (cap <= 0)
+        return TN_OK;
+    int n = serving_count(l, id);
+    if (n > cap) {
         __atomic_store_n(&l->serving[worker], 0, __ATOMIC_SEQ_CST);
+        return TN_BUSY;
+    }
+    if (n == cap && __atomic_load_n(&l->contended_until_ms, __ATOMIC_RELAXED) < now_ms)
+        __atomic_store_n(&l->contended_until_ms, now_ms + CONTENDED_MS, __ATOMIC_RELAXED);
+    return TN_OK;
+}
+
+int limits_try(limits *l, int worker, int64_t id, int cap, int64_t now_ms)
+{
+    if (l == NULL || id == 0 || worker < 0 || worker >= LIMITS_WORKERS)
+        return TN_DECLINED;
+    return claim(l, worker, id, cap, now_ms);
+}
+
+/* Requests of e's tenant (of a tenant not in the table: e NULL) wait for a worker: wake the
+ * workers that hold them. Called after a mark was taken away. */
+static void wake_waiters(limits *l, limits_entry *e)
+{
+    int32_t waiting = e != NULL ? __atomic_load_n(&e->waiting, __ATOMIC_SEQ_CST)
+                                : __atomic_load_n(&l->waiting_uncounted, __ATOMIC_SEQ_CST);
+    if (waiting > 0 && l->wake_fd >= 0) {
+        uint64_t one = 1;
+        (void)!write(l->wake_fd, &one, sizeof(one));
+    }
+}
+
+void limits_unclaim(limits *l, int worker, int64_t id)
+{
+    int64_t was = id;
+    if (l != NULL && id != 0 && worker >= 0 && worker < LIMITS_WORKERS &&
+        __atomic_compare_exchange_n(&l->serving[worker], &was, 0, false, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_RELAXED))
+        wake_waiters(l, find(l, id, false, NULL));
+}
+
+int limits_free(limits *l, int64_t id, int cap)
+{
+    if (l == NULL || id == 0 || cap <= 0)
+        return 1;
+    int n = cap - serving_count(l, id);
+    return n > 0 ? n : 0;
+}
+
+void limits_wait(limits *l, int64_t id, int delta)
+{
+    if (l == NULL || id == 0)
+        return;
+    limits_entry *e = find(l, id, false, NULL);
+    int32_t *w = e != NULL ? &e->waiting : &l->waiting_uncounted;
+    if (__atomic_add_fetch(w, delta, __ATOMIC_SEQ_CST) < 0)
+        __atomic_store_n(w, 0, __ATOMIC_RELAXED);   /* never below zero */
+}
+
+TN_HOT int limits_enter(limits *l, int worker, int64_t id, const char *slug, int cap,
+                        int64_t now_ms)
+{
+    if (l == NULL || id == 0 || worker < 0 || worker >= LIMITS_WORKERS)
+        return TN_DECLINED;
+    limits_entry *e = find(l, id, true, slug);
+    if (claim(l, worker, id, cap, now_ms) == TN_BUSY) {
         if (e != NULL)
             __atomic_add_fetch(&e->rejected, 1, __ATOMIC_RELAXED);
         return TN_BUSY;
@@ -125,6 +210,16 @@ TN_HOT void limits_leave(limits *l, int worker, int64_t id, int status)
     if (worker >= 0 && worker < LIMITS_WORKERS)
         __atomic_compare_exchange_n(&l->serving[worker], &was, 0, false, __ATOMIC_SEQ_CST,
                                     __ATOMIC_RELAXED);
+    wake_waiters(l, e);   /* after the mark is gone: a woken worker finds the share free */
+}
+
+void limits_release_worker(limits *l, int worker)
+{
+    if (l == NULL || worker < 0 || worker >= LIMITS_WORKERS)
+        return;
+    int64_t id = __atomic_exchange_n(&l->serving[worker], 0, __ATOMIC_SEQ_CST);
+    if (id != 0)
+        wake_waiters(l, find(l, id, false, NULL));
 }
 
 bool limits_get(const limits *l, int64_t id, limits_entry *out)

@@ -16,6 +16,15 @@
  * written, and the status page reads only those (limits_top), so a host with few tenants
  * pays for few pages. A worker that dies mid-request leaves its slot and its in-flight count
  * behind; the master gives them back (limits_leave) from the dead worker's scoreboard slot.
+ *
+ * Waiting for a worker (tenant.queue_wait). A request of a tenant at its cap need not be
+ * refused: the host can leave it unread in its connection, holding no worker, until one of
+ * the tenant's requests ends. The table helps with three things: whether any tenant reached
+ * its cap lately (limits_contended: only then is a request's tenant worked out before it is
+ * read), a claim of the tenant's share made before the request is read (limits_try, kept by
+ * the chain's limits_enter that follows), and a wake-up: an eventfd every worker can watch,
+ * written by limits_leave when requests of that tenant are waiting (limits_wait counts them),
+ * and never otherwise, so a host with no waiting request makes no extra system call.
  */
 #ifndef TN_TENANCY_LIMITS_H
 #define TN_TENANCY_LIMITS_H
@@ -35,6 +44,7 @@ typedef struct limits_entry {
     uint64_t errors;        /* 5xx */
     uint64_t rejected;      /* over tenant.max_workers */
     int64_t last_ms;        /* monotonic ms of the last request */
+    int32_t waiting;        /* requests held unread for a worker of this tenant */
     char slug[64];
 } limits_entry;
 
@@ -53,6 +63,28 @@ int limits_enter(limits *l, int worker, int64_t id, const char *slug, int cap,
 /* The request of worker `worker` ended with `status` (status 0: the worker died, nothing more
  * to count). */
 void limits_leave(limits *l, int worker, int64_t id, int status);
+
+/* Whether a tenant reached its cap within the last second (a cheap load: see the banner). */
+bool limits_contended(const limits *l, int64_t now_ms);
+
+/* Claim worker `worker`'s share of tenant id before its request is read: TN_OK (claimed:
+ * the chain's limits_enter for the same worker and tenant then admits it; limits_unclaim
+ * when no limits_enter followed), TN_BUSY (`cap` requests of it run: nothing claimed),
+ * TN_DECLINED (no table or no id: nothing to claim). */
+int limits_try(limits *l, int worker, int64_t id, int cap, int64_t now_ms);
+void limits_unclaim(limits *l, int worker, int64_t id);
+
+/* How many more requests of tenant id its cap lets run now (0 when at or over it). */
+int limits_free(limits *l, int64_t id, int cap);
+
+/* A request of tenant id starts (+1) or stops (-1) waiting for a worker. */
+void limits_wait(limits *l, int64_t id, int delta);
+
+/* The eventfd limits_leave writes when a request of the tenant it left waits (-1: none). */
+int limits_wake_fd(const limits *l);
+
+/* The worker of slot `worker` is gone: its mark (a claim or a request) is taken back. */
+void limits_release_worker(limits *l, int worker);
 
 /* Copy the `n` entries with the most requests into out (for the status page). */
 int limits_top(const limits *l, limits_entry *out, int n);

@@ -18,6 +18,9 @@
  *   - READY hands libfcgi no FCGI_GET_VALUES management record before the end of the
  *     params: libfcgi parses one with its own unchecked ReadParams (the aborting lengths of
  *     CVE-2025-23016) and answers it in a 64-byte stack buffer that four names overflow;
+ *   - fcgi_params_env, over any bytes and with small or exact room (heap blocks of exactly
+ *     that size), returns -1 or the number of NULL-terminated "NAME=VALUE" strings it wrote,
+ *     each inside its text block, each name free of '=';
  *   - fcgi_get_values_result gives one well-formed GET_VALUES_RESULT record within cap
  *     (padded to 8, only the three variables, decimal values), or 0.
  */
@@ -26,6 +29,7 @@
 
 #include "fuzz_common.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define HDR 8
@@ -177,6 +181,26 @@ static fp_verdict run(const unsigned char *p, size_t n, size_t max, bool full, f
     return v;
 }
 
+static void check_params_env(const unsigned char *p, size_t n, size_t room)
+{
+    unsigned char *raw = malloc(room ? room : 1);
+    char *text = malloc(room ? room : 1);
+    char *env[64];
+    int k = fcgi_params_env(p, n, raw, room, text, room, env, 64);
+    FZ_ASSERT(k >= -1 && k < 64, "fcgi_params_env returned %d", k);
+    for (int i = 0; i < k; i++) {
+        FZ_ASSERT(env[i] >= text && env[i] < text + room, "a param outside its block");
+        size_t len = strnlen(env[i], (size_t)(text + room - env[i]));
+        FZ_ASSERT(env[i] + len < text + room, "a param without its NUL");
+        const char *eq = memchr(env[i], '=', len);
+        FZ_ASSERT(eq != NULL, "a param without '='");
+    }
+    if (k >= 0)
+        FZ_ASSERT(env[k] == NULL, "the environment is not NULL-terminated");
+    free(raw);
+    free(text);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const size_t maxes[] = {64, 256, 1024, 4096, 16384, 65536};
@@ -216,6 +240,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_values_result(p, n, 16);
     check_values_result(p, n, 256);
     check_values_result(p, n, 65536 + 16);
+
+    /* The params as the worker reads them before libfcgi does (tenant.queue_wait). */
+    check_params_env(p, n, 64);
+    check_params_env(p, n, n + 64);
 
     unsigned char rec[16];
     FZ_ASSERT(fcgi_end_request(rec, 15, 1, 0, 0) == 0, "END_REQUEST in 15 bytes");

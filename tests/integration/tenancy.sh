@@ -98,22 +98,68 @@ line=$(grep '"host":"nobody.localhost"' "$T/access.log" | tail -1)
 assert_contains "$line" '"stage":"identify"' "access log: the stage of a 404"
 
 # ---- the per-tenant worker cap -------------------------------------------------------------------
+# Three t9 requests of 1.5 s each at once, with a cap of one worker per tenant. Each start
+# and end is timed by curl: start_ms is when the request was sent, the total its answer.
+cap_run() {   # LABEL: three /sleep?ms=1500 of t9 at once, and t10 meanwhile
+    rm -f "$T"/cap?.code "$T"/cap?
+    local pids=() i
+    # The first one alone, then two more: the workers look at a request's tenant before
+    # reading it only once a tenant is at its cap, so three sent at the same instant could
+    # meet the cap before the first is counted (and be refused at once, as without waiting).
+    for i in 1 2 3; do
+        curl -s -o "$T/cap$i" -w '%{http_code} %{time_total}\n' -H 'Host: t9.localhost' \
+            "http://127.0.0.1:$NGINX_PORT/sleep?ms=1500" > "$T/cap$i.code" & pids+=($!)
+        [ "$i" = 1 ] && sleep 0.2
+    done
+    sleep 0.2
+    other=$(curl -s -m 5 -w ' %{http_code} %{time_total}' -H 'Host: t10.localhost' \
+        "http://127.0.0.1:$NGINX_PORT/" | tr -d '\n')
+    wait "${pids[@]}"
+    codes=$(cut -d' ' -f1 "$T"/cap?.code | sort | tr '\n' ' ')
+    slowest=$(cut -d' ' -f2 "$T"/cap?.code | sort -n | tail -1)
+    log "$1: t9 x3 with a cap of 1: $codes(slowest ${slowest}s); t10 meanwhile: $other"
+}
+# tenant.queue_wait (default 5 s): the two over the cap wait, holding no worker, and run one
+# after the other. Two workers: a wait that held one would leave t10 none.
 kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
-tn_conf "${base_conf[@]}" "app = $HELLO_SO" "tenant.max_workers = 1" "request_timeout = 10s"
+tn_conf "${base_conf[@]}" "app = $HELLO_SO" "tenant.max_workers = 1" "request_timeout = 10s" \
+    "pm = static" "pm.max_children = 2"
 tn_start
-pids=()
+cap_run "queue_wait 5s"
+assert_eq "$codes" "200 200 200 " "queue_wait: all three t9 requests served"
+# One after the other: the last ends 4.5 s after the first began, 0.2 s before it was sent.
+awk -v s="$slowest" 'BEGIN { exit !(s >= 4.1) }' ||
+    fail "queue_wait: the last t9 answer came after ${slowest}s: the cap of one did not hold"
+assert_eq "${other% *}" "hello from t10.localhost 200" "queue_wait: another tenant served meanwhile"
+awk -v s="${other##* }" 'BEGIN { exit !(s < 1.0) }' ||
+    fail "queue_wait: t10 waited ${other##* }s: the waiting t9 requests held a worker"
+t9=$(http /_tenancy/status | grep -o '"slug":"t9"[^}]*')
+assert_contains "$t9" '"max_inflight":1,' "queue_wait: never two t9 requests at once"
+assert_contains "$t9" '"rejected":0,' "queue_wait: no t9 request refused"
+assert_contains "$t9" '"waiting":0' "queue_wait: none left waiting"
+
+# queue_wait 1s: the first runs, the other two give up waiting after a second (503).
+kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
+tn_conf "${base_conf[@]}" "app = $HELLO_SO" "tenant.max_workers = 1" "request_timeout = 10s" \
+    "tenant.queue_wait = 1s"
+tn_start
+cap_run "queue_wait 1s"
+assert_eq "$codes" "200 503 503 " "queue_wait 1s: one served, two refused after waiting"
 for i in 1 2 3; do
-    curl -s -o "$T/cap$i" -w '%{http_code}' -H 'Host: t9.localhost' \
-        "http://127.0.0.1:$NGINX_PORT/sleep?ms=1500" > "$T/cap$i.code" & pids+=($!)
+    read -r code secs < "$T/cap$i.code"
+    [ "$code" = 503 ] || continue
+    awk -v s="$secs" 'BEGIN { exit !(s >= 0.9 && s < 1.5) }' ||
+        fail "queue_wait 1s: a 503 came after ${secs}s, not after the second of waiting"
 done
-sleep 0.4
-other=$(curl -s -m 5 -w ' %{http_code}' -H 'Host: t10.localhost' "http://127.0.0.1:$NGINX_PORT/" | tr -d '\n')
-wait "${pids[@]}"
-codes=$(cat "$T"/cap?.code | tr -d '\n' | fold -w3 | sort | tr '\n' ' ')
-log "t9 x3 concurrent with a cap of 1: $codes; t10 meanwhile: $other"
-assert_eq "$(cat "$T"/cap?.code | grep -o 200 | wc -l)" 1 "one t9 request within the cap"
-assert_eq "$(cat "$T"/cap?.code | grep -o 503 | wc -l)" 2 "two t9 requests refused at once (503)"
-assert_eq "$other" "hello from t10.localhost 200" "another tenant served meanwhile"
+
+# tenant.queue_wait = 0: refused at once, as before the setting.
+kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
+tn_conf "${base_conf[@]}" "app = $HELLO_SO" "tenant.max_workers = 1" "request_timeout = 10s" \
+    "tenant.queue_wait = 0"
+tn_start
+cap_run "queue_wait 0"
+assert_eq "$codes" "200 503 503 " "queue_wait 0: two t9 requests refused at once (503)"
+assert_eq "${other% *}" "hello from t10.localhost 200" "another tenant served meanwhile"
 assert_contains "$(http /_tenancy/status)" '"slug":"t9"' "per-tenant counters in the status"
 assert_contains "$(http /_tenancy/status | grep -o '"slug":"t9"[^}]*')" '"rejected":2' "t9's refusals counted"
 

@@ -66,6 +66,63 @@ START_TEST(test_normal_request_ready)
 }
 END_TEST
 
+/* The params of a request before libfcgi reads it, as libfcgi's environment: pairs split
+ * across records, long lengths, a name that could pass for another param left out. */
+START_TEST(test_params_env)
+{
+    unsigned char s[4096], raw[4096];
+    char text[4096], *env[8];
+    size_t n = begin(s, 3, 1, 1);
+    /* "TENANT_HOST=acme.example.com" cut in the middle of its value, then a 200-byte value
+     * (a 4-byte length), "A=B" as a name (left out), and an empty value */
+    unsigned char p1[] = {11, 16, 'T', 'E', 'N', 'A', 'N', 'T', '_', 'H', 'O', 'S', 'T',
+                          'a', 'c', 'm', 'e', '.', 'e'};
+    unsigned char p2[] = {'x', 'a', 'm', 'p', 'l', 'e', '.', 'c', 'o', 'm'};
+    unsigned char p3[16 + 200];
+    size_t k = 0;
+    p3[k++] = 4;
+    p3[k++] = 0x80;
+    p3[k++] = 0;
+    p3[k++] = 0;
+    p3[k++] = 200;
+    memcpy(p3 + k, "LONG", 4);
+    k += 4;
+    memset(p3 + k, 'v', 200);
+    k += 200;
+    unsigned char p4[] = {3, 1, 'A', '=', 'B', 'x', 5, 0, 'E', 'M', 'P', 'T', 'Y'};
+    unsigned char body[] = {'z'};
+    n += rec(s + n, FCGI_T_PARAMS, 3, p1, sizeof(p1));
+    n += rec(s + n, FCGI_T_STDIN, 3, body, sizeof(body));   /* early STDIN is passed over */
+    n += rec(s + n, FCGI_T_PARAMS, 3, p2, sizeof(p2));
+    n += rec(s + n, FCGI_T_PARAMS, 3, p3, k);
+    n += rec(s + n, FCGI_T_PARAMS, 3, p4, sizeof(p4));
+    size_t before_end = n;
+    n += rec(s + n, FCGI_T_PARAMS, 3, NULL, 0);
+    fp_result r;
+    ck_assert_int_eq(fcgi_precheck(s, n, 1 << 20, false, &r), FP_READY);
+    int got = fcgi_params_env(s, n, raw, sizeof(raw), text, sizeof(text), env, 8);
+    ck_assert_int_eq(got, 3);
+    ck_assert_str_eq(env[0], "TENANT_HOST=acme.example.com");
+    ck_assert_int_eq(strlen(env[1]), 5 + 200);
+    ck_assert(strncmp(env[1], "LONG=vvv", 8) == 0);
+    ck_assert_str_eq(env[2], "EMPTY=");
+    ck_assert_ptr_null(env[3]);
+    /* Not a whole header, or not room for it: refused, never read past. */
+    ck_assert_int_eq(fcgi_params_env(s, before_end, raw, sizeof(raw), text, sizeof(text), env, 8),
+                     -1);
+    ck_assert_int_eq(fcgi_params_env(s, n - 1, raw, sizeof(raw), text, sizeof(text), env, 8), -1);
+    ck_assert_int_eq(fcgi_params_env(s, n, raw, 100, text, sizeof(text), env, 8), -1);
+    ck_assert_int_eq(fcgi_params_env(s, n, raw, sizeof(raw), text, 100, env, 8), -1);
+    ck_assert_int_eq(fcgi_params_env(s, n, raw, sizeof(raw), text, sizeof(text), env, 3), -1);
+    /* A pair whose declared value runs past the params' end. */
+    size_t m = begin(s, 1, 1, 0);
+    unsigned char bad[] = {1, 9, 'X', 'a'};
+    m += rec(s + m, FCGI_T_PARAMS, 1, bad, sizeof(bad));
+    m += rec(s + m, FCGI_T_PARAMS, 1, NULL, 0);
+    ck_assert_int_eq(fcgi_params_env(s, m, raw, sizeof(raw), text, sizeof(text), env, 8), -1);
+}
+END_TEST
+
 START_TEST(test_huge_declared_lengths_refused)
 {
     /* The Debian libfcgi SIGABRT probe: name 0x7FFFFFF0, value 0x0E. */
@@ -215,6 +272,7 @@ Suite *proto_suite(void)
     Suite *s = suite_create("proto");
     TCase *tc = tcase_create("fcgi");
     tcase_add_test(tc, test_normal_request_ready);
+    tcase_add_test(tc, test_params_env);
     tcase_add_test(tc, test_huge_declared_lengths_refused);
     tcase_add_test(tc, test_pairs_whole_or_split_agree);
     tcase_add_test(tc, test_management_and_roles);

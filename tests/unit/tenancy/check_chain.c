@@ -250,6 +250,116 @@ START_TEST(test_cap_and_theme)
 }
 END_TEST
 
+/* tenant.queue_wait's look before a request is read: the tenant and its cap, found as the
+ * chain finds it, with nothing answered; the chain then serves the same request as usual. */
+START_TEST(test_peek_tenant)
+{
+    struct fake f = {0};
+    const char *cases[][2] = {{"acme.example.com", "acme"}, {"globex.example.com", NULL},
+                              {"admin.example.com", NULL}, {"nobody.example.com", NULL},
+                              {"bad host", NULL}};
+    for (size_t i = 0; i < TN_ARRAY_LEN(cases); i++) {
+        f.n = 0;
+        buf_reset(&f.out);
+        f.params[f.n][0] = "TENANT_HOST";
+        f.params[f.n++][1] = cases[i][0];
+        f.params[f.n][0] = "REQUEST_URI";
+        f.params[f.n++][1] = "/";
+        tn_request r;
+        request_init(&r, &fake_tp, &f, req_arena, &headers, &out, 1 << 20, "peek", 0);
+        int64_t id = -1;
+        int cap = -1;
+        int rc = chain_peek_tenant(&r, 0, &id, &cap);
+        if (cases[i][1] != NULL) {
+            ck_assert_int_eq(rc, TN_OK);
+            ck_assert_int_eq(id, 1);
+            ck_assert_int_eq(cap, 1);   /* tenant.max_workers = 1 in this suite */
+        } else {
+            /* suspended, central, unknown, invalid: the chain answers those itself */
+            ck_assert_msg(rc == TN_NOTFOUND, "%s", cases[i][0]);
+            ck_assert_int_eq(id, 0);
+        }
+        ck_assert_uint_eq(f.out.len, 0);      /* nothing answered */
+        ck_assert_uint_eq(out.len, 0);
+        arena_reset(req_arena);
+    }
+    /* The context stays empty: a request right after runs through the chain as usual. */
+    ck_assert_int_eq(run(&f, "acme.example.com", "/", NULL, NULL), 200);
+    ck_assert_int_eq(run(&f, "nobody.example.com", "/", NULL, NULL), 404);
+    buf_free(&f.out);
+}
+END_TEST
+
+static bool woken(limits *l)
+{
+    uint64_t v;
+    return read(limits_wake_fd(l), &v, sizeof(v)) == (ssize_t)sizeof(v);
+}
+
+/* A claim made before the request is read, the room left under a cap, the count of waiting
+ * requests, and the wake-up that a request leaving sends only when some wait. */
+START_TEST(test_limits_wait_and_wake)
+{
+    limits *l = limits_create();
+    ck_assert_ptr_nonnull(l);
+    ck_assert_int_ge(limits_wake_fd(l), 0);
+    ck_assert(!limits_contended(l, 100));
+    ck_assert_int_eq(limits_enter(l, 0, 5, "t", 2, 100), TN_OK);
+    ck_assert(!limits_contended(l, 100));   /* one of two: not at the cap yet */
+    ck_assert_int_eq(limits_free(l, 5, 2), 1);
+    ck_assert_int_eq(limits_try(l, 1, 5, 2, 100), TN_OK);   /* claims the second place */
+    ck_assert(limits_contended(l, 100));    /* at the cap: look before reading for a second */
+    ck_assert(limits_contended(l, 1099));
+    ck_assert(!limits_contended(l, 1100));
+    ck_assert_int_eq(limits_free(l, 5, 2), 0);
+    ck_assert_int_eq(limits_try(l, 2, 5, 2, 100), TN_BUSY);
+    ck_assert_int_eq(limits_enter(l, 2, 5, "t", 2, 100), TN_BUSY);
+    /* the claim is kept by the chain's own limits_enter for the same worker */
+    ck_assert_int_eq(limits_enter(l, 1, 5, "t", 2, 100), TN_OK);
+    limits_entry e;
+    ck_assert(limits_get(l, 5, &e));
+    ck_assert_int_eq(e.inflight, 2);
+    ck_assert_int_eq(e.rejected, 1);   /* the enter refused; a try counts nothing */
+
+    /* Nobody waits: leaving writes nothing. */
+    limits_leave(l, 1, 5, 200);
+    ck_assert(!woken(l));
+    ck_assert_int_eq(limits_try(l, 1, 5, 2, 100), TN_OK);
+    limits_wait(l, 5, 1);
+    limits_wait(l, 5, 1);
+    ck_assert(limits_get(l, 5, &e));
+    ck_assert_int_eq(e.waiting, 2);
+    ck_assert(!woken(l));
+    /* A claim given back unused (the request went elsewhere) wakes them, as a leave does. */
+    limits_unclaim(l, 1, 5);
+    ck_assert(woken(l));
+    ck_assert_int_eq(limits_free(l, 5, 2), 1);
+    limits_unclaim(l, 1, 5);   /* twice: nothing to give back */
+    ck_assert(!woken(l));
+    limits_leave(l, 0, 5, 200);
+    ck_assert(woken(l));
+    ck_assert_int_eq(limits_free(l, 5, 2), 2);
+    /* A worker that died holding a claim: the master gives its place back. */
+    ck_assert_int_eq(limits_try(l, 7, 5, 1, 100), TN_OK);
+    ck_assert_int_eq(limits_free(l, 5, 1), 0);
+    limits_release_worker(l, 7);
+    ck_assert(woken(l));
+    ck_assert_int_eq(limits_free(l, 5, 1), 1);
+    /* When they stop waiting, leaving is silent again; the count never goes below zero. */
+    limits_wait(l, 5, -1);
+    limits_wait(l, 5, -1);
+    limits_wait(l, 5, -1);
+    ck_assert(limits_get(l, 5, &e));
+    ck_assert_int_eq(e.waiting, 0);
+    ck_assert_int_eq(limits_enter(l, 0, 5, "t", 2, 100), TN_OK);
+    limits_leave(l, 0, 5, 200);
+    ck_assert(!woken(l));
+    /* No cap: always room, nothing claimed to count */
+    ck_assert_int_eq(limits_free(l, 5, 0), 1);
+    limits_destroy(l);
+}
+END_TEST
+
 /* kB of shared memory this process has in its pages (RssShmem), -1 if unknown. */
 static long rss_shmem_kb(void)
 {
@@ -678,6 +788,8 @@ Suite *chain_suite(void)
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_header_untrusted_source);
     tcase_add_test(tc, test_cap_and_theme);
+    tcase_add_test(tc, test_peek_tenant);
+    tcase_add_test(tc, test_limits_wait_and_wake);
     tcase_add_test(tc, test_limits_table_full);
     tcase_add_test(tc, test_limits_top_pages);
     tcase_add_test(tc, test_limits_cap_concurrent);
