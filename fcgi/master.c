@@ -857,10 +857,17 @@ static int watch_requests(master *m, int64_t now_ms)
             continue;
         }
         sb_slot *s = sb_slot_at(m->sb, i);
-        if (handoff_after > 0 && next < 0 &&
+        /* A request that took its tenant's last place under the cap is one of a tenant that
+         * keeps the pool busy (its next requests wait for it: tenant.queue_wait), and often a
+         * slow one: the other tenants' requests that come on the connections its worker holds
+         * are passed on after a tenth of keepalive_handoff_after. */
+        int64_t after = handoff_after;
+        if (after > 0 && __atomic_load_n(&s->heavy, __ATOMIC_RELAXED))
+            after = after / 10 > 0 ? after / 10 : 1;
+        if (handoff_after > 0 && (next < 0 || after < next) &&
             (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == SB_KEEPALIVE ||
              (child_busy(m->sb, i) && (__atomic_load_n(&s->held, __ATOMIC_RELAXED) > 0 || idle))))
-            next = (int)handoff_after;
+            next = (int)after;
         if (!child_busy(m->sb, i))
             continue;
         int64_t start = __atomic_load_n(&s->req_start_ns, __ATOMIC_ACQUIRE);
@@ -872,11 +879,11 @@ static int watch_requests(master *m, int64_t now_ms)
         if (handoff_after > 0 &&
             __atomic_load_n(&s->handoff_seq, __ATOMIC_RELAXED) != (uint32_t)s->req_seq &&
             (__atomic_load_n(&s->held, __ATOMIC_RELAXED) > 0 ||
-             (ran_ms >= handoff_after && idle &&
+             (ran_ms >= after && idle &&
               (listen_pending(m, &lis) || queue_pending(c->shard_fd))))) {
-            if (ran_ms >= handoff_after && idle)
+            if (ran_ms >= after && idle)
                 ask_handoff(s);
-            int left = ran_ms >= handoff_after ? (int)handoff_after : (int)(handoff_after - ran_ms);
+            int left = ran_ms >= after ? (int)after : (int)(after - ran_ms);
             if (next < 0 || left < next)
                 next = left;
         }

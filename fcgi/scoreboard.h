@@ -48,6 +48,9 @@ typedef struct sb_slot {
     uint8_t ready;           /* the app's init succeeded */
     uint8_t stage;           /* chain stage while SB_RUNNING (tenancy stages) */
     uint8_t timeout_killed;  /* set by the master before it kills for request_timeout */
+    uint8_t heavy;           /* worker: its request took its tenant's last place under the
+                                cap (tenant.max_workers), so other tenants' requests on the
+                                connections it holds are passed on sooner (master.c) */
     uint64_t requests;       /* requests served by this process */
     uint64_t req_seq;        /* increments per request: the master logs slow ones once */
     int64_t started_ns;      /* process start, monotonic */

@@ -38,6 +38,7 @@
 #include <fcgiapp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -498,9 +499,11 @@ static bool peek_tenant(worker *w, int64_t now, int64_t *id, int *cap)
 /* Before a request is read: TN_OK to serve it now (*claimed: the tenant whose share was
  * claimed for it, 0 when none was), TN_AGAIN when it was left waiting for a worker of its
  * tenant (tenant.queue_wait; see tenancyd.conf(5)). Only while some tenant is at its cap. */
-static TN_HOT int admit_early(worker *w, struct conn *c, int64_t now, int64_t *claimed)
+static TN_HOT int admit_early(worker *w, struct conn *c, int64_t now, int64_t *claimed,
+                              bool *heavy)
 {
     *claimed = 0;
+    *heavy = false;
     int64_t wait = w->cfg->tenancy.queue_wait_ms;
     limits *l = w->args->lim;
     if (TN_LIKELY(c->wait_tenant == 0) && (wait <= 0 || !limits_contended(l, now)))
@@ -514,8 +517,11 @@ static TN_HOT int admit_early(worker *w, struct conn *c, int64_t now, int64_t *c
     }
     int rc = limits_try(l, w->args->slot, id, cap, now);
     if (rc != TN_BUSY) {
-        conn_unwait(w, c);
         *claimed = rc == TN_OK ? id : 0;
+        /* A tenant using its whole share: this took the last place, or others wait */
+        *heavy = rc == TN_OK && (c->wait_tenant != 0 || limits_free(l, id, cap) == 0 ||
+                                 limits_waiting(l, id) > 0);
+        conn_unwait(w, c);
         return TN_OK;
     }
     /* The wait is not the request's time: request_timeout (and the access log's time) start
@@ -530,6 +536,24 @@ static TN_HOT int admit_early(worker *w, struct conn *c, int64_t now, int64_t *c
     if (limits_free(l, id, cap) > 0)
         mark_ready(w, c);
     return TN_AGAIN;
+}
+
+/* Before a request that took its tenant's last place under the cap (a tenant that keeps
+ * the pool busy, whose requests are often slow ones: writes queued on one SQLite file), the
+ * other connections this worker holds go to the idle workers at once, so that no other
+ * tenant's request comes in on them behind this one. Waiting requests stay: every worker
+ * that holds some is woken when their tenant has room. */
+static void pass_held_before_heavy(worker *w, int keep_fd)
+{
+    if (__atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED) <= 0)
+        return;
+    for (int i = w->nconns - 1; i >= 0; i--) {
+        struct conn *o = &w->conns[i];
+        if (o->fd == keep_fd || o->serving || o->wait_tenant != 0)
+            continue;
+        if (!conn_hand_off(w, o))
+            return;   /* the queue is full: the rest stay */
+    }
 }
 
 /* A connection epoll reported readable: check it, and serve it when a request is there.
@@ -558,13 +582,18 @@ TN_HOT void serve_conn(worker *w, struct conn *c, int64_t now)
             return;
         }
         int64_t claimed = 0;
-        if (admit_early(w, c, now, &claimed) == TN_AGAIN) {
+        bool heavy = false;
+        if (admit_early(w, c, now, &claimed, &heavy) == TN_AGAIN) {
             conn_register(w, c);
             return;
         }
         /* Served in place: the connection stays in the table (and in the epoll set if it
          * was there), marked so that nothing releases it meanwhile. */
         int fd = c->fd;
+        if (TN_UNLIKELY(heavy)) {
+            pass_held_before_heavy(w, fd);
+            c = conn_find(w, fd);   /* passing moves entries of the table */
+        }
         /* From the last clock read: the end of the previous request or of the wait that
          * found this one, microseconds ago (the accept and the pre-check count in). */
         int64_t t0 = c->req_start_ms ? c->req_start_ms * 1000000 : w->now_ns;
@@ -574,9 +603,21 @@ TN_HOT void serve_conn(worker *w, struct conn *c, int64_t now)
         /* The master wakes the handoff thread only for a worker that holds others. */
         __atomic_store_n(&w->slot->held, (uint32_t)(w->nconns - 1 - w->nwaiting),
                          __ATOMIC_RELAXED);
+        /* A tenant that uses its whole share yields the CPU to the others while this
+         * request runs (tenant.heavy_nice). */
+        if (TN_UNLIKELY(heavy)) {
+            __atomic_store_n(&w->slot->heavy, 1, __ATOMIC_RELAXED);
+            if (w->nice_heavy != w->nice_base)
+                setpriority(PRIO_PROCESS, 0, w->nice_heavy);
+        }
         pthread_mutex_unlock(&w->conns_mu);
         bool keep = serve_one(w, fd, req_id, t0);
         limits_unclaim(w->args->lim, w->args->slot, claimed);   /* no-op once the chain left */
+        if (TN_UNLIKELY(heavy)) {
+            __atomic_store_n(&w->slot->heavy, 0, __ATOMIC_RELAXED);
+            if (w->nice_heavy != w->nice_base)
+                setpriority(PRIO_PROCESS, 0, w->nice_base);
+        }
         pthread_mutex_lock(&w->conns_mu);
         c = conn_find(w, fd);   /* the handoff thread may have moved entries meanwhile */
         if (c == NULL)

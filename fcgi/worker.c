@@ -44,6 +44,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -168,6 +169,55 @@ int worker_drop_privileges(const tn_config *cfg)
     }
     prctl(PR_SET_DUMPABLE, 1);   /* keep core dumps possible after setuid */
     return TN_OK;
+}
+
+/* tenant.heavy_nice: a worker lowers its priority for a request of a tenant that uses its
+ * whole share (serve.c), and must be able to raise it again afterwards, which an
+ * unprivileged process may do only down to 20 - RLIMIT_NICE. So before it drops root (or
+ * with CAP_SYS_RESOURCE) the worker raises that limit to what its own nice value needs;
+ * then it tries the round trip once. Without the right (a host started as a user with the
+ * default limit of 0 and no LimitNICE=) the setting stays off and says so. */
+static void heavy_nice_allow(worker *w)
+{
+    w->nice_base = w->nice_heavy = getpriority(PRIO_PROCESS, 0);
+    if (w->cfg->tenancy.heavy_nice <= 0)
+        return;
+    struct rlimit rl;
+    rlim_t need = (rlim_t)(20 - w->nice_base);
+    if (getrlimit(RLIMIT_NICE, &rl) == 0 && rl.rlim_cur < need) {
+        rl.rlim_cur = need;
+        if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need)
+            rl.rlim_max = need;
+        (void)setrlimit(RLIMIT_NICE, &rl);
+    }
+}
+
+static void heavy_nice_check(worker *w)
+{
+    if (w->cfg->tenancy.heavy_nice <= 0 || w->nice_base >= 19)
+        return;
+    int heavy = w->nice_base + w->cfg->tenancy.heavy_nice;
+    if (heavy > 19)
+        heavy = 19;
+    /* Lowering is always allowed, raising again is not: look before trying, or a worker
+     * could be left at the lower priority for good. */
+    struct rlimit rl;
+    bool may = geteuid() == 0 || (getrlimit(RLIMIT_NICE, &rl) == 0 &&
+                                  (rl.rlim_cur == RLIM_INFINITY ||
+                                   rl.rlim_cur >= (rlim_t)(20 - w->nice_base)));
+    if (may && setpriority(PRIO_PROCESS, 0, heavy) == 0) {
+        if (setpriority(PRIO_PROCESS, 0, w->nice_base) == 0) {
+            w->nice_heavy = heavy;
+            return;
+        }
+        log_error("tenant.heavy_nice: cannot raise this worker's priority again: it stays "
+                  "at nice %d", heavy);
+        return;
+    }
+    if (w->args->index == 0)
+        log_warn("tenant.heavy_nice: off, this worker may not raise its priority again after "
+                 "lowering it; start tenancyd as root, or allow it (systemd: LimitNICE=%d)",
+                 20 - w->nice_base);
 }
 
 static uint64_t jittered_limit(const tn_config *cfg)
@@ -424,8 +474,10 @@ void worker_main(const worker_args *a)
         _exit(WORKER_EXIT_OK);
     w.slot->pid = (int32_t)getpid();
 
+    heavy_nice_allow(&w);
     if (worker_drop_privileges(w.cfg) != TN_OK)
         _exit(WORKER_EXIT_SETUP);
+    heavy_nice_check(&w);
 
     /* libfcgi reads these at FCGX_Init; ours close connections themselves, but a stream
      * error still goes through libfcgi's close, which must not linger for 2 s. */

@@ -48,6 +48,7 @@ typedef struct tenancy_config {
     const char *state_dir;
     const char *max_workers_text;
     int64_t queue_wait_ms;        /* tenant.queue_wait: 0 answers 503 at once */
+    int heavy_nice;               /* tenant.heavy_nice: 0 off */
     bool lookup_cache;
     int64_t lookup_cache_ttl_ms;
     int64_t lookup_cache_negative_ttl_ms;

@@ -158,6 +158,13 @@ int limits_free(limits *l, int64_t id, int cap)
     return n > 0 ? n : 0;
 }
 
+int limits_waiting(limits *l, int64_t id)
+{
+    limits_entry *e = l != NULL && id != 0 ? find(l, id, false, NULL) : NULL;
+    int32_t n = e != NULL ? __atomic_load_n(&e->waiting, __ATOMIC_RELAXED) : 0;
+    return n > 0 ? n : 0;
+}
+
 void limits_wait(limits *l, int64_t id, int delta)
 {
     if (l == NULL || id == 0)

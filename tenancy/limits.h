@@ -80,6 +80,9 @@ int limits_free(limits *l, int64_t id, int cap);
 /* A request of tenant id starts (+1) or stops (-1) waiting for a worker. */
 void limits_wait(limits *l, int64_t id, int delta);
 
+/* Requests of tenant id waiting for a worker now (0 when none, or it is not in the table). */
+int limits_waiting(limits *l, int64_t id);
+
 /* The eventfd limits_leave writes when a request of the tenant it left waits (-1: none). */
 int limits_wake_fd(const limits *l);
 

@@ -114,10 +114,15 @@ cap_run() {   # LABEL: three /sleep?ms=1500 of t9 at once, and t10 meanwhile
     sleep 0.2
     other=$(curl -s -m 5 -w ' %{http_code} %{time_total}' -H 'Host: t10.localhost' \
         "http://127.0.0.1:$NGINX_PORT/" | tr -d '\n')
+    # The workers' nice values while the second t9 request runs (it waited, so t9 uses its
+    # whole share: tenant.heavy_nice); the first one was admitted before t9 was at its cap.
+    sleep 1.6
+    nices=$(ps -o ni= --ppid "$TN_PID" | tr -d ' ' | sort -n | tr '\n' ' ')
     wait "${pids[@]}"
     codes=$(cut -d' ' -f1 "$T"/cap?.code | sort | tr '\n' ' ')
     slowest=$(cut -d' ' -f2 "$T"/cap?.code | sort -n | tail -1)
-    log "$1: t9 x3 with a cap of 1: $codes(slowest ${slowest}s); t10 meanwhile: $other"
+    log "$1: t9 x3 with a cap of 1: $codes(slowest ${slowest}s); t10 meanwhile: $other;" \
+        "workers' nice values then: $nices"
 }
 # tenant.queue_wait (default 5 s): the two over the cap wait, holding no worker, and run one
 # after the other. Two workers: a wait that held one would leave t10 none.
@@ -137,6 +142,10 @@ t9=$(http /_tenancy/status | grep -o '"slug":"t9"[^}]*')
 assert_contains "$t9" '"max_inflight":1,' "queue_wait: never two t9 requests at once"
 assert_contains "$t9" '"rejected":0,' "queue_wait: no t9 request refused"
 assert_contains "$t9" '"waiting":0' "queue_wait: none left waiting"
+assert_eq "$(echo "$nices" | tr ' ' '\n' | grep -c '^10$')" 1 \
+    "tenant.heavy_nice: the one worker serving t9's second request runs at nice 10"
+assert_eq "$(ps -o ni= --ppid "$TN_PID" | tr -d ' ' | sort -u | tr '\n' ' ')" "0 " \
+    "tenant.heavy_nice: every worker back at nice 0 afterwards"
 
 # queue_wait 1s: the first runs, the other two give up waiting after a second (503).
 kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
