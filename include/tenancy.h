@@ -349,6 +349,16 @@ const char *tn_db_error(const tn_db *db);
 const char *tn_db_backend(const tn_db *db);
 void *tn_db_native(tn_db *db);
 
+/* SQLite: a number that moves whenever the database's content may have changed, through this
+ * connection (its commits) or any other (schema or data), read without a statement. It
+ * reflects the connection's last read transaction: another connection's commit shows only
+ * after a statement of this connection has begun a transaction that sees it, so read it
+ * after such a statement. Equal numbers from one connection mean that nothing changed in
+ * between; a number is never given again by another connection of the process. A schema
+ * check can then skip its statement while the number stands still (apps/data does).
+ * TN_OK; TN_INVALID on PostgreSQL (no such number without a round trip). */
+int tn_db_data_version(tn_db *db, uint64_t *version);
+
 /* A read-only statement from the tenant's own clients (a data API's query endpoint), run in
  * the sandbox the admin panel's console uses (storage/readonly.c): SQLite on a read-only
  * connection under an allow-list authorizer, one statement; PostgreSQL in a READ ONLY

@@ -474,6 +474,15 @@ void *tn_db_native(tn_db *db)
     return db != NULL ? db->drv->native(db) : NULL;
 }
 
+int tn_db_data_version(tn_db *db, uint64_t *version)
+{
+    if (db == NULL || version == NULL)
+        return TN_INVALID;
+    if (db->drv->data_version == NULL)
+        return db_set_error(db, TN_INVALID, "%s has no data version", db->drv->name);
+    return db->drv->data_version(db, version);
+}
+
 /* ---- transactions -------------------------------------------------------------------------
  * db->in_txn is what the caller asked for; the driver's txn_state() is what the database
  * says. They differ when an error already ended the transaction (SQLite rolls back by itself

@@ -119,6 +119,8 @@ struct db_driver {
     /* An idle connection taken from a pool: false when the server has ended it (a
      * terminated backend, a dropped database, a restart), read without a round trip. */
     bool (*alive)(tn_db *db);
+    /* SQLite only (NULL in the PostgreSQL driver): tn_db_data_version (tenancy.h). */
+    int (*data_version)(tn_db *db, uint64_t *out);
 };
 
 extern const db_driver db_sqlite_driver;
@@ -156,7 +158,7 @@ void *db_result_grow(arena *a, const char ***rows, int n, int *cap);
  * with its vtable. Both sides are built from the same tree; `abi` and the struct sizes
  * catch a stale module installed beside a newer host.
  */
-#define DB_HOST_ABI 3
+#define DB_HOST_ABI 4
 #define DB_PG_ENTRY "tn_pgdriver_entry"
 
 typedef struct db_host {

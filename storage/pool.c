@@ -76,6 +76,8 @@ struct pool_entry {
     bool sync_normal;           /* SQLite: how the handle was opened */
     dev_t dev;                  /* SQLite: the file the handle has open (a file deleted and */
     ino_t ino;                  /* created again at the same path is another tenant's) */
+    uint64_t checked_gen;       /* SQLite: the registry generation when the path last named
+                                   that file (0: never checked against a generation) */
     int busy_timeout_ms;
     tn_db *db;
     bool in_use;
@@ -443,6 +445,11 @@ static pool_entry *new_entry(int cls, uint32_t h, const char *server, const char
     return e;
 }
 
+static uint64_t generation(const storage_pool *p)
+{
+    return p->lim.generation != NULL ? p->lim.generation(p->lim.generation_ctx) : 0;
+}
+
 static int open_sqlite(storage_pool *p, const storage_target *t, pool_entry *e, char *err,
                        size_t errlen)
 {
@@ -453,6 +460,7 @@ static int open_sqlite(storage_pool *p, const storage_target *t, pool_entry *e, 
     snprintf(uri, n, "sqlite:%s?mode=rw", t->name);   /* never creates a tenant's file */
     db_options o = {.busy_timeout_ms = t->busy_timeout_ms, .sync_normal = t->sync_normal,
                     .cache_kib = p->lim.sqlite_cache_kib};
+    uint64_t gen = generation(p);   /* before the stat: a bump during it means check again */
     int rc = db_open(uri, &o, &e->db, err, errlen);
     free(uri);
     struct stat st;
@@ -463,6 +471,7 @@ static int open_sqlite(storage_pool *p, const storage_target *t, pool_entry *e, 
     if (rc == TN_OK) {
         e->dev = st.st_dev;
         e->ino = st.st_ino;
+        e->checked_gen = gen;
         e->sync_normal = t->sync_normal;
         e->busy_timeout_ms = e->db->opt.busy_timeout_ms;
         p->st.sqlite_opens++;
@@ -511,18 +520,40 @@ static int open_pg(storage_pool *p, const storage_target *t, pool_entry *e, char
     return rc;
 }
 
-/* Whether a kept entry still reaches its target. SQLite: the path names the file the handle
- * has open (after a purge, or a move that dropped its source, and a new tenant at the same
- * path, the old handle would read a deleted file: the wrong data). PostgreSQL: the backend
- * still exists (a move or a delete drops a database WITH FORCE; a server restarts). One
- * stat(2) or one poll(2), no round trip. */
-static bool entry_current(const pool_entry *e)
+/* Whether a kept entry still reaches its target. PostgreSQL: the backend still exists (a move
+ * or a delete drops a database WITH FORCE; a server restarts), one poll(2), no round trip.
+ *
+ * SQLite: the path still names the file the handle has open. After a purge, or a move that
+ * dropped its source, and a new tenant at the same path, the old handle would read a deleted
+ * file: another tenant's data. A stat(2) of the path says so, but it walks the path on every
+ * request; so it is made only when the registry generation moved since the last check that
+ * found the file in place (checked_gen), and a generation of 0 (none, or not known) always
+ * checks. That is enough because a tenant's request reaches this path only through the
+ * registry, and every operation that takes the file away from its path changes the registry
+ * and bumps the generation after the file is gone or before any tenant can be served from
+ * the path again: a purge unlinks the file between its tombstone and the removal of its row
+ * (each bumps); a move switches the registry (a bump) and drops the source after, and any
+ * tenant placed at that path afterwards comes from a create (a bump when its row is
+ * written, before its file exists, and one when it is provisioned) or a move back (a bump
+ * when it starts). So when the generation is the one of a check that found the file in
+ * place, no tenant has been placed at the path since, and the handle is the path's file or
+ * one that no request can be routed to. What this does not see is a file replaced by hand
+ * under a running host without any registry change; the next change of the registry
+ * (whatever it is) makes every handle check again. The generation is read before the stat,
+ * so a bump that races with the check is seen at the next acquire. */
+static bool entry_current(storage_pool *p, pool_entry *e)
 {
-    if (e->cls == CLASS_SQLITE) {
-        struct stat st;
-        return stat(e->name, &st) == 0 && st.st_dev == e->dev && st.st_ino == e->ino;
-    }
-    return e->db->drv->alive == NULL || e->db->drv->alive(e->db);
+    if (e->cls != CLASS_SQLITE)
+        return e->db->drv->alive == NULL || e->db->drv->alive(e->db);
+    uint64_t gen = generation(p);
+    if (gen != 0 && gen == e->checked_gen)
+        return true;
+    p->st.sqlite_checks++;
+    struct stat st;
+    if (stat(e->name, &st) != 0 || st.st_dev != e->dev || st.st_ino != e->ino)
+        return false;
+    e->checked_gen = gen;
+    return true;
 }
 
 /* The SQLite handle's options must be the target's (a tenant may change its sync mode). */
@@ -583,7 +614,7 @@ int pool_acquire(storage_pool *p, const storage_target *t, tn_db **out, char *er
         drop(p, e);   /* reopened below with the target's options */
         e = NULL;
     }
-    if (e != NULL && !entry_current(e)) {
+    if (e != NULL && !entry_current(p, e)) {
         drop(p, e);   /* gone, or another file now: opened afresh below (or not found) */
         p->st.stale++;
         e = NULL;

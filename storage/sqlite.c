@@ -109,6 +109,7 @@ typedef struct sqlite_db {
     int64_t deadline_ms;   /* db_sqlite_deadline: interrupt statements past it (0: none) */
     bool own;              /* the driver's own constant PRAGMA is being prepared (the open's,
                               db_defer_sync's): not judged as a caller's */
+    uint32_t serial;       /* this handle among the process's opens (sq_data_version) */
 } sqlite_db;
 
 typedef struct sqlite_rows {
@@ -758,6 +759,8 @@ static int sq_open(const char *target, const db_options *opt, tn_db **out, char 
     }
     memcpy(path, target, plen);
     path[plen] = '\0';
+    static uint32_t opened;   /* one process, one thread: a plain counter */
+    d->serial = ++opened;
     bool memory = strcmp(path, ":memory:") == 0;
 
     db_sqlite_configure();
@@ -918,6 +921,24 @@ static int sq_flush(tn_db *db)
     return TN_OK;
 }
 
+/* SQLite's data version of main (SQLITE_FCNTL_DATA_VERSION, no statement, no system call):
+ * the pager's counter, moved whenever its cache had to be dropped because the file changed
+ * (seen at the start of a read transaction) and at each commit of this handle's. It says
+ * nothing of another connection's commit until this handle begins its next transaction, hence
+ * "after a statement" in tenancy.h. Each handle counts from its own start, so the handle's
+ * serial goes in the high half: a handle closed and opened again, or another one, never
+ * gives a number an earlier handle gave. */
+static int sq_data_version(tn_db *db, uint64_t *out)
+{
+    sqlite_db *d = SDB(db);
+    unsigned int v = 0;
+    int s = sqlite3_file_control(d->h, "main", SQLITE_FCNTL_DATA_VERSION, &v);
+    if (s != SQLITE_OK)
+        return db_set_error(db, map_code(s), "data version: %s", sqlite3_errstr(s));
+    *out = (uint64_t)d->serial << 32 | (uint64_t)v;
+    return TN_OK;
+}
+
 static void *sq_native(tn_db *db)
 {
     return SDB(db)->h;
@@ -944,4 +965,5 @@ const db_driver db_sqlite_driver = {
     .native = sq_native,
     .defer_sync = sq_defer_sync,
     .flush = sq_flush,
+    .data_version = sq_data_version,
 };

@@ -173,6 +173,12 @@ typedef struct pool_limits {
      * that trusts the role), another code to fail. NULL: always without. */
     int (*role_password)(void *ctx, const char *role, char out[65]);
     void *role_password_ctx;
+    /* The registry generation (tenancy/gen.h), which whoever purges, moves or creates a
+     * tenant bumps: a kept SQLite handle's path is checked again (stat) only when it moved
+     * since the last check (pool.c, entry_current). 0: not known (check every time). NULL:
+     * no generation, every acquire checks. */
+    uint64_t (*generation)(void *ctx);
+    void *generation_ctx;
 } pool_limits;                  /* 0 (or less) picks the default: POOL_SQLITE_MAX_OPEN,
                                    POOL_SQLITE_CACHE_KIB, POOL_PG_MAX_TENANTS, 8 */
 
@@ -189,6 +195,7 @@ typedef struct pool_limits {
 typedef struct pool_stats {
     uint64_t acquires, sqlite_opens, sqlite_hits, pg_connects, pg_recycles, resets, evictions;
     uint64_t stale;             /* kept entries found gone on acquire and opened afresh */
+    uint64_t sqlite_checks;     /* kept SQLite handles checked against their path (a stat) */
     uint64_t pg_down;           /* PostgreSQL connects that failed (the target backs off) */
     uint64_t pg_refused;        /* acquires refused at once while their target backs off */
     int sqlite_open, pg_open;

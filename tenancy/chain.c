@@ -88,6 +88,8 @@ static pool_limits pool_limits_of(const tenancy_config *c)
                          .pg_db_max_open = c->pg_db_max_open};
 }
 
+static uint64_t gen_now(void *ctx);
+
 long chain_fds_wanted(const tenancy_config *c)
 {
     pool_limits pl = pool_limits_of(c);
@@ -106,6 +108,7 @@ int chain_init(const chain_env *env)
     pool_limits pl = pool_limits_of(c);
     pl.role_password = role_password;
     pl.role_password_ctx = (void *)c;
+    pl.generation = gen_now;   /* a kept SQLite handle's path is checked when it moved */
     ch.pool = pool_create(&pl);
     ch.keys = key_cache_create(c->lookup_cache ? KEY_CACHE_ENTRIES : 0, KEY_CACHE_TTL_MS,
                                KEY_CACHE_NEGATIVE_TTL_MS);

@@ -187,7 +187,13 @@ int dt_catalog_load(dt_req *d)
 {
     if (d->loaded)
         return TN_OK;
-    /* One version number instead of the whole catalog when this worker has it already. */
+    /* Nothing at all when the file is as it was when the cache last confirmed the catalog
+     * (a read of rows on SQLite, confirmed after its statements, catcache.c); else one
+     * version number instead of the whole catalog when this worker has it already. */
+    if (d->fast && dt_catcache_fast(d) == TN_OK) {
+        d->loaded = true;
+        return TN_OK;
+    }
     char version[64];
     bool versioned = dt_catcache_version(d, version, sizeof(version)) == TN_OK;
     if (versioned && dt_catcache_get(d, version) == TN_OK) {

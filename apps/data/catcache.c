@@ -1,6 +1,7 @@
 /*
  * catcache.c — each worker's copy of its tenants' catalogs, so that a request reads one
- * version number instead of the whole catalog.
+ * version number instead of the whole catalog, and a read of rows on SQLite usually not even
+ * that (the data version, confirmed after its statements: see below).
  *
  * Owns: a direct-mapped table (tenant id → the catalog as last read, in one malloc'd block,
  * with the version it was read at), the version query per dialect, and a hit handed to the
@@ -15,8 +16,8 @@
  * the sum of those rows' xmin over the tenant's schema change. A version read before the
  * catalog can only make a stale entry that the next request replaces, never serve one.
  *
- * Must not: hand the cached block to a request that may change the schema, or keep more
- * than CACHE_SLOTS entries.
+ * Must not: hand the cached block to a request that may change the schema, keep more than
+ * CACHE_SLOTS entries, or let a read answer on a catalog not confirmed for its snapshot.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,8 @@ static const char pg_version[] =
 static struct entry {
     int64_t tenant_id;      /* 0: empty */
     char version[VERSION_MAX];
+    uint64_t dv;            /* SQLite: a data version at which the file had that version
+                               (0: none known) */
     int ntables;
     dt_table *tables;       /* one block with every string and array in it */
 } cache[CACHE_SLOTS];
@@ -76,11 +79,110 @@ int dt_catcache_version(dt_req *d, char *out, size_t n)
     } else if (rc == TN_DONE) {
         rc = TN_ERR;
     }
+    /* The data version of the snapshot the version was read in (the statement began it) */
+    if (rc == TN_OK && d->dialect == REST_SQLITE && tn_db_data_version(d->db, &d->dv) != TN_OK)
+        d->dv = 0;
     if (rc == TN_OK && d->pin && d->dialect == REST_SQLITE)
         d->pinned = rows;
     else
         tn_rows_free(rows);
     return rc;
+}
+
+/* ---- reads without the version statement (SQLite) -----------------------------------------
+ *
+ * The data version (tn_db_data_version: no statement, no system call) moves whenever the
+ * file changes, schema or data, through this connection or any other. An entry keeps one at
+ * which the file had the entry's schema version, as read by the version statement. A read
+ * whose connection still gives that data version takes the entry without the statement:
+ * nothing changed as of the connection's last transaction. But that transaction may be old,
+ * and another connection may have changed the schema since: the data version shows it only
+ * once this connection begins its next transaction. So the catalog is confirmed after the
+ * fact, against the snapshot of each statement that used it (dt_read_query), before anything
+ * is answered: the same data version there means the snapshot is the one the entry was
+ * confirmed at. When it moved (a write by anyone, usually), the schema version decides: the
+ * version statement, which joins the read transaction of the statement's open row set (kept
+ * open until dt_unpin, so the rest of the read joins it too, as on the slow path). When the
+ * statement's rows were already over, its transaction ended and the version statement reads
+ * a later snapshot; the schema version only grows (every schema change adds one, and the
+ * connections' DEFENSIVE setting ignores PRAGMA schema_version = N), so the same version
+ * there is also the version of the statement's snapshot. A different one: the rows are
+ * dropped unanswered and the request is served again on the slow path (data.c). An answer
+ * decided on the catalog alone (no such table, no such column) confirms it first with the
+ * version statement (dt_catcache_confirm), unless a statement of the request already did. */
+
+static struct entry *entry_of(dt_req *d)
+{
+    const tn_tenant *t = tn_tenant_of(d->r);
+    struct entry *e = t != NULL ? slot_of(tn_tenant_id(t)) : NULL;
+    return e != NULL && e->tenant_id == tn_tenant_id(t) ? e : NULL;
+}
+
+int dt_catcache_fast(dt_req *d)
+{
+    struct entry *e = d->fast ? entry_of(d) : NULL;
+    uint64_t dv;
+    if (e == NULL || e->dv == 0 || tn_db_data_version(d->db, &dv) != TN_OK || dv != e->dv)
+        return TN_NOTFOUND;
+    d->tables = e->tables;
+    d->ntables = e->ntables;
+    d->dv = dv;
+    d->unconfirmed = true;
+    d->ran = false;
+    return TN_OK;
+}
+
+/* The catalog in d (the entry's block) against the file. began: a statement has just begun
+ * (or joined) the read transaction, so the data version is that snapshot's. */
+static int confirm(dt_req *d, bool began)
+{
+    uint64_t dv;
+    if (began && tn_db_data_version(d->db, &dv) == TN_OK && dv == d->dv)
+        return TN_OK;
+    struct entry *e = entry_of(d);
+    char version[VERSION_MAX];
+    if (e != NULL && e->tables == d->tables &&
+        dt_catcache_version(d, version, sizeof(version)) == TN_OK &&
+        strcmp(version, e->version) == 0) {
+        e->dv = d->dv;   /* the version statement's snapshot */
+        return TN_OK;
+    }
+    if (e != NULL && e->tables == d->tables)
+        e->dv = 0;
+    d->unconfirmed = false;
+    d->stale = true;
+    return TN_AGAIN;
+}
+
+int dt_read_query(dt_req *d, tn_rows **rows, const char *sql, int nparams,
+                  const char *const *params)
+{
+    int rc = tn_db_query(d->db, rows, sql, nparams, params);
+    if (!d->unconfirmed)
+        return rc;
+    /* A statement that failed may not have begun a transaction, and its error may be the
+     * stale catalog's own (a column gone): the schema version decides then. */
+    if (confirm(d, rc == TN_OK) == TN_OK) {
+        d->ran = true;
+        return rc;
+    }
+    if (rc == TN_OK) {
+        tn_rows_free(*rows);
+        *rows = NULL;
+    }
+    return TN_AGAIN;
+}
+
+int dt_catcache_confirm(dt_req *d)
+{
+    if (d->stale)
+        return TN_AGAIN;
+    if (!d->unconfirmed || d->ran)
+        return TN_OK;
+    if (confirm(d, false) != TN_OK)
+        return TN_AGAIN;
+    d->ran = true;
+    return TN_OK;
 }
 
 /* ---- copying a catalog (no indexes: they are read when asked for) ----------------------- */
@@ -148,6 +250,7 @@ int dt_catcache_get(dt_req *d, const char *version)
     struct entry *e = t != NULL ? slot_of(tn_tenant_id(t)) : NULL;
     if (e == NULL || e->tenant_id != tn_tenant_id(t) || strcmp(e->version, version) != 0)
         return TN_NOTFOUND;
+    e->dv = d->dv;
     if (d->pin) {
         d->tables = e->tables;
         d->ntables = e->ntables;
@@ -176,6 +279,7 @@ void dt_catcache_put(dt_req *d, const char *version)
     e->tables = lay_out(&c, d->tables, d->ntables);
     e->ntables = d->ntables;
     e->tenant_id = tn_tenant_id(t);
+    e->dv = d->dv;
     memcpy(e->version, version, strlen(version) + 1);
 }
 

@@ -165,6 +165,13 @@ typedef struct dt_req {
     bool loaded;
     bool pin;               /* a read: keep the version's row set open (catcache.c) */
     tn_rows *pinned;        /* ... here, until dt_unpin */
+    bool fast;              /* a read of rows on SQLite: the cached catalog may be taken on
+                               the data version alone (catcache.c) ... */
+    bool unconfirmed;       /* ... it was: each statement confirms it (dt_read_query) ... */
+    bool ran;               /* ... a statement since has confirmed it for its snapshot ... */
+    bool stale;             /* ... or found it stale: nothing was answered, and the request
+                               is served again with the catalog read anew (data.c) */
+    uint64_t dv;            /* SQLite: the data version the catalog was confirmed at */
 } dt_req;
 
 int dt_catalog_load(dt_req *d);
@@ -175,6 +182,20 @@ int dt_catalog_load(dt_req *d);
  * none); keep d's loaded catalog as that version's; free them all. */
 int dt_catcache_version(dt_req *d, char *out, size_t n);
 void dt_unpin(dt_req *d);
+/* With d->fast: the cached catalog into d when the connection's data version is the one
+ * the cache last confirmed it at, without a statement (d->unconfirmed set); TN_NOTFOUND
+ * when not. */
+int dt_catcache_fast(dt_req *d);
+/* tn_db_query for the statements of a read that may run on an unconfirmed catalog: after
+ * the statement has begun its snapshot, the catalog is confirmed for it (the data version,
+ * or the schema version when that moved); a catalog found stale gives TN_AGAIN with no rows
+ * and d->stale set. */
+int dt_read_query(dt_req *d, tn_rows **rows, const char *sql, int nparams,
+                  const char *const *params);
+/* Before an answer decided on an unconfirmed catalog without any statement (an error: no
+ * such table, no such column): confirm it now. TN_OK to answer; TN_AGAIN when it was stale
+ * (d->stale set: answer nothing). */
+int dt_catcache_confirm(dt_req *d);
 int dt_catcache_get(dt_req *d, const char *version);
 void dt_catcache_put(dt_req *d, const char *version);
 void dt_catcache_fini(void);

@@ -21,6 +21,10 @@
 int dt_error(dt_req *d, int status, const char *code, const char *message,
              const char *details)
 {
+    /* An answer on a catalog taken without its version statement confirms it first; a stale
+     * one answers nothing here, and the request is served again (catcache.c, data.c). */
+    if (dt_catcache_confirm(d) != TN_OK)
+        return TN_OK;
     json_t *body = json_pack("{s:s, s:s, s:s?, s:n}", "code", code, "message", message,
                              "details", details, "hint");
     if (status == 401)
@@ -48,6 +52,8 @@ int dt_db_error(dt_req *d, int rc, const char *what)
 
 int dt_db_error_why(dt_req *d, int rc, const char *what, const char *why)
 {
+    if (d->stale)
+        return TN_OK;   /* not an error: served again (dt_error) */
     switch (rc) {
     case TN_EXISTS:
         return dt_error(d, 409, "conflict", what, why);

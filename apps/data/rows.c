@@ -234,7 +234,7 @@ static json_t *row_json(dt_req *d, tn_rows *rows, const outcols *oc)
 static int run_rows(dt_req *d, const rest_sql *s, const outcols *oc, json_t *arr, idlist *ids)
 {
     tn_rows *rows = NULL;
-    int rc = tn_db_query(d->db, &rows, s->text, s->nparams, s->params);
+    int rc = dt_read_query(d, &rows, s->text, s->nparams, s->params);
     while (rc == TN_OK && (rc = tn_rows_next(rows)) == TN_OK) {
         if (arr != NULL)
             json_array_append_new(arr, row_json(d, rows, oc));
@@ -279,7 +279,7 @@ static int run_rows_text(dt_req *d, const rest_sql *s, const outcols *oc, dt_str
     tn_rows *rows = NULL;
     *n = 0;
     dt_str_addc(out, '[');
-    int rc = tn_db_query(d->db, &rows, s->text, s->nparams, s->params);
+    int rc = dt_read_query(d, &rows, s->text, s->nparams, s->params);
     while (rc == TN_OK && (rc = tn_rows_next(rows)) == TN_OK) {
         dt_str_add(out, (*n)++ > 0 ? ",{" : "{");
         bool first = true;
@@ -371,7 +371,7 @@ static int count_rows(dt_req *d, const dt_table *t, const rest_query *q, int64_t
     rc = rc ?: add_where(d, t, &s, q, e);
     if (rc != TN_OK)
         return sql_failed(d, rc, e);
-    rc = tn_db_query(d->db, &rows, s.text, s.nparams, s.params);
+    rc = dt_read_query(d, &rows, s.text, s.nparams, s.params);
     if (rc == TN_OK && (rc = tn_rows_next(rows)) == TN_OK)
         *total = strtoll(tn_rows_get(rows, 0) ? tn_rows_get(rows, 0) : "0", NULL, 10);
     tn_rows_free(rows);

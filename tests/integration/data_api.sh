@@ -428,8 +428,44 @@ io_scenario() {
         "$tag the file's host table was not imported"
 }
 
+# ddl_elsewhere TENANT: another connection (the sqlite3 CLI on the tenant's file) changes a
+# table's schema while the workers hold its catalog cached; the reads after it must answer
+# by the new schema. A worker whose connection has not begun a transaction since takes its
+# cached catalog on the data version alone (apps/data/catcache.c): the column added must not
+# be refused as unknown (an answer decided on the catalog alone), and a column whose type
+# changed under a statement that still compiles must be written as its new type (the
+# catalog confirmed after the statement), in each of the two workers.
+ddl_elsewhere() {
+    local t=$1 tag="sqlite ddl elsewhere" file i
+    file=$(find "$T/state" -name "$t.db" | head -1)
+    [ -n "$file" ] || { fail "$tag: no file $t.db under the state dir"; return; }
+    call POST "$t" /tables -H 'Content-Type: application/json' \
+        --data-binary '{"name":"ddlx","columns":[{"name":"v","type":"integer"}]}'
+    expect "$tag: table" 201
+    call POST "$t" /ddlx -H 'Content-Type: application/json' --data-binary '{"v":1}'
+    expect "$tag: row" 201
+    for i in 1 2 3 4 5 6 7 8; do call GET "$t" "/ddlx?select=v"; done
+    assert_eq "$(body)" '[{"v":1}]' "$tag: before"
+    sqlite3 "$file" "ALTER TABLE ddlx ADD COLUMN w TEXT; UPDATE ddlx SET w = 'new'" ||
+        fail "$tag: ALTER TABLE by sqlite3"
+    for i in 1 2 3 4; do
+        call GET "$t" "/ddlx?select=v,w"
+        expect "$tag: a column added elsewhere ($i)" 200
+        assert_eq "$(body)" '[{"v":1,"w":"new"}]' "$tag: the added column's value ($i)"
+    done
+    for i in 1 2 3 4 5 6 7 8; do call GET "$t" "/ddlx?select=v"; done
+    sqlite3 "$file" "ALTER TABLE ddlx RENAME COLUMN v TO v_old; ALTER TABLE ddlx ADD COLUMN v TEXT;
+        UPDATE ddlx SET v = '4' || v_old" || fail "$tag: the type change by sqlite3"
+    for i in 1 2 3 4; do
+        call GET "$t" "/ddlx?select=v"
+        expect "$tag: a type changed elsewhere ($i)" 200
+        assert_eq "$(body)" '[{"v":"41"}]' "$tag: the value by its new type, text ($i)"
+    done
+}
+
 scenario la lb sqlite
 io_scenario la lb sqlite
+ddl_elsewhere la
 cp "$T/a.json" "$T/la.json"
 scenario sa sb postgres
 io_scenario sa sb postgres

@@ -798,6 +798,52 @@ START_TEST(test_sqlite_pragmas)
 }
 END_TEST
 
+/* tn_db_data_version, what apps/data validates its cached catalog with instead of a
+ * statement: read after a statement, it moves when another connection changed the schema
+ * (or the data) and stays when nothing changed; this connection's own commits move it; two
+ * connections, or the same file opened again, never give the same number. A catalog cached
+ * at one number and kept while the number stands still would be served stale after another
+ * connection's DDL if any of this failed. */
+static uint64_t dv_after_read(tn_db *d)
+{
+    char v[32];
+    uint64_t n = 0;
+    EXPECT(d, TN_OK, db_query_value(d, v, sizeof(v), "SELECT count(*) FROM sqlite_schema", 0,
+                                    NULL));
+    EXPECT(d, TN_OK, tn_db_data_version(d, &n));
+    return n;
+}
+
+START_TEST(test_sqlite_data_version)
+{
+    OK(tn_db_exec(db, "CREATE TABLE items (id INTEGER PRIMARY KEY, n INTEGER)", 0, NULL));
+    uint64_t a = dv_after_read(db);
+    ck_assert_uint_eq(dv_after_read(db), a);   /* nothing changed */
+    tn_db *other = open_db(uri, NULL);
+    uint64_t o = dv_after_read(other);
+    ck_assert_uint_ne(o, a);                    /* another connection's own number */
+    /* DDL by the other connection: seen after this connection's next statement */
+    EXPECT(other, TN_OK, tn_db_exec(other, "ALTER TABLE items ADD COLUMN extra TEXT", 0, NULL));
+    uint64_t b = dv_after_read(db);
+    ck_assert_uint_ne(b, a);
+    ck_assert_uint_eq(dv_after_read(db), b);
+    /* data by the other connection, and this connection's own commit */
+    EXPECT(other, TN_OK, tn_db_exec(other, "INSERT INTO items (n) VALUES (1)", 0, NULL));
+    uint64_t c = dv_after_read(db);
+    ck_assert_uint_ne(c, b);
+    OK(tn_db_exec(db, "INSERT INTO items (n) VALUES (2)", 0, NULL));
+    uint64_t e = 0;
+    OK(tn_db_data_version(db, &e));
+    ck_assert_uint_ne(e, c);
+    db_close(other);
+    /* the file opened again: a number of its own, not the first handle's */
+    tn_db *again = open_db(uri, NULL);
+    ck_assert_uint_ne(dv_after_read(again), dv_after_read(db));
+    db_close(again);
+    EXPECT(NULL, TN_INVALID, tn_db_data_version(NULL, &e));
+}
+END_TEST
+
 /* Deferred commits (db_defer_sync/db_flush, the bulk create's registry): a commit waits for
  * the disk (one WAL sync) as opened, not once deferred, and db_flush syncs the WAL, also for
  * commits another connection deferred; undeferring brings the opened mode back. */
@@ -1361,6 +1407,7 @@ Suite *db_suite(bool pg)
         tcase_add_test(tc, test_pg_uri_forms);
     } else {
         tcase_add_test(tc, test_sqlite_pragmas);
+        tcase_add_test(tc, test_sqlite_data_version);
         tcase_add_test(tc, test_sqlite_read_only);
         tcase_add_test(tc, test_sqlite_deferred_sync);
         tcase_add_test(tc, test_sqlite_authorizer);

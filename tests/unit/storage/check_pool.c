@@ -666,6 +666,83 @@ START_TEST(test_pool_sqlite_replaced)
 }
 END_TEST
 
+/* With the registry generation (what a worker's pool gets): a kept handle is taken without a
+ * stat while the generation stands still, and after a purge and a new tenant at the same path
+ * (each bumps it) the path is checked, so the new file is read and never the deleted one.
+ * A generation of 0 (not known) checks every time. */
+static uint64_t test_gen;
+static uint64_t gen_of_test(void *ctx)
+{
+    (void)ctx;
+    return test_gen;
+}
+
+START_TEST(test_pool_sqlite_generation)
+{
+    make_sqlite_tenants(2);
+    test_gen = 7;
+    pool = pool_create(&(pool_limits){.generation = gen_of_test});
+    tn_db *d;
+    pool_stats s;
+    for (int i = 0; i < 3; i++) {
+        acquire(&sq[0], &d);
+        expect_marker(d, "s0");
+        pool_release(pool, d);
+    }
+    stats(&s);
+    ck_assert_uint_eq(s.sqlite_checks, 0);   /* opened at 7, kept at 7: no stat */
+    ck_assert_uint_eq(s.sqlite_opens, 1);
+    /* purged (a bump), and s1's file at the path as a new tenant (another bump) */
+    char side[600];
+    ck_assert_int_eq(unlink(sq_path[0]), 0);
+    snprintf(side, sizeof(side), "%s-wal", sq_path[0]);
+    unlink(side);
+    snprintf(side, sizeof(side), "%s-shm", sq_path[0]);
+    unlink(side);
+    test_gen++;
+    tn_db *c = NULL;
+    char err[512];
+    ck_assert_int_eq(target_open(&sq[1], &c, err, sizeof(err)), TN_OK);
+    ST_OK(c, tn_db_exec(c, "PRAGMA wal_checkpoint(TRUNCATE)", 0, NULL));
+    db_close(c);
+    ck_assert_int_eq(link(sq_path[1], sq_path[0]), 0);
+    test_gen++;
+    acquire(&sq[0], &d);
+    expect_marker(d, "s1");   /* the file now at that path, not the deleted one */
+    pool_release(pool, d);
+    stats(&s);
+    ck_assert_uint_eq(s.stale, 1);
+    ck_assert_uint_eq(s.sqlite_checks, 1);
+    /* the new handle was opened at this generation: no stat while it stands */
+    acquire(&sq[0], &d);
+    pool_release(pool, d);
+    stats(&s);
+    ck_assert_uint_eq(s.sqlite_checks, 1);
+    /* another registry change, the file unchanged: one stat, then none again */
+    test_gen++;
+    for (int i = 0; i < 2; i++) {
+        acquire(&sq[0], &d);
+        expect_marker(d, "s1");
+        pool_release(pool, d);
+    }
+    stats(&s);
+    ck_assert_uint_eq(s.sqlite_checks, 2);
+    ck_assert_uint_eq(s.stale, 1);
+    /* no generation known: every acquire checks */
+    test_gen = 0;
+    for (int i = 0; i < 2; i++) {
+        acquire(&sq[0], &d);
+        pool_release(pool, d);
+    }
+    stats(&s);
+    ck_assert_uint_eq(s.sqlite_checks, 4);
+    /* purged and not replaced, with a bump: not found, never the old data */
+    test_gen = 20;
+    ck_assert_int_eq(unlink(sq_path[0]), 0);
+    ck_assert_int_eq(pool_acquire(pool, &sq[0], &d, err, sizeof(err)), TN_NOTFOUND);
+}
+END_TEST
+
 /* A tenant's database dropped WITH FORCE (a move, a delete) and created again: the pooled
  * connection's backend was terminated, so the next acquire connects afresh instead of
  * failing the first request. */
@@ -778,6 +855,7 @@ Suite *pool_suite(void)
     tcase_add_test(tc, test_pool_sqlite_fd_bound);
     tcase_add_test(tc, test_pool_sqlite_settings);
     tcase_add_test(tc, test_pool_sqlite_replaced);
+    tcase_add_test(tc, test_pool_sqlite_generation);
     suite_add_tcase(s, tc);
     tc = tcase_create("postgres");
     tcase_add_checked_fixture(tc, setup_pg, teardown_pool);
