@@ -857,10 +857,10 @@ static int watch_requests(master *m, int64_t now_ms)
             continue;
         }
         sb_slot *s = sb_slot_at(m->sb, i);
-        /* A request that took its tenant's last place under the cap is one of a tenant that
-         * keeps the pool busy (its next requests wait for it: tenant.queue_wait), and often a
-         * slow one: the other tenants' requests that come on the connections its worker holds
-         * are passed on after a tenth of keepalive_handoff_after. */
+        /* A request of a tenant that wants more than its share (it waited, or others of
+         * that tenant wait: tenant.queue_wait) is one of a tenant that keeps the pool busy,
+         * and often a slow one: the other tenants' requests that come on the connections its
+         * worker holds are passed on after a tenth of keepalive_handoff_after. */
         int64_t after = handoff_after;
         if (after > 0 && __atomic_load_n(&s->heavy, __ATOMIC_RELAXED))
             after = after / 10 > 0 ? after / 10 : 1;

@@ -210,14 +210,15 @@ static bool nv_len(const unsigned char *c, size_t n, size_t *i, size_t *len)
     return true;
 }
 
-int fcgi_params_env(const unsigned char *p, size_t n, unsigned char *raw, size_t rawcap,
-                    char *out, size_t outcap, char **env, int maxenv)
+long fcgi_params_join(const unsigned char *p, size_t n, unsigned char *raw, size_t rawcap,
+                      const unsigned char **content)
 {
-    /* The params' content, joined across records (a pair may straddle two). */
     size_t off = 0, have = 0;
     unsigned id = 0;
-    bool begun = false, ended = false;
-    while (!ended && off + HDR <= n) {
+    bool begun = false;
+    const unsigned char *single = NULL;   /* the one record's content, while only one */
+    *content = raw;
+    while (off + HDR <= n) {
         const unsigned char *h = p + off;
         size_t clen = be16(h + 4), rlen = HDR + clen + h[6];
         if (h[0] != 1 || off + rlen > n)
@@ -226,19 +227,55 @@ int fcgi_params_env(const unsigned char *p, size_t n, unsigned char *raw, size_t
             begun = true;
             id = be16(h + 2);
         } else if (begun && h[1] == FCGI_T_PARAMS && be16(h + 2) == id) {
-            if (clen == 0) {
-                ended = true;
-            } else {
-                if (clen > rawcap - have)
-                    return -1;
-                memcpy(raw + have, h + HDR, clen);
-                have += clen;
+            if (clen == 0) {   /* the empty record: the params are whole */
+                if (single != NULL)
+                    *content = single;   /* all in one record (nginx's way): no copy */
+                return (long)have;
             }
+            if (clen > rawcap - have)
+                return -1;
+            if (have == 0) {
+                single = h + HDR;
+            } else if (single != NULL) {
+                memcpy(raw, single, have);   /* a second record: join them after all */
+                single = NULL;
+            }
+            if (single == NULL)
+                memcpy(raw + have, h + HDR, clen);
+            have += clen;
         }
         off += rlen;
     }
-    if (!ended)
+    return -1;
+}
+
+const char *fcgi_param_find(const unsigned char *raw, size_t len, const char *name,
+                            size_t *vlen)
+{
+    size_t want = strlen(name), i = 0;
+    while (i < len) {
+        size_t nl, vl;
+        if (!nv_len(raw, len, &i, &nl) || !nv_len(raw, len, &i, &vl) || nl > len - i ||
+            vl > len - i - nl)
+            return NULL;
+        if (nl == want && memcmp(raw + i, name, nl) == 0) {
+            *vlen = vl;
+            return (const char *)raw + i + nl;
+        }
+        i += nl + vl;
+    }
+    return NULL;
+}
+
+int fcgi_params_env(const unsigned char *p, size_t n, unsigned char *raw, size_t rawcap,
+                    char *out, size_t outcap, char **env, int maxenv)
+{
+    const unsigned char *c;
+    long joined = fcgi_params_join(p, n, raw, rawcap, &c);
+    if (joined < 0)
         return -1;
+    size_t have = (size_t)joined;
+    raw = (unsigned char *)c;   /* read only from here */
     int k = 0;
     size_t i = 0, o = 0;
     while (i < have) {

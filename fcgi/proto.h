@@ -59,6 +59,18 @@ typedef struct fp_result {
 fp_verdict fcgi_precheck(const unsigned char *p, size_t n, size_t max_params, bool full,
                          fp_result *res);
 
+/* The content of the PARAMS records of the request whose header an FP_READY input holds (the
+ * first n bytes): its length, or -1 when the input is not such a header or it does not fit in
+ * raw (rawcap bytes). *content is where it is: inside p when it came in one record, else
+ * joined in raw. */
+long fcgi_params_join(const unsigned char *p, size_t n, unsigned char *raw, size_t rawcap,
+                      const unsigned char **content);
+
+/* The value of param `name` in joined PARAMS content (not NUL-terminated: *vlen bytes), or
+ * NULL when absent or the content is malformed before it. */
+const char *fcgi_param_find(const unsigned char *raw, size_t len, const char *name,
+                            size_t *vlen);
+
 /* The params of the request whose header an FP_READY input holds (the first n bytes), as a
  * NULL-terminated environment of "NAME=VALUE" strings, libfcgi's form: the content of its
  * PARAMS records joined in raw (rawcap bytes), the strings in out (outcap bytes), pointers in

@@ -48,9 +48,10 @@ typedef struct sb_slot {
     uint8_t ready;           /* the app's init succeeded */
     uint8_t stage;           /* chain stage while SB_RUNNING (tenancy stages) */
     uint8_t timeout_killed;  /* set by the master before it kills for request_timeout */
-    uint8_t heavy;           /* worker: its request took its tenant's last place under the
-                                cap (tenant.max_workers), so other tenants' requests on the
-                                connections it holds are passed on sooner (master.c) */
+    uint8_t heavy;           /* worker: its request is one of a tenant that wants more than
+                                its tenant.max_workers share (it waited, or others wait), so
+                                other tenants' requests on the connections it holds are passed
+                                on sooner (master.c) */
     uint64_t requests;       /* requests served by this process */
     uint64_t req_seq;        /* increments per request: the master logs slow ones once */
     int64_t started_ns;      /* process start, monotonic */

@@ -468,6 +468,17 @@ static TN_HOT const char *pe_param(void *tx, const char *name)
 
 static const tn_transport peek_transport = {pe_param, NULL, NULL, NULL, NULL};
 
+struct raw_params {
+    const unsigned char *p;
+    size_t len;
+};
+
+static const char *raw_param(void *ctx, const char *name, size_t *len)
+{
+    const struct raw_params *rp = ctx;
+    return fcgi_param_find(rp->p, rp->len, name, len);
+}
+
 /* The tenant of the request whose header the last pre-check saw, from its params (nothing is
  * read off the connection): false when there is none to wait for. */
 static bool peek_tenant(worker *w, int64_t now, int64_t *id, int *cap)
@@ -485,6 +496,16 @@ static bool peek_tenant(worker *w, int64_t now, int64_t *id, int *cap)
             return false;
         }
     }
+    const unsigned char *content;
+    long joined = fcgi_params_join(w->peek, w->peek_len, pe->raw, w->peek_size, &content);
+    if (joined < 0)
+        return false;
+    /* Most hosts name tenants by the host alone: its param is found in the params' bytes,
+     * with no environment and no request built. */
+    struct raw_params rp = {content, (size_t)joined};
+    int rc = chain_peek_host(raw_param, &rp, now, id, cap);
+    if (rc != TN_DECLINED)
+        return rc == TN_OK && *cap > 0;
     if (fcgi_params_env(w->peek, w->peek_len, pe->raw, w->peek_size, pe->text,
                         w->peek_size + 2 * PEEK_ENV_MAX, pe->env, PEEK_ENV_MAX) < 0)
         return false;
@@ -518,9 +539,9 @@ static TN_HOT int admit_early(worker *w, struct conn *c, int64_t now, int64_t *c
     int rc = limits_try(l, w->args->slot, id, cap, now);
     if (rc != TN_BUSY) {
         *claimed = rc == TN_OK ? id : 0;
-        /* A tenant using its whole share: this took the last place, or others wait */
-        *heavy = rc == TN_OK && (c->wait_tenant != 0 || limits_free(l, id, cap) == 0 ||
-                                 limits_waiting(l, id) > 0);
+        /* A tenant that wants more than its share: this request waited, or others wait.
+         * (Taking the last place alone says nothing: with a cap of one every request does.) */
+        *heavy = rc == TN_OK && (c->wait_tenant != 0 || limits_waiting(l, id) > 0);
         conn_unwait(w, c);
         return TN_OK;
     }
@@ -538,8 +559,8 @@ static TN_HOT int admit_early(worker *w, struct conn *c, int64_t now, int64_t *c
     return TN_AGAIN;
 }
 
-/* Before a request that took its tenant's last place under the cap (a tenant that keeps
- * the pool busy, whose requests are often slow ones: writes queued on one SQLite file), the
+/* Before a request of a tenant that wants more than its share (one that keeps the pool
+ * busy, whose requests are often slow ones: writes queued on one SQLite file), the
  * other connections this worker holds go to the idle workers at once, so that no other
  * tenant's request comes in on them behind this one. Waiting requests stay: every worker
  * that holds some is woken when their tenant has room. */
@@ -603,7 +624,7 @@ TN_HOT void serve_conn(worker *w, struct conn *c, int64_t now)
         /* The master wakes the handoff thread only for a worker that holds others. */
         __atomic_store_n(&w->slot->held, (uint32_t)(w->nconns - 1 - w->nwaiting),
                          __ATOMIC_RELAXED);
-        /* A tenant that uses its whole share yields the CPU to the others while this
+        /* A tenant that wants more than its share yields the CPU to the others while this
          * request runs (tenant.heavy_nice). */
         if (TN_UNLIKELY(heavy)) {
             __atomic_store_n(&w->slot->heavy, 1, __ATOMIC_RELAXED);

@@ -171,8 +171,8 @@ int worker_drop_privileges(const tn_config *cfg)
     return TN_OK;
 }
 
-/* tenant.heavy_nice: a worker lowers its priority for a request of a tenant that uses its
- * whole share (serve.c), and must be able to raise it again afterwards, which an
+/* tenant.heavy_nice: a worker lowers its priority for a request of a tenant that wants more
+ * than its share (serve.c), and must be able to raise it again afterwards, which an
  * unprivileged process may do only down to 20 - RLIMIT_NICE. So before it drops root (or
  * with CAP_SYS_RESOURCE) the worker raises that limit to what its own nice value needs;
  * then it tries the round trip once. Without the right (a host started as a user with the

@@ -89,7 +89,7 @@ typedef struct worker {
     bool wake_watched;     /* the limits' wake-up eventfd is in the epoll set */
     bool leaving;          /* the loop ended: a waiting request is passed on, not held */
     int nice_base;         /* the worker's nice value, and the one it takes while serving a */
-    int nice_heavy;        /* tenant that uses its whole share (== nice_base: off) */
+    int nice_heavy;        /* tenant that wants more than its share (== nice_base: off) */
     size_t peek_len;       /* what the last pre-check saw */
     struct peek_env {      /* a request's params before it is read (serve.c, admit_early) */
         unsigned char *raw;

@@ -340,6 +340,102 @@ static TN_HOT int resolve(tn_request *r, int64_t now, bool peek)
 
 static TN_HOT int identify(tn_request *r, int64_t now) { return resolve(r, now, false); }
 
+/* chain_peek_host's answers by the host param's raw bytes, so that a host looked at again
+ * (the look runs for every request while some tenant is at its cap) costs a hash and a
+ * comparison instead of a normalisation and a lookup. Valid for the registry generation it
+ * was made at and at most PEEK_MEMO_MS (the lookup cache's own entries live longer). */
+#define PEEK_MEMO_SLOTS 4096
+#define PEEK_MEMO_HOST 64
+#define PEEK_MEMO_MS 1000
+static struct peek_memo {
+    uint64_t gen;
+    int64_t until_ms;
+    int64_t id;             /* 0: no tenant to wait for */
+    int cap;
+    uint8_t len;
+    char host[PEEK_MEMO_HOST];
+} peek_memo[PEEK_MEMO_SLOTS];
+
+static int peek_host_slow(const char *raw, size_t len, int64_t now_ms, int64_t *id, int *cap);
+
+TN_HOT int chain_peek_host(const char *(*get)(void *ctx, const char *name, size_t *len),
+                           void *ctx, int64_t now_ms, int64_t *id, int *cap)
+{
+    *id = 0;
+    *cap = 0;
+    const tenancy_config *c = ch.env.cfg;
+    if (!ch.ready || !c->enabled)
+        return TN_NOTFOUND;
+    for (int i = 0; i < c->nkinds; i++)
+        if (c->kinds[i] != RES_HOST && c->kinds[i] != RES_SUBDOMAIN)
+            return TN_DECLINED;   /* a header or a path may name the tenant first */
+    const char *raw = NULL;
+    size_t len = 0;
+    for (int i = 0; i < c->nhparams && raw == NULL; i++) {
+        raw = get(ctx, c->hparams[i], &len);
+        if (raw != NULL && len == 0)
+            raw = NULL;
+    }
+    if (raw == NULL)
+        return TN_NOTFOUND;
+    if (len >= PEEK_MEMO_HOST)
+        return peek_host_slow(raw, len, now_ms, id, cap);
+    uint64_t h = 1469598103934665603ULL;   /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)raw[i]) * 1099511628211ULL;
+    struct peek_memo *m = &peek_memo[h % PEEK_MEMO_SLOTS];
+    uint64_t gen = gen_now(NULL);
+    if (m->len == len && m->gen == gen && now_ms < m->until_ms && memcmp(m->host, raw, len) == 0) {
+        *id = m->id;
+        *cap = m->cap;
+        return m->id != 0 ? TN_OK : TN_NOTFOUND;
+    }
+    int rc = peek_host_slow(raw, len, now_ms, id, cap);
+    m->gen = gen;
+    m->until_ms = now_ms + PEEK_MEMO_MS;
+    m->id = rc == TN_OK ? *id : 0;
+    m->cap = rc == TN_OK ? *cap : 0;
+    m->len = (uint8_t)len;
+    memcpy(m->host, raw, len);
+    return rc;
+}
+
+static int peek_host_slow(const char *raw, size_t len, int64_t now_ms, int64_t *id, int *cap)
+{
+    const tenancy_config *c = ch.env.cfg;
+    char in[256], host[256];
+    bool valid = false;
+    if (len >= sizeof(in))
+        return TN_NOTFOUND;
+    memcpy(in, raw, len);
+    in[len] = '\0';
+    size_t hl = request_host_normalise(in, host, sizeof(host), &valid);
+    if (hl == 0 || !valid || is_central(host))
+        return TN_NOTFOUND;
+    lookup_sync(ch.lookup, gen_now(NULL));
+    for (int i = 0; i < c->nkinds; i++) {
+        char slug[64];
+        const char *key = host;
+        int kind = LK_DOMAIN;
+        if (c->kinds[i] == RES_SUBDOMAIN) {
+            if (!subdomain_slug(host, hl, slug, sizeof(slug)))
+                continue;
+            key = slug;
+            kind = LK_SLUG;
+        }
+        const tenant_rec *t = NULL;
+        int rc = lookup_get(ch.lookup, kind, key, now_ms, fetch, NULL, gen_now, NULL, &t);
+        if (rc == TN_NOTFOUND)
+            continue;
+        if (rc != TN_OK || t->state != TENANT_ACTIVE)
+            return TN_NOTFOUND;
+        *id = t->id;
+        *cap = tenancy_max_workers(c, t->max_workers, ch.env.max_children);
+        return TN_OK;
+    }
+    return TN_NOTFOUND;
+}
+
 TN_HOT int chain_peek_tenant(tn_request *r, int64_t now_ms, int64_t *id, int *cap)
 {
     *id = 0;

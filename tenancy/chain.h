@@ -79,6 +79,12 @@ void chain_stages_close(chain_app *app);
  * (the chain then decides as usual). */
 int chain_peek_tenant(tn_request *r, int64_t now_ms, int64_t *id, int *cap);
 
+/* The same from the host params alone, without a request (get: a param's raw bytes, NULL when
+ * absent): TN_DECLINED when the resolvers need more than the host (a header or a path
+ * resolver is configured: use chain_peek_tenant), else as chain_peek_tenant. */
+int chain_peek_host(const char *(*get)(void *ctx, const char *name, size_t *len), void *ctx,
+                    int64_t now_ms, int64_t *id, int *cap);
+
 /* Run the request through the chain, then app's stages and handler (or, with env.pick set,
  * those of the app pick names). Returns the handler's code, or TN_DONE when the chain
  * answered the request itself (404, 503, a theme, a stage, pick). */

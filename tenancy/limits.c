@@ -117,7 +117,10 @@ static TN_HOT int claim(limits *l, int worker, int64_t id, int cap, int64_t now_
         __atomic_store_n(&l->serving[worker], 0, __ATOMIC_SEQ_CST);
         return TN_BUSY;
     }
-    if (n == cap && __atomic_load_n(&l->contended_until_ms, __ATOMIC_RELAXED) < now_ms)
+    /* Renewed when half gone: a tenant that stays at its cap keeps the look on without a
+     * gap (a request arriving in one would be refused at once), at two stores a second. */
+    if (n == cap &&
+        __atomic_load_n(&l->contended_until_ms, __ATOMIC_RELAXED) < now_ms + CONTENDED_MS / 2)
         __atomic_store_n(&l->contended_until_ms, now_ms + CONTENDED_MS, __ATOMIC_RELAXED);
     return TN_OK;
 }

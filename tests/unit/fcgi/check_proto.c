@@ -107,6 +107,29 @@ START_TEST(test_params_env)
     ck_assert(strncmp(env[1], "LONG=vvv", 8) == 0);
     ck_assert_str_eq(env[2], "EMPTY=");
     ck_assert_ptr_null(env[3]);
+    /* One param found in the joined bytes; joined in raw, as they came in four records */
+    const unsigned char *content = NULL;
+    long joined = fcgi_params_join(s, n, raw, sizeof(raw), &content);
+    ck_assert_int_eq(joined, (long)(sizeof(p1) + sizeof(p2) + k + sizeof(p4)));
+    ck_assert_ptr_eq(content, raw);
+    size_t vl = 0;
+    const char *v = fcgi_param_find(content, (size_t)joined, "TENANT_HOST", &vl);
+    ck_assert_ptr_nonnull(v);
+    ck_assert_int_eq(vl, 16);
+    ck_assert(memcmp(v, "acme.example.com", 16) == 0);
+    ck_assert_ptr_nonnull(fcgi_param_find(content, (size_t)joined, "EMPTY", &vl));
+    ck_assert_int_eq(vl, 0);
+    ck_assert_ptr_null(fcgi_param_find(content, (size_t)joined, "TENANT", &vl));   /* a prefix */
+    ck_assert_ptr_null(fcgi_param_find(content, (size_t)joined, "MISSING", &vl));
+    /* In one record they are read where they are, not copied */
+    unsigned char one[512];
+    size_t o = begin(one, 2, 1, 1);
+    size_t at = o + 8;
+    o += rec(one + o, FCGI_T_PARAMS, 2, p4, sizeof(p4));
+    o += rec(one + o, FCGI_T_PARAMS, 2, NULL, 0);
+    ck_assert_int_eq(fcgi_params_join(one, o, raw, sizeof(raw), &content), (long)sizeof(p4));
+    ck_assert_ptr_eq(content, one + at);
+    ck_assert_ptr_nonnull(fcgi_param_find(content, sizeof(p4), "EMPTY", &vl));
     /* Not a whole header, or not room for it: refused, never read past. */
     ck_assert_int_eq(fcgi_params_env(s, before_end, raw, sizeof(raw), text, sizeof(text), env, 8),
                      -1);

@@ -250,6 +250,14 @@ START_TEST(test_cap_and_theme)
 }
 END_TEST
 
+static const char *host_param(void *ctx, const char *name, size_t *len)
+{
+    if (strcmp(name, "TENANT_HOST") != 0 || *(const char *)ctx == '\0')
+        return NULL;
+    *len = strlen(ctx);
+    return ctx;
+}
+
 /* tenant.queue_wait's look before a request is read: the tenant and its cap, found as the
  * chain finds it, with nothing answered; the chain then serves the same request as usual. */
 START_TEST(test_peek_tenant)
@@ -283,6 +291,37 @@ START_TEST(test_peek_tenant)
         ck_assert_uint_eq(out.len, 0);
         arena_reset(req_arena);
     }
+    /* From the host param alone: declined here, where a header or a path may name the
+     * tenant first (this suite's resolvers); tenancy.sh runs the host-only way. */
+    int64_t hid = -1;
+    int hcap = -1;
+    ck_assert_int_eq(chain_peek_host(host_param, (void *)"acme.example.com", 0, &hid, &hcap),
+                     TN_DECLINED);
+    ck_assert_int_eq(hid, 0);
+    int saved_n = cfg.nkinds, saved_k = cfg.kinds[0];
+    cfg.nkinds = 1;   /* the host alone names tenants: found from the param's bytes */
+    cfg.kinds[0] = RES_SUBDOMAIN;
+    ck_assert_int_eq(chain_peek_host(host_param, (void *)"acme.example.com", 0, &hid, &hcap),
+                     TN_OK);
+    ck_assert_int_eq(hid, 1);
+    ck_assert_int_eq(hcap, 1);
+    ck_assert_int_eq(chain_peek_host(host_param, (void *)"ACME.example.com.", 0, &hid, &hcap),
+                     TN_OK);
+    ck_assert_int_eq(hid, 1);   /* normalised as the chain does */
+    const char *none[] = {"globex.example.com", "admin.example.com", "nobody.example.com",
+                          "bad host", ""};
+    for (size_t i = 0; i < TN_ARRAY_LEN(none); i++) {
+        ck_assert_msg(chain_peek_host(host_param, (void *)none[i], 0, &hid, &hcap) ==
+                          TN_NOTFOUND, "%s", none[i]);
+        ck_assert_int_eq(hid, 0);
+        /* and again, from the memo */
+        ck_assert_int_eq(chain_peek_host(host_param, (void *)none[i], 0, &hid, &hcap),
+                         TN_NOTFOUND);
+    }
+    ck_assert_int_eq(chain_peek_host(host_param, (void *)"acme.example.com", 0, &hid, &hcap),
+                     TN_OK);
+    cfg.nkinds = saved_n;
+    cfg.kinds[0] = saved_k;
     /* The context stays empty: a request right after runs through the chain as usual. */
     ck_assert_int_eq(run(&f, "acme.example.com", "/", NULL, NULL), 200);
     ck_assert_int_eq(run(&f, "nobody.example.com", "/", NULL, NULL), 404);
