@@ -31,7 +31,7 @@ const conf_opt tenancy_config_table[] = {
      "path prefix before the tenant slug (path resolver), stripped for the handler"},
     {"tenant.max_workers", CONF_STR, OFF(max_workers_text), "50%", 0, 0, NULL, 0,
      "most workers one tenant may occupy at once: a number or a percentage of the pool"},
-    {"tenant.heavy_nice", CONF_INT, OFF(heavy_nice), "10", 0, 19, NULL, 0,
+    {"tenant.heavy_nice", CONF_INT, OFF(heavy_nice), "19", 0, 19, NULL, 0,
      "nice increment of a worker serving a tenant wanting more than its share (0: off)"},
     {"tenant.queue_wait", CONF_DURATION, OFF(queue_wait_ms), "5s", 0, 3600000, NULL, 0,
      "how long a request of a tenant at tenant.max_workers waits, holding no worker, before 503"},

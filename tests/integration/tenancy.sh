@@ -142,8 +142,8 @@ t9=$(http /_tenancy/status | grep -o '"slug":"t9"[^}]*')
 assert_contains "$t9" '"max_inflight":1,' "queue_wait: never two t9 requests at once"
 assert_contains "$t9" '"rejected":0,' "queue_wait: no t9 request refused"
 assert_contains "$t9" '"waiting":0' "queue_wait: none left waiting"
-assert_eq "$(echo "$nices" | tr ' ' '\n' | grep -c '^10$')" 1 \
-    "tenant.heavy_nice: the one worker serving t9's second request runs at nice 10"
+assert_eq "$(echo "$nices" | tr ' ' '\n' | grep -c '^19$')" 1 \
+    "tenant.heavy_nice: the one worker serving t9's second request runs at nice 19"
 assert_eq "$(ps -o ni= --ppid "$TN_PID" | tr -d ' ' | sort -u | tr '\n' ' ')" "0 " \
     "tenant.heavy_nice: every worker back at nice 0 afterwards"
 
