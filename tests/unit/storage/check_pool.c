@@ -630,6 +630,25 @@ START_TEST(test_pool_database_lru)
 END_TEST
 
 
+
+/* Tenant `gone`'s file leaves its path (with its -wal and -shm), and tenant `other`'s file,
+ * checkpointed, takes the path as a new tenant's would. */
+static void replace_sqlite_file(int gone, int other)
+{
+    char side[600];
+    ck_assert_int_eq(unlink(sq_path[gone]), 0);
+    snprintf(side, sizeof(side), "%s-wal", sq_path[gone]);
+    unlink(side);
+    snprintf(side, sizeof(side), "%s-shm", sq_path[gone]);
+    unlink(side);
+    tn_db *c = NULL;
+    char err[512];
+    ck_assert_int_eq(target_open(&sq[other], &c, err, sizeof(err)), TN_OK);
+    ST_OK(c, tn_db_exec(c, "PRAGMA wal_checkpoint(TRUNCATE)", 0, NULL));
+    db_close(c);
+    ck_assert_int_eq(link(sq_path[other], sq_path[gone]), 0);
+}
+
 /* A tenant's file deleted and another created at the same path (a purge, or a move that
  * dropped its source, then a new tenant with the same slug): the kept handle reads the
  * deleted file, so the pool must notice and open the new one. */
@@ -643,18 +662,8 @@ START_TEST(test_pool_sqlite_replaced)
     expect_marker(d, "s0");
     pool_release(pool, d);
     /* s0's file goes away; s1's file takes its path */
-    char wal[600];
-    ck_assert_int_eq(unlink(sq_path[0]), 0);
-    snprintf(wal, sizeof(wal), "%s-wal", sq_path[0]);
-    unlink(wal);
-    snprintf(wal, sizeof(wal), "%s-shm", sq_path[0]);
-    unlink(wal);
-    tn_db *c = NULL;
+    replace_sqlite_file(0, 1);
     char err[512];
-    ck_assert_int_eq(target_open(&sq[1], &c, err, sizeof(err)), TN_OK);
-    ST_OK(c, tn_db_exec(c, "PRAGMA wal_checkpoint(TRUNCATE)", 0, NULL));
-    db_close(c);
-    ck_assert_int_eq(link(sq_path[1], sq_path[0]), 0);
     acquire(&sq[0], &d);
     expect_marker(d, "s1");   /* the file now at that path, not the deleted one */
     pool_release(pool, d);
@@ -677,6 +686,22 @@ static uint64_t gen_of_test(void *ctx)
     return test_gen;
 }
 
+/* Acquire and release t n times (each read seeing marker, unless NULL); the pool's path
+ * checks so far. */
+static uint64_t checks_after(storage_target *t, int n, const char *marker)
+{
+    tn_db *d;
+    pool_stats s;
+    for (int i = 0; i < n; i++) {
+        acquire(t, &d);
+        if (marker != NULL)
+            expect_marker(d, marker);
+        pool_release(pool, d);
+    }
+    stats(&s);
+    return s.sqlite_checks;
+}
+
 START_TEST(test_pool_sqlite_generation)
 {
     make_sqlite_tenants(2);
@@ -684,58 +709,27 @@ START_TEST(test_pool_sqlite_generation)
     pool = pool_create(&(pool_limits){.generation = gen_of_test});
     tn_db *d;
     pool_stats s;
-    for (int i = 0; i < 3; i++) {
-        acquire(&sq[0], &d);
-        expect_marker(d, "s0");
-        pool_release(pool, d);
-    }
+    ck_assert_uint_eq(checks_after(&sq[0], 3, "s0"), 0);   /* opened at 7, kept at 7: no stat */
     stats(&s);
-    ck_assert_uint_eq(s.sqlite_checks, 0);   /* opened at 7, kept at 7: no stat */
     ck_assert_uint_eq(s.sqlite_opens, 1);
     /* purged (a bump), and s1's file at the path as a new tenant (another bump) */
-    char side[600];
-    ck_assert_int_eq(unlink(sq_path[0]), 0);
-    snprintf(side, sizeof(side), "%s-wal", sq_path[0]);
-    unlink(side);
-    snprintf(side, sizeof(side), "%s-shm", sq_path[0]);
-    unlink(side);
-    test_gen++;
-    tn_db *c = NULL;
+    test_gen += 2;
+    replace_sqlite_file(0, 1);
     char err[512];
-    ck_assert_int_eq(target_open(&sq[1], &c, err, sizeof(err)), TN_OK);
-    ST_OK(c, tn_db_exec(c, "PRAGMA wal_checkpoint(TRUNCATE)", 0, NULL));
-    db_close(c);
-    ck_assert_int_eq(link(sq_path[1], sq_path[0]), 0);
-    test_gen++;
-    acquire(&sq[0], &d);
-    expect_marker(d, "s1");   /* the file now at that path, not the deleted one */
-    pool_release(pool, d);
+    /* the file now at that path is read, not the deleted one */
+    ck_assert_uint_eq(checks_after(&sq[0], 1, "s1"), 1);
     stats(&s);
     ck_assert_uint_eq(s.stale, 1);
-    ck_assert_uint_eq(s.sqlite_checks, 1);
     /* the new handle was opened at this generation: no stat while it stands */
-    acquire(&sq[0], &d);
-    pool_release(pool, d);
-    stats(&s);
-    ck_assert_uint_eq(s.sqlite_checks, 1);
+    ck_assert_uint_eq(checks_after(&sq[0], 1, NULL), 1);
     /* another registry change, the file unchanged: one stat, then none again */
     test_gen++;
-    for (int i = 0; i < 2; i++) {
-        acquire(&sq[0], &d);
-        expect_marker(d, "s1");
-        pool_release(pool, d);
-    }
+    ck_assert_uint_eq(checks_after(&sq[0], 2, "s1"), 2);
     stats(&s);
-    ck_assert_uint_eq(s.sqlite_checks, 2);
     ck_assert_uint_eq(s.stale, 1);
     /* no generation known: every acquire checks */
     test_gen = 0;
-    for (int i = 0; i < 2; i++) {
-        acquire(&sq[0], &d);
-        pool_release(pool, d);
-    }
-    stats(&s);
-    ck_assert_uint_eq(s.sqlite_checks, 4);
+    ck_assert_uint_eq(checks_after(&sq[0], 2, NULL), 4);
     /* purged and not replaced, with a bump: not found, never the old data */
     test_gen = 20;
     ck_assert_int_eq(unlink(sq_path[0]), 0);
