@@ -249,14 +249,21 @@ long fcgi_params_join(const unsigned char *p, size_t n, unsigned char *raw, size
     return -1;
 }
 
+/* The next name-value pair of joined params at *i: its lengths, *i at its name; false when
+ * the lengths are cut short or run past the end. */
+static bool nv_pair(const unsigned char *c, size_t len, size_t *i, size_t *nl, size_t *vl)
+{
+    return nv_len(c, len, i, nl) && nv_len(c, len, i, vl) && *nl <= len - *i &&
+           *vl <= len - *i - *nl;
+}
+
 const char *fcgi_param_find(const unsigned char *raw, size_t len, const char *name,
                             size_t *vlen)
 {
     size_t want = strlen(name), i = 0;
     while (i < len) {
         size_t nl, vl;
-        if (!nv_len(raw, len, &i, &nl) || !nv_len(raw, len, &i, &vl) || nl > len - i ||
-            vl > len - i - nl)
+        if (!nv_pair(raw, len, &i, &nl, &vl))
             return NULL;
         if (nl == want && memcmp(raw + i, name, nl) == 0) {
             *vlen = vl;
@@ -280,8 +287,7 @@ int fcgi_params_env(const unsigned char *p, size_t n, unsigned char *raw, size_t
     size_t i = 0, o = 0;
     while (i < have) {
         size_t nl, vl;
-        if (!nv_len(raw, have, &i, &nl) || !nv_len(raw, have, &i, &vl) || nl > have - i ||
-            vl > have - i - nl)
+        if (!nv_pair(raw, have, &i, &nl, &vl))
             return -1;
         if (k + 1 >= maxenv || nl + vl + 2 > outcap - o)
             return -1;

@@ -253,6 +253,39 @@ static TN_COLD int answer(tn_request *r, int status, const char *retry_after, co
     return TN_DONE;
 }
 
+/* The lookup key a host or subdomain resolver makes of the normalised host (hl bytes):
+ * false when it makes none (not one label below a base domain). */
+static TN_HOT bool host_key(int res, const char *host, size_t hl, char *slug, size_t n,
+                            const char **key, int *kind)
+{
+    if (res == RES_HOST) {
+        *key = host;
+        *kind = LK_DOMAIN;
+        return true;
+    }
+    *kind = LK_SLUG;
+    if (!subdomain_slug(host, hl, slug, n))
+        return false;
+    *key = slug;
+    return true;
+}
+
+/* A tenant's cap in workers (tenant.max_workers, or its own), 0 for none. */
+static TN_HOT int cap_of(const tenant_rec *t)
+{
+    return tenancy_max_workers(ch.env.cfg, t->max_workers, ch.env.max_children);
+}
+
+/* What the early looks answer for a tenant found (or not): only an active one is waited for. */
+static int peek_found(const tenant_rec *t, int64_t *id, int *cap)
+{
+    if (t == NULL || t->state != TENANT_ACTIVE)
+        return TN_NOTFOUND;
+    *id = t->id;
+    *cap = cap_of(t);
+    return TN_OK;
+}
+
 /* Find the request's tenant. TN_OK (r->tenant set, or r->central), or TN_DONE (answered).
  * With peek (chain_peek_tenant) nothing is answered: TN_NOTFOUND stands for every outcome
  * but a tenant found. A lookup it makes is cached as the chain's own would be, so the chain
@@ -290,12 +323,8 @@ static TN_HOT int resolve(tn_request *r, int64_t now, bool peek)
         int kind = LK_SLUG;
         switch (c->kinds[i]) {
         case RES_HOST:
-            key = host;
-            kind = LK_DOMAIN;
-            break;
         case RES_SUBDOMAIN:
-            if (subdomain_slug(host, hl, slug, sizeof(slug)))
-                key = slug;
+            host_key(c->kinds[i], host, hl, slug, sizeof(slug), &key, &kind);
             break;
         case RES_HEADER: {
             const char *h = tn_param(r, c->header_param);
@@ -415,23 +444,15 @@ static int peek_host_slow(const char *raw, size_t len, int64_t now_ms, int64_t *
     lookup_sync(ch.lookup, gen_now(NULL));
     for (int i = 0; i < c->nkinds; i++) {
         char slug[64];
-        const char *key = host;
-        int kind = LK_DOMAIN;
-        if (c->kinds[i] == RES_SUBDOMAIN) {
-            if (!subdomain_slug(host, hl, slug, sizeof(slug)))
-                continue;
-            key = slug;
-            kind = LK_SLUG;
-        }
+        const char *key;
+        int kind;
+        if (!host_key(c->kinds[i], host, hl, slug, sizeof(slug), &key, &kind))
+            continue;
         const tenant_rec *t = NULL;
         int rc = lookup_get(ch.lookup, kind, key, now_ms, fetch, NULL, gen_now, NULL, &t);
         if (rc == TN_NOTFOUND)
             continue;
-        if (rc != TN_OK || t->state != TENANT_ACTIVE)
-            return TN_NOTFOUND;
-        *id = t->id;
-        *cap = tenancy_max_workers(c, t->max_workers, ch.env.max_children);
-        return TN_OK;
+        return peek_found(rc == TN_OK ? t : NULL, id, cap);
     }
     return TN_NOTFOUND;
 }
@@ -440,12 +461,9 @@ TN_HOT int chain_peek_tenant(tn_request *r, int64_t now_ms, int64_t *id, int *ca
 {
     *id = 0;
     *cap = 0;
-    if (!ch.ready || !ch.env.cfg->enabled || resolve(r, now_ms, true) != TN_OK ||
-        r->tenant == NULL || r->tenant->state != TENANT_ACTIVE)
+    if (!ch.ready || !ch.env.cfg->enabled || resolve(r, now_ms, true) != TN_OK)
         return TN_NOTFOUND;
-    *id = r->tenant->id;
-    *cap = tenancy_max_workers(ch.env.cfg, r->tenant->max_workers, ch.env.max_children);
-    return TN_OK;
+    return peek_found(r->tenant, id, cap);
 }
 
 static TN_HOT int check_state(tn_request *r)
@@ -598,7 +616,7 @@ TN_HOT int chain_run(tn_request *r, const chain_app *app)
             if ((rc = check_state(r)) != TN_OK)
                 return rc;
             r->stage = "limit";
-            int cap = tenancy_max_workers(ch.env.cfg, r->tenant->max_workers, ch.env.max_children);
+            int cap = cap_of(r->tenant);
             rc = limits_enter(ch.env.lim, ch.env.worker, r->tenant->id, r->tenant->slug, cap,
                               now);
             if (rc == TN_BUSY) {
