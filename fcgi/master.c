@@ -66,6 +66,7 @@ typedef struct child {
     bool retiring;        /* told to exit (old generation, surplus, stop) */
     int64_t kill_at_ms;   /* SIGKILL when still alive then (0: no deadline) */
     bool killed_timeout;  /* the master killed it for request_timeout */
+    bool rolled_back;     /* of a reload's generation that did not start (finish_reload) */
     uint64_t alarm_seq;   /* the request (scoreboard req_seq) it was sent SIGALRM for */
     int64_t alarm_ms;
     uint64_t seen_seq;    /* dynamic: its req_seq when last looked at, and when it last */
@@ -107,6 +108,7 @@ typedef struct master {
     bool fast_stop;
     int64_t stop_deadline;
     int64_t reload_deadline;
+    int reload_respawns;   /* workers of the pending generation started again (finish_reload) */
     bool reload_queued;
     unsigned next_generation;
     const char *config_path;
@@ -756,6 +758,11 @@ static void reap(master *m)
                 log_error("request timed out: %s; worker %d killed", what, (int)pid);
                 snprintf(how, sizeof(how), "worker %d killed at request_timeout (signal %d)",
                          (int)pid, sig);
+            } else if (c->rolled_back && sig == SIGKILL) {
+                log_info("worker %d of generation %u, which was rolled back, stopped while %s",
+                         (int)pid, gen, what);
+                snprintf(how, sizeof(how), "worker %d stopped: its generation was rolled back",
+                         (int)pid);
             } else if (c->retiring && sig == SIGKILL) {
                 log_warn("worker %d did not exit in time and was killed while %s", (int)pid, what);
                 snprintf(how, sizeof(how), "worker %d killed (signal %d): it did not stop in "
@@ -793,9 +800,14 @@ static void reap(master *m)
                     retire_jobworker(m, i, SIGKILL, now);
             continue;
         }
+        /* A worker of the new generation that crashed or failed before it was ready fails
+         * the reload (handled in maintain()): the new configuration does not start. One that
+         * was killed (SIGKILL: an operator, the OOM killer) says nothing about it, nor does
+         * one that dies after it was ready: finish_reload starts another in its place. */
+        bool sigkilled = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
         if (m->state == M_RELOADING && m->pending && gen == m->pending->generation &&
-            startup_failure) {
-            m->reload_deadline = 0;   /* the reload fails: handled in maintain() */
+            startup_failure && !sigkilled && !was_retiring) {
+            m->reload_deadline = 0;
             continue;
         }
         if (crash && m->state != M_STOPPING)
@@ -1130,6 +1142,7 @@ static void start_reload(master *m)
     m->pending = n;
     m->state = M_RELOADING;
     m->reload_deadline = clock_mono_ms() + n->stop_timeout_ms;
+    m->reload_respawns = 0;
     sd_notifyf("RELOADING=1\nMONOTONIC_USEC=%lld", (long long)(clock_mono_ns() / 1000));
     log_info("reloading: starting generation %u beside generation %u", n->generation,
              m->cfg->generation);
@@ -1144,14 +1157,35 @@ static void finish_reload(master *m, int64_t now)
     tn_config *n = m->pending;
     int starting = 0;
     int total = count_gen(m, n->generation, NULL, &starting);
-    bool failed = m->reload_deadline == 0 || now >= m->reload_deadline ||
-                  total < initial_workers(n);
+    bool failed = m->reload_deadline == 0 || now >= m->reload_deadline;
+    /* A worker of the new generation that was killed (see reap) is started again, as the
+     * serving generation's would be; at most as many times as the generation has workers,
+     * so that something killing every new worker still ends the reload at its deadline. */
+    const tn_listener *plis = m->pending_lis.fd >= 0 ? &m->pending_lis : &m->lis;
+    while (!failed && total < initial_workers(n) && m->reload_respawns < initial_workers(n)) {
+        if (spawn(m, n, plis) < 0)
+            break;
+        m->reload_respawns++;
+        total++;
+        starting++;
+    }
+    failed = failed || total < initial_workers(n);
     if (!failed && starting > 0)
         return;   /* still loading the app */
     if (failed) {
-        for (int i = 0; i < SB_SLOTS; i++)
-            if (m->kids[i].pid && m->kids[i].generation == n->generation)
+        /* Those still loading are killed; those already serving (they share the listen
+         * socket, so they may hold requests) finish them and leave, like an old generation. */
+        for (int i = 0; i < SB_SLOTS; i++) {
+            child *k = &m->kids[i];
+            if (k->pid == 0 || k->generation != n->generation || k->retiring)
+                continue;
+            k->rolled_back = true;
+            bool ready = __atomic_load_n(&m->sb->slots[i].ready, __ATOMIC_ACQUIRE) != 0;
+            if (ready)
+                retire(m, i, SIGQUIT, now + n->stop_timeout_ms);
+            else
                 retire(m, i, SIGKILL, now);
+        }
         if (m->pending_lis.fd >= 0)
             listen_close(&m->pending_lis, true);
         log_error("reload rolled back: generation %u did not start (see the errors above); "

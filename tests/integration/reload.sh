@@ -2,7 +2,9 @@
 # reload.sh — reloads and stops: SIGHUP under GET and POST load with zero failed requests,
 # each POST served once and no upstream error in nginx's log; a new build of the app deploys
 # with one SIGHUP; an invalid config or an app that cannot start keeps the old generation
-# serving; a changed listen address; SIGUSR1 reopens logs; SIGQUIT lets
+# serving; a worker of a new generation killed while another still starts is replaced and
+# the reload completes; a reload that fails with some new workers already serving loses no
+# request; a changed listen address; SIGUSR1 reopens logs; SIGQUIT lets
 # in-flight requests finish; SIGTERM stops by its deadline; a killed master takes its workers
 # with it and a restart reclaims the socket.
 . "$(dirname "$0")/lib.sh"
@@ -11,6 +13,7 @@ MOD=$top_builddir/tests/helpers/.libs
 
 cp "$MOD/greet_v1.so" "$T/app.so"
 tn_conf "app = $T/app.so" "pm.max_children = 3" "request_timeout = 5s"
+export GREET_SLOW_INIT=$T/slow GREET_SLOW_INDEX=2   # see tests/helpers/greet.c
 tn_start
 nginx_start
 assert_eq "$(http / a.example)" "v1 from a.example" "generation 1 serves v1"
@@ -73,6 +76,69 @@ kill -HUP "$TN_PID"
 wait_until 10 grep -q 'reload rolled back' "$T/tenancyd.log" || fail "failed app start not rolled back"
 assert_eq "$(http / d.example)" "v2 from d.example" "old generation kept serving after rollback"
 cp "$MOD/greet_v1.so" "$T/app.so.new" && mv "$T/app.so.new" "$T/app.so"
+
+# ---- a new worker killed while another of its generation starts: replaced, the reload done ----
+# Worker #2 of the new generation takes 2 s to start; meanwhile one of the two already ready
+# is SIGKILLed (an operator, the OOM killer). The killed worker says nothing against the new
+# configuration: another takes its place and the reload completes.
+new_workers() {   # pids of the master's children not in "$1"
+    local p
+    for p in $(tn_workers); do case " $1 " in *" $p "*) ;; *) echo "$p" ;; esac; done
+}
+before=$(tn_workers | tr '\n' ' ')
+done_before=$(tn_log_count 'reloaded: generation')
+rolled_before=$(tn_log_count 'reload rolled back')
+echo slow > "$T/slow"; rm -f "$T/slow.pid"
+kill -HUP "$TN_PID"
+wait_until 5 test -s "$T/slow.pid" || fail "the slow worker did not start"
+slow=$(cat "$T/slow.pid"); rm -f "$T/slow"
+sleep 0.5   # the other two new workers are ready by now (greet starts at once)
+victim=$(new_workers "$before $slow" | head -1)
+[ -n "$victim" ] || fail "no ready worker of the new generation to kill"
+kill -9 "$victim"
+wait_until 10 bash -c "[ \$(grep -c 'reloaded: generation' '$T/tenancyd.log') -gt $done_before ]" ||
+    fail "the reload did not complete after one of its workers was killed"
+assert_eq "$(tn_log_count 'reload rolled back')" "$rolled_before" "no rollback for a killed new worker"
+assert_eq "$(http / k.example)" "v1 from k.example" "the new generation serves"
+wait_until 10 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 3 ]" || fail "not 3 workers after the reload"
+
+# ---- a reload that fails with some of its workers serving: they finish, nothing is lost ----
+# Worker #2 of the new generation fails its init after 2 s; the other two are serving by then
+# (they share the socket). The rollback lets them finish their requests and leave (SIGQUIT),
+# as an old generation would: POSTs and GETs sent all along get no error, and no worker is
+# killed under a request.
+echo fail > "$T/slow"; rm -f "$T/slow.pid"
+"$HELPERS/hammer" -p "$NGINX_PORT" -c 4 -d 4 -H 'r%d.example' -N 50 -e 'from %h' \
+    --json "$T/rb.json" 2> "$T/rb.log" &
+hammer=$!
+"$HELPERS/hammer" -p "$NGINX_PORT" -c 2 -d 4 -H 'q%d.example' -N 50 -u /echo -m POST \
+    -b "$POST_BODY" -e "$POST_BODY" --exact --json "$T/rbpost.json" 2> "$T/rbpost.log" &
+poster=$!
+sleep 0.5
+kill -HUP "$TN_PID"
+wait_until 5 test -s "$T/slow.pid" || fail "the slow worker did not start"
+sleep 0.3
+# Eight 2.5 s requests over the five workers serving (three old, two new), in flight when
+# the rollback comes: those on a new worker must finish there.
+for i in 1 2 3 4 5 6 7 8; do
+    http /sleep "s$i.example" > "$T/sleep.$i" &
+    sleepers+=($!)
+done
+wait_until 10 bash -c "[ \$(grep -c 'reload rolled back' '$T/tenancyd.log') -gt $rolled_before ]" ||
+    fail "the failed reload was not rolled back"
+rm -f "$T/slow"
+wait "$hammer"; rc=$?
+wait "$poster"; prc=$?
+wait "${sleepers[@]}"
+for i in 1 2 3 4 5 6 7 8; do
+    assert_eq "$(cat "$T/sleep.$i")" "slept in v1" "long request $i in flight during the rollback"
+done
+log "rollback under load: $(tail -1 "$T/rb.log"); POSTs: $(tail -1 "$T/rbpost.log")"
+assert_eq "$rc" 0 "no failed GET while a reload failed with new workers serving"
+assert_eq "$prc" 0 "no failed POST while a reload failed with new workers serving"
+assert_eq "$(tn_log_count 'did not exit in time')" 0 "no worker killed for lateness"
+assert_nginx_clean "a reload rolled back under load"
+assert_eq "$(http / l.example)" "v1 from l.example" "the old generation serves after the rollback"
 
 # ---- a new listen address -----------------------------------------------------------------------
 tn_conf "app = $T/app.so" "pm.max_children = 3" "listen = $T/fcgi2.sock"
