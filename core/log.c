@@ -149,3 +149,23 @@ void log_msg(int level, const char *fmt, ...)
     log_vmsg(level, fmt, ap);
     va_end(ap);
 }
+
+bool log_repeat_due(log_repeat *r, const char *msg, int64_t now_ms, unsigned *held)
+{
+    *held = 0;
+    bool same = strncmp(r->last, msg, sizeof(r->last) - 1) == 0 && r->last[0] != '\0';
+    if (same && now_ms < r->next_ms) {
+        r->held++;
+        return false;
+    }
+    *held = same ? r->held : 0;
+    r->held = 0;
+    r->next_ms = now_ms + LOG_REPEAT_MS;
+    snprintf(r->last, sizeof(r->last), "%s", msg);
+    return true;
+}
+
+void log_repeat_clear(log_repeat *r)
+{
+    memset(r, 0, sizeof(*r));
+}

@@ -14,6 +14,8 @@
 #define TN_CORE_LOG_H
 
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 #include "core/rc.h"
 
@@ -57,6 +59,21 @@ TN_COLD void log_vmsg(int level, const char *fmt, va_list ap)
 #define log_warn(...) log_msg(TN_LOG_WARN, __VA_ARGS__)
 #define log_info(...) log_msg(TN_LOG_INFO, __VA_ARGS__)
 #define log_debug(...) log_msg(TN_LOG_DEBUG, __VA_ARGS__)
+
+/* A failure retried in a loop (a registry that cannot be opened, a server that is down) is
+ * logged when it first happens, when its message changes, and then at most once per
+ * LOG_REPEAT_MS, not at every retry: log_repeat_due says whether to log msg now and, in
+ * *held, how many identical messages it held back since the last one logged.
+ * log_repeat_clear forgets the failure (call it on success: the next one logs at once).
+ * Zero-initialised state is ready to use. */
+#define LOG_REPEAT_MS 60000
+typedef struct log_repeat {
+    int64_t next_ms;     /* the same message is held back until then */
+    unsigned held;
+    char last[160];      /* the start of the last message logged */
+} log_repeat;
+bool log_repeat_due(log_repeat *r, const char *msg, int64_t now_ms, unsigned *held);
+void log_repeat_clear(log_repeat *r);
 
 /* Format an ISO-8601 UTC timestamp with milliseconds into out (at least 32 bytes). */
 void log_timestamp(char *out, size_t n);

@@ -164,6 +164,7 @@ typedef struct hub {
     registry *reg;
     uint64_t reg_gen;
     int64_t reg_next_ms;
+    log_repeat reg_log;     /* the registry failing to open: logged once a minute */
     /* the feed (the host's event log) */
     event_cursor cursor;
     arena *feed_arena;
@@ -712,13 +713,19 @@ static void check_tenants(hub *h, int64_t now)
     if (h->reg == NULL) {
         char err[256];
         const tenancy_config *tc = &h->a->cfg->tenancy;
+        unsigned held;
         if (registry_open(tc->registry_uri, tc->gen_path, &h->reg, err, sizeof(err)) != TN_OK) {
-            log_warn("the hub cannot open the registry (%s): streams of suspended tenants "
-                     "are not ended until it can", err);
+            if (log_repeat_due(&h->reg_log, err, now, &held))
+                log_warn("the hub cannot open the registry (%s): streams of suspended tenants "
+                         "are not ended until it can (%u more tries failed so since the last "
+                         "such line)", err, held);
             h->reg = NULL;
             h->reg_next_ms = now + 5000;
             return;
         }
+        if (h->reg_log.last[0] != '\0')
+            log_info("the hub opened the registry");
+        log_repeat_clear(&h->reg_log);
         h->reg_gen = registry_generation(h->reg);
         return;
     }

@@ -83,6 +83,7 @@ static struct {
     sb_job_slot *slot;
     sb_jobs *jobs;
     registry *reg;
+    log_repeat reg_log;   /* the registry's open failing: logged once a minute (reg) */
     char lease[48];
     japp apps[1 + TN_MAX_MOUNTS];
     int napps;
@@ -179,10 +180,17 @@ static registry *reg(void)
     if (jw.reg != NULL)
         return jw.reg;
     char err[512];
+    unsigned held;
     if (registry_open(jw.cfg->tenancy.registry_uri, jw.cfg->tenancy.gen_path, &jw.reg, err,
                       sizeof(err)) != TN_OK) {
-        log_error("job worker: the registry: %s", err);
+        /* Tried again at every turn of the loop: logged once a minute, not at each try. */
+        if (log_repeat_due(&jw.reg_log, err, clock_mono_ms(), &held))
+            log_error("job worker: the registry: %s (%u more tries failed so since the last "
+                      "such line)", err, held);
         jw.reg = NULL;
+    } else if (jw.reg_log.last[0] != '\0') {
+        log_info("job worker: the registry is open again");
+        log_repeat_clear(&jw.reg_log);
     }
     return jw.reg;
 }

@@ -1,7 +1,8 @@
 #!/bin/bash
 # basic.sh — tenancyd behind a real nginx, over a unix socket and over TCP (v4 and v6):
 # requests answered, bodies echoed, status/metrics/ping served (and refused to outsiders),
-# metrics valid for promtool, one JSON access-log line per request, -t reports file:line.
+# metrics valid for promtool, one JSON access-log line per request, -t reports file:line; a
+# host with no registry yet logs the job worker's and the hub's failure to open it once.
 . "$(dirname "$0")/lib.sh"
 need curl nginx promtool
 
@@ -98,3 +99,20 @@ printf 'app = %s\nplacement.pg.dsn = postgres:dbname=x\nplacement.pg.session_res
 printf 'app = /nonexistent/app.so\n' > "$T/noapp.conf"
 out=$("$TENANCYD" -c "$T/noapp.conf" -t 2>&1)
 assert_contains "$out" "cannot load" "-t checks the app module"
+
+# ---- a host with no registry yet: the job worker and the hub say so once, not at each try ---
+# (they try again every turn, about twice a second; each such line used to be logged)
+printf 'listen = %s\napp = %s\nstate_dir = %s\npm = static\npm.max_children = 1\npm.jobs = 1\nstream.hub = on\naccess_log = %s\n' \
+    "$T/noreg.sock" "$HELLO_SO" "$T/noreg-missing" "$T/noreg-access.log" > "$T/noreg.conf"
+"$TENANCYD" -c "$T/noreg.conf" > "$T/noreg.log" 2>&1 &
+noreg=$!
+PIDS+=("$noreg")
+wait_until 10 grep -q ' ready: ' "$T/noreg.log" || fail "tenancyd without a registry did not start"
+sleep 6
+kill -TERM "$noreg"
+wait "$noreg" 2>/dev/null
+jw=$(grep -c 'job worker: the registry' "$T/noreg.log")
+hub=$(grep -c 'hub cannot open the registry' "$T/noreg.log")
+log "without a registry for 6 s: $jw job-worker lines, $hub hub lines"
+assert_eq "$jw" 1 "the job worker's failing registry logged once, not at every try"
+assert_eq "$hub" 1 "the hub's failing registry logged once, not at every try"

@@ -51,12 +51,35 @@ START_TEST(test_lines_context_levels)
 }
 END_TEST
 
+/* A failure retried in a loop is logged once, then once a minute with the count held back;
+ * a different message, or one after a success, is logged at once. */
+START_TEST(test_repeat)
+{
+    log_repeat r = {0};
+    unsigned held = 99;
+    ck_assert(log_repeat_due(&r, "cannot open x", 1000, &held));
+    ck_assert_uint_eq(held, 0);
+    for (int i = 1; i <= 5; i++)
+        ck_assert(!log_repeat_due(&r, "cannot open x", 1000 + i * 500, &held));
+    ck_assert(log_repeat_due(&r, "cannot open y", 4000, &held));   /* another message */
+    ck_assert_uint_eq(held, 0);
+    ck_assert(!log_repeat_due(&r, "cannot open y", 5000, &held));
+    ck_assert(!log_repeat_due(&r, "cannot open y", 4000 + LOG_REPEAT_MS - 1, &held));
+    ck_assert(log_repeat_due(&r, "cannot open y", 4000 + LOG_REPEAT_MS, &held));
+    ck_assert_uint_eq(held, 2);   /* the two held back since the last line */
+    log_repeat_clear(&r);         /* it worked: the next failure is news */
+    ck_assert(log_repeat_due(&r, "cannot open y", 4000 + LOG_REPEAT_MS + 1, &held));
+    ck_assert_uint_eq(held, 0);
+}
+END_TEST
+
 Suite *log_suite(void);
 Suite *log_suite(void)
 {
     Suite *s = suite_create("log");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_lines_context_levels);
+    tcase_add_test(tc, test_repeat);
     suite_add_tcase(s, tc);
     return s;
 }
