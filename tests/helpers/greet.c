@@ -3,7 +3,7 @@
  *   greet_v1.so and greet_v2.so answer "GREETING from <host>" with their own GREETING, so a
  *   test can tell which build served a request (app deploys by reload);
  *   greet_bad.so fails its init, so a test can check that a reload rolls back.
- * GET /sleep answers after 2.5 s (a request in flight for as long as a test needs one).
+ * GET /sleep answers after 1.5 s (a request in flight for as long as a test needs one).
  * A POST to /echo answers its body back, unchanged by the build, so that a test can send
  * writes through reloads and check each answer to the byte.
  * Its init adds a stage that marks every response it runs for with `X-Greet-Stage:
@@ -83,7 +83,7 @@ static int greet_handle(tn_request *r)
     }
     tn_add_header(r, "Content-Type", "text/plain");
     if (strcmp(tn_path(r), "/sleep") == 0) {
-        usleep(2500 * 1000);
+        usleep(1500 * 1000);
         return tn_printf(r, "slept in %s\n", GREETING);
     }
     return tn_printf(r, "%s from %s\n", GREETING, tn_host(r));

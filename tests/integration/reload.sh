@@ -117,9 +117,11 @@ poster=$!
 sleep 0.5
 kill -HUP "$TN_PID"
 wait_until 5 test -s "$T/slow.pid" || fail "the slow worker did not start"
-sleep 0.3
-# Eight 2.5 s requests over the five workers serving (three old, two new), in flight when
-# the rollback comes: those on a new worker must finish there.
+sleep 1
+# Eight 1.5 s requests over the five workers serving (three old, two new), sent 1 s into the
+# slow worker's 2 s start, so in flight when the rollback comes: those on a new worker must
+# finish there. (1.5 s: two of them queued on one worker still leave the GETs and POSTs
+# waiting behind them well inside hammer's 5 s timeout.)
 for i in 1 2 3 4 5 6 7 8; do
     http /sleep "s$i.example" > "$T/sleep.$i" &
     sleepers+=($!)
