@@ -25,12 +25,18 @@ assert_eq "$(http / a.example)" "v1 from a.example" "generation 1 serves v1"
 # must come back to the byte, and tenancyd must have served each POST exactly once (its
 # access log holds as many POSTs as the client got answers: nothing was sent twice).
 POST_BODY="reload-$RANDOM$RANDOM-$(head -c 600 /dev/zero | tr '\0' 'w')"
-"$HELPERS/hammer" -p "$NGINX_PORT" -c 8 -d 6 -H 't%d.example' -N 50 -e 'from %h' \
-    --json "$T/hammer.json" 2> "$T/hammer.log" &
-hammer=$!
-"$HELPERS/hammer" -p "$NGINX_PORT" -c 4 -d 6 -H 'p%d.example' -N 50 -u /echo -m POST \
-    -b "$POST_BODY" -e "$POST_BODY" --exact --json "$T/post.json" 2> "$T/post.log" &
-poster=$!
+# load_start NAME GETS POSTS SECONDS: GETs checked against their host on GETS connections
+# ($T/NAME.json, .log; pid in $hammer) and POSTs echoed to the byte on POSTS connections
+# ($T/NAME-post.json, .log; pid in $poster), each host a name of its own under NAME.
+load_start() {
+    "$HELPERS/hammer" -p "$NGINX_PORT" -c "$2" -d "$4" -H "$1%d.example" -N 50 -e 'from %h' \
+        --json "$T/$1.json" 2> "$T/$1.log" &
+    hammer=$!
+    "$HELPERS/hammer" -p "$NGINX_PORT" -c "$3" -d "$4" -H "$1p%d.example" -N 50 -u /echo -m POST \
+        -b "$POST_BODY" -e "$POST_BODY" --exact --json "$T/$1-post.json" 2> "$T/$1-post.log" &
+    poster=$!
+}
+load_start hammer 8 4 6
 for i in $(seq 1 18); do
     sleep 0.3
     if [ "$i" = 9 ]; then
@@ -43,11 +49,11 @@ rc=$?
 wait "$poster"
 prc=$?
 log "hammer: $(tail -1 "$T/hammer.log")"
-log "POSTs: $(tail -1 "$T/post.log")"
+log "POSTs: $(tail -1 "$T/hammer-post.log")"
 assert_eq "$rc" 0 "no failed or wrong GET during 18 reloads"
 assert_eq "$prc" 0 "no failed POST during 18 reloads, each body echoed to the byte"
 access_log_settled
-posts=$("$HELPERS/json_check" .status.200 < "$T/post.json")
+posts=$("$HELPERS/json_check" .status.200 < "$T/hammer-post.json")
 served=$(grep -c '"method":"POST"' "$T/access.log")
 assert_ge "${posts:-0}" 100 "POSTs answered during the reloads"
 assert_eq "$served" "${posts:-0}" "each POST served exactly once (tenancyd's access log)"
@@ -108,12 +114,7 @@ wait_until 10 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 3 ]" || fail "not 3 wo
 # as an old generation would: POSTs and GETs sent all along get no error, and no worker is
 # killed under a request.
 echo fail > "$T/slow"; rm -f "$T/slow.pid"
-"$HELPERS/hammer" -p "$NGINX_PORT" -c 4 -d 4 -H 'r%d.example' -N 50 -e 'from %h' \
-    --json "$T/rb.json" 2> "$T/rb.log" &
-hammer=$!
-"$HELPERS/hammer" -p "$NGINX_PORT" -c 2 -d 4 -H 'q%d.example' -N 50 -u /echo -m POST \
-    -b "$POST_BODY" -e "$POST_BODY" --exact --json "$T/rbpost.json" 2> "$T/rbpost.log" &
-poster=$!
+load_start rb 4 2 4
 sleep 0.5
 kill -HUP "$TN_PID"
 wait_until 5 test -s "$T/slow.pid" || fail "the slow worker did not start"
@@ -135,7 +136,7 @@ wait "${sleepers[@]}"
 for i in 1 2 3 4 5 6 7 8; do
     assert_eq "$(cat "$T/sleep.$i")" "slept in v1" "long request $i in flight during the rollback"
 done
-log "rollback under load: $(tail -1 "$T/rb.log"); POSTs: $(tail -1 "$T/rbpost.log")"
+log "rollback under load: $(tail -1 "$T/rb.log"); POSTs: $(tail -1 "$T/rb-post.log")"
 assert_eq "$rc" 0 "no failed GET while a reload failed with new workers serving"
 assert_eq "$prc" 0 "no failed POST while a reload failed with new workers serving"
 assert_eq "$(tn_log_count 'did not exit in time')" 0 "no worker killed for lateness"
