@@ -21,7 +21,14 @@
  *                     trip). A backend caches the catalog of every schema it touches (memory
  *                     it never gives back), so the connection is closed on release once
  *                     it has served the target's max_tenants distinct schemas (default
- *                     pg_max_tenants); the next acquire connects again.
+ *                     pg_max_tenants), or once the backend's memory has reached the
+ *                     target's max_backend_bytes: a count alone bounds nothing, since a
+ *                     schema of forty tables costs a backend forty times what one of one
+ *                     table does. The memory is read from the server
+ *                     (pg_backend_memory_contexts) after every POOL_PG_MEMORY_EVERY new
+ *                     schemas; a login role that may not read it (PostgreSQL wants
+ *                     pg_read_all_stats) leaves that connection to the count, and is
+ *                     counted (pg_memory_unread). The next acquire connects again.
  *   database mode     an LRU of connections keyed by (server, database), bounded by
  *                     pg_db_max_open: a connection can only ever reach its own database.
  *
@@ -85,6 +92,9 @@ struct pool_entry {
     uint64_t session;           /* db->session the set belongs to */
     int max_tenants;            /* closed on release once nseen reaches it (the target's
                                    placement's, from its latest acquire) */
+    int64_t max_bytes;          /* ... or once the backend's memory reaches it (0: none) */
+    size_t mem_looked;          /* nseen when the memory was last read */
+    bool mem_unread;            /* the server refused to say: the count alone bounds it */
     uint64_t *seen;
     size_t nseen, seen_cap;
 };
@@ -328,6 +338,8 @@ static void seen_add(pool_entry *e, const char *schema)
     if (e->db->session != e->session) {   /* reconnected: a new backend, an empty cache */
         e->session = e->db->session;
         e->nseen = 0;
+        e->mem_looked = 0;       /* and its memory is to be read again */
+        e->mem_unread = false;
         if (e->seen != NULL)
             memset(e->seen, 0, e->seen_cap * sizeof(*e->seen));
     }
@@ -666,8 +678,33 @@ int pool_acquire(storage_pool *p, const storage_target *t, tn_db **out, char *er
             return tn_errf(err, errlen, rc, "%s", tn_db_error(e->db));
         seen_add(e, t->name);
         e->max_tenants = t->max_tenants > 0 ? t->max_tenants : p->lim.pg_max_tenants;
+        e->max_bytes = t->max_backend_bytes;
     }
     return lend(p, e, out, err, errlen);
+}
+
+/* Schema mode, on release (the connection clean and unscoped): whether the backend's memory
+ * has reached the entry's bound, read from the server once per POOL_PG_MEMORY_EVERY new
+ * schemas. The read runs as the login role, outside any tenant's scope; a refusal is
+ * remembered for the connection (a new backend asks again) and counted. */
+static bool backend_too_big(storage_pool *p, pool_entry *e)
+{
+    size_t every = p->lim.pg_memory_every > 0 ? (size_t)p->lim.pg_memory_every
+                                               : POOL_PG_MEMORY_EVERY;
+    if (e->max_bytes <= 0 || e->mem_unread || e->nseen < e->mem_looked + every)
+        return false;
+    e->mem_looked = e->nseen;
+    p->st.pg_memory_looks++;
+    char v[32];
+    int rc = db_query_value(e->db, v, sizeof(v),
+                            "SELECT sum(total_bytes)::bigint "
+                            "FROM pg_catalog.pg_backend_memory_contexts", 0, NULL);
+    if (rc != TN_OK) {
+        e->mem_unread = true;
+        p->st.pg_memory_unread++;
+        return false;
+    }
+    return strtoll(v, NULL, 10) >= e->max_bytes;
 }
 
 void pool_release(storage_pool *p, tn_db *db)
@@ -705,7 +742,13 @@ void pool_release(storage_pool *p, tn_db *db)
         e->nseen >= (size_t)e->max_tenants) {
         keep = false;
         p->st.pg_recycles++;
+    } else if (keep && e->cls == CLASS_SCHEMA && backend_too_big(p, e)) {
+        keep = false;
+        p->st.pg_recycles++;
+        p->st.pg_memory_recycles++;
     }
+    if (keep && e->cls == CLASS_SCHEMA && !db_is_clean(db))
+        keep = false;   /* the memory's read left it otherwise (it never should) */
     db->err[0] = '\0';   /* it may quote the tenant's data */
     db->changes = 0;
     if (!keep)

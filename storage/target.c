@@ -409,6 +409,25 @@ int target_server_harden(const char *server, char *err, size_t errlen)
     return rc;
 }
 
+int target_server_reads_memory(const char *server, bool *can, char *err, size_t errlen)
+{
+    clear(err, errlen);
+    *can = false;
+    tn_db *db = NULL;
+    int rc = db_open(server, NULL, &db, err, errlen);
+    char v[8];
+    if (rc == TN_OK)
+        rc = db_query_value(db, v, sizeof(v),
+                            "SELECT pg_catalog.has_table_privilege("
+                            "'pg_catalog.pg_backend_memory_contexts', 'SELECT')", 0, NULL);
+    if (rc == TN_OK)
+        *can = strcmp(v, "t") == 0;
+    else if (db != NULL && err != NULL && err[0] == '\0')
+        tn_errf(err, errlen, rc, "%s", tn_db_error(db));
+    db_close(db);
+    return rc;
+}
+
 int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t errlen)
 {
     clear(err, errlen);

@@ -53,6 +53,8 @@ typedef struct storage_target {
     int statement_timeout_ms; /* PostgreSQL (0: server default) */
     int max_tenants;      /* schema mode: recycle a server connection after it has served
                              this many distinct schemas (0: the pool's pg_max_tenants) */
+    int64_t max_backend_bytes; /* schema mode: ... or once its backend's memory reaches this
+                             (0: no byte bound; see pool.c, backend_too_big) */
     bool reset_always;    /* PostgreSQL: db_options.reset_always */
     const char *role;     /* PostgreSQL: the tenant's role, which owns the schema or database
                              and everything in it; every scoped transaction runs as it
@@ -108,6 +110,12 @@ int target_role_repair(const storage_target *t, char *err, size_t errlen);
  * (tenancy init), so a tenant role reaches nothing there. TN_OK, or a storage error (err
  * says why: the login must own the schema or be a member of its owner). */
 int target_server_harden(const char *server, char *err, size_t errlen);
+
+/* Schema mode: whether the server's login may read its own backend's memory
+ * (pg_backend_memory_contexts, which PostgreSQL gives to pg_read_all_stats), which the pool's
+ * byte bound reads (placement.NAME.max_backend_memory). TN_OK with *can set, or a storage
+ * error. */
+int target_server_reads_memory(const char *server, bool *can, char *err, size_t errlen);
 
 /* Whether it exists. TN_OK with *exists set, or a storage error. */
 int target_exists(const storage_target *t, bool *exists, char *err, size_t errlen);
@@ -168,6 +176,8 @@ typedef struct pool_limits {
                                    served this many distinct schemas (backend catalog memory
                                    grows with each schema touched and never shrinks) */
     int pg_db_max_open;         /* database mode: connections kept open (LRU) */
+    int pg_memory_every;        /* schema mode: new schemas between two reads of a backend's
+                                   memory (0: POOL_PG_MEMORY_EVERY; tests set it lower) */
     /* The password of a tenant role, for targets with login_as_role (asked at connect time
      * only): TN_OK with 64 hex digits in out, TN_NOTFOUND to connect without one (a server
      * that trusts the role), another code to fail. NULL: always without. */
@@ -191,9 +201,18 @@ typedef struct pool_limits {
 
 /* The default of pool_limits.pg_max_tenants, and so of placement.NAME.max_tenants. */
 #define POOL_PG_MAX_TENANTS 1000
+/* The default of placement.NAME.max_backend_memory, and how many new schemas a backend
+ * serves between two looks at its memory. */
+#define POOL_PG_MAX_BACKEND_BYTES (64ll << 20)
+#define POOL_PG_MEMORY_EVERY 64
 
 typedef struct pool_stats {
     uint64_t acquires, sqlite_opens, sqlite_hits, pg_connects, pg_recycles, resets, evictions;
+    uint64_t pg_memory_looks;   /* reads of a backend's memory (max_backend_bytes) */
+    uint64_t pg_memory_recycles; /* of pg_recycles, those for the backend's memory */
+    uint64_t pg_memory_unread;  /* looks at a backend's memory the server refused (the login
+                                   role may not read pg_backend_memory_contexts): that
+                                   connection is bounded by max_tenants alone */
     uint64_t stale;             /* kept entries found gone on acquire and opened afresh */
     uint64_t sqlite_checks;     /* kept SQLite handles checked against their path (a stat) */
     uint64_t pg_down;           /* PostgreSQL connects that failed (the target backs off) */

@@ -128,7 +128,7 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
     const char *dot = strrchr(name, '.');
     if (dot == NULL || !placement_name_ok(name, (size_t)(dot - name))) {
         return tn_errf(err, errlen, TN_INVALID,
-                       "%s: expected placement.NAME.dsn|mode|max_tenants|"
+                       "%s: expected placement.NAME.dsn|mode|max_tenants|max_backend_memory|"
                        "statement_timeout|session_reset|login with NAME of a-z, 0-9, _ and -",
                        key);
     }
@@ -151,6 +151,7 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
         p->name = arena_strndup(a, name, nl);
         p->kind = 1;   /* TARGET_PG_SCHEMA */
         p->max_tenants = POOL_PG_MAX_TENANTS;
+        p->max_backend_memory = POOL_PG_MAX_BACKEND_BYTES;
     }
     if (strcmp(field, "dsn") == 0) {
         if (strncmp(value, "postgres:", 9) != 0 && strncmp(value, "postgresql://", 13) != 0) {
@@ -173,6 +174,14 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
             return tn_errf(err, errlen, TN_INVALID, "%s: expected a count from 1 to 1000000", key);
         }
         p->max_tenants = (int)v;
+    } else if (strcmp(field, "max_backend_memory") == 0) {
+        int64_t v;
+        if (conf_parse_size(value, &v) != TN_OK || v < 0) {
+            return tn_errf(err, errlen, TN_INVALID,
+                           "%s: expected a size (e.g. 64M, 512k) or 0 for no bound, got '%s'",
+                           key, value);
+        }
+        p->max_backend_memory = v;
     } else if (strcmp(field, "statement_timeout") == 0) {
         if (conf_parse_duration(value, &p->statement_timeout_ms) != TN_OK) {
             return tn_errf(err, errlen, TN_INVALID, "%s: expected a duration", key);
@@ -198,7 +207,8 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
     } else {
         return tn_errf(err, errlen, TN_INVALID,
                        "%s: unknown placement setting '%s' (dsn, mode, max_tenants, "
-                       "statement_timeout, session_reset, login)", key, field);
+                       "max_backend_memory, statement_timeout, session_reset, login)",
+                       key, field);
     }
     return TN_OK;
 }

@@ -21,6 +21,8 @@ typedef struct placement {
     int kind;                     /* target_kind (storage/target.h) */
     const char *server;           /* PostgreSQL URI; NULL for sqlite */
     int max_tenants;              /* schema mode: recycle a connection after this many */
+    int64_t max_backend_memory;   /* schema mode: ... or once its backend holds this many
+                                     bytes (0: no byte bound) */
     int64_t statement_timeout_ms;
     bool reset_always;            /* session_reset = always */
     int login;                    /* PLACEMENT_LOGIN_*: who the requests' connections log in as */

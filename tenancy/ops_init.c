@@ -86,10 +86,25 @@ int ops_init(ops_env *e, ops_initialized *out, char *err, size_t errlen)
         const placement *p = &tc->placements[i];
         if (p->kind != TARGET_PG_SCHEMA || p->server == NULL)
             continue;
-        if (target_server_harden(p->server, why, sizeof(why)) != TN_OK && e->progress != NULL) {
-            char note[1400];
+        char note[1400] = "";
+        if (target_server_harden(p->server, why, sizeof(why)) != TN_OK)
             snprintf(note, sizeof(note), "placement %s: PUBLIC keeps its rights on the public "
                      "schema (%s); revoke them as its owner", p->name, why);
+        if (note[0] != '\0' && e->progress != NULL) {
+            ops_progress pr = {0};
+            pr.note = note;
+            e->progress(e->progress_ctx, &pr);
+        }
+        /* The byte bound of each connection reads the backend's memory as the login. */
+        bool can = true;
+        note[0] = '\0';
+        if (p->max_backend_memory > 0 &&
+            target_server_reads_memory(p->server, &can, why, sizeof(why)) == TN_OK && !can)
+            snprintf(note, sizeof(note), "placement %s: its login may not read its backends' "
+                     "memory (pg_backend_memory_contexts), so max_backend_memory does not apply "
+                     "and max_tenants alone bounds each connection; GRANT pg_read_all_stats TO "
+                     "the login to have both", p->name);
+        if (note[0] != '\0' && e->progress != NULL) {
             ops_progress pr = {0};
             pr.note = note;
             e->progress(e->progress_ctx, &pr);

@@ -26,6 +26,7 @@ int placement_target_of(const tenancy_config *c, const char *placement_name,
     out->busy_timeout_ms = (int)c->busy_timeout_ms;
     out->statement_timeout_ms = (int)p->statement_timeout_ms;
     out->max_tenants = p->max_tenants;
+    out->max_backend_bytes = p->max_backend_memory;
     out->reset_always = p->reset_always;
     /* PostgreSQL: the tenant's role is named as its storage (t_<slug>, tenant_<slug>), so a
      * role found on a server is traced to its tenant as its schema or database is. */

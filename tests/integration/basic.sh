@@ -96,6 +96,15 @@ printf 'app = %s\nplacement.pg.dsn = postgres:dbname=x\nplacement.pg.session_res
     "$HELLO_SO" > "$T/reset.conf"
 "$TENANCYD" -c "$T/reset.conf" -t 2>/dev/null && log "ok: -t accepts session_reset = always" ||
     fail "-t refused session_reset = always"
+printf 'app = %s\nplacement.pg.dsn = postgres:dbname=x\nplacement.pg.max_backend_memory = lots\n' \
+    "$HELLO_SO" > "$T/bad-mem.conf"
+out=$("$TENANCYD" -c "$T/bad-mem.conf" -t 2>&1)
+assert_contains "$out" "bad-mem.conf:3: placement.pg.max_backend_memory: expected a size (e.g. 64M, 512k) or 0 for no bound, got 'lots'" \
+    "-t names a bad max_backend_memory"
+printf 'app = %s\nplacement.pg.dsn = postgres:dbname=x\nplacement.pg.max_backend_memory = 256M\n' \
+    "$HELLO_SO" > "$T/mem.conf"
+"$TENANCYD" -c "$T/mem.conf" -t 2>/dev/null && log "ok: -t accepts max_backend_memory = 256M" ||
+    fail "-t refused max_backend_memory = 256M"
 printf 'app = /nonexistent/app.so\n' > "$T/noapp.conf"
 out=$("$TENANCYD" -c "$T/noapp.conf" -t 2>&1)
 assert_contains "$out" "cannot load" "-t checks the app module"

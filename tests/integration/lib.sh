@@ -336,6 +336,12 @@ assert_contains() {   # assert_contains HAYSTACK NEEDLE WHAT
     *) fail "$3: '$2' not found in: $(printf '%s' "$1" | head -c 400)" ;;
     esac
 }
+assert_lacks() {   # assert_lacks HAYSTACK NEEDLE WHAT
+    case "$1" in
+    *"$2"*) fail "$3: '$2' found in: $(printf '%s' "$1" | head -c 400)" ;;
+    *) log "ok: $3" ;;
+    esac
+}
 assert_ge() {
     if [ "$1" -ge "$2" ] 2>/dev/null; then log "ok: $3 ($1 >= $2)"; else fail "$3: $1 < $2"; fi
 }

@@ -445,3 +445,25 @@ printf '%s\n' "${base/= mig/= badmig}" > "$CONF.badmig"
 printf '%s\n' "${base/seed.sql/badseed.sql}" > "$CONF.badseed"
 printf '%s\nstorage.template = tpl\n' "$base" > "$CONF.tpl"
 cases postgres
+
+# ---- tenancy init says when a placement's login cannot read its backends' memory ------------
+# (the byte bound, placement.NAME.max_backend_memory, reads pg_backend_memory_contexts; the
+# superuser above may; a plain login may not, and init says what that leaves)
+psql -qAtX -c "DROP ROLE IF EXISTS tn_nostats" -c "CREATE ROLE tn_nostats LOGIN" > /dev/null ||
+    fail "cannot make the role tn_nostats"
+mkdir -p "$T/nostats"
+printf 'app = /nonexistent/app.so\nstate_dir = %s\nplacement.pg.dsn = "%s user=tn_nostats"\nplacement.pg.mode = schema\n' \
+    "$T/nostats" "$TENANCY_TEST_PG" > "$T/nostats.conf"
+run -c "$T/nostats.conf" init
+assert_eq "$RC" 0 "init with a login that cannot read its memory"
+assert_contains "$ERR$OUT" "placement pg: its login may not read its backends' memory" \
+    "init says the byte bound does not apply to that login"
+printf 'placement.pg.max_backend_memory = 0\n' >> "$T/nostats.conf"
+run -c "$T/nostats.conf" init
+assert_lacks "$ERR$OUT" "may not read its backends' memory" \
+    "no such note when max_backend_memory is off"
+psql -qAtX -c "GRANT pg_read_all_stats TO tn_nostats" > /dev/null
+sed -i '$d' "$T/nostats.conf"
+run -c "$T/nostats.conf" init
+assert_lacks "$ERR$OUT" "may not read its backends' memory" \
+    "no such note once the login has pg_read_all_stats"

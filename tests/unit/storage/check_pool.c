@@ -528,6 +528,85 @@ START_TEST(test_pool_schema_recycle)
 }
 END_TEST
 
+/* The byte bound (placement.NAME.max_backend_memory): the backend's memory is read after
+ * every pg_memory_every new schemas, and the connection closed once it reaches the bound; a
+ * login that may not read it is counted and left to the count bound. */
+START_TEST(test_pool_schema_memory)
+{
+    pool = pool_create(&(pool_limits){.pg_max_tenants = 100, .pg_memory_every = 2});
+    storage_target t[4];
+    for (int i = 0; i < 4; i++) {
+        t[i] = sch[i];
+        t[i].max_backend_bytes = 1ll << 40;   /* a terabyte: read, never reached */
+    }
+    tn_db *d;
+    char pid0[32], pid[32];
+    pool_stats s;
+    for (int i = 0; i < 4; i++) {
+        acquire(&t[i], &d);
+        expect_marker(d, schema_name[i]);
+        if (i == 0)
+            pid_of(d, pid0);
+        pool_release(pool, d);
+    }
+    stats(&s);
+    ck_assert_uint_eq(s.pg_memory_looks, 2);   /* after the 2nd and the 4th new schema */
+    ck_assert_uint_eq(s.pg_recycles, 0);
+    /* a bound any backend is over: closed at the next look, and a new backend serves */
+    for (int i = 0; i < 4; i++)
+        t[i].max_backend_bytes = 1;
+    acquire(&t[0], &d);
+    pool_release(pool, d);   /* no new schema: no look */
+    stats(&s);
+    ck_assert_uint_eq(s.pg_memory_looks, 2);
+    acquire(&sch[4], &d);    /* a 5th schema, then a 6th: the look is due */
+    pool_release(pool, d);
+    t[1].name = schema_name[5];
+    acquire(&t[1], &d);
+    pid_of(d, pid);
+    ck_assert_str_eq(pid, pid0);
+    pool_release(pool, d);
+    stats(&s);
+    ck_assert_uint_eq(s.pg_memory_looks, 3);
+    ck_assert_uint_eq(s.pg_memory_recycles, 1);
+    ck_assert_uint_eq(s.pg_recycles, 1);
+    acquire(&t[2], &d);
+    pid_of(d, pid);
+    ck_assert_str_ne(pid, pid0);
+    expect_marker(d, schema_name[2]);
+    pool_release(pool, d);
+    pool_destroy(pool);
+
+    /* A login without pg_read_all_stats: the read is refused, counted, and not tried again
+     * on that backend; the connection stays (its count bound still holds). */
+    tn_db *a = st_open(st_pg, NULL);
+    tn_db_exec(a, "DROP ROLE IF EXISTS tn_pool_nostats", 0, NULL);
+    ST_OK(a, tn_db_exec(a, "CREATE ROLE tn_pool_nostats LOGIN", 0, NULL));
+    db_close(a);
+    char server[1024];
+    snprintf(server, sizeof(server), "%s user=tn_pool_nostats", st_pg);
+    pool = pool_create(&(pool_limits){.pg_max_tenants = 100, .pg_memory_every = 1});
+    storage_target u[3];
+    for (int i = 0; i < 3; i++) {
+        u[i] = sch[i];
+        u[i].server = server;
+        u[i].max_backend_bytes = 1;
+    }
+    for (int i = 0; i < 3; i++) {
+        acquire(&u[i], &d);
+        char who[64];
+        ST_OK(d, db_query_value(d, who, sizeof(who), "SELECT current_user", 0, NULL));
+        ck_assert_str_eq(who, "tn_pool_nostats");
+        pool_release(pool, d);
+    }
+    stats(&s);
+    ck_assert_uint_eq(s.pg_memory_unread, 1);
+    ck_assert_uint_eq(s.pg_memory_looks, 1);
+    ck_assert_uint_eq(s.pg_recycles, 0);
+    ck_assert_int_eq(s.pg_open, 1);
+}
+END_TEST
+
 /* Random tenants and random bad endings, one connection: every read is its own tenant's. */
 START_TEST(test_pool_schema_random)
 {
@@ -857,6 +936,7 @@ Suite *pool_suite(void)
     tcase_add_test(tc, test_pool_schema_isolation);
     tcase_add_test(tc, test_pool_schema_broken);
     tcase_add_test(tc, test_pool_schema_recycle);
+    tcase_add_test(tc, test_pool_schema_memory);
     tcase_add_test(tc, test_pool_schema_random);
     tcase_add_test(tc, test_pool_database_lru);
     tcase_add_test(tc, test_pool_database_dropped);
