@@ -699,11 +699,12 @@ static bool backend_too_big(storage_pool *p, pool_entry *e)
     int rc = db_query_value(e->db, v, sizeof(v),
                             "SELECT sum(total_bytes)::bigint "
                             "FROM pg_catalog.pg_backend_memory_contexts", 0, NULL);
-    if (rc != TN_OK) {
+    if (rc == TN_DENIED) {   /* the login may not read it: not asked again (see above) */
         e->mem_unread = true;
         p->st.pg_memory_unread++;
-        return false;
     }
+    if (rc != TN_OK)
+        return false;   /* another failure (the server gone) is the release's to judge */
     return strtoll(v, NULL, 10) >= e->max_bytes;
 }
 
