@@ -800,15 +800,18 @@ static void reap(master *m)
                     retire_jobworker(m, i, SIGKILL, now);
             continue;
         }
-        /* A worker of the new generation that crashed or failed before it was ready fails
-         * the reload (handled in maintain()): the new configuration does not start. One that
-         * was killed (SIGKILL: an operator, the OOM killer) says nothing about it, nor does
-         * one that dies after it was ready: finish_reload starts another in its place. */
-        bool sigkilled = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+        /* A worker of the new generation that crashes or fails, before it is ready or after
+         * (a new build that dies on its first requests), fails the reload (handled in
+         * maintain()): the old generation goes on serving. One that was killed (SIGKILL: an
+         * operator, the OOM killer) or left of itself (pm.max_requests) says nothing about
+         * the new configuration: finish_reload starts another in its place. */
+        bool replaceable = (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) ||
+                           (WIFEXITED(status) && WEXITSTATUS(status) == WORKER_EXIT_OK);
         if (m->state == M_RELOADING && m->pending && gen == m->pending->generation &&
-            startup_failure && !sigkilled && !was_retiring) {
+            !replaceable && !was_retiring) {
             m->reload_deadline = 0;
-            continue;
+            if (startup_failure)
+                continue;
         }
         if (crash && m->state != M_STOPPING)
             note_crash(m, now);

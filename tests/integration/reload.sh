@@ -3,7 +3,7 @@
 # each POST served once and no upstream error in nginx's log; a new build of the app deploys
 # with one SIGHUP; an invalid config or an app that cannot start keeps the old generation
 # serving; a worker of a new generation killed while another still starts is replaced and
-# the reload completes; a reload that fails with some new workers already serving loses no
+# the reload completes, one that crashes fails it; a reload that fails with some new workers already serving loses no
 # request; a changed listen address; SIGUSR1 reopens logs; SIGQUIT lets
 # in-flight requests finish; SIGTERM stops by its deadline; a killed master takes its workers
 # with it and a restart reclaims the socket.
@@ -107,6 +107,23 @@ wait_until 10 bash -c "[ \$(grep -c 'reloaded: generation' '$T/tenancyd.log') -g
 assert_eq "$(tn_log_count 'reload rolled back')" "$rolled_before" "no rollback for a killed new worker"
 assert_eq "$(http / k.example)" "v1 from k.example" "the new generation serves"
 wait_until 10 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 3 ]" || fail "not 3 workers after the reload"
+
+# ---- a new worker that crashes while another still starts: the reload fails ----------------
+# (a new build that dies on its first requests must not replace a working one)
+before=$(tn_workers | tr '\n' ' ')
+rolled_before=$(tn_log_count 'reload rolled back')
+echo slow > "$T/slow"; rm -f "$T/slow.pid"
+kill -HUP "$TN_PID"
+wait_until 5 test -s "$T/slow.pid" || fail "the slow worker did not start"
+slow=$(cat "$T/slow.pid"); rm -f "$T/slow"
+sleep 0.5
+victim=$(new_workers "$before $slow" | head -1)
+[ -n "$victim" ] || fail "no ready worker of the new generation to crash"
+kill -SEGV "$victim"
+wait_until 10 bash -c "[ \$(grep -c 'reload rolled back' '$T/tenancyd.log') -gt $rolled_before ]" ||
+    fail "a new worker crashed and the reload was not rolled back"
+assert_eq "$(http / m.example)" "v1 from m.example" "the old generation serves after the rollback"
+wait_until 10 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 3 ]" || fail "not 3 workers after the rollback"
 
 # ---- a reload that fails with some of its workers serving: they finish, nothing is lost ----
 # Worker #2 of the new generation fails its init after 2 s; the other two are serving by then
