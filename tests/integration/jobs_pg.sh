@@ -87,7 +87,12 @@ for _ in $(seq 1 100); do
 done
 [ -n "$lease" ] || fatal "the sleep job never ran"
 log "host a runs the sleep job (lease $lease); killing host a, master and workers"
-kill -KILL $(pgrep -P "$PID_a") "$PID_a" 2>/dev/null
+# The master is stopped first: running, it could reap its killed job worker before its own
+# SIGKILL lands and queue the job again at once (what it does for a job worker killed
+# alone), and the job would not be left running for the restart to find.
+kids=$(pgrep -P "$PID_a")
+kill -STOP "$PID_a"
+kill -KILL $kids "$PID_a" 2>/dev/null
 wait "$PID_a" 2>/dev/null
 sleep 0.5
 assert_eq "$(job_state "$sid")" "running|1" "the killed host's job is left running, its lease unexpired"
