@@ -87,24 +87,22 @@ out=$("$TENANCYD" -c "$T/bad.conf" -t 2>&1)
 rc=$?
 assert_eq "$rc" 1 "-t exit status on a bad file"
 assert_contains "$out" "bad.conf:4: pm.max_children: expected an integer" "-t names file and line"
-printf 'app = %s\nplacement.pg.dsn = postgres:dbname=x\nplacement.pg.session_reset = sometimes\n' \
-    "$HELLO_SO" > "$T/bad-reset.conf"
-out=$("$TENANCYD" -c "$T/bad-reset.conf" -t 2>&1)
-assert_contains "$out" "bad-reset.conf:3: placement.pg.session_reset: expected auto or always, got 'sometimes'" \
-    "-t names a bad placement setting"
-printf 'app = %s\nplacement.pg.dsn = postgres:dbname=x\nplacement.pg.session_reset = always\n' \
-    "$HELLO_SO" > "$T/reset.conf"
-"$TENANCYD" -c "$T/reset.conf" -t 2>/dev/null && log "ok: -t accepts session_reset = always" ||
-    fail "-t refused session_reset = always"
-printf 'app = %s\nplacement.pg.dsn = postgres:dbname=x\nplacement.pg.max_backend_memory = lots\n' \
-    "$HELLO_SO" > "$T/bad-mem.conf"
-out=$("$TENANCYD" -c "$T/bad-mem.conf" -t 2>&1)
-assert_contains "$out" "bad-mem.conf:3: placement.pg.max_backend_memory: expected a size (e.g. 64M, 512k) or 0 for no bound, got 'lots'" \
-    "-t names a bad max_backend_memory"
-printf 'app = %s\nplacement.pg.dsn = postgres:dbname=x\nplacement.pg.max_backend_memory = 256M\n' \
-    "$HELLO_SO" > "$T/mem.conf"
-"$TENANCYD" -c "$T/mem.conf" -t 2>/dev/null && log "ok: -t accepts max_backend_memory = 256M" ||
-    fail "-t refused max_backend_memory = 256M"
+# t_placement NAME LINE [ERROR]: `tenancyd -t` on a file of one placement with LINE (its line
+# 3) names ERROR at NAME.conf:3, or accepts the file when ERROR is not given.
+t_placement() {
+    printf 'app = %s\nplacement.pg.dsn = postgres:dbname=x\n%s\n' "$HELLO_SO" "$2" > "$T/$1.conf"
+    if [ -n "${3:-}" ]; then
+        assert_contains "$("$TENANCYD" -c "$T/$1.conf" -t 2>&1)" "$1.conf:3: $3" "-t names a bad '$2'"
+    else
+        "$TENANCYD" -c "$T/$1.conf" -t 2>/dev/null && log "ok: -t accepts '$2'" || fail "-t refused '$2'"
+    fi
+}
+t_placement bad-reset "placement.pg.session_reset = sometimes" \
+    "placement.pg.session_reset: expected auto or always, got 'sometimes'"
+t_placement reset "placement.pg.session_reset = always"
+t_placement bad-mem "placement.pg.max_backend_memory = lots" \
+    "placement.pg.max_backend_memory: expected a size (e.g. 64M, 512k) or 0 for no bound, got 'lots'"
+t_placement mem "placement.pg.max_backend_memory = 256M"
 printf 'app = /nonexistent/app.so\n' > "$T/noapp.conf"
 out=$("$TENANCYD" -c "$T/noapp.conf" -t 2>&1)
 assert_contains "$out" "cannot load" "-t checks the app module"
