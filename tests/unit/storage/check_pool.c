@@ -528,6 +528,15 @@ START_TEST(test_pool_schema_recycle)
 }
 END_TEST
 
+/* One acquire and release of t; pid: the backend that served it. */
+static void served_by(const storage_target *t, char pid[32])
+{
+    tn_db *d;
+    acquire(t, &d);
+    pid_of(d, pid);
+    pool_release(pool, d);
+}
+
 /* The byte bound (placement.NAME.max_backend_memory): the backend's memory is read after
  * every pg_memory_every new schemas, and the connection closed once it reaches the bound; a
  * login that may not read it is counted and left to the count bound. */
@@ -559,20 +568,17 @@ START_TEST(test_pool_schema_memory)
     pool_release(pool, d);   /* no new schema: no look */
     stats(&s);
     ck_assert_uint_eq(s.pg_memory_looks, 2);
-    acquire(&sch[4], &d);    /* a 5th schema, then a 6th: the look is due */
-    pool_release(pool, d);
+    served_by(&sch[4], pid);   /* a 5th schema, then a 6th: the look is due */
     t[1].name = schema_name[5];
-    acquire(&t[1], &d);
-    pid_of(d, pid);
-    ck_assert_str_eq(pid, pid0);
-    pool_release(pool, d);
+    served_by(&t[1], pid);
+    ck_assert_str_eq(pid, pid0);   /* closed after it served, not before */
     stats(&s);
     ck_assert_uint_eq(s.pg_memory_looks, 3);
     ck_assert_uint_eq(s.pg_memory_recycles, 1);
     ck_assert_uint_eq(s.pg_recycles, 1);
     acquire(&t[2], &d);
     pid_of(d, pid);
-    ck_assert_str_ne(pid, pid0);
+    ck_assert_str_ne(pid, pid0);   /* a new backend */
     expect_marker(d, schema_name[2]);
     pool_release(pool, d);
     pool_destroy(pool);
