@@ -165,7 +165,9 @@ bool log_repeat_due(log_repeat *r, const char *msg, int64_t now_ms, unsigned *he
     return true;
 }
 
-void log_repeat_clear(log_repeat *r)
+bool log_repeat_clear(log_repeat *r)
 {
+    bool was = r->last[0] != '\0';
     memset(r, 0, sizeof(*r));
+    return was;
 }

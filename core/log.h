@@ -64,7 +64,8 @@ TN_COLD void log_vmsg(int level, const char *fmt, va_list ap)
  * logged when it first happens, when its message changes, and then at most once per
  * LOG_REPEAT_MS, not at every retry: log_repeat_due says whether to log msg now and, in
  * *held, how many identical messages it held back since the last one logged.
- * log_repeat_clear forgets the failure (call it on success: the next one logs at once).
+ * log_repeat_clear forgets the failure (call it on success: the next one logs at once) and
+ * says whether there was one to forget (so the caller can log that it passed).
  * Zero-initialised state is ready to use. */
 #define LOG_REPEAT_MS 60000
 typedef struct log_repeat {
@@ -73,7 +74,7 @@ typedef struct log_repeat {
     char last[160];      /* the start of the last message logged */
 } log_repeat;
 bool log_repeat_due(log_repeat *r, const char *msg, int64_t now_ms, unsigned *held);
-void log_repeat_clear(log_repeat *r);
+bool log_repeat_clear(log_repeat *r);
 
 /* Format an ISO-8601 UTC timestamp with milliseconds into out (at least 32 bytes). */
 void log_timestamp(char *out, size_t n);

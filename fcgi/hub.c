@@ -723,9 +723,8 @@ static void check_tenants(hub *h, int64_t now)
             h->reg_next_ms = now + 5000;
             return;
         }
-        if (h->reg_log.last[0] != '\0')
+        if (log_repeat_clear(&h->reg_log))
             log_info("the hub opened the registry");
-        log_repeat_clear(&h->reg_log);
         h->reg_gen = registry_generation(h->reg);
         return;
     }

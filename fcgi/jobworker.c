@@ -188,9 +188,8 @@ static registry *reg(void)
             log_error("job worker: the registry: %s (%u more tries failed so since the last "
                       "such line)", err, held);
         jw.reg = NULL;
-    } else if (jw.reg_log.last[0] != '\0') {
+    } else if (log_repeat_clear(&jw.reg_log)) {
         log_info("job worker: the registry is open again");
-        log_repeat_clear(&jw.reg_log);
     }
     return jw.reg;
 }

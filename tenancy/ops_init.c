@@ -13,6 +13,7 @@
 #include "tenancy/rolekey.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -52,6 +53,22 @@ bool ops_registry_missing(const tenancy_config *tc, char *path, size_t n)
     return stat(path, &st) < 0 && errno == ENOENT;
 }
 
+/* A note for the caller's progress (told, not fatal). */
+static void init_note(ops_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void init_note(ops_env *e, const char *fmt, ...)
+{
+    if (e->progress == NULL)
+        return;
+    char note[1400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(note, sizeof(note), fmt, ap);
+    va_end(ap);
+    ops_progress pr = {0};
+    pr.note = note;
+    e->progress(e->progress_ctx, &pr);
+}
+
 int ops_init(ops_env *e, ops_initialized *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
@@ -86,29 +103,17 @@ int ops_init(ops_env *e, ops_initialized *out, char *err, size_t errlen)
         const placement *p = &tc->placements[i];
         if (p->kind != TARGET_PG_SCHEMA || p->server == NULL)
             continue;
-        char note[1400] = "";
         if (target_server_harden(p->server, why, sizeof(why)) != TN_OK)
-            snprintf(note, sizeof(note), "placement %s: PUBLIC keeps its rights on the public "
-                     "schema (%s); revoke them as its owner", p->name, why);
-        if (note[0] != '\0' && e->progress != NULL) {
-            ops_progress pr = {0};
-            pr.note = note;
-            e->progress(e->progress_ctx, &pr);
-        }
+            init_note(e, "placement %s: PUBLIC keeps its rights on the public schema (%s); "
+                         "revoke them as its owner", p->name, why);
         /* The byte bound of each connection reads the backend's memory as the login. */
         bool can = true;
-        note[0] = '\0';
         if (p->max_backend_memory > 0 &&
             target_server_reads_memory(p->server, &can, why, sizeof(why)) == TN_OK && !can)
-            snprintf(note, sizeof(note), "placement %s: its login may not read its backends' "
-                     "memory (pg_backend_memory_contexts), so max_backend_memory does not apply "
-                     "and max_tenants alone bounds each connection; GRANT pg_read_all_stats TO "
-                     "the login to have both", p->name);
-        if (note[0] != '\0' && e->progress != NULL) {
-            ops_progress pr = {0};
-            pr.note = note;
-            e->progress(e->progress_ctx, &pr);
-        }
+            init_note(e, "placement %s: its login may not read its backends' memory "
+                         "(pg_backend_memory_contexts), so max_backend_memory does not apply "
+                         "and max_tenants alone bounds each connection; GRANT "
+                         "pg_read_all_stats TO the login to have both", p->name);
     }
     if (uid == (uid_t)-1)
         return TN_OK;

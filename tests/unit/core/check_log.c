@@ -67,7 +67,8 @@ START_TEST(test_repeat)
     ck_assert(!log_repeat_due(&r, "cannot open y", 4000 + LOG_REPEAT_MS - 1, &held));
     ck_assert(log_repeat_due(&r, "cannot open y", 4000 + LOG_REPEAT_MS, &held));
     ck_assert_uint_eq(held, 2);   /* the two held back since the last line */
-    log_repeat_clear(&r);         /* it worked: the next failure is news */
+    ck_assert(log_repeat_clear(&r));   /* it worked: the next failure is news */
+    ck_assert(!log_repeat_clear(&r));  /* nothing left to forget */
     ck_assert(log_repeat_due(&r, "cannot open y", 4000 + LOG_REPEAT_MS + 1, &held));
     ck_assert_uint_eq(held, 0);
 }
