@@ -528,8 +528,11 @@ static void chain_loop(uint64_t n, const char *what)
 /* The whole chain with cold caches: before each request, reads of 8 MB of other memory (a
  * load per cache line, pages in random order) push the chain's code and data out of the L1
  * and L2 caches, most of L3, and the TLBs, as nginx, the kernel and the load generator do
- * between two requests of a busy worker on a shared 2-core machine. Only the request is
- * timed: the sweep's time is taken out (excluded_*), and so is the clock read around it. */
+ * between two requests of a busy worker on a shared 2-core machine. The sweep's time is
+ * taken out (excluded_*). The thread's CPU clock is a system call, read at a point inside
+ * it: what runs after the read that ends a sweep and before the read that starts the next
+ * one (a whole call's worth, cold) counts as the request's CPU time, though not as its wall
+ * time. That is why chain_cold_direct, which takes the clock reads out, is the judged one. */
 #define COLD_BYTES (8u << 20)
 static unsigned char *cold_buf;
 static uint32_t *cold_order;   /* page order of the sweep */
@@ -585,9 +588,12 @@ static void bench_chain_cold(uint64_t n)
  * (about a millisecond) from the run's total: a request of a few microseconds is then the
  * small difference of two large figures, and whatever the sweep's two clocks disagree on
  * (the thread descheduled during a sweep counts in the wall clock, not the CPU clock) lands
- * on it. Set while the op runs; run_once uses these figures instead. */
+ * on it. Set while the op runs; run_once uses these figures instead. The clock reads'
+ * own cost is kept too (clockread_*), so the output shows what chain_cold's CPU figure
+ * carries. */
 static bool direct_set;
 static int64_t direct_wall, direct_cpu;
+static int64_t clockread_cpu, clockread_wall, clockread_n;
 
 static void bench_chain_cold_direct(uint64_t n)
 {
@@ -599,6 +605,9 @@ static void bench_chain_cold_direct(uint64_t n)
         int64_t c1 = cpu_ns(), w1 = clock_mono_ns();
         direct_wall -= w1 - w0;
         direct_cpu -= c1 - c0;
+        clockread_wall += w1 - w0;
+        clockread_cpu += c1 - c0;
+        clockread_n++;
         cold_sweep();
         w0 = clock_mono_ns(), c0 = cpu_ns();
         bad += one_request(next_tenant(), "REQUEST_URI=/", "DOCUMENT_URI=/") != 200;
@@ -1326,26 +1335,44 @@ int main(int argc, char **argv)
         buf_json_str(&goals, v2);
         buf_putc(&goals, '}');
     }
-    /* The same chain with cold CPU caches (issue 18: judged, on the same CPU measure as the
-     * warm one, wall clock beside it). */
-    bench *cold_b = NULL;
-    for (size_t i = 0; i < NBENCH; i++)
-        if (strcmp(benches[i].id, "chain_cold") == 0 && benches[i].selected)
+    /* The same chain with cold CPU caches (issue 18), judged on its CPU time as the warm one,
+     * wall clock beside it. Judged on chain_cold_direct since 2026-12-05: chain_cold's CPU
+     * figure carries one read of the thread's CPU clock (see cold_sweep), so its old verdict
+     * is printed beside the new one, as bench/README.md says. */
+    bench *cold_b = NULL, *old_b = NULL;
+    for (size_t i = 0; i < NBENCH; i++) {
+        if (strcmp(benches[i].id, "chain_cold_direct") == 0 && benches[i].selected)
             cold_b = &benches[i];
-    if (cold_b != NULL) {
-        double c = median(cold_b->cpu, cold_b->nruns), w = median(cold_b->wall, cold_b->nruns);
-        char v[96];
-        snprintf(v, sizeof(v), "%.0f ns of CPU per request (wall %.0f ns)", c, w);
-        printf("%s  %-7s the whole chain with cold CPU caches under 3 us of CPU per request (%s)\n",
-               ch_b == NULL ? "\ngoals:\n" : "", c < 3000 ? "MET" : "MISSED", v);
+        if (strcmp(benches[i].id, "chain_cold") == 0 && benches[i].selected)
+            old_b = &benches[i];
+    }
+    for (int k = 0; k < 2; k++) {
+        bench *b = k == 0 ? cold_b : old_b;
+        if (b == NULL)
+            continue;
+        double c = median(b->cpu, b->nruns), w = median(b->wall, b->nruns);
+        char v[160];
+        snprintf(v, sizeof(v), "%s: %.0f ns of CPU per request (wall %.0f ns)", b->id, c, w);
+        const char *what = k == 0
+            ? "the whole chain with cold CPU caches under 3 us of CPU per request"
+            : "old measurement, judged until 2026-12-05: the same on chain_cold";
+        printf("%s  %-7s %s (%s)\n", ch_b == NULL && (k == 0 || cold_b == NULL) ? "\ngoals:\n" : "",
+               c < 3000 ? "MET" : "MISSED", what, v);
         buf_puts(&goals, goals.len ? "," : "");
-        buf_puts(&goals, "{\"goal\":\"the whole chain with cold CPU caches under 3 us of CPU "
-                         "per request\",\"met\":");
+        buf_puts(&goals, "{\"goal\":");
+        buf_json_str(&goals, what);
+        buf_puts(&goals, k == 0 ? "" : ",\"old_rule\":true");
+        buf_puts(&goals, ",\"met\":");
         buf_puts(&goals, c < 3000 ? "true" : "false");
         buf_puts(&goals, ",\"value\":");
         buf_json_str(&goals, v);
         buf_putc(&goals, '}');
     }
+    if (clockread_n > 0)
+        printf("  (one read of the thread's CPU clock right after a sweep costs %.0f ns of CPU, "
+               "%.0f ns wall: what chain_cold's CPU figure carries)\n",
+               (double)clockread_cpu / (double)clockread_n,
+               (double)clockread_wall / 2 / (double)clockread_n);
 
     /* ---- JSON ---------------------------------------------------------------------------- */
     if (opt.json_path != NULL) {
