@@ -537,50 +537,54 @@ static void served_by(const storage_target *t, char pid[32])
     pool_release(pool, d);
 }
 
-/* The byte bound (placement.NAME.max_backend_memory): the backend's memory is read after
- * every pg_memory_every new schemas, and the connection closed once it reaches the bound; a
- * login that may not read it is counted and left to the count bound. */
+/* The byte bound (placement.NAME.max_backend_memory): the backend's memory is read first
+ * after pg_memory_every new schemas, then paced by how far it is from its bound; the
+ * connection is closed once it reaches the bound; a login that may not read it is counted
+ * and left to the count bound. */
 START_TEST(test_pool_schema_memory)
 {
     pool = pool_create(&(pool_limits){.pg_max_tenants = 100, .pg_memory_every = 2});
-    storage_target t[4];
-    for (int i = 0; i < 4; i++) {
+    storage_target t[6];
+    for (int i = 0; i < 6; i++) {
         t[i] = sch[i];
         t[i].max_backend_bytes = 1ll << 40;   /* a terabyte: read, never reached */
     }
     tn_db *d;
     char pid0[32], pid[32];
     pool_stats s;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 6; i++) {
         acquire(&t[i], &d);
         expect_marker(d, schema_name[i]);
         if (i == 0)
             pid_of(d, pid0);
         pool_release(pool, d);
+        stats(&s);
+        /* read after the 2nd new schema; a terabyte away, the next read is far off */
+        ck_assert_uint_eq(s.pg_memory_looks, (i >= 1 ? 1u : 0u));
     }
-    stats(&s);
-    ck_assert_uint_eq(s.pg_memory_looks, 2);   /* after the 2nd and the 4th new schema */
     ck_assert_uint_eq(s.pg_recycles, 0);
-    /* a bound any backend is over: closed at the next look, and a new backend serves */
-    for (int i = 0; i < 4; i++)
+    /* a bound any backend is over: a changed bound makes the read due again (every new
+     * schemas after the last one, long passed here), so the next release reads it and
+     * closes the connection after it served */
+    for (int i = 0; i < 6; i++)
         t[i].max_backend_bytes = 1;
-    acquire(&t[0], &d);
-    pool_release(pool, d);   /* no new schema: no look */
+    served_by(&t[0], pid);
+    ck_assert_str_eq(pid, pid0);
     stats(&s);
     ck_assert_uint_eq(s.pg_memory_looks, 2);
-    served_by(&sch[4], pid);   /* a 5th schema, then a 6th: the look is due */
-    t[1].name = schema_name[5];
-    served_by(&t[1], pid);
-    ck_assert_str_eq(pid, pid0);   /* closed after it served, not before */
-    stats(&s);
-    ck_assert_uint_eq(s.pg_memory_looks, 3);
     ck_assert_uint_eq(s.pg_memory_recycles, 1);
     ck_assert_uint_eq(s.pg_recycles, 1);
     acquire(&t[2], &d);
     pid_of(d, pid);
     ck_assert_str_ne(pid, pid0);   /* a new backend */
     expect_marker(d, schema_name[2]);
-    pool_release(pool, d);
+    pool_release(pool, d);   /* its first new schema: no read yet */
+    stats(&s);
+    ck_assert_uint_eq(s.pg_memory_looks, 2);
+    served_by(&t[3], pid);   /* the 2nd: read, over the bound, closed */
+    stats(&s);
+    ck_assert_uint_eq(s.pg_memory_looks, 3);
+    ck_assert_uint_eq(s.pg_memory_recycles, 2);
     pool_destroy(pool);
 
     /* A login without pg_read_all_stats: the read is refused, counted, and not tried again
