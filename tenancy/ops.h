@@ -427,7 +427,7 @@ int ops_purge(ops_env *e, const char *const *slugs, int nslugs, bool expired, bo
               ops_purged_fn fn, void *ctx, int *purged, int *failed);
 
 /* A problem `check` found: kind (stuck, tombstone, nostorage, placement, unreachable,
- * missing, role, rolekey, orphan), where, and what. */
+ * missing, role, rolekey, memory, orphan), where, and what. */
 typedef struct ops_problem {
     const char *kind, *slug, *placement, *storage, *detail;
 } ops_problem;

@@ -524,6 +524,26 @@ int ops_check(ops_env *e, bool repair, ops_problem_fn fn, void *ctx, ops_checked
         problem(&r, "rolekey", NULL, NULL, tc->role_key_path,
                 "no readable role key: tenant roles have no password, so the console's "
                 "logins work only where the server trusts them ('tenancy init' makes one)");
+    /* The byte bound reads each backend's memory as the placement's login; a login the
+     * server does not let read it leaves the bound to the count alone, silently at run
+     * time, so it is told here (and by init). */
+    for (int i = 0; i < tc->nplacements; i++) {
+        const placement *p = &tc->placements[i];
+        int pi = p->server != NULL ? place_of(&r, p->kind, p->server) : -1;
+        if (p->kind != TARGET_PG_SCHEMA || p->max_backend_memory <= 0 || pi < 0 ||
+            r.places[pi].down)
+            continue;
+        bool can = true;
+        char why[512];
+        if (target_server_reads_memory(p->server, &can, why, sizeof(why)) != TN_OK)
+            problem(&r, "memory", NULL, p->name, NULL, "cannot tell whether its login may "
+                    "read its backends' memory: %s", why);
+        else if (!can)
+            problem(&r, "memory", NULL, p->name, NULL, "its login may not read its backends' "
+                    "memory (pg_backend_memory_contexts), so max_backend_memory does not apply "
+                    "and max_tenants alone bounds each connection; GRANT pg_read_all_stats TO "
+                    "the login, or set max_backend_memory = 0");
+    }
 
     /* Orphans: found, registered by nobody. The registry's own SQLite file is not one. */
     const char *reg_path = strncmp(tc->registry_uri, "sqlite:", 7) == 0 ? tc->registry_uri + 7

@@ -458,12 +458,23 @@ run -c "$T/nostats.conf" init
 assert_eq "$RC" 0 "init with a login that cannot read its memory"
 assert_contains "$ERR$OUT" "placement pg: its login may not read its backends' memory" \
     "init says the byte bound does not apply to that login"
+run -c "$T/nostats.conf" check
+assert_eq "$RC" 1 "check fails while the login cannot read its memory"
+assert_contains "$OUT" "its login may not read its backends' memory" \
+    "check says the byte bound does not apply to that login"
+jrun -c "$T/nostats.conf" check
+assert_eq "$(jq -r '[.problems[] | select(.kind == "memory") | .placement] | join(",")' <<< "$OUT")" \
+    "pg" "check --json names the placement, kind memory"
 printf 'placement.pg.max_backend_memory = 0\n' >> "$T/nostats.conf"
 run -c "$T/nostats.conf" init
 assert_lacks "$ERR$OUT" "may not read its backends' memory" \
     "no such note when max_backend_memory is off"
+run -c "$T/nostats.conf" check
+assert_lacks "$OUT$ERR" "backends' memory" "check says nothing of it when max_backend_memory is off"
 psql -qAtX -c "GRANT pg_read_all_stats TO tn_nostats" > /dev/null
 sed -i '$d' "$T/nostats.conf"
 run -c "$T/nostats.conf" init
 assert_lacks "$ERR$OUT" "may not read its backends' memory" \
     "no such note once the login has pg_read_all_stats"
+run -c "$T/nostats.conf" check   # (the orphans of the cases above are not this check's)
+assert_lacks "$OUT$ERR" "backends' memory" "check says nothing of it once the login has pg_read_all_stats"
