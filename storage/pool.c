@@ -27,7 +27,7 @@
  *                     table does. The memory is read from the server
  *                     (pg_backend_memory_contexts) first after POOL_PG_MEMORY_EVERY new
  *                     schemas, then less often the further the backend is from its
- *                     bound (backend_too_big); a login role that may not read it (PostgreSQL wants
+ *                     bound (membound.h); a login role that may not read it (PostgreSQL wants
  *                     pg_read_all_stats) leaves that connection to the count, and is
  *                     counted (pg_memory_unread). The next acquire connects again.
  *   database mode     an LRU of connections keyed by (server, database), bounded by
@@ -53,6 +53,7 @@
 #include "core/rc.h"
 #include "storage/target.h"
 #include "storage/db_int.h"
+#include "storage/membound.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -93,10 +94,7 @@ struct pool_entry {
     uint64_t session;           /* db->session the set belongs to */
     int max_tenants;            /* closed on release once nseen reaches it (the target's
                                    placement's, from its latest acquire) */
-    int64_t max_bytes;          /* ... or once the backend's memory reaches it (0: none) */
-    size_t mem_looked;          /* nseen when the memory was last read */
-    size_t mem_next;            /* nseen when it is to be read next (0: every after the last) */
-    bool mem_unread;            /* the server refused to say: the count alone bounds it */
+    membound mem;               /* ... or once the backend's memory reaches its bound */
     uint64_t *seen;
     size_t nseen, seen_cap;
 };
@@ -340,9 +338,7 @@ static void seen_add(pool_entry *e, const char *schema)
     if (e->db->session != e->session) {   /* reconnected: a new backend, an empty cache */
         e->session = e->db->session;
         e->nseen = 0;
-        e->mem_looked = 0;       /* and its memory is to be read again */
-        e->mem_next = 0;
-        e->mem_unread = false;
+        membound_reset(&e->mem);   /* and its memory is to be read again */
         if (e->seen != NULL)
             memset(e->seen, 0, e->seen_cap * sizeof(*e->seen));
     }
@@ -681,53 +677,23 @@ int pool_acquire(storage_pool *p, const storage_target *t, tn_db **out, char *er
             return tn_errf(err, errlen, rc, "%s", tn_db_error(e->db));
         seen_add(e, t->name);
         e->max_tenants = t->max_tenants > 0 ? t->max_tenants : p->lim.pg_max_tenants;
-        if (e->max_bytes != t->max_backend_bytes)
-            e->mem_next = 0;     /* the next read was planned for another bound */
-        e->max_bytes = t->max_backend_bytes;
+        membound_set_max(&e->mem, t->max_backend_bytes);
     }
     return lend(p, e, out, err, errlen);
 }
 
 /* Schema mode, on release (the connection clean and unscoped): whether the backend's memory
- * has reached the entry's bound, read from the server. The read costs the backend a walk
- * of all its memory contexts, which grows with the schemas it caches, so it is paced: the
- * first after POOL_PG_MEMORY_EVERY new schemas, each next one when the backend could have
- * grown halfway to its bound at the rate it grew so far (every byte counted as growth, so
- * the rate is if anything overstated), never sooner than POOL_PG_MEMORY_EVERY schemas
- * later. A backend of tenants much larger than the ones it served so far can overshoot its
- * bound by up to their difference before the next read. The read runs as the login role,
- * outside any tenant's scope; a refusal is remembered for the connection (a new backend
- * asks again) and counted. */
+ * has reached the entry's bound, read when due (membound.h), counted. */
 static bool backend_too_big(storage_pool *p, pool_entry *e)
 {
     size_t every = p->lim.pg_memory_every > 0 ? (size_t)p->lim.pg_memory_every
                                                : POOL_PG_MEMORY_EVERY;
-    size_t due = e->mem_next > 0 ? e->mem_next : e->mem_looked + every;
-    if (e->max_bytes <= 0 || e->mem_unread || e->nseen < due)
-        return false;
-    e->mem_looked = e->nseen;
-    e->mem_next = 0;
-    p->st.pg_memory_looks++;
-    char v[32];
-    int rc = db_query_value(e->db, v, sizeof(v),
-                            "SELECT sum(total_bytes)::bigint "
-                            "FROM pg_catalog.pg_backend_memory_contexts", 0, NULL);
-    if (rc == TN_DENIED) {   /* the login may not read it: not asked again (see above) */
-        e->mem_unread = true;
+    membound_look look = membound_check(&e->mem, e->db, e->nseen, every);
+    if (look != MEMBOUND_NOT_DUE)
+        p->st.pg_memory_looks++;
+    if (look == MEMBOUND_DENIED)
         p->st.pg_memory_unread++;
-    }
-    if (rc != TN_OK)
-        return false;   /* another failure (the server gone) is the release's to judge */
-    long long bytes = strtoll(v, NULL, 10);
-    if (bytes >= e->max_bytes)
-        return true;
-    if (bytes > 0 && e->nseen > 0) {
-        double per_schema = (double)bytes / (double)e->nseen;
-        double gap = (double)(e->max_bytes - bytes) / per_schema / 2;
-        if (gap > (double)every)
-            e->mem_next = e->nseen + (gap < 1e9 ? (size_t)gap : (size_t)1e9);
-    }
-    return false;
+    return look == MEMBOUND_REACHED;
 }
 
 void pool_release(storage_pool *p, tn_db *db)

@@ -32,6 +32,7 @@
 #include "core/clock.h"
 #include "core/rc.h"
 #include "storage/db.h"
+#include "storage/membound.h"
 #include "storage/migrate.h"
 #include "storage/target.h"
 #include "tenancy/lookup.h"
@@ -75,11 +76,13 @@ typedef struct provision {
 /* What a process keeps from one tenant to the next (create --from-file): in schema mode its
  * one connection to the placement's server, re-scoped per tenant between transactions (the
  * schema scope is per transaction: db.h), and replaced after placement.NAME.max_tenants
- * schemas (a backend's catalog cache grows with every schema it touches). A single create
- * keeps nothing. */
+ * schemas or once its backend's memory reaches placement.NAME.max_backend_memory (a
+ * backend's catalog cache grows with every schema it touches). A single create keeps
+ * nothing. */
 typedef struct provision_keep {
     tn_db *db;
     int served, max;
+    membound mem;
 } provision_keep;
 
 void ops_plan_free(provision_plan *p)
@@ -280,6 +283,7 @@ static int storage_open(provision *p, provision_keep *keep, tn_db **db, char *er
             return rc;
         }
         keep->served = 0;
+        membound_reset(&keep->mem);
     }
     keep->served++;
     *db = keep->db;
@@ -314,10 +318,20 @@ static int provision_run(ops_env *e, const registry_new *n, provision *p,
     /* Schema mode with a kept connection: a worker's first (or renewed) connection is one
      * to the server, opened here with no scope, so its first schema is made inline too. If
      * that fails, the steps below open their own and say why. */
+    if (keep != NULL && p->target.kind == TARGET_PG_SCHEMA && keep_reusable(keep)) {
+        /* between two tenants (the read unscopes it; storage_open scopes it again) */
+        membound_set_max(&keep->mem, p->target.max_backend_bytes);
+        if (membound_check(&keep->mem, keep->db, (size_t)keep->served, POOL_PG_MEMORY_EVERY) ==
+            MEMBOUND_REACHED) {
+            db_close(keep->db);
+            keep->db = NULL;
+        }
+    }
     if (keep != NULL && p->target.kind == TARGET_PG_SCHEMA && !keep_reusable(keep)) {
         db_close(keep->db);
         (void)target_connect(&p->target, &keep->db, err, sizeof(err));   /* NULL on failure */
         keep->served = 0;
+        membound_reset(&keep->mem);
     }
     tn_db *kept = keep != NULL ? keep->db : NULL;
 

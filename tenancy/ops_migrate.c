@@ -54,6 +54,7 @@
 #include "core/clock.h"
 #include "core/rc.h"
 #include "storage/db.h"
+#include "storage/membound.h"
 #include "storage/migrate.h"
 #include "storage/target.h"
 #include "tenancy/placement.h"
@@ -203,6 +204,7 @@ typedef struct pooled {
     const char *placement;
     tn_db *db;
     int served;
+    membound mem;   /* the backend's byte bound (placement.NAME.max_backend_memory) */
 } pooled;
 
 typedef struct worker_ctx {
@@ -227,6 +229,12 @@ static int schema_conn(worker_ctx *w, const storage_target *t, const char *pname
     }
     const placement *pl = tenancy_placement(w->tc, pname);
     int max = pl != NULL && pl->max_tenants > 0 ? pl->max_tenants : POOL_PG_MAX_TENANTS;
+    if (p->db != NULL && db_is_clean(p->db)) {   /* between two tenants */
+        membound_set_max(&p->mem, t->max_backend_bytes);
+        if (membound_check(&p->mem, p->db, (size_t)p->served, POOL_PG_MEMORY_EVERY) ==
+            MEMBOUND_REACHED)
+            p->served = max;   /* replaced below, as at the count bound */
+    }
     if (p->db != NULL && (p->served >= max || !db_is_clean(p->db) ||
                           db_set_scope(p->db, t->name, t->role) != TN_OK)) {
         db_close(p->db);
@@ -239,6 +247,7 @@ static int schema_conn(worker_ctx *w, const storage_target *t, const char *pname
             return rc;
         }
         p->served = 0;
+        membound_reset(&p->mem);
     }
     p->served++;
     *out = p->db;

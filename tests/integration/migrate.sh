@@ -478,3 +478,41 @@ assert_lacks "$ERR$OUT" "may not read its backends' memory" \
     "no such note once the login has pg_read_all_stats"
 run -c "$T/nostats.conf" check   # (the orphans of the cases above are not this check's)
 assert_lacks "$OUT$ERR" "backends' memory" "check says nothing of it once the login has pg_read_all_stats"
+
+# ---- the byte bound holds for tenancy's own workers (tenant create -j, migrate -j) ----------
+# Each worker keeps one connection for all its schema tenants. With max_backend_memory = 1
+# (a byte) the first read of its backend's memory, after 64 schemas, finds it over and the
+# worker connects again. The seed and the migration write the backend's pid into each
+# tenant: over the same 70 tenants, one backend with the bound off, two with it on.
+backends() {   # backends CONF-SUFFIX COLUMN: distinct pids written into the 70 tenants
+    local q="" i
+    for i in $(seq -f '%03g' 1 70); do
+        q="$q${q:+ UNION ALL }SELECT $2 AS pid FROM t_mb$1$i.notes"
+    done
+    psql -qAtX -c "SELECT count(DISTINCT pid) FROM ($q) AS p"
+}
+mkdir -p "$T/mbmig"
+printf 'CREATE TABLE notes (id integer PRIMARY KEY, body text);\n' > "$T/mbmig/0001_notes.sql"
+printf 'INSERT INTO notes (id, body) VALUES (1, pg_catalog.pg_backend_pid()::text);\n' \
+    > "$T/mb_seed.sql"
+for b in off on; do
+    mkdir -p "$T/mb_$b"
+    printf 'app = /nonexistent/app.so\nstate_dir = %s\nstorage.placement = pg\nplacement.pg.dsn = "%s"\nplacement.pg.mode = schema\nplacement.pg.max_backend_memory = %s\nstorage.migrations = %s\nstorage.seed = %s\n' \
+        "$T/mb_$b" "$TENANCY_TEST_PG" "$([ "$b" = on ] && echo 1 || echo 0)" "$T/mbmig" \
+        "$T/mb_seed.sql" > "$T/mb_$b.conf"
+    run -c "$T/mb_$b.conf" init
+    assert_eq "$RC" 0 "byte bound $b: init ($ERR)"
+    seq -f "mb${b}%03g" 1 70 > "$T/mb_$b.list"
+    run -c "$T/mb_$b.conf" tenant create --from-file "$T/mb_$b.list" -j 1
+    assert_eq "$RC" 0 "byte bound $b: 70 tenants created ($ERR)"
+done
+printf 'ALTER TABLE notes ADD COLUMN at text;\nUPDATE notes SET at = pg_catalog.pg_backend_pid()::text;\n' \
+    > "$T/mbmig/0002_at.sql"
+for b in off on; do
+    run -c "$T/mb_$b.conf" migrate --all -j 1
+    assert_eq "$RC" 0 "byte bound $b: 70 tenants migrated ($ERR)"
+done
+assert_eq "$(backends off body)" 1 "tenant create, bound off: one backend for 70 tenants"
+assert_eq "$(backends on body)" 2 "tenant create, bound on: the worker connects again at the bound"
+assert_eq "$(backends off at)" 1 "migrate, bound off: one backend for 70 tenants"
+assert_eq "$(backends on at)" 2 "migrate, bound on: the worker connects again at the bound"

@@ -28,6 +28,7 @@ Suite *migrate_misc_suite(void);
 Suite *target_suite(void);   /* check_target.c */
 Suite *pool_suite(void);     /* check_pool.c */
 Suite *catalog_suite(void);  /* check_catalog.c */
+Suite *membound_suite(void); /* check_membound.c */
 
 const char *st_pg;           /* storage_test.h */
 char st_dir[256];
@@ -75,7 +76,7 @@ int main(void)
     snprintf(st_dir, sizeof(st_dir), "%s", dir);
     Suite *s[] = {db_misc_suite(), db_suite(false), db_suite(true), migrate_misc_suite(),
                   migrate_suite(false), migrate_suite(true), target_suite(),
-                  pool_suite(), catalog_suite()};
+                  pool_suite(), membound_suite(), catalog_suite()};
     int rc = run_suites(s, (int)TN_ARRAY_LEN(s));
     remove_dir(dir);
     migrate_tests_fini();
