@@ -105,12 +105,8 @@ END_TEST
  * a new backend asks again. */
 START_TEST(test_membound_denied)
 {
-    tn_db *a = st_open(st_pg, NULL);
-    tn_db_exec(a, "DROP ROLE IF EXISTS tn_membound_nostats", 0, NULL);
-    ST_OK(a, tn_db_exec(a, "CREATE ROLE tn_membound_nostats LOGIN", 0, NULL));
-    db_close(a);
     char server[1024];
-    snprintf(server, sizeof(server), "%s user=tn_membound_nostats", st_pg);
+    st_plain_login("tn_membound_nostats", server, sizeof(server));
     tn_db *d = st_open(server, NULL);
     membound m = {0};
     membound_set_max(&m, 1);

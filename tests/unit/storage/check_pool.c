@@ -589,12 +589,8 @@ START_TEST(test_pool_schema_memory)
 
     /* A login without pg_read_all_stats: the read is refused, counted, and not tried again
      * on that backend; the connection stays (its count bound still holds). */
-    tn_db *a = st_open(st_pg, NULL);
-    tn_db_exec(a, "DROP ROLE IF EXISTS tn_pool_nostats", 0, NULL);
-    ST_OK(a, tn_db_exec(a, "CREATE ROLE tn_pool_nostats LOGIN", 0, NULL));
-    db_close(a);
     char server[1024];
-    snprintf(server, sizeof(server), "%s user=tn_pool_nostats", st_pg);
+    st_plain_login("tn_pool_nostats", server, sizeof(server));
     pool = pool_create(&(pool_limits){.pg_max_tenants = 100, .pg_memory_every = 1});
     storage_target u[3];
     for (int i = 0; i < 3; i++) {

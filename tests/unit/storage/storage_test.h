@@ -68,4 +68,18 @@ static inline void st_kill_backend(tn_db *d)
     st_kill_pid(pid);
 }
 
+/* A new login role of that name with no more than LOGIN (so not a member of
+ * pg_read_all_stats), dropped first if there; server: TENANCY_TEST_PG as that user. */
+static inline void st_plain_login(const char *role, char *server, size_t n)
+{
+    tn_db *a = st_open(st_pg, NULL);
+    char sql[256];
+    snprintf(sql, sizeof(sql), "DROP ROLE IF EXISTS %s", role);
+    tn_db_exec(a, sql, 0, NULL);
+    snprintf(sql, sizeof(sql), "CREATE ROLE %s LOGIN", role);
+    ST_OK(a, tn_db_exec(a, sql, 0, NULL));
+    db_close(a);
+    snprintf(server, n, "%s user=%s", st_pg, role);
+}
+
 #endif
