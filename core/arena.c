@@ -154,7 +154,10 @@ TN_HOT char *arena_strndup(arena *a, const char *s, size_t n)
     char *p = arena_alloc(a, n + 1);
     if (p == NULL)
         return NULL;
-    memcpy(p, s, n);
+    if (n < 64)
+        mem_copy(p, s, n);   /* the request's method, path and host: no library call */
+    else
+        memcpy(p, s, n);
     p[n] = '\0';
     return p;
 }

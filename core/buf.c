@@ -288,7 +288,7 @@ TN_HOT size_t str_u64(char *dst, unsigned long long v)
         tmp[--i] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    memcpy(dst, tmp + i, sizeof(tmp) - i);
+    mem_copy(dst, tmp + i, sizeof(tmp) - i);
     return sizeof(tmp) - i;
 }
 

@@ -85,6 +85,40 @@ static inline bool str_eq(const char *a, const char *b)
     return *a == *b;
 }
 
+/* memcpy, memcmp (== 0) and memchr for the same short strings, inline for the same reason
+ * (the empty asm keeps GCC from turning the loops back into the library's calls). Byte
+ * loops: for long buffers the C library's are faster. */
+static inline void mem_copy(void *dst, const void *src, size_t n)
+{
+    char *d = dst;
+    const char *s = src;
+    for (size_t i = 0; i < n; i++) {
+        d[i] = s[i];
+        __asm__("" : "+r"(i));
+    }
+}
+
+static inline bool mem_eq(const void *a, const void *b, size_t n)
+{
+    const unsigned char *x = a, *y = b;
+    for (size_t i = 0; i < n; i++) {
+        if (x[i] != y[i])
+            return false;
+        __asm__("" : "+r"(i));
+    }
+    return true;
+}
+
+static inline const char *mem_chr(const char *s, char c, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == c)
+            return s + i;
+        __asm__("" : "+r"(i));
+    }
+    return NULL;
+}
+
 /* v in decimal at dst (room for 20 digits needed), no NUL; returns the digits written. */
 size_t str_u64(char *dst, unsigned long long v);
 /* v in lower-case hex at dst (room for 16 digits needed), no NUL; the digits written. */

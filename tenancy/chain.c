@@ -213,9 +213,9 @@ static TN_HOT bool subdomain_slug(const char *host, size_t hl, char *out, size_t
         if (hl <= bl || !str_eq(host + hl - bl, base))
             continue;
         size_t sl = hl - bl;
-        if (sl >= n || memchr(host, '.', sl) != NULL)
+        if (sl >= n || mem_chr(host, '.', sl) != NULL)
             return false;
-        memcpy(out, host, sl);
+        mem_copy(out, host, sl);
         out[sl] = '\0';
         return tenant_slug_valid(out);
     }

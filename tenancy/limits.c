@@ -133,8 +133,9 @@ int limits_try(limits *l, int worker, int64_t id, int cap, int64_t now_ms)
 }
 
 /* Requests of e's tenant (of a tenant not in the table: e NULL) wait for a worker: wake the
- * workers that hold them. Called after a mark was taken away. */
-static void wake_waiters(limits *l, limits_entry *e)
+ * workers that hold them. Called after a mark was taken away: by limits_leave at the end of
+ * every request, hence TN_HOT, on the request path's pages. */
+static TN_HOT void wake_waiters(limits *l, limits_entry *e)
 {
     int32_t waiting = e != NULL ? __atomic_load_n(&e->waiting, __ATOMIC_SEQ_CST)
                                 : __atomic_load_n(&l->waiting_uncounted, __ATOMIC_SEQ_CST);

@@ -183,7 +183,7 @@ static TN_HOT struct entry *find(lookup_cache *c, uint64_t h, int kind, const ch
             *slot = i;
             return NULL;
         }
-        if (e->hash == h && e->kind == kind && e->klen == n && memcmp(e->key, key, n) == 0) {
+        if (e->hash == h && e->kind == kind && e->klen == n && mem_eq(e->key, key, n)) {
             *slot = i;
             return e;
         }

@@ -20,9 +20,12 @@
 
 TN_HOT const char *http_reason(int status)
 {
+    /* Most requests' answer before the switch: its jump table is a line of data more, and
+     * the case it jumps to a line of code more, for every request. */
+    if (TN_LIKELY(status == 200))
+        return "OK";
     switch (status) {
     case 100: return "Continue";
-    case 200: return "OK";
     case 201: return "Created";
     case 202: return "Accepted";
     case 204: return "No Content";
