@@ -469,8 +469,10 @@ TN_HOT int chain_peek_tenant(tn_request *r, int64_t now_ms, int64_t *id, int *ca
 static TN_HOT int check_state(tn_request *r)
 {
     r->stage = "state";
+    /* Most requests' state before the switch: its jump table is a line of data more. */
+    if (TN_LIKELY(r->tenant->state == TENANT_ACTIVE))
+        return TN_OK;
     switch (r->tenant->state) {
-    case TENANT_ACTIVE: return TN_OK;
     case TENANT_MAINTENANCE:
         return answer(r, 503, "60", "this site is down for maintenance; please try again soon");
     case TENANT_PROVISIONING: return answer(r, 503, "5", "this site is being set up");

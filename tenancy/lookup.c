@@ -211,32 +211,16 @@ static void evict_one(lookup_cache *c)
     }
 }
 
-TN_HOT int lookup_get(lookup_cache *c, int kind, const char *key, int64_t now_ms,
-                      lookup_fetch_fn fetch, void *ctx, uint64_t (*gen_now)(void *),
-                      void *gen_ctx, const tenant_rec **out)
+/* A miss of lookup_get (h: the key's hash): fetched, and stored unless caching is off or the
+ * registry changed meanwhile. Apart from the hit path, so that a hit runs through a few
+ * consecutive lines of code instead of jumping over this. */
+static __attribute__((noinline)) int lookup_miss(lookup_cache *c, int kind, const char *key,
+                                                 size_t n, uint64_t h, int64_t now_ms,
+                                                 lookup_fetch_fn fetch, void *ctx,
+                                                 uint64_t (*gen_now)(void *), void *gen_ctx,
+                                                 const tenant_rec **out)
 {
-    *out = NULL;
-    size_t n = str_len(key);
-    if (n >= KEY_MAX)
-        return TN_NOTFOUND;
-    uint64_t h = hash_key(kind, key, n);
     uint32_t slot = 0;
-    if (c->max > 0) {
-        struct entry *e = find(c, h, kind, key, n, &slot);
-        if (e != NULL) {
-            if (e->expires_ms > now_ms) {
-                e->used = ++c->clock;
-                if (e->rec == NULL) {
-                    c->st.negative_hits++;
-                    return TN_NOTFOUND;
-                }
-                c->st.hits++;
-                *out = e->rec;
-                return TN_OK;
-            }
-            remove_at(c, slot);   /* expired */
-        }
-    }
     c->st.misses++;
     uint64_t gen_before = c->generation;
     tenant_rec *rec = NULL;
@@ -269,6 +253,34 @@ TN_HOT int lookup_get(lookup_cache *c, int kind, const char *key, int64_t now_ms
     c->st.inserts++;
     *out = rec;
     return rc;
+}
+
+TN_HOT int lookup_get(lookup_cache *c, int kind, const char *key, int64_t now_ms,
+                      lookup_fetch_fn fetch, void *ctx, uint64_t (*gen_now)(void *),
+                      void *gen_ctx, const tenant_rec **out)
+{
+    *out = NULL;
+    size_t n = str_len(key);
+    if (n >= KEY_MAX)
+        return TN_NOTFOUND;
+    uint64_t h = hash_key(kind, key, n);
+    if (TN_LIKELY(c->max > 0)) {
+        uint32_t slot = 0;
+        struct entry *e = find(c, h, kind, key, n, &slot);
+        if (TN_LIKELY(e != NULL && e->expires_ms > now_ms)) {
+            e->used = ++c->clock;
+            if (e->rec == NULL) {
+                c->st.negative_hits++;
+                return TN_NOTFOUND;
+            }
+            c->st.hits++;
+            *out = e->rec;
+            return TN_OK;
+        }
+        if (e != NULL)
+            remove_at(c, slot);   /* expired */
+    }
+    return lookup_miss(c, kind, key, n, h, now_ms, fetch, ctx, gen_now, gen_ctx, out);
 }
 
 void lookup_get_stats(const lookup_cache *c, lookup_stats *s)
