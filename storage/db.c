@@ -419,7 +419,8 @@ static int check_args(tn_db *db, const char *sql, int nparams, const char *const
     return TN_OK;
 }
 
-int tn_db_exec(tn_db *db, const char *sql, int nparams, const char *const *params)
+int db_exec_flags(tn_db *db, const char *sql, int nparams, const char *const *params,
+                  unsigned flags)
 {
     if (db == NULL)
         return TN_INVALID;
@@ -428,7 +429,12 @@ int tn_db_exec(tn_db *db, const char *sql, int nparams, const char *const *param
     int rc = check_args(db, sql, nparams, params);
     if (rc != TN_OK)
         return rc;
-    return db->drv->exec(db, sql, nparams, params, 0);
+    return db->drv->exec(db, sql, nparams, params, flags);
+}
+
+int tn_db_exec(tn_db *db, const char *sql, int nparams, const char *const *params)
+{
+    return db_exec_flags(db, sql, nparams, params, 0);
 }
 
 int tn_db_query(tn_db *db, tn_rows **rows, const char *sql, int nparams,

@@ -45,6 +45,14 @@ typedef enum db_txn {
 
 /* Flags for db_driver.exec. */
 #define DB_EXEC_NOCACHE 1u      /* run once: do not keep the prepared statement */
+#define DB_EXEC_CATALOG 2u      /* the caller vouches that the statement changes the catalog
+                                   only (a schema, a role, SET LOCAL): it leaves at most
+                                   sequence state in the session (PostgreSQL's wipe at the next
+                                   change of scope; see pg.c) */
+
+/* tn_db_exec with driver flags (DB_EXEC_*), for this folder's own statements. */
+int db_exec_flags(tn_db *db, const char *sql, int nparams, const char *const *params,
+                  unsigned flags);
 
 struct tn_db {
     const db_driver *drv;

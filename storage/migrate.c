@@ -500,7 +500,7 @@ static bool is_txn_control(const char *stmt, size_t len)
 /* Run the statements of sql inside the caller's transaction. nparams < 0: no parameters at
  * all (a migration); otherwise each statement gets the ones it uses. */
 static int run_statements(tn_db *db, const char *label, const char *sql, int nparams,
-                          const char *const *params, migrate_error *e)
+                          const char *const *params, unsigned flags, migrate_error *e)
 {
     db_dialect dialect = db->drv->dialect;
     size_t total = strlen(sql), len, longest = 0;
@@ -534,7 +534,7 @@ static int run_statements(tn_db *db, const char *label, const char *sql, int npa
         if (nparams < 0) {
             memcpy(copy, stmt, len);
             copy[len] = '\0';
-            rc = tn_db_exec(db, copy, 0, NULL);
+            rc = db_exec_flags(db, copy, 0, NULL, flags);
         } else {
             char *bound = NULL;
             int used[64], nused = 0;
@@ -551,7 +551,7 @@ static int run_statements(tn_db *db, const char *label, const char *sql, int npa
             const char *vals[64];
             for (int k = 0; k < nused; k++)
                 vals[k] = params[used[k]];
-            rc = tn_db_exec(db, bound, nused, vals);
+            rc = db_exec_flags(db, bound, nused, vals, flags);
             free(bound);
         }
         if (rc != TN_OK)
@@ -611,7 +611,7 @@ static int apply_one(tn_db *db, const struct migration *m, bool create_table, bo
         abandon(db);
         return rc;
     }
-    rc = run_statements(db, m->info.file, m->sql, -1, NULL, e);
+    rc = run_statements(db, m->info.file, m->sql, -1, NULL, 0, e);
     if (rc != TN_OK) {
         abandon(db);
         return rc;
@@ -767,7 +767,7 @@ int migrate_provision(tn_db *db, const char *prelude, const migration_set *s,
         return rc;
     }
     if (prelude != NULL) {
-        rc = run_statements(db, "", prelude, -1, NULL, &res->error);
+        rc = run_statements(db, "", prelude, -1, NULL, DB_EXEC_CATALOG, &res->error);
         res->prelude_failed = rc != TN_OK;
     }
     /* the migrators' lock (apply_one): a `migrate` run that finds the storage meanwhile
@@ -784,7 +784,7 @@ int migrate_provision(tn_db *db, const char *prelude, const migration_set *s,
     }
     for (int j = 0; j < s->n; j++) {
         const struct migration *m = &s->m[j];
-        rc = run_statements(db, m->info.file, m->sql, -1, NULL, &res->error);
+        rc = run_statements(db, m->info.file, m->sql, -1, NULL, 0, &res->error);
         if (rc != TN_OK)
             goto fail;
         rc = record_version(db, m, now);
@@ -796,7 +796,7 @@ int migrate_provision(tn_db *db, const char *prelude, const migration_set *s,
             snprintf(res->to, sizeof(res->to), "%s", m->info.version);
     }
     if (seed_sql != NULL) {
-        rc = run_statements(db, seed_label, seed_sql, nparams, params, &res->error);
+        rc = run_statements(db, seed_label, seed_sql, nparams, params, 0, &res->error);
         if (rc != TN_OK) {
             res->seed_failed = true;
             goto fail;
@@ -832,7 +832,7 @@ int migrate_seed(tn_db *db, const char *label, const char *sql, int nparams,
         set_error(e, label, 0, 0, tn_db_error(db));
         return rc;
     }
-    rc = run_statements(db, label, sql, nparams, params, e);
+    rc = run_statements(db, label, sql, nparams, params, 0, e);
     if (rc == TN_OK) {
         rc = tn_db_commit(db);
         if (rc != TN_OK)

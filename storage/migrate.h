@@ -113,8 +113,9 @@ int migrate_seed(tn_db *db, const char *label, const char *sql, int nparams,
                  const char *const *params, migrate_error *e);
 
 /* A storage the caller has just created, that no migration has touched (or creates in the
- * same transaction: `prelude`, a script run first, e.g. target_schema_create_sql's; NULL
- * for none; when it fails, res->prelude_failed is set): the version table,
+ * same transaction: `prelude`, target_schema_create_sql's script, run first and taken as
+ * changing the catalog only, not the session (DB_EXEC_CATALOG, db_int.h); NULL for none;
+ * when it fails, res->prelude_failed is set): the version table,
  * every file of the set with its version row, and then the seed (as migrate_seed: nparams,
  * params; seed_sql NULL for none), all in ONE transaction — on PostgreSQL under the same
  * advisory lock as migrate_apply, except with a prelude (the storage it creates is nobody

@@ -88,6 +88,7 @@ typedef struct pg_db {
     bool session_in_txn;     /* the open transaction carries them */
     int leftover;            /* LEFT_*: what this session's statements since the last wipe
                                 may have left in it (see "what a statement may leave") */
+    bool catalog_stmt;       /* the statement running now came with DB_EXEC_CATALOG */
     bool desync;             /* the protocol state is unknown: the next reset reconnects */
     bool doomed;             /* the server sent FATAL (its backend is ending): not alive */
 } pg_db;
@@ -266,6 +267,12 @@ static void notice_receiver(void *arg, const PGresult *res)
  *   LEFT_NONE      SELECT, SHOW, BEGIN, START TRANSACTION, COMMIT, ROLLBACK, SAVEPOINT,
  *                  RELEASE with none of those words -> nothing.
  *
+ * A statement run with DB_EXEC_CATALOG (this folder's own script that makes a tenant's role
+ * and schema, target_schema_create_sql) counts as LEFT_SEQUENCES at most unless it names one
+ * of the session words: its DO block, CREATE SCHEMA and SET LOCAL ROLE change the catalog or
+ * the transaction, not the session, and `tenancy tenant create` would otherwise wipe the
+ * session after every tenant.
+ *
  * A word inside a string or a column name ("temperature") only costs a wipe. What this cannot
  * see: session state made by a user-defined function called from a plain SELECT (one that runs
  * SET, creates a temporary table or takes a session advisory lock inside); db_options'
@@ -300,11 +307,11 @@ static bool schema_ddl(const char *tag)
     return false;
 }
 
+static const char *const session_words[] = {"TEMP", "SET_CONFIG", "ADVISORY_LOCK", "DBLINK",
+                                             "LISTEN", "PREPARE", "DECLARE", NULL};
+
 static int statement_leftover(const char *sql, const PGresult *res)
 {
-    static const char *const session_words[] = {"TEMP", "SET_CONFIG", "ADVISORY_LOCK",
-                                                 "DBLINK", "LISTEN", "PREPARE", "DECLARE",
-                                                 NULL};
     static const char *const sequence_words[] = {"NEXTVAL", "SETVAL", NULL};
     if (names_any(sql, session_words))
         return LEFT_SESSION;
@@ -331,6 +338,12 @@ static void note_statement(pg_db *d, const char *sql, const PGresult *res)
     if (d->leftover == LEFT_SESSION)
         return;   /* the most there is: nothing to judge until the next wipe */
     int left = statement_leftover(sql, res);
+    /* A statement its caller vouches for (DB_EXEC_CATALOG: the schema and role script of
+     * a new tenant, whose DO block, CREATE SCHEMA and SET LOCAL the tags above would
+     * count as session state) leaves the catalog changed, not the session; the words
+     * that name session state still count. */
+    if (d->catalog_stmt && left == LEFT_SESSION && !names_any(sql, session_words))
+        left = LEFT_SEQUENCES;
     if (left > d->leftover)
         d->leftover = left;
 }
@@ -728,7 +741,6 @@ static PGresult *run(pg_db *d, const char *sql, int nparams, const char *const *
 static int pg_exec(tn_db *db, const char *sql, int nparams, const char *const *params,
                    unsigned flags)
 {
-    (void)flags;   /* nothing is cached yet */
     pg_db *d = PDB(db);
     /* A transaction whose BEGIN was never sent ends without a round trip. db.c sends
      * exactly these two words. */
@@ -737,7 +749,9 @@ static int pg_exec(tn_db *db, const char *sql, int nparams, const char *const *p
         return TN_OK;
     }
     int rc;
+    d->catalog_stmt = (flags & DB_EXEC_CATALOG) != 0;   /* (nothing is cached yet) */
     PQclear(run(d, sql, nparams, params, &rc));
+    d->catalog_stmt = false;
     return rc;
 }
 

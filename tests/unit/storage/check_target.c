@@ -281,6 +281,7 @@ typedef struct leftover_case {
     bool txn, native;
     const char *check;      /* run under tn_scope_b ... */
     const char *want;       /* ... answers this; NULL: must fail */
+    unsigned flags;         /* the leave statements' (DB_EXEC_CATALOG: vouched for) */
 } leftover_case;
 
 static void run_leftover_case(tn_db *d, const leftover_case *c, int i)
@@ -291,7 +292,7 @@ static void run_leftover_case(tn_db *d, const leftover_case *c, int i)
     if (c->txn)
         ST_OK(d, tn_db_begin(d));
     for (int k = 0; k < 3 && c->leave[k] != NULL; k++)
-        ST_OK(d, tn_db_exec(d, c->leave[k], 0, NULL));
+        ST_OK(d, db_exec_flags(d, c->leave[k], 0, NULL, c->flags));
     if (c->txn)
         ST_OK(d, tn_db_commit(d));
     if (c->native)
@@ -342,6 +343,17 @@ START_TEST(test_scope_wipe_per_leftover)
         {{"SELECT tn_scope_a.sneak()", "ALTER TABLE counted ADD COLUMN note TEXT"}, false,
          false, SNEAKED, "a"},
         {{"ALTER TABLE counted ADD COLUMN n SERIAL"}, true, false, "SELECT lastval()", NULL},
+        /* a DO block may run anything: wiped ... */
+        {{"SELECT tn_scope_a.sneak()", "DO $x$BEGIN PERFORM 1; END$x$"}, true, false, SNEAKED,
+         ""},
+        /* ... unless its caller vouches that it changes the catalog only (a new tenant's
+         * role and schema script: DB_EXEC_CATALOG); SET LOCAL likewise */
+        {{"SELECT tn_scope_a.sneak()", "DO $x$BEGIN PERFORM 1; END$x$",
+          "SET LOCAL statement_timeout = '5s'"}, true, false, SNEAKED, "a", DB_EXEC_CATALOG},
+        /* a vouched statement that names session state is still wiped */
+        {{"SELECT tn_scope_a.sneak()",
+          "DO $x$BEGIN PERFORM pg_catalog.set_config('app.t', 'a', false); END$x$"}, true,
+         false, SNEAKED, "", DB_EXEC_CATALOG},
     };
     db_options o = {.statement_timeout_ms = 7000};
     tn_db *d = st_open(st_pg, &o);
