@@ -29,9 +29,13 @@ eval "$("$top_srcdir/tests/pg.sh" start)" || hard_error "cannot start PostgreSQL
 PG_DIR=$TENANCY_TEST_PG_DIR
 trap 'rc=$?; "$top_srcdir/tests/pg.sh" stop "$PG_DIR" >/dev/null 2>&1; (exit $rc); cleanup' EXIT
 
-# The host's login: no superuser, may create roles and databases, and schemas in this one.
+# The host's login: no superuser, may create roles and databases, and schemas in this one;
+# a member of pg_read_all_stats, as tenancy init asks, so that the byte bound of its
+# connections (max_backend_memory) can read each backend's memory (a tenant's role does not
+# inherit it: every tenant statement runs as the tenant's role).
 psql -q -v ON_ERROR_STOP=1 > /dev/null <<'SQL' || fatal "the login role"
 CREATE ROLE tenancy_app LOGIN CREATEROLE CREATEDB;
+GRANT pg_read_all_stats TO tenancy_app;
 ALTER DATABASE tenancy_test OWNER TO tenancy_app;
 -- something of the server's own, outside every tenant
 CREATE TABLE public.server_secret (v text);
