@@ -665,6 +665,37 @@ START_TEST(test_target_schema)
 }
 END_TEST
 
+/* A schema with its tenant role: made with the schema (LOGIN, its owner, the login a member);
+ * one that is already there (left by a purge that could not drop it) is taken over, not a
+ * failure; dropped with the schema. */
+START_TEST(test_target_schema_role)
+{
+    tn_db *a = st_open(st_pg, NULL);
+    tn_db_exec(a, "DROP SCHEMA IF EXISTS tn_tgt_role CASCADE", 0, NULL);
+    tn_db_exec(a, "DROP ROLE IF EXISTS tn_tgt_role", 0, NULL);
+    storage_target t = {.kind = TARGET_PG_SCHEMA, .server = st_pg, .name = "tn_tgt_role",
+                        .role = "tn_tgt_role"};
+    char err[512], v[64];
+    const char *q = "SELECT r.rolcanlogin::text || ' ' || "
+                    "(SELECT pg_catalog.pg_get_userbyid(nspowner) FROM pg_catalog.pg_namespace "
+                    "WHERE nspname = 'tn_tgt_role') FROM pg_catalog.pg_roles r "
+                    "WHERE r.rolname = 'tn_tgt_role'";
+    for (int round = 0; round < 2; round++) {
+        if (round == 1)   /* a role of that name already there, without LOGIN */
+            ST_OK(a, tn_db_exec(a, "CREATE ROLE tn_tgt_role NOLOGIN", 0, NULL));
+        ck_assert_msg(target_create(&t, err, sizeof(err)) == TN_OK, "round %d: %s", round, err);
+        ST_OK(a, db_query_value(a, v, sizeof(v), q, 0, NULL));
+        if (round == 0)
+            ck_assert_str_eq(v, "true tn_tgt_role");
+        else   /* taken over: it owns the schema; LOGIN is given only with a password */
+            ck_assert_str_eq(v, "false tn_tgt_role");
+        ck_assert_int_eq(target_drop(&t, err, sizeof(err)), TN_OK);
+        ST_EXPECT(a, TN_NOTFOUND, db_query_value(a, v, sizeof(v), q, 0, NULL));
+    }
+    db_close(a);
+}
+END_TEST
+
 START_TEST(test_target_database)
 {
     storage_target t = {.kind = TARGET_PG_DATABASE, .server = st_pg, .name = "tn_tgt_db"};
@@ -711,6 +742,7 @@ Suite *target_suite(void)
     tcase_add_test(tc, test_target_kinds_names);
     tcase_add_test(tc, test_target_sqlite);
     tcase_add_test(tc, test_target_schema);
+    tcase_add_test(tc, test_target_schema_role);
     tcase_add_test(tc, test_target_database);
     suite_add_tcase(s, tc);
     return s;
