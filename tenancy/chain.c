@@ -588,9 +588,9 @@ static TN_HOT void enter_context(tn_request *r)
 {
     ch.current = r->tenant;
     /* "req=<id> tenant=<slug>", without printf (every request). The constant parts are
-     * fixed-size copies, which the compiler stores as immediates: no string constant's line
-     * (nor its page, apart from the other strings of the path) is read. The id is shorter
-     * than r->req_id, so both fit. */
+     * fixed-size copies, which the compiler stores as immediates: chain.c's string constants,
+     * a page away from the path's other strings, are not read. They fit: the id is shorter
+     * than r->req_id, much shorter than ctx. */
     char ctx[160];
     memcpy(ctx, "req=", 4);
     size_t k = 4 + str_copy(ctx + 4, sizeof(ctx) - 4, r->req_id);
