@@ -220,6 +220,8 @@ static int cmp_str(const void *a, const void *b)
 
 static bool set_has(strset *s, const char *kind, const char *where, const char *name)
 {
+    if (s->n == 0)
+        return false;   /* (qsort and bsearch want an array, even of nothing) */
     if (!s->sorted) {
         qsort(s->v, s->n, sizeof(*s->v), cmp_str);
         s->sorted = true;
