@@ -307,11 +307,13 @@ static bool schema_ddl(const char *tag)
     return false;
 }
 
-static const char *const session_words[] = {"TEMP", "SET_CONFIG", "ADVISORY_LOCK", "DBLINK",
-                                             "LISTEN", "PREPARE", "DECLARE", NULL};
-
-static int statement_leftover(const char *sql, const PGresult *res)
+/* catalog: the caller vouched for the statement (DB_EXEC_CATALOG): a command tag outside
+ * the lists counts as sequence state, not session state; the words still count. */
+static int statement_leftover(const char *sql, const PGresult *res, bool catalog)
 {
+    static const char *const session_words[] = {"TEMP", "SET_CONFIG", "ADVISORY_LOCK",
+                                                 "DBLINK", "LISTEN", "PREPARE", "DECLARE",
+                                                 NULL};
     static const char *const sequence_words[] = {"NEXTVAL", "SETVAL", NULL};
     if (names_any(sql, session_words))
         return LEFT_SESSION;
@@ -330,20 +332,14 @@ static int statement_leftover(const char *sql, const PGresult *res)
         strcmp(tag, "START TRANSACTION") == 0)
         return left;
 #undef TAG_IS
-    return LEFT_SESSION;
+    return catalog ? LEFT_SEQUENCES : LEFT_SESSION;
 }
 
 static void note_statement(pg_db *d, const char *sql, const PGresult *res)
 {
     if (d->leftover == LEFT_SESSION)
         return;   /* the most there is: nothing to judge until the next wipe */
-    int left = statement_leftover(sql, res);
-    /* A statement its caller vouches for (DB_EXEC_CATALOG: the schema and role script of
-     * a new tenant, whose DO block, CREATE SCHEMA and SET LOCAL the tags above would
-     * count as session state) leaves the catalog changed, not the session; the words
-     * that name session state still count. */
-    if (d->catalog_stmt && left == LEFT_SESSION && !names_any(sql, session_words))
-        left = LEFT_SEQUENCES;
+    int left = statement_leftover(sql, res, d->catalog_stmt);
     if (left > d->leftover)
         d->leftover = left;
 }
