@@ -134,6 +134,15 @@ int ops_give(const char *path, uid_t uid, gid_t gid, bool must_exist, char *err,
 #define OPS_VERSION_MAX MIGRATE_VERSION_MAX
 void ops_role_verifier(const tenancy_config *tc, storage_target *t, char v[OPS_VERIFIER_MAX]);
 
+/* Whether a placement's byte bound (max_backend_memory) cannot apply: a schema placement
+ * with the bound on whose login may not read its backends' memory (PostgreSQL gives that to
+ * pg_read_all_stats). TN_OK with *unread set (false for any other placement), or the storage
+ * error, which why says. init and check tell it with OPS_MEMORY_UNREAD. */
+int ops_memory_unread(const placement *p, bool *unread, char *why, size_t whylen);
+#define OPS_MEMORY_UNREAD                                                                    \
+    "its login may not read its backends' memory (pg_backend_memory_contexts), so "            \
+    "max_backend_memory does not apply and max_tenants alone bounds each connection"
+
 /* ---- init (ops_init.c) -------------------------------------------------------------------- */
 
 typedef struct ops_initialized {

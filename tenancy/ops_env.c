@@ -97,6 +97,17 @@ void ops_role_verifier(const tenancy_config *tc, storage_target *t, char v[OPS_V
     explicit_bzero(pw, sizeof(pw));
 }
 
+int ops_memory_unread(const placement *p, bool *unread, char *why, size_t whylen)
+{
+    *unread = false;
+    if (p->kind != TARGET_PG_SCHEMA || p->server == NULL || p->max_backend_memory <= 0)
+        return TN_OK;
+    bool can = true;
+    int rc = target_server_reads_memory(p->server, &can, why, whylen);
+    *unread = rc == TN_OK && !can;
+    return rc;
+}
+
 int ops_progress_write(const char *path, const ops_progress *p)
 {
     char tmp[4200];

@@ -107,13 +107,10 @@ int ops_init(ops_env *e, ops_initialized *out, char *err, size_t errlen)
             init_note(e, "placement %s: PUBLIC keeps its rights on the public schema (%s); "
                          "revoke them as its owner", p->name, why);
         /* The byte bound of each connection reads the backend's memory as the login. */
-        bool can = true;
-        if (p->max_backend_memory > 0 &&
-            target_server_reads_memory(p->server, &can, why, sizeof(why)) == TN_OK && !can)
-            init_note(e, "placement %s: its login may not read its backends' memory "
-                         "(pg_backend_memory_contexts), so max_backend_memory does not apply "
-                         "and max_tenants alone bounds each connection; GRANT "
-                         "pg_read_all_stats TO the login to have both", p->name);
+        bool unread = false;
+        if (ops_memory_unread(p, &unread, why, sizeof(why)) == TN_OK && unread)
+            init_note(e, "placement %s: " OPS_MEMORY_UNREAD "; GRANT pg_read_all_stats TO the "
+                         "login to have both", p->name);
     }
     if (uid == (uid_t)-1)
         return TN_OK;

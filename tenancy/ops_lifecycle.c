@@ -532,19 +532,16 @@ int ops_check(ops_env *e, bool repair, ops_problem_fn fn, void *ctx, ops_checked
     for (int i = 0; i < tc->nplacements; i++) {
         const placement *p = &tc->placements[i];
         int pi = p->server != NULL ? place_of(&r, p->kind, p->server) : -1;
-        if (p->kind != TARGET_PG_SCHEMA || p->max_backend_memory <= 0 || pi < 0 ||
-            r.places[pi].down)
+        if (pi < 0 || r.places[pi].down)
             continue;
-        bool can = true;
+        bool unread = false;
         char why[512];
-        if (target_server_reads_memory(p->server, &can, why, sizeof(why)) != TN_OK)
+        if (ops_memory_unread(p, &unread, why, sizeof(why)) != TN_OK)
             problem(&r, "memory", NULL, p->name, NULL, "cannot tell whether its login may "
                     "read its backends' memory: %s", why);
-        else if (!can)
-            problem(&r, "memory", NULL, p->name, NULL, "its login may not read its backends' "
-                    "memory (pg_backend_memory_contexts), so max_backend_memory does not apply "
-                    "and max_tenants alone bounds each connection; GRANT pg_read_all_stats TO "
-                    "the login, or set max_backend_memory = 0");
+        else if (unread)
+            problem(&r, "memory", NULL, p->name, NULL, OPS_MEMORY_UNREAD "; GRANT "
+                    "pg_read_all_stats TO the login, or set max_backend_memory = 0");
     }
 
     /* Orphans: found, registered by nobody. The registry's own SQLite file is not one. */
