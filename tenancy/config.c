@@ -385,11 +385,11 @@ oom:
 
 TN_HOT int tenancy_max_workers(const tenancy_config *c, int own, int max_children)
 {
-    if (own > 0)
-        return own;
-    if (c->max_workers_pct > 0) {
-        int n = (max_children * c->max_workers_pct + 99) / 100;   /* rounded up */
-        return n < 1 ? 1 : n;
+    int n = own > 0 ? own : c->max_workers_abs;   /* 0: no limit */
+    if (own <= 0 && c->max_workers_pct > 0) {
+        n = (max_children * c->max_workers_pct + 99) / 100;   /* rounded up */
+        n = n < 1 ? 1 : n;
     }
-    return c->max_workers_abs;   /* 0: no limit */
+    /* A cap of the whole pool never binds: no request could be refused or wait for it. */
+    return max_children > 0 && n >= max_children ? 0 : n;
 }

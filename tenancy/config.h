@@ -118,7 +118,8 @@ const placement *tenancy_placement(const tenancy_config *c, const char *name);
  * later, by tenancy_max_workers). TN_OK or TN_INVALID with a message naming the option. */
 int tenancy_config_finish(tenancy_config *c, arena *a, char *err, size_t errlen);
 
-/* The per-tenant worker cap for a tenant whose own cap is `own` (0: the default). */
+/* The per-tenant worker cap for a tenant whose own cap is `own` (0: the default); 0 for
+ * none, which a cap of max_children or more is too (it could never refuse a request). */
 int tenancy_max_workers(const tenancy_config *c, int own, int max_children);
 
 #endif

@@ -3,9 +3,10 @@
  * `tenant.max_workers` cap), requests, 5xx answers and refusals.
  *
  * The master maps the table (anonymous shared memory) before forking; workers inherit it.
- * Two parts. The cap is enforced from a per-worker array: each worker publishes the tenant
- * it is about to serve in its own slot, then counts the slots serving that tenant, and
- * withdraws when they are more than the cap. Two workers entering at once both count both,
+ * Two parts. The cap is enforced from a per-worker array: each worker publishes the capped
+ * tenant it is about to serve in its own slot (an uncapped one is not published: no worker
+ * counts it), then counts the slots serving that tenant, and withdraws when they are more
+ * than the cap. Two workers entering at once both count both,
  * so the cap is never exceeded (at worst both refuse); it holds for every tenant, however
  * many the host has. The counters (requests, 5xx, refusals, in flight, for the status page)
  * are in a table found by tenant id with open addressing, whose entries are never removed:

@@ -250,6 +250,44 @@ START_TEST(test_cap_and_theme)
 }
 END_TEST
 
+/* A cap of the whole pool or more could never refuse: it is no cap, and an uncapped
+ * tenant's requests are counted for the status page without being marked for a cap. */
+START_TEST(test_cap_of_whole_pool)
+{
+    ck_assert_int_eq(tenancy_max_workers(&cfg, 0, 4), 1);   /* this suite: 1 */
+    ck_assert_int_eq(tenancy_max_workers(&cfg, 3, 4), 3);
+    ck_assert_int_eq(tenancy_max_workers(&cfg, 4, 4), 0);
+    ck_assert_int_eq(tenancy_max_workers(&cfg, 9, 4), 0);
+    tenancy_config pc = cfg;
+    pc.max_workers_abs = 0;
+    pc.max_workers_pct = 50;
+    ck_assert_int_eq(tenancy_max_workers(&pc, 0, 4), 2);
+    ck_assert_int_eq(tenancy_max_workers(&pc, 0, 2), 1);
+    ck_assert_int_eq(tenancy_max_workers(&pc, 0, 1), 0);    /* one worker: its whole pool */
+    pc.max_workers_pct = 100;
+    ck_assert_int_eq(tenancy_max_workers(&pc, 0, 2), 0);
+    ck_assert_int_eq(tenancy_max_workers(&pc, 0, 0), 1);    /* no pool known: kept */
+
+    /* Three workers in one uncapped tenant (id 2): admitted and counted, never contended,
+     * and no slot marked: a capped request of it by a fourth worker is the only one. */
+    for (int w = 0; w < 3; w++)
+        ck_assert_int_eq(limits_enter(lim, w, 2, "globex", 0, 5000), TN_OK);
+    ck_assert(!limits_contended(lim, 5000));
+    limits_entry e;
+    ck_assert(limits_get(lim, 2, &e));
+    ck_assert_int_eq(e.inflight, 3);
+    ck_assert_int_eq(limits_free(lim, 2, 1), 1);
+    ck_assert_int_eq(limits_enter(lim, 3, 2, "globex", 1, 5000), TN_OK);
+    ck_assert(limits_contended(lim, 5000));   /* that one reached its cap of one */
+    for (int w = 0; w < 4; w++)
+        limits_leave(lim, w, 2, 200);
+    ck_assert(limits_get(lim, 2, &e));
+    ck_assert_int_eq(e.inflight, 0);
+    ck_assert_int_eq(e.requests, 4);
+    ck_assert_int_eq(limits_free(lim, 2, 1), 1);
+}
+END_TEST
+
 static const char *host_param(void *ctx, const char *name, size_t *len)
 {
     if (strcmp(name, "TENANT_HOST") != 0 || *(const char *)ctx == '\0')
@@ -827,6 +865,7 @@ Suite *chain_suite(void)
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_header_untrusted_source);
     tcase_add_test(tc, test_cap_and_theme);
+    tcase_add_test(tc, test_cap_of_whole_pool);
     tcase_add_test(tc, test_peek_tenant);
     tcase_add_test(tc, test_limits_wait_and_wake);
     tcase_add_test(tc, test_limits_table_full);
