@@ -28,6 +28,8 @@ void buf_reset(buf *b);                 /* len = 0, keeps the memory, clears oom
 int buf_reserve(buf *b, size_t extra);  /* 0, or -1 (and oom) */
 void buf_append(buf *b, const void *data, size_t n);
 void buf_puts(buf *b, const char *s);
+/* A string literal, its length known at compile time (no strlen on the request path). */
+#define buf_lit(b, lit) buf_append((b), "" lit "", sizeof(lit) - 1)
 void buf_putc(buf *b, char c);
 void buf_printf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void buf_vprintf(buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
