@@ -236,6 +236,8 @@ static int spawn(master *m, tn_config *cfg, const tn_listener *lis)
     s->index = (uint32_t)index;
     s->started_ns = clock_mono_ns();
     sb_set_state(m->sb, s, SB_STARTING);
+    if (slot + 1 > m->sb->pool.slots_used)
+        __atomic_store_n(&m->sb->pool.slots_used, slot + 1, __ATOMIC_RELEASE);
 
     int shard = listen_shard(lis, index);
     int shard_fd = shard >= 0 ? lis->shard_fd[shard] : -1;

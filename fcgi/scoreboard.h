@@ -100,6 +100,10 @@ typedef struct sb_pool {
     uint32_t log_generation;       /* bumped on SIGUSR1: workers reopen their logs */
     int32_t max_children;
     int32_t pm;
+    /* 1 + the highest worker slot ever given (master-written). Whoever reads every slot
+     * stops here: reading a slot of shared memory makes its page, and the 1,024 slots are
+     * half a megabyte a master with a few workers never needs. */
+    int32_t slots_used;
 } sb_pool;
 
 /* The stream hub's counters (fcgi/hub.h). The hub is their only writer, but for `restarts`
@@ -194,6 +198,13 @@ bool sb_hub_tenant_add(sb_hub *h, int64_t tenant_id, int delta);
 /* Map a fresh, zeroed scoreboard (shared with children forked later). NULL on failure. */
 scoreboard *sb_create(void);
 void sb_destroy(scoreboard *sb);
+
+/* How many slots a reader of every slot looks at (see sb_pool.slots_used). */
+static inline int sb_slots_used(const scoreboard *sb)
+{
+    int n = __atomic_load_n(&sb->pool.slots_used, __ATOMIC_ACQUIRE);
+    return n < 0 ? 0 : n > SB_SLOTS ? SB_SLOTS : n;
+}
 
 /* The slot at index i; for the owning worker's writes. */
 static inline sb_slot *sb_slot_at(scoreboard *sb, int i) { return &sb->slots[i]; }

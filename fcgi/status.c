@@ -13,7 +13,7 @@
 void status_count(const scoreboard *sb, sb_counts *c)
 {
     memset(c, 0, sizeof(*c));
-    for (int i = 0; i < SB_SLOTS; i++) {
+    for (int i = 0, n = sb_slots_used(sb); i < n; i++) {
         int st = __atomic_load_n(&sb->slots[i].state, __ATOMIC_RELAXED);
         if (st == SB_FREE)
             continue;
@@ -215,7 +215,7 @@ void status_json(buf *o, scoreboard *sb, const tn_listener *l, const limits *lim
     }
     buf_puts(o, "],\"workers\":[");
     bool first = true;
-    for (int i = 0; i < SB_SLOTS; i++) {
+    for (int i = 0, n = sb_slots_used(sb); i < n; i++) {
         if (__atomic_load_n(&sb->slots[i].state, __ATOMIC_RELAXED) == SB_FREE)
             continue;
         sb_slot s;

@@ -134,14 +134,19 @@ static uint64_t random_origin(void)
     return v ? v : 1;
 }
 
-int event_log_init(void *mem, size_t bytes, size_t ring_bytes, int max_tenants, int wake_fd)
+/* `zeroed`: mem is fresh from mmap. Its tenant table is then left untouched: writing its
+ * zeros would make every page of it (a megabyte at the default size) in a master that may
+ * never see an event. */
+static int init_log(void *mem, size_t bytes, size_t ring_bytes, int max_tenants, int wake_fd,
+                    bool zeroed)
 {
     ring_bytes &= ~(size_t)7u;
     if (mem == NULL || max_tenants < 1 || ring_bytes < 4096 ||
         bytes < event_log_bytes(ring_bytes, max_tenants))
         return TN_INVALID;
     uint32_t slots = table_slots(max_tenants);
-    memset(mem, 0, HEADER_BYTES + (size_t)slots * sizeof(ev_tenant));
+    if (!zeroed)
+        memset(mem, 0, HEADER_BYTES + (size_t)slots * sizeof(ev_tenant));
     event_log *l = mem;
     l->origin = random_origin();
     l->wake_fd = wake_fd;
@@ -164,6 +169,11 @@ int event_log_init(void *mem, size_t bytes, size_t ring_bytes, int max_tenants, 
     return rc;
 }
 
+int event_log_init(void *mem, size_t bytes, size_t ring_bytes, int max_tenants, int wake_fd)
+{
+    return init_log(mem, bytes, ring_bytes, max_tenants, wake_fd, false);
+}
+
 event_log *event_log_at(void *mem)
 {
     event_log *l = mem;
@@ -177,7 +187,7 @@ event_log *event_log_create(size_t ring_bytes, int max_tenants)
     if (p == MAP_FAILED)
         return NULL;
     int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (fd < 0 || event_log_init(p, bytes, ring_bytes, max_tenants, fd) != TN_OK) {
+    if (fd < 0 || init_log(p, bytes, ring_bytes, max_tenants, fd, true) != TN_OK) {
         int e = fd < 0 ? errno : EINVAL;
         if (fd >= 0)
             close(fd);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -57,6 +58,29 @@ static void append_ok(event_log *l, int64_t t, const char *data, uint64_t want_i
     ck_assert_int_eq(event_log_append(l, t, "table:notes", data, strlen(data), &id), TN_OK);
     ck_assert_uint_eq(id, want_id);
 }
+
+/* A fresh log makes only the pages it writes: its tenant table comes zeroed from mmap, and
+ * writing its zeros would make every page of it in a master that may never see an event. */
+START_TEST(test_fresh_log_pages)
+{
+    size_t ring = 65536;
+    int tenants = 100000;   /* a table of megabytes */
+    event_log *l = event_log_create(ring, tenants);
+    ck_assert_ptr_nonnull(l);
+    size_t bytes = event_log_bytes(ring, tenants);
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), np = (bytes + pg - 1) / pg, made = 0;
+    unsigned char *v = malloc(np);
+    ck_assert_ptr_nonnull(v);
+    ck_assert_int_eq(mincore((void *)l, bytes, v), 0);   /* mmap's start: a page's */
+    for (size_t i = 0; i < np; i++)
+        made += v[i] & 1;
+    ck_assert_msg(made <= 2, "%zu of %zu pages made by creating the log", made, np);
+    append_ok(l, 42, "x", 1);   /* and it works as ever */
+    ck_assert_uint_eq(event_log_last_id(l, 42), 1);
+    free(v);
+    event_log_destroy(l);
+}
+END_TEST
 
 START_TEST(test_append_since_read)
 {
@@ -534,6 +558,7 @@ Suite *events_suite(const char *pg)
     Suite *s = suite_create("events");
     TCase *tc = tcase_create("log");
     tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_fresh_log_pages);
     tcase_add_test(tc, test_append_since_read);
     tcase_add_test(tc, test_wrap_gap);
     tcase_add_test(tc, test_flood_keeps_other_ids);
