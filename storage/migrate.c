@@ -956,7 +956,7 @@ int migrate_clone(const storage_target *from, const storage_target *to, char *er
         /* The copy's objects still belong to the template's role, and the database to the
          * login: both go to the new tenant's role, or the clone is dropped (all or nothing;
          * the caller drops only what it knows it made). */
-        rc = target_role_repair(to, err, errlen);
+        rc = target_role_repair(NULL, to, err, errlen);
         if (rc != TN_OK) {
             char e2[256];
             (void)target_drop(to, e2, sizeof(e2));

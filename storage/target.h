@@ -103,8 +103,9 @@ int target_role_ensure(const storage_target *t, char *err, size_t errlen);
  * relations, routines and types given to it: the way from a tenant made before roles, or
  * one whose objects someone made as another user. Rights given to the role beyond that
  * (superuser and the like) are reported by target_role_check, not taken back here. TN_OK
- * or a storage error. */
-int target_role_repair(const storage_target *t, char *err, size_t errlen);
+ * or a storage error. `server`: a connection to t's server to run it on (as
+ * target_role_check's), or NULL to open one for it. */
+int target_role_repair(tn_db *server, const storage_target *t, char *err, size_t errlen);
 
 /* Schema mode: PUBLIC's default rights on the shared database's public schema revoked
  * (tenancy init), so a tenant role reaches nothing there. TN_OK, or a storage error (err

@@ -508,7 +508,7 @@ int ops_check(ops_env *e, bool repair, ops_problem_fn fn, void *ctx, ops_checked
             char pw[OPS_VERIFIER_MAX];
             tg.login_as_role = true;   /* a repair sets the password in any case */
             ops_role_verifier(tc, &tg, pw);
-            if (target_role_repair(&tg, e2, sizeof(e2)) != TN_OK) {
+            if (target_role_repair(servers[w->place], &tg, e2, sizeof(e2)) != TN_OK) {
                 problem(&r, "role", w->slug, w->pname, w->name, "repair failed: %s", e2);
             } else {
                 crc = target_role_check(servers[w->place], &tg, &n, role_problem, &rc_ctx, e2,
