@@ -42,16 +42,6 @@ void reqlog_check_reopen(worker *w)
     reqlog_open(w);
 }
 
-/* A short string of the request (method, path, host, id, slug) as JSON, its length taken
- * inline (see str_len). */
-static inline void json_field(buf *l, const char *s)
-{
-    if (s == NULL)
-        buf_lit(l, "null");
-    else
-        buf_json_strn(l, s, str_len(s));
-}
-
 TN_HOT void reqlog_line(worker *w, const tn_request *r, int status, int64_t us)
 {
     reqlog_check_reopen(w);   /* a rotation must not leave this line in the old file */
@@ -64,13 +54,13 @@ TN_HOT void reqlog_line(worker *w, const tn_request *r, int status, int64_t us)
     buf_lit(l, "{\"time\":\"");
     buf_append(l, ts, str_len(ts));
     buf_lit(l, "\",\"req\":");
-    json_field(l, r->req_id);
+    buf_json_str(l, r->req_id);
     buf_lit(l, ",\"method\":");
-    json_field(l, r->method);
+    buf_json_str(l, r->method);
     buf_lit(l, ",\"uri\":");
-    json_field(l, r->path);
+    buf_json_str(l, r->path);
     buf_lit(l, ",\"host\":");
-    json_field(l, tn_host(r));
+    buf_json_str(l, tn_host(r));
     buf_lit(l, ",\"status\":");
     buf_i64(l, status);
     buf_lit(l, ",\"bytes\":");
@@ -83,20 +73,20 @@ TN_HOT void reqlog_line(worker *w, const tn_request *r, int status, int64_t us)
         /* With mounts, the app that served it: its prefix ("" the root app); uri is the path
          * it saw. */
         buf_lit(l, ",\"mount\":");
-        json_field(l, r->mount);
+        buf_json_str(l, r->mount);
     }
     if (r->tenant != NULL) {
         buf_lit(l, ",\"tenant\":{\"id\":");
         buf_i64(l, r->tenant->id);
         buf_lit(l, ",\"slug\":");
-        json_field(l, r->tenant->slug);
+        buf_json_str(l, r->tenant->slug);
         buf_putc(l, '}');
     }
     if (r->detached)
         buf_lit(l, ",\"stream\":\"handed off\"");   /* the hub answers it from here */
     if (status >= 400) {
         buf_lit(l, ",\"stage\":");
-        json_field(l, chain_stage(r));
+        buf_json_str(l, chain_stage(r));
     }
     buf_lit(l, "}\n");
     if (!l->oom)

@@ -6,9 +6,8 @@
  * Two parts. The cap is enforced from a per-worker array: each worker publishes the capped
  * tenant it is about to serve in its own slot (an uncapped one is not published: no worker
  * counts it), then counts the slots serving that tenant, and withdraws when they are more
- * than the cap. Two workers entering at once both count both,
- * so the cap is never exceeded (at worst both refuse); it holds for every tenant, however
- * many the host has. The counters (requests, 5xx, refusals, in flight, for the status page)
+ * than the cap. Two workers entering at once both count both, so the cap is never exceeded
+ * (at worst both refuse); it holds for every tenant, however many the host has. The counters (requests, 5xx, refusals, in flight, for the status page)
  * are in a table found by tenant id with open addressing, whose entries are never removed:
  * it holds the LIMITS_SLOTS tenants seen first (all of them while the registry's ids, which
  * are dense sequence numbers, span fewer than LIMITS_SLOTS; fewer when a neighbourhood of
