@@ -571,6 +571,51 @@ int jobs_enqueue(registry *r, const job_new *j, int64_t now_ms, int64_t *id, cha
     return in_tx(r, do_enqueue, &a, err, errlen);
 }
 
+/* Many jobs in one transaction. A job's own refusal (TN_EXISTS: its key is held; TN_NOTFOUND:
+ * no such tenant) is found by reads that leave the transaction usable, so it is kept in its
+ * slot and the others go on; any other error ends the call and rolls back the lot. */
+struct many_arg {
+    const job_new *j;
+    int n;
+    int64_t now;
+    int *rcs;
+};
+
+static int do_enqueue_many(registry *r, void *arg, char *err, size_t errlen)
+{
+    struct many_arg *a = arg;
+    for (int i = 0; i < a->n; i++) {
+        if (a->rcs[i] != TN_OK)
+            continue;   /* refused by job_check */
+        int64_t id = 0;
+        char why[256];
+        int rc = enqueue_tx(r, &a->j[i], a->now, 0, &id, why, sizeof(why));
+        if (rc == TN_EXISTS || rc == TN_NOTFOUND)
+            a->rcs[i] = rc;
+        else if (rc != TN_OK)
+            return tn_errf(err, errlen, rc, "%s", why);
+    }
+    return TN_OK;
+}
+
+int jobs_enqueue_many(registry *r, const job_new *j, int n, int64_t now_ms, int *rcs, char *err,
+                      size_t errlen)
+{
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        char why[256];
+        rcs[i] = job_check(&j[i], why, sizeof(why));
+        ok += rcs[i] == TN_OK;
+    }
+    if (ok == 0)
+        return TN_OK;
+    int rc = prepare(r, err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    struct many_arg a = {j, n, now_ms, rcs};
+    return in_tx(r, do_enqueue_many, &a, err, errlen);
+}
+
 /* ---- claim -------------------------------------------------------------------------------- */
 
 struct claim_arg {

@@ -97,6 +97,13 @@ typedef struct job_new {
 int jobs_enqueue(registry *r, const job_new *j, int64_t now_ms, int64_t *id, char *err,
                  size_t errlen);
 
+/* n jobs queued in one transaction (a wave of lifecycle hooks: one commit, not n). rcs[i]
+ * gets job i's own outcome: TN_OK, TN_EXISTS (no id is reported), TN_NOTFOUND or
+ * TN_INVALID, as jobs_enqueue would answer. Returns TN_OK, or a storage error with err set
+ * and nothing queued (the caller may queue them one by one to find the job it comes from). */
+int jobs_enqueue_many(registry *r, const job_new *j, int n, int64_t now_ms, int *rcs, char *err,
+                      size_t errlen);
+
 /* A job as read: strings point into memory owned by the store's caller-visible buffer and
  * stay valid until the next call on the same registry handle. */
 typedef struct job_rec {

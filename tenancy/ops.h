@@ -96,6 +96,17 @@ int ops_hook(ops_env *e, const char *slug, const char *event, const char *payloa
 /* ops_hook whose failure becomes a progress note ("warning: ...") for the caller to show. */
 void ops_hook_told(ops_env *e, const char *slug, const char *event, const char *payload);
 
+/* The same hook for many tenants in one registry transaction (a wave: `tenancy migrate`
+ * records its results in batches, and a transaction per tenant cost the wave more than its
+ * bookkeeping); each failure becomes a progress note. When the batch cannot be written,
+ * the tenants are tried one by one, so each failure names its tenant. */
+typedef struct ops_hook_item {
+    const char *slug;
+    int64_t tenant_id;
+    const char *payload;   /* may be NULL */
+} ops_hook_item;
+void ops_hooks_told(ops_env *e, const ops_hook_item *items, int n, const char *event);
+
 /* A path option of tenancyd.conf (storage.migrations, storage.seed): a relative one is
  * taken from the configuration file's folder. */
 void ops_conf_path(const ops_env *e, const char *value, char *out, size_t outlen);

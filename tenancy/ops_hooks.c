@@ -50,13 +50,53 @@ int ops_hook(ops_env *e, const char *slug, const char *event, const char *payloa
     return TN_OK;
 }
 
-void ops_hook_told(ops_env *e, const char *slug, const char *event, const char *payload)
+static void tell(ops_env *e, const char *err)
 {
-    char err[600];
-    if (ops_hook(e, slug, event, payload, err, sizeof(err)) == TN_OK || e->progress == NULL)
+    if (e->progress == NULL)
         return;
     char note[700];
     snprintf(note, sizeof(note), "warning: %s", err);
     ops_progress p = {.note = note};
     e->progress(e->progress_ctx, &p);
+}
+
+void ops_hooks_told(ops_env *e, const ops_hook_item *items, int n, const char *event)
+{
+    if (!e->tc->jobs_hooks || n <= 0)
+        return;
+    char name[JOB_NAME_MAX + 1];
+    snprintf(name, sizeof(name), "tenancy.%s", event);
+    int64_t now = clock_wall_us() / 1000;
+    job_new *j = calloc((size_t)n, sizeof(*j));
+    int *rcs = calloc((size_t)n, sizeof(*rcs));
+    int rc = j != NULL && rcs != NULL ? TN_OK : TN_NOMEM;
+    char err[600] = "";
+    if (rc == TN_OK && e->reg == NULL)
+        rc = TN_IO;
+    for (int i = 0; i < n && rc == TN_OK; i++)
+        j[i] = (job_new){.tenant_id = items[i].tenant_id, .app = JOB_APP_ALL, .name = name,
+                         .payload = items[i].payload ? items[i].payload : "",
+                         .run_at_ms = now, .max_attempts = e->tc->jobs_max_attempts,
+                         .timeout_ms = (int)e->tc->jobs_timeout_ms};
+    if (rc == TN_OK)
+        rc = jobs_enqueue_many(e->reg, j, n, now, rcs, err, sizeof(err));
+    for (int i = 0; i < n; i++) {
+        if (rc != TN_OK) {   /* one by one: each failure is told with its tenant */
+            ops_hook_told(e, items[i].slug, event, items[i].payload);
+        } else if (rcs[i] != TN_OK && rcs[i] != TN_EXISTS) {
+            char why[600];
+            tn_errf(why, sizeof(why), rcs[i], "hook %s of '%s' not queued: %s", event,
+                    items[i].slug, tn_rc_str(rcs[i]));
+            tell(e, why);
+        }
+    }
+    free(j);
+    free(rcs);
+}
+
+void ops_hook_told(ops_env *e, const char *slug, const char *event, const char *payload)
+{
+    char err[600];
+    if (ops_hook(e, slug, event, payload, err, sizeof(err)) != TN_OK)
+        tell(e, err);
 }

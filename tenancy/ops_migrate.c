@@ -79,6 +79,7 @@ const char *ops_mstatus_name(int status)
 
 typedef struct job {
     char *slug, *placement, *storage, *reg_version, *reg_error;
+    int64_t id;         /* the registry's */
     int status;
     char from[MIGRATE_VERSION_MAX], to[MIGRATE_VERSION_MAX];
     int applied;
@@ -116,6 +117,7 @@ static int add_job(job_list *l, const registry_migration *m)
     }
     job *j = &l->v[l->n];
     memset(j, 0, sizeof(*j));
+    j->id = m->id;
     j->slug = strdup(m->slug);
     j->placement = strdup(m->placement);
     j->storage = strdup(m->storage);
@@ -395,7 +397,10 @@ static int record_batch(run *r)
         r->flushed_ms = clock_mono_ms();
     }
     registry_migration_update *u = calloc((size_t)r->npend, sizeof(*u));
-    if (rc == TN_OK && u == NULL) {
+    ops_hook_item *hooks = calloc((size_t)r->npend, sizeof(*hooks));
+    char (*payloads)[2 * MIGRATE_VERSION_MAX + 24] = calloc((size_t)r->npend, sizeof(*payloads));
+    int nhooks = 0;
+    if (rc == TN_OK && (u == NULL || hooks == NULL || payloads == NULL)) {
         rc = tn_errf(err, sizeof(err), TN_NOMEM, "out of memory");
     }
     if (rc == TN_OK) {
@@ -422,11 +427,16 @@ static int record_batch(run *r)
             tn_errf(why, sizeof(why), u[i].rc, "no tenant '%s'", j->slug);
             turned += record_failed(j, why);
         } else if (j->status == OPS_M_MIGRATED) {
-            char hp[300];
-            snprintf(hp, sizeof(hp), "{\"from\":\"%s\",\"to\":\"%s\"}", j->from, j->to);
-            ops_hook_told(e, j->slug, "migrated", hp);
+            snprintf(payloads[nhooks], sizeof(payloads[nhooks]), "{\"from\":\"%s\",\"to\":\"%s\"}",
+                     j->from, j->to);
+            hooks[nhooks] = (ops_hook_item){j->slug, j->id, payloads[nhooks]};
+            nhooks++;
         }
     }
+    /* the batch's hooks in one transaction of their own, after its records committed */
+    ops_hooks_told(e, hooks, nhooks, "migrated");
+    free(hooks);
+    free(payloads);
     free(u);
     r->npend = 0;
     if (e->reg != NULL)

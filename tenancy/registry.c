@@ -217,10 +217,16 @@ static int schema_for(bool pg, const char *text, buf *b)
 
 /* PostgreSQL: the registry's tables live in schema "tenancy". A session setting, so it is
  * set again after every reconnect (db_reset may PQreset: a new backend forgets it). */
-static int set_search_path(registry *r)
+/* The session every registry connection runs in. PostgreSQL: the registry's schema.
+ * SQLite: temporary storage in memory. A statement with RETURNING (a job's enqueue) keeps its
+ * rows in a temporary table, which SQLite otherwise puts in a file of its own in /var/tmp;
+ * in a transaction of many such statements (a migration wave's batch of hooks) that file
+ * took a page write for every page each statement touched: 6,000 writes for 256 hooks,
+ * against 160 for the same inserts without it. */
+static int set_session(registry *r)
 {
     if (!r->pg)
-        return TN_OK;
+        return tn_db_exec(r->db, "PRAGMA temp_store = MEMORY", 0, NULL);
     const char *p[] = {PG_SCHEMA};
     return tn_db_exec(r->db, "SELECT set_config('search_path', $1, false)", 1, p);
 }
@@ -233,7 +239,7 @@ static void reconnect(registry *r)
 
 void registry_reconnect(registry *r)
 {
-    if (db_reset(r->db) != TN_OK || set_search_path(r) != TN_OK)
+    if (db_reset(r->db) != TN_OK || set_session(r) != TN_OK)
         log_warn("registry: reconnect failed: %s", tn_db_error(r->db));
 }
 
@@ -252,7 +258,7 @@ int registry_open(const char *uri, const char *gen_path, registry **out, char *e
         return rc;
     }
     r->pg = strcmp(tn_db_backend(r->db), "postgres") == 0;
-    rc = set_search_path(r);
+    rc = set_session(r);
     if (rc != TN_OK) {
         rc = tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
         db_close(r->db);

@@ -189,6 +189,37 @@ static int64_t sql_int(const char *sql, int n, const char *const *p)
 
 /* ---- the basics ------------------------------------------------------------------------------ */
 
+/* jobs_enqueue_many: one transaction; a job's own refusal is its slot's, the others queued. */
+START_TEST(test_enqueue_many)
+{
+    int64_t a = tenant("many-a"), b = tenant("many-b");
+    job_new j[] = {
+        {.tenant_id = a, .name = "work.item", .payload = "1", .max_attempts = 3, .timeout_ms = 30000},
+        {.tenant_id = 999999, .name = "work.item", .payload = "2", .max_attempts = 3,
+         .timeout_ms = 30000},   /* no such tenant */
+        {.tenant_id = b, .name = "bad name!", .payload = "3", .max_attempts = 3,
+         .timeout_ms = 30000},   /* refused before the transaction */
+        {.tenant_id = b, .name = "work.item", .payload = "4", .max_attempts = 3, .timeout_ms = 30000},
+    };
+    int rcs[4] = {-1, -1, -1, -1};
+    OK(jobs_enqueue_many(R, j, 4, T0, rcs, err, sizeof(err)));
+    ck_assert_int_eq(rcs[0], TN_OK);
+    ck_assert_int_eq(rcs[1], TN_NOTFOUND);
+    ck_assert_int_eq(rcs[2], TN_INVALID);
+    ck_assert_int_eq(rcs[3], TN_OK);
+    char v[64];
+    ck_assert_int_eq(db_query_value(registry_db(R), v, sizeof(v),
+                                    "SELECT count(*) || ':' || min(payload) || max(payload) "
+                                    "FROM jobs WHERE name = 'work.item'", 0, NULL), TN_OK);
+    ck_assert_str_eq(v, "2:14");
+    /* both tenants' queues know they have a job ready */
+    ck_assert_int_eq(db_query_value(registry_db(R), v, sizeof(v),
+                                    "SELECT count(*) FROM job_queues WHERE next_run_at IS NOT NULL",
+                                    0, NULL), TN_OK);
+    ck_assert_str_eq(v, "2");
+}
+END_TEST
+
 START_TEST(test_enqueue_claim_finish)
 {
     int64_t acme = tenant("acme");
@@ -1402,6 +1433,7 @@ Suite *jobs_suite(bool pg)
     tcase_add_checked_fixture(tc, pg ? setup_pg : setup_sqlite, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_enqueue_claim_finish);
+    tcase_add_test(tc, test_enqueue_many);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_fail_backoff_dead);
     tcase_add_test(tc, test_retry_cancel);
