@@ -437,6 +437,52 @@ int tn_db_exec(tn_db *db, const char *sql, int nparams, const char *const *param
     return db_exec_flags(db, sql, nparams, params, 0);
 }
 
+int db_exec_batch(tn_db *db, const db_stmt *stmts, int n, unsigned flags, tn_rows **rows,
+                  int *failed)
+{
+    if (rows != NULL)
+        *rows = NULL;
+    *failed = 0;
+    if (db == NULL)
+        return TN_INVALID;
+    clear_error(db);
+    db->changes = 0;
+    if (n <= 0 || stmts == NULL)
+        return db_set_error(db, TN_INVALID, "db_exec_batch: no statements");
+    for (int i = 0; i < n; i++) {
+        int rc = check_args(db, stmts[i].sql, stmts[i].nparams, stmts[i].params);
+        if (rc != TN_OK) {
+            *failed = i;
+            return rc;
+        }
+    }
+    if (!db->in_txn)
+        return db_set_error(db, TN_INVALID, "db_exec_batch: no transaction is open");
+    bool commit = (flags & DB_BATCH_COMMIT) != 0;
+    if (commit && rows != NULL)   /* SQLite reads rows as they are asked for */
+        return db_set_error(db, TN_INVALID, "db_exec_batch: rows and the COMMIT in one batch");
+    int rc = TN_OK;
+    if (db->drv->batch != NULL) {
+        rc = db->drv->batch(db, stmts, n, commit, rows, failed);
+        if (commit)
+            db->in_txn = txn_open(db);
+        return rc;
+    }
+    *failed = n;
+    for (int i = 0; i < n && rc == TN_OK; i++) {
+        const db_stmt *st = &stmts[i];
+        if (i == n - 1 && rows != NULL)
+            rc = db->drv->query(db, rows, st->sql, st->nparams, st->params);
+        else
+            rc = db->drv->exec(db, st->sql, st->nparams, st->params, 0);
+        if (rc != TN_OK)
+            *failed = i;
+    }
+    if (rc == TN_OK && commit)
+        rc = tn_db_commit(db);
+    return rc;
+}
+
 int tn_db_query(tn_db *db, tn_rows **rows, const char *sql, int nparams,
                 const char *const *params)
 {

@@ -129,6 +129,11 @@ struct db_driver {
     bool (*alive)(tn_db *db);
     /* SQLite only (NULL in the PostgreSQL driver): tn_db_data_version (tenancy.h). */
     int (*data_version)(tn_db *db, uint64_t *out);
+    /* db_exec_batch in one round trip (NULL: db.c runs the statements one by one). db.c
+     * checked the arguments and that a transaction is open; *rows is set only when rows is
+     * not NULL and everything succeeded. */
+    int (*batch)(tn_db *db, const db_stmt *stmts, int n, bool commit, tn_rows **rows,
+                 int *failed);
 };
 
 extern const db_driver db_sqlite_driver;
@@ -166,7 +171,7 @@ void *db_result_grow(arena *a, const char ***rows, int n, int *cap);
  * with its vtable. Both sides are built from the same tree; `abi` and the struct sizes
  * catch a stale module installed beside a newer host.
  */
-#define DB_HOST_ABI 4
+#define DB_HOST_ABI 5
 #define DB_PG_ENTRY "tn_pgdriver_entry"
 
 typedef struct db_host {

@@ -319,20 +319,21 @@ static bool is_pg(const tn_db *db)
  * current_schema() is the tenant's own in schema mode), until the transaction ends. The
  * two-key form keeps clear of the one-key locks an app may take. SQLite: BEGIN IMMEDIATE
  * already holds the file's write lock. */
+#define LOCK_SQL "SELECT pg_advisory_xact_lock(1952804210, hashtext(current_schema()))"
 static int lock_migrators(tn_db *db)
 {
     if (!is_pg(db))
         return TN_OK;
-    return tn_db_exec(db, "SELECT pg_advisory_xact_lock(1952804210, hashtext(current_schema()))",
-                      0, NULL);
+    return tn_db_exec(db, LOCK_SQL, 0, NULL);
 }
 
 /* The row that says file m is applied (`now`: seconds since the epoch, as text). */
+#define RECORD_SQL "INSERT INTO tenancy_migrations (version, name, checksum, applied_at) " \
+                   "VALUES ($1, $2, $3, $4)"
 static int record_version(tn_db *db, const struct migration *m, const char *now)
 {
     const char *p[] = {m->info.version, m->info.name, m->checksum, now};
-    return tn_db_exec(db, "INSERT INTO tenancy_migrations (version, name, checksum, applied_at) "
-                          "VALUES ($1, $2, $3, $4)", 4, p);
+    return tn_db_exec(db, RECORD_SQL, 4, p);
 }
 
 /* The one way a migrate_error is set: where, and a message already made (by tn_errf, or the
@@ -568,6 +569,70 @@ static void abandon(tn_db *db)
         tn_db_rollback(db);
 }
 
+/* A file of at most this many statements is applied in one round trip (apply_batched). The
+ * results of a migration's statements are a few bytes each, so the server never waits for
+ * the client to read while the client is still sending. */
+#define BATCH_MAX 64
+
+/* PostgreSQL, in the transaction read_locked opened: the file's statements, its version
+ * row and the COMMIT in one round trip, where apply_one's path sends each on its own.
+ * Failures are reported as run_statements reports them (the statement's number and line).
+ * TN_DECLINED (nothing sent, the transaction still open) for a file that is too long. */
+static int apply_batched(tn_db *db, const struct migration *m, migrate_error *e)
+{
+    size_t total = strlen(m->sql), len;
+    db_splitter sp;
+    const char *stmt;
+    int line, r, count = 0;
+    db_split_init(&sp, db->drv->dialect, m->sql, total);
+    while ((r = db_split_next(&sp, &stmt, &len, &line)) == 1)
+        if (++count > BATCH_MAX)
+            return TN_DECLINED;
+    if (r < 0)
+        return TN_DECLINED;   /* run_statements says what is wrong */
+    db_stmt st[BATCH_MAX + 1];
+    int lines[BATCH_MAX];
+    char *copy = malloc(total + (size_t)count + 1);
+    if (copy == NULL) {
+        set_error(e, m->info.file, 0, 0, "out of memory");
+        abandon(db);
+        return TN_NOMEM;
+    }
+    char *at = copy;
+    int n = 0;
+    db_split_init(&sp, db->drv->dialect, m->sql, total);
+    while (db_split_next(&sp, &stmt, &len, &line) == 1) {
+        if (is_txn_control(stmt, len)) {
+            set_error(e, m->info.file, n + 1, line,
+                      "transaction control is not allowed here: each file already runs in a "
+                      "transaction of its own");
+            free(copy);
+            abandon(db);
+            return TN_INVALID;
+        }
+        memcpy(at, stmt, len);
+        at[len] = '\0';
+        lines[n] = line;
+        st[n++] = (db_stmt){at, 0, NULL};
+        at += len + 1;
+    }
+    char now[24];
+    snprintf(now, sizeof(now), "%lld", (long long)time(NULL));
+    const char *p[] = {m->info.version, m->info.name, m->checksum, now};
+    st[n++] = (db_stmt){RECORD_SQL, 4, p};
+    int failed;
+    int rc = db_exec_batch(db, st, n, DB_BATCH_COMMIT, NULL, &failed);
+    if (rc != TN_OK) {
+        if (failed < n - 1)
+            set_error(e, m->info.file, failed + 1, lines[failed], tn_db_error(db));
+        else
+            set_error(e, m->info.file, 0, 0, tn_db_error(db));
+        abandon(db);
+    }
+    free(copy);
+    return rc;
+}
+
 /* Apply one file in one transaction. *skipped: another run applied it meanwhile. locked:
  * the transaction is open already, under the lock, and the version table was read in it
  * (read_locked), so there is nothing to look at again. With
@@ -583,6 +648,12 @@ static int apply_one(tn_db *db, const struct migration *m, bool create_table, bo
 {
     *skipped = false;
     int rc = TN_OK;
+    if (locked && !create_table) {
+        rc = apply_batched(db, m, e);
+        if (rc != TN_DECLINED)
+            return rc;
+        rc = TN_OK;
+    }
     if (!locked) {
         rc = tn_db_begin(db);
         if (rc != TN_OK) {
@@ -641,11 +712,13 @@ static int read_locked(tn_db *db, applied **out, int *n, migrate_error *e)
     *out = NULL;
     *n = 0;
     int rc = tn_db_begin(db);
-    if (rc == TN_OK)
-        rc = lock_migrators(db);
     tn_rows *rows = NULL;
-    if (rc == TN_OK)
-        rc = tn_db_query(db, &rows, "SELECT version, checksum FROM tenancy_migrations", 0, NULL);
+    if (rc == TN_OK) {   /* the lock, then the read, in the round trip of BEGIN */
+        const db_stmt st[] = {{LOCK_SQL, 0, NULL},
+                              {"SELECT version, checksum FROM tenancy_migrations", 0, NULL}};
+        int failed;
+        rc = db_exec_batch(db, st, 2, 0, &rows, &failed);
+    }
     if (rc == TN_OK)
         rc = collect_applied(db, rows, out, n, e);
     else

@@ -490,6 +490,8 @@ typedef struct pcmd {
     int nparams;
     const char *const *params;
     bool sync;           /* a Sync point follows this command */
+    PGresult **out;      /* when not NULL: its result when it succeeded (the caller clears
+                            it), else NULL */
 } pcmd;
 
 /* Keep the first error's message when a later result fails too. */
@@ -510,6 +512,9 @@ static int pipeline(pg_db *d, const pcmd *cmds, int n, int keep, PGresult **kept
     PGconn *c = d->conn;
     *kept = NULL;
     *failed = n;
+    for (int i = 0; i < n; i++)
+        if (cmds[i].out != NULL)
+            *cmds[i].out = NULL;
     if (!PQenterPipelineMode(c))
         return conn_error(d, PQstatus(c) == CONNECTION_OK ? TN_ERR : TN_IO, "pipeline");
     for (int i = 0; i < n; i++) {
@@ -550,6 +555,8 @@ static int pipeline(pg_db *d, const pcmd *cmds, int n, int keep, PGresult **kept
                 PQclear(r);
             } else if (i == keep) {
                 *kept = r;
+            } else if (cmds[i].out != NULL) {
+                *cmds[i].out = r;
             } else {
                 PQclear(r);
             }
@@ -637,6 +644,76 @@ static const char SCOPE_SQL[] = "SELECT pg_catalog.set_config('search_path', $1,
 static const char SCOPE_ROLE_SQL[] = "SELECT pg_catalog.set_config('search_path', $1, true), "
                                      "pg_catalog.set_config('role', $2, true)";
 
+/* What a transaction start sends before the caller's statements (see the banner of this
+ * section), in cmds (room for START_MAX); the buffers are the caller's and must live until
+ * the pipeline was read. Returns the number of commands. */
+#define START_MAX 5
+typedef struct start_state {
+    char timeout[32];
+    const char *sparams[2];
+    const char *scope_param[2];
+    bool discard, session;
+} start_state;
+
+static int start_prefix(pg_db *d, pcmd *cmds, start_state *st)
+{
+    int n = 0;
+    st->scope_param[0] = SCOPE_QUOTED(d);
+    st->scope_param[1] = d->role;
+    bool role = d->role[0] != '\0';
+    int wipe = wipe_needed(d);
+    st->discard = wipe != LEFT_NONE;
+    st->session = wipe == LEFT_SESSION || d->session_pending;
+    if (wipe == LEFT_SESSION)
+        cmds[n++] = (pcmd){"DISCARD ALL", 0, NULL, false, NULL};
+    else if (wipe == LEFT_SEQUENCES)
+        cmds[n++] = (pcmd){"DISCARD SEQUENCES", 0, NULL, false, NULL};
+    if (st->session) {
+        session_params(d, st->timeout, st->sparams);
+        cmds[n++] = (pcmd){SESSION_SQL, 2, st->sparams, false, NULL};
+    }
+    bool begin = d->begin_pending;
+    if (begin)
+        cmds[n++] = (pcmd){"BEGIN", 0, NULL, false, NULL};
+    if (d->scope[0] != '\0' && begin) {
+        cmds[n++] = (pcmd){d->scope_sql, 0, NULL, false, NULL};
+        if (role)
+            cmds[n++] = (pcmd){d->role_sql, 0, NULL, false, NULL};
+    } else if (d->scope[0] != '\0') {
+        cmds[n++] = role ? (pcmd){SCOPE_ROLE_SQL, 2, st->scope_param, false, NULL}
+                         : (pcmd){SCOPE_SQL, 1, st->scope_param, false, NULL};
+    }
+    d->begin_pending = false;   /* sent: the server's state says the rest */
+    return n;
+}
+
+/* After a transaction start's pipeline was read (rc its outcome, failed as pipeline()). The
+ * backend now serves this scope, unless the wipe itself failed: then nothing after it ran,
+ * and the next transaction start tries again. */
+static void start_done(pg_db *d, const start_state *st, int rc, int failed)
+{
+    if (!st->discard || failed > 0) {
+        d->served_any = true;
+        memcpy(d->served, d->scope, sizeof(d->served));
+        memcpy(d->served_role, d->role, sizeof(d->served_role));
+        if (st->discard)
+            d->leftover = LEFT_NONE;
+        if (st->session) {
+            PGTransactionStatusType ts = PQtransactionStatus(d->conn);
+            d->session_in_txn = ts == PQTRANS_INTRANS || ts == PQTRANS_INERROR;
+            d->session_pending = !(rc == TN_OK && ts == PQTRANS_IDLE);   /* committed */
+        }
+    }
+}
+
+/* Whether the next statement must go out with a transaction start. */
+static bool start_due(const pg_db *d)
+{
+    return PQstatus(d->conn) == CONNECTION_OK && PQtransactionStatus(d->conn) == PQTRANS_IDLE &&
+           (d->scope[0] != '\0' || d->begin_pending || d->session_pending ||
+            wipe_needed(d) != LEFT_NONE);
+}
+
 /* The first statement of a transaction on a scoped (or formerly scoped) connection: see the
  * banner of this section. */
 static PGresult *run_start(pg_db *d, const char *sql, int nparams, const char *const *params,
@@ -648,54 +725,15 @@ static PGresult *run_start(pg_db *d, const char *sql, int nparams, const char *c
         *rc = db_set_error(&d->base, TN_INVALID, "COPY is not supported");
         return NULL;
     }
-    pcmd cmds[6];
-    int n = 0;
-    char timeout[32];
-    const char *sparams[2];
-    const char *scope_param[2] = {SCOPE_QUOTED(d), d->role};
-    bool role = d->role[0] != '\0';
-    int wipe = wipe_needed(d);
-    bool discard = wipe != LEFT_NONE, session = wipe == LEFT_SESSION || d->session_pending;
-    if (wipe == LEFT_SESSION)
-        cmds[n++] = (pcmd){"DISCARD ALL", 0, NULL, false};
-    else if (wipe == LEFT_SEQUENCES)
-        cmds[n++] = (pcmd){"DISCARD SEQUENCES", 0, NULL, false};
-    if (session) {
-        session_params(d, timeout, sparams);
-        cmds[n++] = (pcmd){SESSION_SQL, 2, sparams, false};
-    }
-    bool begin = d->begin_pending;
-    if (begin)
-        cmds[n++] = (pcmd){"BEGIN", 0, NULL, false};
-    if (d->scope[0] != '\0' && begin) {
-        cmds[n++] = (pcmd){d->scope_sql, 0, NULL, false};
-        if (role)
-            cmds[n++] = (pcmd){d->role_sql, 0, NULL, false};
-    } else if (d->scope[0] != '\0') {
-        cmds[n++] = role ? (pcmd){SCOPE_ROLE_SQL, 2, scope_param, false}
-                         : (pcmd){SCOPE_SQL, 1, scope_param, false};
-    }
+    pcmd cmds[START_MAX + 1];
+    start_state st;
+    int n = start_prefix(d, cmds, &st);
     int user = n;
-    cmds[n++] = (pcmd){sql, nparams, params, true};
-    d->begin_pending = false;   /* sent: the server's state says the rest */
-
+    cmds[n++] = (pcmd){sql, nparams, params, true, NULL};
     PGresult *res = NULL;
     int failed;
     *rc = pipeline(d, cmds, n, user, &res, &failed);
-    /* The backend now serves this scope, unless the wipe itself failed: then nothing after
-     * it ran, and the next transaction start tries again. */
-    if (!discard || failed > 0) {
-        d->served_any = true;
-        memcpy(d->served, d->scope, sizeof(d->served));
-        memcpy(d->served_role, d->role, sizeof(d->served_role));
-        if (discard)
-            d->leftover = LEFT_NONE;
-        if (session) {
-            PGTransactionStatusType ts = PQtransactionStatus(d->conn);
-            d->session_in_txn = ts == PQTRANS_INTRANS || ts == PQTRANS_INERROR;
-            d->session_pending = !(*rc == TN_OK && ts == PQTRANS_IDLE);   /* committed */
-        }
-    }
+    start_done(d, &st, *rc, failed);
     note_statement(d, sql, res);
     if (res != NULL)
         d->base.changes = tag_changes(res);
@@ -711,9 +749,7 @@ static PGresult *run(pg_db *d, const char *sql, int nparams, const char *const *
                                             "exchange with the server broke off)");
         return NULL;
     }
-    if (PQstatus(d->conn) == CONNECTION_OK && PQtransactionStatus(d->conn) == PQTRANS_IDLE &&
-        (d->scope[0] != '\0' || d->begin_pending || d->session_pending ||
-         wipe_needed(d) != LEFT_NONE))
+    if (start_due(d))
         return run_start(d, sql, nparams, params, rc);
     PGresult *res = PQexecParams(d->conn, sql, nparams, NULL, params, NULL, NULL, 0);
     *rc = check_result(d, res);
@@ -751,6 +787,8 @@ static int pg_exec(tn_db *db, const char *sql, int nparams, const char *const *p
     return rc;
 }
 
+static int wrap_rows(tn_db *db, PGresult *res, tn_rows **rows);
+
 static int pg_query(tn_db *db, tn_rows **rows, const char *sql, int nparams,
                     const char *const *params)
 {
@@ -758,6 +796,71 @@ static int pg_query(tn_db *db, tn_rows **rows, const char *sql, int nparams,
     PGresult *res = run(PDB(db), sql, nparams, params, &rc);
     if (res == NULL)
         return rc;
+    return wrap_rows(db, res, rows);
+}
+
+/* The statements of db_exec_batch and, when due, the transaction's start, then the COMMIT,
+ * in one pipeline with one Sync. */
+static int pg_batch(tn_db *db, const db_stmt *stmts, int n, bool commit, tn_rows **rows,
+                    int *failed)
+{
+    pg_db *d = PDB(db);
+    *failed = 0;
+    if (d->desync)
+        return db_set_error(db, TN_IO, "the connection must be reset (an earlier exchange "
+                                       "with the server broke off)");
+    for (int i = 0; i < n; i++) {
+        char word[8];
+        first_word(stmts[i].sql, word, sizeof(word));
+        if (strcmp(word, "COPY") == 0) {
+            *failed = i;
+            return db_set_error(db, TN_INVALID, "COPY is not supported");
+        }
+    }
+    pcmd *cmds = calloc((size_t)n + START_MAX + 1, sizeof(*cmds));
+    PGresult **res = calloc((size_t)n, sizeof(*res));
+    if (cmds == NULL || res == NULL) {
+        free(cmds);
+        free(res);
+        return db_set_error(db, TN_NOMEM, "out of memory");
+    }
+    start_state st;
+    bool start = start_due(d);
+    int p = start ? start_prefix(d, cmds, &st) : 0, total = p;
+    for (int i = 0; i < n; i++)
+        cmds[total++] = (pcmd){stmts[i].sql, stmts[i].nparams, stmts[i].params, false, &res[i]};
+    if (commit)
+        cmds[total++] = (pcmd){"COMMIT", 0, NULL, false, NULL};
+    cmds[total - 1].sync = true;
+    PGresult *none = NULL;
+    int f;
+    int rc = pipeline(d, cmds, total, -1, &none, &f);
+    if (start)
+        start_done(d, &st, rc, f);
+    *failed = f < p ? 0 : f - p > n ? n : f - p;
+    for (int i = 0; i < n; i++)
+        note_statement(d, stmts[i].sql, res[i]);
+    if (d->session_in_txn && PQtransactionStatus(d->conn) != PQTRANS_INTRANS &&
+        PQtransactionStatus(d->conn) != PQTRANS_INERROR) {
+        if (rc == TN_OK && commit)   /* the transaction that carried the settings committed */
+            d->session_pending = false;
+        d->session_in_txn = false;
+    }
+    if (rc == TN_OK)
+        d->base.changes = tag_changes(res[n - 1]);
+    for (int i = 0; i < n; i++)
+        if (res[i] != NULL && !(rc == TN_OK && rows != NULL && i == n - 1))
+            PQclear(res[i]);
+    if (rc == TN_OK && rows != NULL)
+        rc = wrap_rows(db, res[n - 1], rows);
+    free(res);
+    free(cmds);
+    return rc;
+}
+
+/* A successful result as a row set linked to db (res is the row set's from then on). */
+static int wrap_rows(tn_db *db, PGresult *res, tn_rows **rows)
+{
     pg_rows *r = calloc(1, sizeof(*r));
     if (r == NULL) {
         PQclear(res);
@@ -1094,6 +1197,7 @@ static const db_driver db_pg_driver = {
     .socket = pg_socket,
     .with_dbname = pg_with_dbname,
     .alive = pg_alive,
+    .batch = pg_batch,
 };
 
 /* ---- the module's entry ------------------------------------------------------------------- */

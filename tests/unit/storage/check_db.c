@@ -311,6 +311,56 @@ START_TEST(test_error_inside_transaction)
 }
 END_TEST
 
+/* db_exec_batch: in order, the first failure's index and error, the last statement's rows,
+ * the COMMIT when asked, and nothing of a failed batch kept after the rollback. */
+START_TEST(test_batch)
+{
+    make_table();
+    const char *p3[] = {"3", "c"};
+    db_stmt ok[] = {{"INSERT INTO t (id, name) VALUES (1, 'a')", 0, NULL},
+                    {"INSERT INTO t (id, name) VALUES ($1, $2)", 2, p3},
+                    {"SELECT name FROM t ORDER BY id", 0, NULL}};
+    int failed = -1;
+    tn_rows *rows = NULL;
+    EXPECT(db, TN_INVALID, db_exec_batch(db, ok, 3, 0, NULL, &failed));   /* no transaction */
+    OK(tn_db_begin(db));
+    EXPECT(db, TN_INVALID, db_exec_batch(db, ok, 3, DB_BATCH_COMMIT, &rows, &failed));
+    OK(db_exec_batch(db, ok, 3, 0, &rows, &failed));
+    ck_assert_int_eq(failed, 3);
+    ck_assert(!db_is_clean(db));
+    ck_assert_int_eq(tn_rows_next(rows), TN_OK);
+    ck_assert_str_eq(tn_rows_get(rows, 0), "a");
+    ck_assert_int_eq(tn_rows_next(rows), TN_OK);
+    ck_assert_str_eq(tn_rows_get(rows, 0), "c");
+    ck_assert_int_eq(tn_rows_next(rows), TN_DONE);
+    tn_rows_free(rows);
+    OK(tn_db_commit(db));
+    ck_assert_int_eq(count(db, "SELECT count(*) FROM t"), 2);
+
+    /* the second of three fails (a duplicate name): its index, its error, the third not run */
+    db_stmt bad[] = {{"INSERT INTO t (id, name) VALUES (4, 'd')", 0, NULL},
+                     {"INSERT INTO t (id, name) VALUES (5, 'a')", 0, NULL},
+                     {"INSERT INTO t (id, name) VALUES (6, 'f')", 0, NULL}};
+    OK(tn_db_begin(db));
+    rows = NULL;
+    EXPECT(db, TN_EXISTS, db_exec_batch(db, bad, 3, 0, &rows, &failed));
+    ck_assert_int_eq(failed, 1);
+    ck_assert_ptr_null(rows);
+    ck_assert(!db_is_clean(db));   /* still open: the caller rolls back */
+    OK(tn_db_rollback(db));
+    ck_assert(db_is_clean(db));
+    ck_assert_int_eq(count(db, "SELECT count(*) FROM t"), 2);
+    ck_assert_int_eq(count(db, "SELECT count(*) FROM t WHERE id IN (4, 6)"), 0);
+
+    /* with the COMMIT: committed, the connection clean */
+    OK(tn_db_begin(db));
+    OK(db_exec_batch(db, bad, 1, DB_BATCH_COMMIT, NULL, &failed));
+    ck_assert_int_eq(failed, 1);
+    ck_assert(db_is_clean(db));
+    ck_assert_int_eq(count(db, "SELECT count(*) FROM t"), 3);
+}
+END_TEST
+
 START_TEST(test_changes_and_last_id)
 {
     make_table();
@@ -1391,6 +1441,7 @@ Suite *db_suite(bool pg)
     tcase_add_test(tc, test_unique_is_exists);
     tcase_add_test(tc, test_transactions);
     tcase_add_test(tc, test_error_inside_transaction);
+    tcase_add_test(tc, test_batch);
     tcase_add_test(tc, test_changes_and_last_id);
     tcase_add_test(tc, test_column_by_name);
     tcase_add_test(tc, test_exec_script);

@@ -320,6 +320,43 @@ START_TEST(test_failure_rolls_back_that_file_only)
 }
 END_TEST
 
+/* A file that fails when the version table was read first (the file goes out in the round
+ * trip of its version row and COMMIT on PostgreSQL): the same report, statement and line,
+ * and nothing of the file kept. */
+START_TEST(test_failure_after_read)
+{
+    put("0001_items.sql", m1);
+    migration_set *s = load();
+    migrate_result r;
+    apply_ok(s, &r);
+    migrate_free(s);
+    put("0002_bad.sql", "CREATE TABLE extra (id INTEGER);\n\n"
+                        "INSERT INTO items (id, name) VALUES (1, NULL);\n");
+    s = load();
+    int rc = migrate_apply(db, s, &r);
+    ck_assert_int_eq(rc, TN_INVALID);
+    ck_assert(db_is_clean(db));
+    ck_assert_str_eq(r.from, "0001");
+    ck_assert_str_eq(r.to, "0001");
+    ck_assert_int_eq(r.applied, 0);
+    ck_assert_str_eq(r.error.file, "0002_bad.sql");
+    ck_assert_int_eq(r.error.statement, 2);
+    ck_assert_int_eq(r.error.line, 3);
+    ck_assert_msg(r.error.message[0] != '\0', "no database message");
+    ck_assert(!has_table(db, "extra"));
+    ck_assert_int_eq(count(db, "SELECT count(*) FROM tenancy_migrations"), 1);
+    migrate_free(s);
+    /* a transaction-control statement is refused before anything is sent */
+    put("0002_bad.sql", "CREATE TABLE extra (id INTEGER);\nCOMMIT;\n");
+    s = load();
+    ck_assert_int_eq(migrate_apply(db, s, &r), TN_INVALID);
+    ck_assert_int_eq(r.error.statement, 2);
+    ck_assert(db_is_clean(db));
+    ck_assert(!has_table(db, "extra"));
+    migrate_free(s);
+}
+END_TEST
+
 START_TEST(test_warnings)
 {
     put("0001_items.sql", m1);
@@ -838,6 +875,7 @@ Suite *migrate_suite(bool pg)
     tcase_add_test(tc, test_provision_all_in_one);
     tcase_add_test(tc, test_provision_rolls_back_everything);
     tcase_add_test(tc, test_failure_rolls_back_that_file_only);
+    tcase_add_test(tc, test_failure_after_read);
     tcase_add_test(tc, test_warnings);
     tcase_add_test(tc, test_transaction_control_refused);
     tcase_add_test(tc, test_empty_set_creates_nothing);

@@ -178,6 +178,42 @@ START_TEST(test_scope_transactions)
 }
 END_TEST
 
+/* A batch on a scoped connection goes out with the transaction's start (BEGIN and the
+ * scope in the same pipeline): its statements see the tenant's schema, and a first statement
+ * that fails leaves a failed transaction, as tn_db_exec does. */
+START_TEST(test_scope_batch)
+{
+    tn_db *d = st_open(st_pg, NULL);
+    scope(d, "tn_scope_a");
+    ST_OK(d, tn_db_begin(d));
+    db_stmt st[] = {{"INSERT INTO items VALUES ('a6')", 0, NULL},
+                    {"SELECT current_schema(), count(*) FROM items", 0, NULL}};
+    tn_rows *rows = NULL;
+    int failed = -1;
+    ST_OK(d, db_exec_batch(d, st, 2, 0, &rows, &failed));
+    ck_assert_int_eq(failed, 2);
+    ck_assert_int_eq(tn_rows_next(rows), TN_OK);
+    ck_assert_str_eq(tn_rows_get(rows, 0), "tn_scope_a");
+    ck_assert_str_eq(tn_rows_get(rows, 1), "2");
+    tn_rows_free(rows);
+    db_stmt last[] = {{"INSERT INTO items VALUES ('a7')", 0, NULL}};
+    ST_OK(d, db_exec_batch(d, last, 1, DB_BATCH_COMMIT, NULL, &failed));
+    ck_assert(db_is_clean(d));
+    expect_marker(d, "a,a6,a7");
+
+    scope(d, "tn_scope_b");
+    ST_OK(d, tn_db_begin(d));
+    db_stmt bad[] = {{"INSERT INTO items VALUES ('b')", 0, NULL},   /* b is there */
+                     {"INSERT INTO items VALUES ('b7')", 0, NULL}};
+    ST_EXPECT(d, TN_EXISTS, db_exec_batch(d, bad, 2, DB_BATCH_COMMIT, NULL, &failed));
+    ck_assert_int_eq(failed, 0);
+    ck_assert(!db_is_clean(d));
+    ST_OK(d, tn_db_rollback(d));
+    expect_marker(d, "b");
+    db_close(d);
+}
+END_TEST
+
 START_TEST(test_scope_autocommit_error)
 {
     tn_db *d = st_open(st_pg, NULL);
@@ -729,6 +765,7 @@ Suite *target_suite(void)
     tcase_set_timeout(tc, 20);
     tcase_add_test(tc, test_scope_basics);
     tcase_add_test(tc, test_scope_transactions);
+    tcase_add_test(tc, test_scope_batch);
     tcase_add_test(tc, test_scope_autocommit_error);
     tcase_add_test(tc, test_scope_session_wiped);
     tcase_add_test(tc, test_scope_wipe_per_leftover);
