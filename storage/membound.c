@@ -8,6 +8,7 @@
 #include "core/first.h"
 #include "storage/membound.h"
 #include "core/rc.h"
+#include "storage/target.h"
 
 #include <stdlib.h>
 
@@ -54,4 +55,11 @@ membound_look membound_check(membound *m, tn_db *db, size_t served, size_t every
             m->next = served + (gap < 1e9 ? (size_t)gap : (size_t)1e9);
     }
     return MEMBOUND_UNDER;
+}
+
+size_t membound_run_count(const membound *m, int configured)
+{
+    if (configured > 0)
+        return (size_t)configured;
+    return m->max > 0 && !m->unread ? SIZE_MAX : (size_t)POOL_PG_MAX_TENANTS;
 }

@@ -50,4 +50,13 @@ void membound_set_max(membound *m, int64_t max);
  * role, which may not read it. */
 membound_look membound_check(membound *m, tn_db *db, size_t served, size_t every);
 
+/* The count bound of a connection kept for one run of `tenancy tenant create -j` or
+ * `tenancy migrate` (one per worker and placement): `configured` when the operator set
+ * placement.NAME.max_tenants (> 0); otherwise none (SIZE_MAX) while the byte bound is on and
+ * the login may read the backend's memory, since that bound holds the backend for any schema
+ * and a new backend costs the run its cold caches (a migration over 10,000 schema tenants ran
+ * about a fifth slower with a new backend every 1,000 tenants); else POOL_PG_MAX_TENANTS.
+ * tenancyd's pool keeps the count as well: its connections live as long as the workers. */
+size_t membound_run_count(const membound *m, int configured);
+
 #endif

@@ -150,7 +150,7 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
         memset(p, 0, sizeof(*p));
         p->name = arena_strndup(a, name, nl);
         p->kind = 1;   /* TARGET_PG_SCHEMA */
-        p->max_tenants = POOL_PG_MAX_TENANTS;
+        p->max_tenants = 0;   /* not set: see config.h */
         p->max_backend_memory = POOL_PG_MAX_BACKEND_BYTES;
     }
     if (strcmp(field, "dsn") == 0) {

@@ -75,13 +75,14 @@ typedef struct provision {
 
 /* What a process keeps from one tenant to the next (create --from-file): in schema mode its
  * one connection to the placement's server, re-scoped per tenant between transactions (the
- * schema scope is per transaction: db.h), and replaced after placement.NAME.max_tenants
- * schemas or once its backend's memory reaches placement.NAME.max_backend_memory (a
- * backend's catalog cache grows with every schema it touches). A single create keeps
- * nothing. */
+ * schema scope is per transaction: db.h), and replaced once its backend's memory reaches
+ * placement.NAME.max_backend_memory, or after max_tenants schemas when that is set or the
+ * memory cannot be read (membound_run_count: a backend's catalog cache grows with every
+ * schema it touches). A single create keeps nothing. */
 typedef struct provision_keep {
     tn_db *db;
-    int served, max;
+    size_t served;
+    int max_tenants;   /* placement.NAME.max_tenants (0: not set) */
     membound mem;
 } provision_keep;
 
@@ -256,7 +257,8 @@ static int give_storage(ops_env *e, const provision *p, char *err, size_t errlen
 /* Can keep's connection serve the next tenant (schema mode)? */
 static bool keep_reusable(const provision_keep *keep)
 {
-    return keep != NULL && keep->db != NULL && keep->served < keep->max &&
+    return keep != NULL && keep->db != NULL &&
+           keep->served < membound_run_count(&keep->mem, keep->max_tenants) &&
            db_is_clean(keep->db);
 }
 
@@ -321,7 +323,7 @@ static int provision_run(ops_env *e, const registry_new *n, provision *p,
     if (keep != NULL && p->target.kind == TARGET_PG_SCHEMA && keep_reusable(keep)) {
         /* between two tenants (the read unscopes it; storage_open scopes it again) */
         membound_set_max(&keep->mem, p->target.max_backend_bytes);
-        if (membound_check(&keep->mem, keep->db, (size_t)keep->served, POOL_PG_MEMORY_EVERY) ==
+        if (membound_check(&keep->mem, keep->db, keep->served, POOL_PG_MEMORY_EVERY) ==
             MEMBOUND_REACHED) {
             db_close(keep->db);
             keep->db = NULL;
@@ -590,7 +592,8 @@ static void bulk_worker_begin(void *ctx)
     bulk *b = ctx;
     const tenancy_config *tc = b->e->tc;
     const placement *pl = b->plan->placement;
-    b->keep.max = pl->max_tenants > 0 ? pl->max_tenants : POOL_PG_MAX_TENANTS;
+    b->keep.max_tenants = pl->max_tenants;
+    membound_set_max(&b->keep.mem, pl->max_backend_memory);
     b->open_rc = registry_open(tc->registry_uri, tc->gen_path, &b->e->reg, b->open_err,
                                sizeof(b->open_err));
     if (b->open_rc == TN_OK)

@@ -30,9 +30,10 @@
  * fast as its slowest slice otherwise.
  *
  * Schema-mode tenants share one server connection per worker and placement, re-scoped per
- * tenant between transactions (db_set_schema_scope), and replaced after
- * placement.NAME.max_tenants schemas (a backend's catalog cache grows with every schema it
- * touches and never shrinks). A tenant that is up to date costs one query on its own
+ * tenant between transactions (db_set_schema_scope), and replaced once its backend's memory
+ * reaches placement.NAME.max_backend_memory, or after max_tenants schemas when that is set
+ * or the memory cannot be read (membound_run_count: a backend's catalog cache grows with
+ * every schema it touches and never shrinks). A tenant that is up to date costs one query on its own
  * version table and no registry write.
  *
  * Signals: the first SIGINT/SIGTERM stops handing out tenants; workers finish the tenant in
@@ -205,7 +206,7 @@ _Static_assert(sizeof(wire_result) <= OPS_RESULT_MAX, "a result must fit in PIPE
 typedef struct pooled {
     const char *placement;
     tn_db *db;
-    int served;
+    size_t served;
     membound mem;   /* the backend's byte bound (placement.NAME.max_backend_memory) */
 } pooled;
 
@@ -230,14 +231,13 @@ static int schema_conn(worker_ctx *w, const storage_target *t, const char *pname
         p->db = NULL;
     }
     const placement *pl = tenancy_placement(w->tc, pname);
-    int max = pl != NULL && pl->max_tenants > 0 ? pl->max_tenants : POOL_PG_MAX_TENANTS;
-    if (p->db != NULL && db_is_clean(p->db)) {   /* between two tenants */
-        membound_set_max(&p->mem, t->max_backend_bytes);
-        if (membound_check(&p->mem, p->db, (size_t)p->served, POOL_PG_MEMORY_EVERY) ==
-            MEMBOUND_REACHED)
-            p->served = max;   /* replaced below, as at the count bound */
-    }
-    if (p->db != NULL && (p->served >= max || !db_is_clean(p->db) ||
+    membound_set_max(&p->mem, t->max_backend_bytes);
+    bool reached = false;
+    if (p->db != NULL && db_is_clean(p->db))   /* between two tenants */
+        reached = membound_check(&p->mem, p->db, p->served, POOL_PG_MEMORY_EVERY) ==
+                  MEMBOUND_REACHED;
+    size_t max = membound_run_count(&p->mem, pl != NULL ? pl->max_tenants : 0);
+    if (p->db != NULL && (reached || p->served >= max || !db_is_clean(p->db) ||
                           db_set_scope(p->db, t->name, t->role) != TN_OK)) {
         db_close(p->db);
         p->db = NULL;

@@ -6,6 +6,7 @@
 #include "core/first.h"
 #include "storage/db.h"
 #include "storage/membound.h"
+#include "storage/target.h"
 #include "core/rc.h"
 
 #include <check.h>
@@ -119,6 +120,26 @@ START_TEST(test_membound_denied)
 }
 END_TEST
 
+/* A CLI run's count bound: the operator's max_tenants when set; none while the byte bound
+ * applies and can be read; the default count otherwise (no byte bound, or a login that may
+ * not read it). */
+START_TEST(test_membound_run_count)
+{
+    char server[1024];
+    st_plain_login("tn_membound_nostats", server, sizeof(server));
+    membound m = {0};
+    ck_assert_uint_eq(membound_run_count(&m, 0), POOL_PG_MAX_TENANTS);   /* no byte bound */
+    ck_assert_uint_eq(membound_run_count(&m, 7), 7);
+    membound_set_max(&m, 64ll << 20);
+    ck_assert_uint_eq(membound_run_count(&m, 0), SIZE_MAX);
+    ck_assert_uint_eq(membound_run_count(&m, 7), 7);
+    tn_db *d = st_open(server, NULL);
+    ck_assert_int_eq(membound_check(&m, d, 64, 64), MEMBOUND_DENIED);
+    ck_assert_uint_eq(membound_run_count(&m, 0), POOL_PG_MAX_TENANTS);   /* unreadable */
+    db_close(d);
+}
+END_TEST
+
 Suite *membound_suite(void);
 Suite *membound_suite(void)
 {
@@ -128,6 +149,7 @@ Suite *membound_suite(void)
     tcase_add_test(tc, test_membound_pacing);
     tcase_add_test(tc, test_membound_unscopes);
     tcase_add_test(tc, test_membound_denied);
+    tcase_add_test(tc, test_membound_run_count);
     suite_add_tcase(s, tc);
     return s;
 }
