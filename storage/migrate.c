@@ -578,7 +578,8 @@ static void abandon(tn_db *db)
  * row and the COMMIT in one round trip, where apply_one's path sends each on its own.
  * Failures are reported as run_statements reports them (the statement's number and line).
  * TN_DECLINED (nothing sent, the transaction still open) for a file that is too long. */
-static int apply_batched(tn_db *db, const struct migration *m, migrate_error *e)
+static int apply_batched(tn_db *db, const struct migration *m, const db_stmt *pre, int npre,
+                         migrate_error *e)
 {
     size_t total = strlen(m->sql), len;
     db_splitter sp;
@@ -590,7 +591,7 @@ static int apply_batched(tn_db *db, const struct migration *m, migrate_error *e)
             return TN_DECLINED;
     if (r < 0)
         return TN_DECLINED;   /* run_statements says what is wrong */
-    db_stmt st[BATCH_MAX + 1];
+    db_stmt st[BATCH_MAX + 3];
     int lines[BATCH_MAX];
     char *copy = malloc(total + (size_t)count + 1);
     if (copy == NULL) {
@@ -600,10 +601,12 @@ static int apply_batched(tn_db *db, const struct migration *m, migrate_error *e)
     }
     char *at = copy;
     int n = 0;
+    for (int i = 0; i < npre; i++)
+        st[n++] = pre[i];
     db_split_init(&sp, db->drv->dialect, m->sql, total);
     while (db_split_next(&sp, &stmt, &len, &line) == 1) {
         if (is_txn_control(stmt, len)) {
-            set_error(e, m->info.file, n + 1, line,
+            set_error(e, m->info.file, n - npre + 1, line,
                       "transaction control is not allowed here: each file already runs in a "
                       "transaction of its own");
             free(copy);
@@ -612,7 +615,7 @@ static int apply_batched(tn_db *db, const struct migration *m, migrate_error *e)
         }
         memcpy(at, stmt, len);
         at[len] = '\0';
-        lines[n] = line;
+        lines[n - npre] = line;
         st[n++] = (db_stmt){at, 0, NULL};
         at += len + 1;
     }
@@ -622,13 +625,19 @@ static int apply_batched(tn_db *db, const struct migration *m, migrate_error *e)
     st[n++] = (db_stmt){RECORD_SQL, 4, p};
     int failed;
     int rc = db_exec_batch(db, st, n, DB_BATCH_COMMIT, NULL, &failed);
-    if (rc != TN_OK) {
-        if (failed < n - 1)
-            set_error(e, m->info.file, failed + 1, lines[failed], tn_db_error(db));
+    if (rc != TN_OK && npre > 0 && failed == npre - 1) {
+        rc = TN_DECLINED;   /* the caller's guard said no: nothing of the file ran */
+    } else if (rc != TN_OK) {
+        if (failed < npre)   /* before the guard: the version is not known */
+            set_error(e, NULL, 0, 0, tn_db_error(db));
+        else if (failed < n - 1)
+            set_error(e, m->info.file, failed - npre + 1, lines[failed - npre],
+                      tn_db_error(db));
         else
             set_error(e, m->info.file, 0, 0, tn_db_error(db));
-        abandon(db);
     }
+    if (rc != TN_OK)
+        abandon(db);
     free(copy);
     return rc;
 }
@@ -649,7 +658,7 @@ static int apply_one(tn_db *db, const struct migration *m, bool create_table, bo
     *skipped = false;
     int rc = TN_OK;
     if (locked && !create_table) {
-        rc = apply_batched(db, m, e);
+        rc = apply_batched(db, m, NULL, 0, e);
         if (rc != TN_DECLINED)
             return rc;
         rc = TN_OK;
@@ -730,6 +739,101 @@ static int read_locked(tn_db *db, applied **out, int *n, migrate_error *e)
             return TN_DECLINED;
         }
     }
+    return rc;
+}
+
+/* What the guard of apply_expected reads: the version table holds exactly the files before
+ * the first pending one, with their checksums ($1 versions, $2 checksums, $3 how many), or
+ * the statement fails (a division by zero computed from the aggregates, so that the planner
+ * cannot fold it into an error of every run). */
+#define GUARD_SQL                                                                              \
+    "SELECT 1 / (CASE WHEN count(*) = $3::int AND count(*) FILTER (WHERE (version, checksum) " \
+    "IN (SELECT * FROM unnest($1::text[], $2::text[]))) = $3::int THEN 1 ELSE 0 END) "         \
+    "FROM tenancy_migrations"
+
+/* A text[] literal of the versions (digits only) or checksums (hex) of files [0, n). */
+static int array_of(const migration_set *s, int n, bool checksums, buf *out)
+{
+    buf_lit(out, "{");
+    for (int i = 0; i < n; i++) {
+        if (i > 0)
+            buf_lit(out, ",");
+        buf_puts(out, checksums ? s->m[i].checksum : s->m[i].info.version);
+    }
+    buf_lit(out, "}");
+    return out->oom ? TN_NOMEM : TN_OK;
+}
+
+/* PostgreSQL, when the caller knows the version the target should be at (`expect`, the
+ * registry's copy): the lock, a guard that the version table holds exactly the files up to
+ * it, the next file, its version row and the COMMIT, all in the round trip of BEGIN. A wave
+ * that applies one file to every tenant then costs one round trip per tenant. TN_DECLINED
+ * (nothing kept, the transaction rolled back) when the guess does not hold or the file
+ * cannot go in one batch: migrate_apply then reads the table as usual. *done: the file's
+ * index when it was applied. */
+static int apply_expected(tn_db *db, const migration_set *s, const char *expect, int *done,
+                          migrate_result *res)
+{
+    int k = 0;   /* the first file after `expect` */
+    while (k < s->n && version_cmp(s->m[k].info.version, expect) <= 0)
+        k++;
+    if (k == s->n || k == 0 || version_cmp(s->m[k - 1].info.version, expect) != 0)
+        return TN_DECLINED;   /* nothing pending, or `expect` names no file */
+    buf versions = BUF_INIT, sums = BUF_INIT;
+    char count[16];
+    snprintf(count, sizeof(count), "%d", k);
+    int rc = array_of(s, k, false, &versions);
+    if (rc == TN_OK)
+        rc = array_of(s, k, true, &sums);
+    if (rc == TN_OK)
+        rc = tn_db_begin(db);
+    if (rc == TN_OK) {
+        const char *gp[] = {versions.p, sums.p, count};
+        const db_stmt pre[] = {{LOCK_SQL, 0, NULL}, {GUARD_SQL, 3, gp}};
+        rc = apply_batched(db, &s->m[k], pre, 2, &res->error);
+        if (rc == TN_DECLINED && !db_is_clean(db))
+            tn_db_rollback(db);
+    }
+    buf_free(&versions);
+    buf_free(&sums);
+    if (rc == TN_OK) {
+        snprintf(res->from, sizeof(res->from), "%s", s->m[k - 1].info.version);
+        *done = k;
+    } else if (rc == TN_NOMEM) {
+        set_error(&res->error, NULL, 0, 0, "out of memory");
+    } else if (rc != TN_DECLINED && res->error.file[0] != '\0') {
+        /* the guard passed, so the table holds exactly the files up to k - 1 */
+        snprintf(res->from, sizeof(res->from), "%s", s->m[k - 1].info.version);
+        snprintf(res->to, sizeof(res->to), "%s", s->m[k - 1].info.version);
+        res->pending = s->n - k;
+    }
+    return rc;
+}
+
+int migrate_apply_expected(tn_db *db, const migration_set *s, const char *expect,
+                           migrate_result *res)
+{
+    memset(res, 0, sizeof(*res));
+    int done = -1;
+    if (db != NULL && s != NULL && expect != NULL && expect[0] != '\0' && is_pg(db)) {
+        int rc = apply_expected(db, s, expect, &done, res);
+        if (rc != TN_OK && rc != TN_DECLINED)
+            return rc;   /* the file failed: res->error says where, as migrate_apply would */
+        if (rc == TN_DECLINED)
+            memset(res, 0, sizeof(*res));
+    }
+    if (done < 0)
+        return migrate_apply(db, s, res);
+    char from[MIGRATE_VERSION_MAX];
+    snprintf(from, sizeof(from), "%s", res->from);
+    if (done == s->n - 1) {   /* that was the last file */
+        snprintf(res->to, sizeof(res->to), "%s", s->m[done].info.version);
+        res->applied = 1;
+        return TN_OK;
+    }
+    int rc = migrate_apply(db, s, res);   /* the files after it, as usual */
+    snprintf(res->from, sizeof(res->from), "%s", from);
+    res->applied++;
     return rc;
 }
 

@@ -97,6 +97,15 @@ typedef struct migrate_result {
  * res->error set and res->to the version reached. db must be outside a transaction. */
 int migrate_apply(tn_db *db, const migration_set *s, migrate_result *res);
 
+/* migrate_apply when the caller knows which version the target should be at (`expect`, the
+ * registry's copy; NULL or "": not known). On PostgreSQL the next file then goes out in the
+ * round trip of BEGIN with the lock and a guard that the version table holds exactly the
+ * files up to `expect` with their checksums; when it does not (a stale copy, a changed file,
+ * a version no file has, no table yet), the transaction is rolled back before the file ran
+ * and migrate_apply does it all as usual, warnings included. The same results. */
+int migrate_apply_expected(tn_db *db, const migration_set *s, const char *expect,
+                           migrate_result *res);
+
 /* Only read the target's version ("" when it has no version table or no row). TN_OK, or an
  * error with e set. Creates nothing. */
 int migrate_current(tn_db *db, char *version, size_t versionlen, migrate_error *e);

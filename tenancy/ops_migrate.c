@@ -291,7 +291,7 @@ static void migrate_one(worker_ctx *w, const job *j, wire_result *r)
     }
     if (rc == TN_OK) {
         migrate_result m;
-        rc = migrate_apply(db, w->set, &m);
+        rc = migrate_apply_expected(db, w->set, j->reg_version, &m);
         r->applied = m.applied;
         r->nwarnings = m.nwarnings;
         if (m.nwarnings > 0)

@@ -357,6 +357,89 @@ START_TEST(test_failure_after_read)
 }
 END_TEST
 
+static int apply_exp(const migration_set *s, const char *expect, migrate_result *r)
+{
+    int rc = migrate_apply_expected(db, s, expect, r);
+    ck_assert(db_is_clean(db));
+    return rc;
+}
+
+/* migrate_apply_expected: the registry's copy of the version is a guess the version table
+ * must confirm. A right guess applies the next file in the round trip of BEGIN; a wrong or
+ * stale one, a changed file or no table at all gives migrate_apply's results exactly. */
+START_TEST(test_apply_expected)
+{
+    put("0001_items.sql", m1);
+    migration_set *s = load();
+    migrate_result r;
+    ck_assert_int_eq(apply_exp(s, "0001", &r), TN_OK);   /* no table yet: the usual way */
+    ck_assert_str_eq(r.to, "0001");
+    ck_assert_int_eq(r.applied, 1);
+    migrate_free(s);
+
+    /* the copy claims 0002, the table holds 0001 only: 0002 is not skipped */
+    put("0002_tags.sql", m2);
+    put("0003_note.sql", m3);
+    s = load();
+    ck_assert_int_eq(apply_exp(s, "0002", &r), TN_OK);
+    ck_assert_str_eq(r.from, "0001");
+    ck_assert_str_eq(r.to, "0003");
+    ck_assert_int_eq(r.applied, 2);
+    ck_assert(has_table(db, "tags"));
+    ck_assert_int_eq(count(db, "SELECT count(*) FROM tenancy_migrations"), 3);
+    migrate_free(s);
+
+    /* a right guess, two files after it */
+    put("0004_more.sql", "CREATE TABLE more (id INTEGER);");
+    put("0005_less.sql", "CREATE TABLE less (id INTEGER);");
+    s = load();
+    ck_assert_int_eq(apply_exp(s, "0003", &r), TN_OK);
+    ck_assert_str_eq(r.from, "0003");
+    ck_assert_str_eq(r.to, "0005");
+    ck_assert_int_eq(r.applied, 2);
+    ck_assert_int_eq(r.nwarnings, 0);
+    ck_assert(has_table(db, "more") && has_table(db, "less"));
+    migrate_free(s);
+
+    /* a stale copy (lower than the table): only the new file */
+    put("0006_six.sql", "CREATE TABLE six (id INTEGER);");
+    s = load();
+    ck_assert_int_eq(apply_exp(s, "0004", &r), TN_OK);
+    ck_assert_str_eq(r.from, "0005");
+    ck_assert_str_eq(r.to, "0006");
+    ck_assert_int_eq(r.applied, 1);
+    ck_assert_int_eq(count(db, "SELECT count(*) FROM tenancy_migrations"), 6);
+    migrate_free(s);
+
+    /* an applied file edited afterwards: the warning migrate_apply gives */
+    put("0001_items.sql", "-- edited\nCREATE TABLE items (id INTEGER PRIMARY KEY);");
+    put("0007_seven.sql", "CREATE TABLE seven (id INTEGER);");
+    s = load();
+    ck_assert_int_eq(apply_exp(s, "0006", &r), TN_OK);
+    ck_assert_int_eq(r.applied, 1);
+    ck_assert_int_eq(r.nwarnings, 1);
+    ck_assert_msg(strstr(r.warnings[0], "0001_items.sql was changed after it was applied"),
+                  "%s", r.warnings[0]);
+    migrate_free(s);
+    put("0001_items.sql", m1);
+
+    /* a right guess and a failing file: statement and line, nothing of it kept */
+    put("0008_bad.sql", "CREATE TABLE extra (id INTEGER);\n"
+                        "INSERT INTO items (id, name) VALUES (1, NULL);\n");
+    s = load();
+    ck_assert_int_eq(apply_exp(s, "0007", &r), TN_INVALID);
+    ck_assert_str_eq(r.from, "0007");
+    ck_assert_str_eq(r.to, "0007");   /* the version reached, as migrate_apply says it */
+    ck_assert_int_eq(r.pending, 1);
+    ck_assert_str_eq(r.error.file, "0008_bad.sql");
+    ck_assert_int_eq(r.error.statement, 2);
+    ck_assert_int_eq(r.error.line, 2);
+    ck_assert(!has_table(db, "extra"));
+    ck_assert_int_eq(count(db, "SELECT count(*) FROM tenancy_migrations"), 7);
+    migrate_free(s);
+}
+END_TEST
+
 START_TEST(test_warnings)
 {
     put("0001_items.sql", m1);
@@ -876,6 +959,7 @@ Suite *migrate_suite(bool pg)
     tcase_add_test(tc, test_provision_rolls_back_everything);
     tcase_add_test(tc, test_failure_rolls_back_that_file_only);
     tcase_add_test(tc, test_failure_after_read);
+    tcase_add_test(tc, test_apply_expected);
     tcase_add_test(tc, test_warnings);
     tcase_add_test(tc, test_transaction_control_refused);
     tcase_add_test(tc, test_empty_set_creates_nothing);
