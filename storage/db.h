@@ -153,9 +153,10 @@ typedef struct db_stmt {
  * failure: TN_OK or that statement's error, *failed its index (n when none failed, and when
  * only the COMMIT did). With rows, the last statement's rows (freed by the caller) when all
  * succeeded. With DB_BATCH_COMMIT (never with rows) the transaction is committed after the
- * last statement; otherwise it stays open, failed or not (the caller rolls back). Why: a round trip costs
- * both ends a sleep and a wake-up, which on a small virtual machine is more than a short
- * statement; `tenancy migrate` applies a file to a tenant in two instead of five. */
+ * last statement; otherwise it stays open, failed or not (the caller rolls back). Why: a
+ * round trip costs both ends a sleep and a wake-up, which on a small virtual machine is more
+ * than a short statement; `tenancy migrate` applies a file to a tenant in one or two round
+ * trips instead of five. */
 int db_exec_batch(tn_db *db, const db_stmt *stmts, int n, unsigned flags, tn_rows **rows,
                   int *failed);
 

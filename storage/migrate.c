@@ -498,6 +498,13 @@ static bool is_txn_control(const char *stmt, size_t len)
     return false;
 }
 
+static void refuse_txn_control(migrate_error *e, const char *label, int statement, int line)
+{
+    set_error(e, label, statement, line,
+              "transaction control is not allowed here: each file already runs in a "
+              "transaction of its own");
+}
+
 /* Run the statements of sql inside the caller's transaction. nparams < 0: no parameters at
  * all (a migration); otherwise each statement gets the ones it uses. */
 static int run_statements(tn_db *db, const char *label, const char *sql, int nparams,
@@ -526,9 +533,7 @@ static int run_statements(tn_db *db, const char *label, const char *sql, int npa
     while (rc == TN_OK && db_split_next(&sp, &stmt, &len, &line) == 1) {
         n++;
         if (is_txn_control(stmt, len)) {
-            set_error(e, label, n, line,
-                      "transaction control is not allowed here: each file already runs in a "
-                      "transaction of its own");
+            refuse_txn_control(e, label, n, line);
             rc = TN_INVALID;
             break;
         }
@@ -574,10 +579,12 @@ static void abandon(tn_db *db)
  * the client to read while the client is still sending. */
 #define BATCH_MAX 64
 
-/* PostgreSQL, in the transaction read_locked opened: the file's statements, its version
- * row and the COMMIT in one round trip, where apply_one's path sends each on its own.
- * Failures are reported as run_statements reports them (the statement's number and line).
- * TN_DECLINED (nothing sent, the transaction still open) for a file that is too long. */
+/* PostgreSQL, in an open transaction: `pre` (the caller's own statements, or none), the
+ * file's statements, its version row and the COMMIT in one round trip, where apply_one's
+ * path sends each on its own. Failures are reported as run_statements reports them (the
+ * statement's number and line). TN_DECLINED when the file is too long for one batch (nothing
+ * sent, the transaction still open), or when the last of `pre` failed (a guard: rolled
+ * back, nothing of the file ran). */
 static int apply_batched(tn_db *db, const struct migration *m, const db_stmt *pre, int npre,
                          migrate_error *e)
 {
@@ -606,9 +613,7 @@ static int apply_batched(tn_db *db, const struct migration *m, const db_stmt *pr
     db_split_init(&sp, db->drv->dialect, m->sql, total);
     while (db_split_next(&sp, &stmt, &len, &line) == 1) {
         if (is_txn_control(stmt, len)) {
-            set_error(e, m->info.file, n - npre + 1, line,
-                      "transaction control is not allowed here: each file already runs in a "
-                      "transaction of its own");
+            refuse_txn_control(e, m->info.file, n - npre + 1, line);
             free(copy);
             abandon(db);
             return TN_INVALID;
@@ -801,8 +806,8 @@ static int apply_expected(tn_db *db, const migration_set *s, const char *expect,
         const char *gp[] = {want.p};
         const db_stmt pre[] = {{LOCK_SQL, 0, NULL}, {GUARD_SQL, 1, gp}};
         rc = apply_batched(db, &s->m[k], pre, 2, &res->error);
-        if (rc == TN_DECLINED && !db_is_clean(db))
-            tn_db_rollback(db);
+        if (rc == TN_DECLINED)
+            abandon(db);
     }
     buf_free(&want);
     if (rc == TN_OK) {

@@ -716,15 +716,20 @@ static bool start_due(const pg_db *d)
 
 /* The first statement of a transaction on a scoped (or formerly scoped) connection: see the
  * banner of this section. */
-static PGresult *run_start(pg_db *d, const char *sql, int nparams, const char *const *params,
-                           int *rc)
+/* COPY would stall a pipeline: refused before anything is sent. */
+static int refuse_copy(pg_db *d, const char *sql)
 {
     char word[8];
     first_word(sql, word, sizeof(word));
-    if (strcmp(word, "COPY") == 0) {   /* COPY would stall a pipeline: refused before */
-        *rc = db_set_error(&d->base, TN_INVALID, "COPY is not supported");
+    return strcmp(word, "COPY") == 0 ? db_set_error(&d->base, TN_INVALID, "COPY is not supported")
+                                     : TN_OK;
+}
+
+static PGresult *run_start(pg_db *d, const char *sql, int nparams, const char *const *params,
+                           int *rc)
+{
+    if ((*rc = refuse_copy(d, sql)) != TN_OK)
         return NULL;
-    }
     pcmd cmds[START_MAX + 1];
     start_state st;
     int n = start_prefix(d, cmds, &st);
@@ -742,11 +747,27 @@ static PGresult *run_start(pg_db *d, const char *sql, int nparams, const char *c
 
 /* ---- statements ----------------------------------------------------------------------------- */
 
+static int desync_error(pg_db *d)
+{
+    return db_set_error(&d->base, TN_IO, "the connection must be reset (an earlier exchange "
+                                         "with the server broke off)");
+}
+
+/* The transaction that carried the session settings has ended (committed: they stay). */
+static void session_txn_ended(pg_db *d, bool committed)
+{
+    if (d->session_in_txn && PQtransactionStatus(d->conn) != PQTRANS_INTRANS &&
+        PQtransactionStatus(d->conn) != PQTRANS_INERROR) {
+        if (committed)
+            d->session_pending = false;
+        d->session_in_txn = false;
+    }
+}
+
 static PGresult *run(pg_db *d, const char *sql, int nparams, const char *const *params, int *rc)
 {
     if (d->desync) {
-        *rc = db_set_error(&d->base, TN_IO, "the connection must be reset (an earlier "
-                                            "exchange with the server broke off)");
+        *rc = desync_error(d);
         return NULL;
     }
     if (start_due(d))
@@ -754,14 +775,8 @@ static PGresult *run(pg_db *d, const char *sql, int nparams, const char *const *
     PGresult *res = PQexecParams(d->conn, sql, nparams, NULL, params, NULL, NULL, 0);
     *rc = check_result(d, res);
     note_statement(d, sql, res);
-    if (d->session_in_txn && PQtransactionStatus(d->conn) != PQTRANS_INTRANS &&
-        PQtransactionStatus(d->conn) != PQTRANS_INERROR) {
-        /* the transaction that carried the session settings ended: kept if it committed
-         * (a COMMIT of a failed transaction answers ROLLBACK) */
-        if (*rc == TN_OK && strcmp(PQcmdStatus(res), "COMMIT") == 0)
-            d->session_pending = false;
-        d->session_in_txn = false;
-    }
+    /* a COMMIT of a failed transaction answers ROLLBACK */
+    session_txn_ended(d, *rc == TN_OK && strcmp(PQcmdStatus(res), "COMMIT") == 0);
     if (*rc != TN_OK) {
         PQclear(res);
         return NULL;
@@ -807,14 +822,12 @@ static int pg_batch(tn_db *db, const db_stmt *stmts, int n, bool commit, tn_rows
     pg_db *d = PDB(db);
     *failed = 0;
     if (d->desync)
-        return db_set_error(db, TN_IO, "the connection must be reset (an earlier exchange "
-                                       "with the server broke off)");
+        return desync_error(d);
     for (int i = 0; i < n; i++) {
-        char word[8];
-        first_word(stmts[i].sql, word, sizeof(word));
-        if (strcmp(word, "COPY") == 0) {
+        int rc = refuse_copy(d, stmts[i].sql);
+        if (rc != TN_OK) {
             *failed = i;
-            return db_set_error(db, TN_INVALID, "COPY is not supported");
+            return rc;
         }
     }
     pcmd *cmds = calloc((size_t)n + START_MAX + 1, sizeof(*cmds));
@@ -840,12 +853,7 @@ static int pg_batch(tn_db *db, const db_stmt *stmts, int n, bool commit, tn_rows
     *failed = f < p ? 0 : f - p > n ? n : f - p;
     for (int i = 0; i < n; i++)
         note_statement(d, stmts[i].sql, res[i]);
-    if (d->session_in_txn && PQtransactionStatus(d->conn) != PQTRANS_INTRANS &&
-        PQtransactionStatus(d->conn) != PQTRANS_INERROR) {
-        if (rc == TN_OK && commit)   /* the transaction that carried the settings committed */
-            d->session_pending = false;
-        d->session_in_txn = false;
-    }
+    session_txn_ended(d, rc == TN_OK && commit);
     if (rc == TN_OK)
         d->base.changes = tag_changes(res[n - 1]);
     for (int i = 0; i < n; i++)

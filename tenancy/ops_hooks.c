@@ -21,6 +21,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The job of a hook: every app's, now, with the host's limits. */
+static job_new hook_job(const ops_env *e, int64_t tenant_id, const char *name,
+                        const char *payload, int64_t now)
+{
+    return (job_new){.tenant_id = tenant_id, .app = JOB_APP_ALL, .name = name,
+                     .payload = payload ? payload : "", .run_at_ms = now,
+                     .max_attempts = e->tc->jobs_max_attempts,
+                     .timeout_ms = (int)e->tc->jobs_timeout_ms};
+}
+
 int ops_hook(ops_env *e, const char *slug, const char *event, const char *payload, char *err,
              size_t errlen)
 {
@@ -38,10 +48,7 @@ int ops_hook(ops_env *e, const char *slug, const char *event, const char *payloa
     char name[JOB_NAME_MAX + 1];
     snprintf(name, sizeof(name), "tenancy.%s", event);
     int64_t now = clock_wall_us() / 1000;
-    job_new j = {.tenant_id = id, .app = JOB_APP_ALL, .name = name,
-                 .payload = payload ? payload : "", .run_at_ms = now,
-                 .max_attempts = e->tc->jobs_max_attempts,
-                 .timeout_ms = (int)e->tc->jobs_timeout_ms};
+    job_new j = hook_job(e, id, name, payload, now);
     int64_t jid = 0;
     char why[512];
     rc = jobs_enqueue(e->reg, &j, now, &jid, why, sizeof(why));
@@ -74,10 +81,7 @@ void ops_hooks_told(ops_env *e, const ops_hook_item *items, int n, const char *e
     if (rc == TN_OK && e->reg == NULL)
         rc = TN_IO;
     for (int i = 0; i < n && rc == TN_OK; i++)
-        j[i] = (job_new){.tenant_id = items[i].tenant_id, .app = JOB_APP_ALL, .name = name,
-                         .payload = items[i].payload ? items[i].payload : "",
-                         .run_at_ms = now, .max_attempts = e->tc->jobs_max_attempts,
-                         .timeout_ms = (int)e->tc->jobs_timeout_ms};
+        j[i] = hook_job(e, items[i].tenant_id, name, items[i].payload, now);
     if (rc == TN_OK)
         rc = jobs_enqueue_many(e->reg, j, n, now, rcs, err, sizeof(err));
     for (int i = 0; i < n; i++) {

@@ -33,8 +33,8 @@
  * tenant between transactions (db_set_schema_scope), and replaced once its backend's memory
  * reaches placement.NAME.max_backend_memory, or after max_tenants schemas when that is set
  * or the memory cannot be read (membound_run_count: a backend's catalog cache grows with
- * every schema it touches and never shrinks). A tenant that is up to date costs one query on its own
- * version table and no registry write.
+ * every schema it touches and never shrinks). A tenant that is up to date costs one query
+ * on its own version table and no registry write.
  *
  * Signals: the first SIGINT/SIGTERM stops handing out tenants; workers finish the tenant in
  * hand (its file's transaction commits or rolls back, never half) and the table shows the
