@@ -540,7 +540,6 @@ START_TEST(test_limits_cap_concurrent)
     pid_t kids[4];
     for (int k = 0; k < 4; k++) {
         kids[k] = fork();
-        ck_assert_int_ge(kids[k], 0);
         if (kids[k] == 0) {
             for (int i = 0; i < 20000; i++) {
                 if (limits_enter(l, 10 + k, 77777, "c", 2, 0) == TN_BUSY)
@@ -558,6 +557,7 @@ START_TEST(test_limits_cap_concurrent)
             }
             _exit(0);
         }
+        ck_assert_int_ge(kids[k], 0);
     }
     for (int k = 0; k < 4; k++) {
         int st = 0;

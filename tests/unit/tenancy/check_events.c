@@ -292,7 +292,6 @@ START_TEST(test_fork_appenders)
     pid_t kids[KIDS];
     for (int k = 0; k < KIDS; k++) {
         kids[k] = fork();
-        ck_assert_int_ge(kids[k], 0);
         if (kids[k] == 0) {
             int bad = 0;
             for (int i = 0; i < EACH; i++) {
@@ -303,6 +302,7 @@ START_TEST(test_fork_appenders)
             }
             _exit(bad ? 1 : 0);
         }
+        ck_assert_int_ge(kids[k], 0);
     }
     for (int k = 0; k < KIDS; k++) {
         int st = 0;
@@ -351,12 +351,12 @@ START_TEST(test_killed_holder)
     int p[2];
     ck_assert_int_eq(pipe(p), 0);
     pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         hold_fd = p[1];
         event_log_since(l, 5, 0, hold_forever, NULL);
         _exit(2);
     }
+    ck_assert_int_ge(pid, 0);
     char b;
     struct pollfd pf = {.fd = p[0], .events = POLLIN};
     ck_assert_int_eq(poll(&pf, 1, 5000), 1);
@@ -391,13 +391,13 @@ START_TEST(test_killed_appenders)
     event_log *l = event_log_create(16384, 16);
     for (int round = 0; round < 30; round++) {
         pid_t pid = fork();
-        ck_assert_int_ge(pid, 0);
         if (pid == 0) {
             char d[200];
             memset(d, 'k', sizeof(d));
             for (unsigned i = 0;; i++)
                 event_log_append(l, 1 + (i % 3), "c", d, 50 + i % 150, NULL);
         }
+        ck_assert_int_ge(pid, 0);
         usleep(2000 + (useconds_t)(round * 397) % 5000);
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);

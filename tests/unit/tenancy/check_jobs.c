@@ -817,11 +817,11 @@ START_TEST(test_concurrent_claims)
     for (int k = 0; k < DRAIN_PROCS; k++) {
         ck_assert_int_eq(pipe(fds[k]), 0);
         pids[k] = fork();
-        ck_assert_int_ge(pids[k], 0);
         if (pids[k] == 0) {
             close(fds[k][0]);
             _exit(drain(fds[k][1], k));
         }
+        ck_assert_int_ge(pids[k], 0);
         close(fds[k][1]);
     }
     static int seen[DRAIN_JOBS * 4];
@@ -1120,7 +1120,6 @@ START_TEST(test_schedules_concurrent)
     pid_t pids[4];
     for (int k = 0; k < 4; k++) {
         pids[k] = fork();
-        ck_assert_int_ge(pids[k], 0);
         if (pids[k] == 0) {
             registry *r = NULL;
             char e[512];
@@ -1137,6 +1136,7 @@ START_TEST(test_schedules_concurrent)
             registry_close(r);
             _exit(total > 255 ? 255 : total);
         }
+        ck_assert_int_ge(pids[k], 0);
     }
     int sum = 0;
     for (int k = 0; k < 4; k++) {
