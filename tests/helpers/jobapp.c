@@ -17,7 +17,9 @@
  *   record    inserts (job id, name, payload, the marker it read, attempt) into job_log
  *   flaky     payload K: records the attempt, then for attempts <= K begins a transaction,
  *             overwrites the marker and fails (tn_job_fail): the next job must not see it
- *   sleep     payload MS: records, then sleeps (jobs.timeout stops it)
+ *   sleep     payload MS or FIRST/LATER: records, then sleeps MS (FIRST ms on attempt 1,
+ *             LATER ms on the attempts after it: a test that kills the first attempt has a
+ *             wide window, and the retry ends soon); jobs.timeout stops it
  *   crash     records, then abort()s the job worker
  *   spawn     records, then queues a "record" job from inside the job (payload
  *             "child-of-<id>")
@@ -152,8 +154,11 @@ static int job(tn_request *r, const tn_job *j)
         tn_db_exec(db, "UPDATE marker SET tenant = $1 WHERE id = 1", 1, bad);
         return tn_job_fail(r, "flaky attempt %d", j->attempt);
     }
-    if (strcmp(n, "sleep") == 0)
-        usleep((useconds_t)atoi(j->payload) * 1000);
+    if (strcmp(n, "sleep") == 0) {
+        const char *later = strchr(j->payload, '/');
+        int ms = j->attempt > 1 && later != NULL ? atoi(later + 1) : atoi(j->payload);
+        usleep((useconds_t)ms * 1000);
+    }
     if (strcmp(n, "crash") == 0)
         abort();
     if (strcmp(n, "spawn") == 0) {

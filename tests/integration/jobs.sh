@@ -180,19 +180,23 @@ assert_eq "$(rows crash globex | cut -d'|' -f4,5 | tr '\n' ' ')" "globex|1 globe
     "both attempts ran in globex"
 
 # ---- a job worker SIGKILLed mid-job ------------------------------------------------------------------------
-r=$(post "/enqueue?name=sleep&payload=2000" initech.localhost)
+# The first attempt sleeps 15 s (jobs.timeout is 20 s here), so the kill lands inside it
+# however slow the machine (a 2 s sleep could end before a loaded machine's polling found
+# it: "done|1"); the retry sleeps 0.2 s.
+r=$(post "/enqueue?name=sleep&payload=15000/200" initech.localhost)
 victim_job=$(id_of "$r")
 wait_until 10 bash -c "[ -n \"\$(curl -s -H 'Host: localhost' http://127.0.0.1:$NGINX_PORT/_tenancy/status | python3 -c \"import json,sys; print(''.join(str(w['pid']) for w in json.load(sys.stdin)['jobs']['workers'] if w.get('job') == $victim_job))\")\" ]" ||
     fail "the sleeping job never showed as running"
 vp=$(running_pid "$victim_job")
-[ -n "$vp" ] && kill -KILL "$vp"
+[ -n "$vp" ] || fail "the sleeping job's worker could not be found ($(job_state "$victim_job"))"
+kill -KILL "$vp"
 wait_until 20 bash -c "[ \"\$(sqlite3 '$REG' \"SELECT state FROM jobs WHERE id = $victim_job\")\" = done ]" ||
     fail "the killed worker's job did not run again ($(job_state "$victim_job"))"
 assert_eq "$(job_state "$victim_job")" "done|2" "a SIGKILLed worker's job ran again (attempt 2) and is done"
-assert_eq "$(rows sleep initech | grep -c '|2000|')" 2 "the killed job's duplicate is the one counted attempt"
+assert_eq "$(rows sleep initech | grep -c '|15000/200|')" 2 "the killed job's duplicate is the one counted attempt"
 
 # ---- reload while a job runs ---------------------------------------------------------------------------------
-r=$(post "/enqueue?name=sleep&payload=2500" acme.localhost)
+r=$(post "/enqueue?name=sleep&payload=6000" acme.localhost)
 rl=$(id_of "$r")
 wait_until 10 bash -c "[ -n \"\$(curl -s -H 'Host: localhost' http://127.0.0.1:$NGINX_PORT/_tenancy/status | python3 -c \"import json,sys; print(''.join(str(w['pid']) for w in json.load(sys.stdin)['jobs']['workers'] if w.get('job') == $rl))\")\" ]" ||
     fail "the job never showed as running before the reload"
