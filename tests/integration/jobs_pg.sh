@@ -77,7 +77,8 @@ sed -i 's/^pm.jobs = 2$/pm.jobs = 0/' "$T/b.conf"
 kill -HUP "$PID_b"
 wait_until 20 grep -q 'reloaded: generation 2' "$T/b.log" || fatal "host b did not reload"
 sleep 2   # its old job workers, idle, leave at once
-r=$(post "/enqueue?name=sleep&payload=4000" globex.localhost)
+# 15 s on the first attempt: the kill lands inside it on a loaded machine too; 0.2 s after.
+r=$(post "/enqueue?name=sleep&payload=15000/200" globex.localhost)
 sid=$(awk '{print $2}' <<< "$r")
 lease=""
 for _ in $(seq 1 100); do
