@@ -826,9 +826,10 @@ TN_NORETURN void hub_main(const hub_args *a)
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     prctl(PR_SET_NAME, "tenancyd-hub");
 
+    /* Zero already (BSS, never touched by the master the hub was forked from): clearing it
+     * would fault in every page of its tables. */
     static hub hh;
     hub *h = &hh;
-    memset(h, 0, sizeof(*h));
     h->a = a;
     h->st = &a->sb->hub;
     h->scratch = (buf)BUF_INIT;

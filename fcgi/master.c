@@ -403,9 +403,9 @@ static void hub_reaped(master *m, int status)
     /* Whatever it counted died with it: the streams it held are gone. */
     m->sb->hub.subscribers = 0;
     m->sb->hub.bytes_buffered = 0;
-    memset(m->sb->hub.tenants, 0, sizeof(m->sb->hub.tenants));
     if (m->state == M_STOPPING)
-        return;
+        return;   /* the table goes with the master: clearing it would only fault its pages in */
+    memset(m->sb->hub.tenants, 0, sizeof(m->sb->hub.tenants));
     if (now - m->hub_started_ms > 60000 || m->hub_backoff_ms == 0)
         m->hub_backoff_ms = 100;
     m->hub_next_ms = now + m->hub_backoff_ms;
@@ -1346,9 +1346,10 @@ static void write_pid_file(const tn_config *cfg)
 
 int master_run(tn_config *cfg, const char *config_path, const master_hooks *hooks)
 {
+    /* Zero already (BSS; called once per process): clearing it would fault in every page
+     * of its tables before the first worker is started. */
     static master mm;
     master *m = &mm;
-    memset(m, 0, sizeof(*m));
     if (hooks != NULL)
         m->hooks = *hooks;
     m->handoff_wait_ms = -1;

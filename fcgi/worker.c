@@ -452,8 +452,10 @@ static void load_apps(worker *w)
 
 void worker_main(const worker_args *a)
 {
-    static worker w;   /* static: large buffers off the stack, and one per process anyway */
-    memset(&w, 0, sizeof(w));
+    /* Static: large buffers off the stack, and one per process anyway. Not cleared: it is
+     * zero (BSS, never touched by the master this process was forked from), and clearing
+     * it would fault in every page of its connection table before the worker is ready. */
+    static worker w;
     w.args = a;
     w.cfg = a->cfg;
     w.sb = a->sb;
