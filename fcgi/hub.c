@@ -15,8 +15,9 @@
  * client that went away (read EOF, an error, FCGI_ABORT_REQUEST, a failed write) is closed
  * at once: the web server already gave up on it.
  *
- * Tenants. Every tick the hub compares the registry generation (tenancy/gen.h, bumped by
- * whoever changes the registry) with the one it last saw; when it moved it fetches the state
+ * Tenants. Every tick, while it holds streams and the host has tenancy, the hub compares the
+ * registry generation (tenancy/gen.h, bumped by whoever changes the registry) with the one
+ * it last saw; when it moved it fetches the state
  * of each tenant it holds streams of and ends those of a tenant suspended or deleted with
  * `event: end` (`data: tenant suspended`). A tenant's events are only ever written to streams
  * of the same tenant id (the feed looks streams up by tenant).
@@ -707,7 +708,9 @@ static int tenant_gone(hub *h, sub *s)
 
 static void check_tenants(hub *h, int64_t now)
 {
-    if (now < h->reg_next_ms)
+    /* Only streams of tenants can be ended by the registry: a hub holding none, or serving
+     * a host without tenancy (whose registry need not exist), has nothing to read there. */
+    if (h->nsubs == 0 || !h->a->cfg->tenancy.enabled || now < h->reg_next_ms)
         return;
     h->reg_next_ms = now + 500;
     if (h->reg == NULL) {
