@@ -18,8 +18,9 @@
  * Tenants. Every tick, while it holds streams and the host has tenancy, the hub compares the
  * registry generation (tenancy/gen.h, bumped by whoever changes the registry) with the one
  * it last saw; when it moved it fetches the state of each tenant it holds streams of and
- * ends those of a tenant suspended or deleted with `event: end` (`data: tenant suspended`). A tenant's events are only ever written to streams
- * of the same tenant id (the feed looks streams up by tenant).
+ * ends those of a tenant suspended or deleted with `event: end` (`data: tenant suspended`).
+ * A tenant's events are only ever written to streams of the same tenant id (the feed looks
+ * streams up by tenant).
  *
  * Events. The host's event log (tenancy/events.h) is shared memory the master made before any
  * fork; the hub follows it with a cursor, woken by the log's eventfd, and writes each event to
