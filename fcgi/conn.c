@@ -31,14 +31,23 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* Close politely: half-close, give the peer linger_timeout to close its side, close. */
-void conn_close_fd(const worker *w, int fd)
+/* Close politely: half-close, give the peer linger_timeout to close its side, close. Not
+ * when the peer has sent all it will (request_done: the whole request, STDIN's end with it,
+ * had arrived when it was served; nginx sends nothing more on a connection it does not keep)
+ * and none of it is left unread: a reset, which the wait avoids, comes only from closing on
+ * unread input, so this close is an orderly end, and waiting for the web server to read the
+ * response and close first would only hold the worker from its next request. */
+void conn_close_fd(const worker *w, int fd, bool request_done)
 {
-    if (shutdown(fd, SHUT_WR) == 0 && w->cfg->linger_timeout_ms > 0) {
+    int unread = 0;
+    if (w->cfg->linger_timeout_ms > 0 &&
+        (!request_done || ioctl(fd, FIONREAD, &unread) != 0 || unread > 0) &&
+        shutdown(fd, SHUT_WR) == 0) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         char trash[512];
         /* From the last clock read (the response's end, usually): the peer mostly closes
@@ -56,7 +65,7 @@ void conn_close(worker *w, struct conn *c)
 {
     int fd = c->fd;
     conn_forget(w, c);
-    conn_close_fd(w, fd);
+    conn_close_fd(w, fd, false);
 }
 
 /* Close an idle connection at once: nothing to drain, and should the web server have

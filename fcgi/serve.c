@@ -364,9 +364,9 @@ static bool finish_detached(worker *w, tn_request *r, int fd, int64_t t0)
     return false;
 }
 
-/* Serve the request whose header precheck() found complete on fd. Returns true when the
- * connection stays open (kept); false when it was closed. */
-static TN_HOT bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
+/* Serve the request whose header precheck() found complete on fd (whole: all of it, STDIN's
+ * end too). Returns true when the connection stays open (kept); false when it was closed. */
+static TN_HOT bool serve_one(worker *w, int fd, unsigned req_id, bool whole, int64_t t0)
 {
     const tn_config *cfg = w->cfg;
     int64_t timeout = cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : 3600000;
@@ -455,7 +455,7 @@ static TN_HOT bool serve_one(worker *w, int fd, unsigned req_id, int64_t t0)
      * and may be writing the next request already. A leaving worker passes it on. */
     if (keep && cfg->keepalive_timeout_ms > 0)
         return true;
-    conn_close_fd(w, fd);
+    conn_close_fd(w, fd, whole);
     return false;
 }
 
@@ -632,7 +632,7 @@ TN_HOT void serve_conn(worker *w, struct conn *c, int64_t now)
                 setpriority(PRIO_PROCESS, 0, w->nice_heavy);
         }
         pthread_mutex_unlock(&w->conns_mu);
-        bool keep = serve_one(w, fd, req_id, t0);
+        bool keep = serve_one(w, fd, req_id, whole, t0);
         limits_unclaim(w->args->lim, w->args->slot, claimed);   /* no-op once the chain left */
         if (TN_UNLIKELY(heavy)) {
             __atomic_store_n(&w->slot->heavy, 0, __ATOMIC_RELAXED);

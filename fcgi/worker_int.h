@@ -157,7 +157,7 @@ static inline void conn_forget(worker *w, struct conn *c)
     *c = w->conns[--w->nconns];
 }
 
-void conn_close_fd(const worker *w, int fd);
+void conn_close_fd(const worker *w, int fd, bool request_done);
 void conn_close(worker *w, struct conn *c);
 void conn_drop(worker *w, struct conn *c);
 int64_t conn_header_deadline(const worker *w, int64_t start_ms);
