@@ -1414,7 +1414,12 @@ START_TEST(test_cost)
         fprintf(stderr, "check_jobs (%s): %-22s %5lld %s with 100 queued, %5lld with 10,000\n",
                 backend_pg ? "postgres" : "sqlite", op_names[i], (long long)few[i].work, unit,
                 (long long)many[i].work);
-        ck_assert_msg(many[i].work <= few[i].work + few[i].work / 10 + 20,
+        /* PostgreSQL counts the index entries a scan read, those of dead row versions too:
+         * the run's own updates leave a few dozen, which a scan or autovacuum may or may not
+         * have cleared by the time the other run reads past them. A scan that grew with
+         * the backlog would read thousands. */
+        long long slack = backend_pg ? 50 : 20;
+        ck_assert_msg(many[i].work <= few[i].work + few[i].work / 10 + slack,
                       "%s: %lld %s with 10,000 queued, %lld with 100", op_names[i],
                       (long long)many[i].work, unit, (long long)few[i].work);
         ck_assert_msg(many[i].full == 0 && few[i].full == 0, "%s scans the jobs table",
