@@ -714,8 +714,6 @@ static bool start_due(const pg_db *d)
             wipe_needed(d) != LEFT_NONE);
 }
 
-/* The first statement of a transaction on a scoped (or formerly scoped) connection: see the
- * banner of this section. */
 /* COPY would stall a pipeline: refused before anything is sent. */
 static int refuse_copy(pg_db *d, const char *sql)
 {
@@ -725,6 +723,8 @@ static int refuse_copy(pg_db *d, const char *sql)
                                      : TN_OK;
 }
 
+/* The first statement of a transaction on a scoped (or formerly scoped) connection: see the
+ * banner of this section. */
 static PGresult *run_start(pg_db *d, const char *sql, int nparams, const char *const *params,
                            int *rc)
 {
