@@ -27,10 +27,6 @@
 . "$(dirname "$0")/lib.sh"
 need curl nginx sqlite3 python3 "$TENANCY_CLI"
 # The host's job workers write the registry every few hundred milliseconds: the test's own
-# sqlite3 waits for the lock as the host does (busy_timeout) instead of failing at once with
-# "database is locked" (the schedule's UPDATE below once did). Exported for `bash -c`.
-sqlite3() { command sqlite3 -cmd ".timeout 5000" "$@"; }
-export -f sqlite3
 JOBAPP=$(cd "$top_builddir" && pwd)/tests/helpers/.libs/jobapp.so
 FIX=$top_srcdir/tests/fixtures/jobapp
 [ -f "$JOBAPP" ] || fatal "no $JOBAPP (make check builds it)"

@@ -87,12 +87,21 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
+# A program on PATH or an executable path. `type -P` looks on PATH only, so a shell function
+# of the same name (sqlite3 below) does not stand in for the binary.
 need() {
     for p in "$@"; do
-        command -v "$p" >/dev/null 2>&1 || [ -x "$p" ] ||
+        type -P "$p" >/dev/null 2>&1 || [ -x "$p" ] ||
             hard_error "'$p' is required by this test (run ./autogen.sh --deps)"
     done
 }
+
+# The tests write a running host's SQLite registry with the sqlite3 tool, while the host's
+# workers and job workers write it too. The tool has no busy timeout and fails at once with
+# "database is locked"; this one waits up to 5 s, as the host's own connections do.
+# Exported for the tests' `bash -c` children.
+sqlite3() { command sqlite3 -cmd ".timeout 5000" "$@"; }
+export -f sqlite3
 
 # A TCP port nobody listens on (loopback), below the kernel's ephemeral range (32768+) so
 # that an outgoing connection cannot take it between our check and the server's bind.
