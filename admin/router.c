@@ -254,7 +254,14 @@ static TN_HOT bool handler_claims(tn_request *r)
            admin_is_host(r->route_host);
 }
 
+/* Only a panel that is on queues its migrate and move. */
+static bool handler_queues_jobs(const void *conf)
+{
+    const admin_config *c = conf;
+    return c != NULL && c->enabled;
+}
+
 const tn_handler admin_handler = {.name = "admin panel", .init = handler_init,
                                   .fini = admin_fini, .claims = handler_claims,
                                   .handle = admin_handle, .job_app = ADMIN_JOB_APP,
-                                  .job = handler_job};
+                                  .job = handler_job, .queues_jobs = handler_queues_jobs};

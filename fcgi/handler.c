@@ -58,6 +58,20 @@ int handlers_init_jobs(const tn_config *cfg, const tn_handler_env *base, const c
     return init_some(cfg, base, true, failed);
 }
 
+bool handlers_queue_jobs(const tn_config *cfg)
+{
+    for (int i = 0; i < list.n; i++) {
+        const tn_handler *h = list.h[i];
+        if (h->job == NULL)
+            continue;
+        if (h->queues_jobs == NULL)
+            return true;
+        if (h->queues_jobs(list.part[i] != NULL ? config_part_of(cfg, list.part[i]) : NULL))
+            return true;
+    }
+    return false;
+}
+
 const tn_handler *handlers_job(const char *app)
 {
     for (int i = 0; i < list.n; i++) {

@@ -34,6 +34,9 @@ int handlers_init(const tn_config *cfg, const tn_handler_env *base, const char *
  * function), as handlers_init does for a worker. */
 int handlers_init_jobs(const tn_config *cfg, const tn_handler_env *base, const char **failed);
 
+/* Whether a handler that runs host jobs can queue one under cfg (its queues_jobs). */
+bool handlers_queue_jobs(const tn_config *cfg);
+
 /* The handler whose host jobs are queued under `app` ("host.admin"), set up by
  * handlers_init_jobs; NULL when none. */
 const tn_handler *handlers_job(const char *app);

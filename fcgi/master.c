@@ -26,6 +26,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/rc.h"
+#include "fcgi/handler.h"
 #include "fcgi/hub.h"
 #include "fcgi/jobworker.h"
 #include "fcgi/listen.h"
@@ -142,6 +143,7 @@ typedef struct master {
     int64_t job_next_ms;       /* no job worker start before (backoff after a death) */
     int64_t job_backoff_ms;
     bool job_host_recovered;   /* the first one was told to recover this host's leases */
+    unsigned jobs_idle_generation;   /* said that this generation needs no job worker */
     int norphans;              /* leases of job workers that died holding a job */
     char orphans[JOB_ORPHANS_MAX][48];
     char orphan_why[JOB_ORPHANS_MAX][160];
@@ -502,12 +504,29 @@ static void retire_jobworker(master *m, int i, int signo, int64_t deadline_ms)
     kill(k->pid, signo);
 }
 
+/* Whether anything on this host can queue a job: apps queue their tenants' jobs (tenancy on,
+ * or a registry named for them), host modules their own (the panel, when it is on). A plain
+ * FastCGI host has none, and its job worker would only fail to open a registry it has no
+ * use for, and say so every minute. */
+static bool jobs_possible(const tn_config *cfg)
+{
+    return cfg->tenancy.enabled || cfg->tenancy.registry != NULL || handlers_queue_jobs(cfg);
+}
+
 /* pm.jobs job workers of the serving generation, each number once. */
 static void manage_jobs(master *m, int64_t now)
 {
     tn_config *cfg = m->cfg;
     if (now < m->job_next_ms)
         return;
+    if (cfg->jobs > 0 && !jobs_possible(cfg)) {
+        if (m->jobs_idle_generation != cfg->generation)
+            log_info("pm.jobs: no job worker in generation %u: without tenancy, "
+                     "registry or the panel nothing here can queue a job",
+                     cfg->generation);
+        m->jobs_idle_generation = cfg->generation;
+        return;
+    }
     for (int n = 0; n < cfg->jobs; n++) {
         bool have = false;
         for (int i = 0; i < SB_JOB_SLOTS && !have; i++)

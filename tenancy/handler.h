@@ -92,6 +92,10 @@ typedef struct tn_handler {
      * handler runs no jobs. */
     const char *job_app;
     int (*job)(const tn_handler_job *j, char *err, size_t errlen);
+    /* Whether this generation's options (the handler's own, as env->conf would hold them)
+     * can queue host jobs at all: a panel that is off queues none. The master starts no job
+     * worker on a host where nothing can queue a job. NULL (with job set): always. */
+    bool (*queues_jobs)(const void *conf);
 } tn_handler;
 
 #endif

@@ -109,18 +109,28 @@ assert_contains "$out" "cannot load" "-t checks the app module"
 
 # ---- a host with no registry yet: the job worker says so once, not at each try ---------------
 # (it tries again every turn, about twice a second; each such line used to be logged). The hub
-# reads the registry only for streams of tenants: this host has no tenancy, so never.
-printf 'listen = %s\napp = %s\nstate_dir = %s\npm = static\npm.max_children = 1\npm.jobs = 1\nstream.hub = on\naccess_log = %s\n' \
-    "$T/noreg.sock" "$HELLO_SO" "$T/noreg-missing" "$T/noreg-access.log" > "$T/noreg.conf"
-"$TENANCYD" -c "$T/noreg.conf" > "$T/noreg.log" 2>&1 &
-noreg=$!
-PIDS+=("$noreg")
-wait_until 10 grep -q ' ready: ' "$T/noreg.log" || fail "tenancyd without a registry did not start"
-sleep 6
-kill -TERM "$noreg"
-wait "$noreg" 2>/dev/null
-jw=$(grep -c 'job worker: the registry' "$T/noreg.log")
-hub=$(grep -c 'hub cannot open the registry' "$T/noreg.log")
-log "without a registry for 6 s: $jw job-worker lines, $hub hub lines"
-assert_eq "$jw" 1 "the job worker's failing registry logged once, not at every try"
+# reads the registry only for streams of tenants: with none subscribed, never.
+# run_noreg NAME EXTRA: a host of one worker and one job worker whose state_dir does not exist.
+run_noreg() {
+    printf 'listen = %s\napp = %s\nstate_dir = %s\npm = static\npm.max_children = 1\npm.jobs = 1\nstream.hub = on\naccess_log = %s\n%b' \
+        "$T/$1.sock" "$HELLO_SO" "$T/$1-missing" "$T/$1-access.log" "$2" > "$T/$1.conf"
+    "$TENANCYD" -c "$T/$1.conf" > "$T/$1.log" 2>&1 &
+    local pid=$!
+    PIDS+=("$pid")
+    wait_until 10 grep -q ' ready: ' "$T/$1.log" || fail "tenancyd ($1) without a registry did not start"
+    sleep 6
+    kill -TERM "$pid"
+    wait "$pid" 2>/dev/null
+    jw=$(grep -c 'job worker: the registry' "$T/$1.log")
+    hub=$(grep -c 'hub cannot open the registry' "$T/$1.log")
+    idle=$(grep -c 'pm.jobs: no job worker' "$T/$1.log")
+    log "$1, without a registry for 6 s: $jw job-worker lines, $hub hub lines, $idle lines of no job worker"
+}
+run_noreg noreg-tenants 'tenant.resolvers = subdomain\ntenant.base_domains = localhost\n'
+assert_eq "$jw:$idle" 1:0 "a host with tenancy: the job worker's failing registry logged once, not at every try"
+assert_eq "$hub" 0 "the hub with no stream of tenants does not read a registry"
+# A plain FastCGI host (no tenancy, no tenancy.registry, no panel): nothing on it can queue a
+# job, so no job worker is started, and nothing tries the registry it has no use for.
+run_noreg noreg ''
+assert_eq "$jw:$idle" 0:1 "a host without tenancy starts no job worker, and says so once"
 assert_eq "$hub" 0 "the hub of a host without tenancy does not read a registry"

@@ -4,7 +4,8 @@
  * function takes the rest and must come last; init runs in order with each handler's own
  * options, fini in reverse, and a failing init names its handler. In a job worker only the
  * handlers that run host jobs are set up (handlers_init_jobs), and a host job's app name
- * finds its handler (handlers_job) only once that handler is set up.
+ * finds its handler (handlers_job) only once that handler is set up. Whether anything on
+ * the host can queue a host job (handlers_queue_jobs) is each job handler's own answer.
  *
  * Each case starts with an empty list and no config part (setup), also when the cases run
  * in one process (CK_FORK=no).
@@ -269,6 +270,44 @@ START_TEST(test_job_workers_set_up_job_handlers_only)
 }
 END_TEST
 
+/* Whether anything can queue a host job: none without a job handler; a job handler without
+ * a predicate always; one with a predicate as its own options say (test.n = 42 here). */
+static bool queues_if_42(const void *conf)
+{
+    const struct part_opts *o = conf;
+    return o != NULL && o->n == 42;
+}
+static bool queues_never(const void *conf)
+{
+    (void)conf;
+    return false;
+}
+static const tn_handler jobs_42 = {"jobs 42", NULL, NULL, claims_host, handle, "host.a", run_job,
+                                   queues_if_42};
+static const tn_handler jobs_off = {"jobs off", NULL, NULL, claims_path, handle, "host.b",
+                                    run_job, queues_never};
+
+START_TEST(test_queue_jobs)
+{
+    ck_assert_int_eq(config_add_part(&part), TN_OK);
+    tn_config *cfg = load_config();
+    ck_assert(!handlers_queue_jobs(cfg));   /* no handler */
+    ck_assert_int_eq(handlers_add(&by_path, NULL), TN_OK);
+    ck_assert(!handlers_queue_jobs(cfg));   /* none runs jobs */
+    ck_assert_int_eq(handlers_add(&jobs_off, &part), TN_OK);
+    ck_assert(!handlers_queue_jobs(cfg));   /* its options say no */
+    ck_assert_int_eq(handlers_add(&jobs_42, &part), TN_OK);
+    ck_assert(handlers_queue_jobs(cfg));    /* test.n = 42 */
+    handlers_clear();
+    ck_assert_int_eq(handlers_add(&jobs_42, NULL), TN_OK);
+    ck_assert(!handlers_queue_jobs(cfg));   /* no options of its own: the predicate says no */
+    handlers_clear();
+    ck_assert_int_eq(handlers_add(&with_jobs, NULL), TN_OK);
+    ck_assert(handlers_queue_jobs(cfg));    /* no predicate: always */
+    config_free(cfg);
+}
+END_TEST
+
 static void setup(void)
 {
     handlers_clear();
@@ -295,6 +334,7 @@ Suite *handler_suite(void)
     tcase_add_test(tc, test_init_order_and_conf);
     tcase_add_test(tc, test_failing_init);
     tcase_add_test(tc, test_job_workers_set_up_job_handlers_only);
+    tcase_add_test(tc, test_queue_jobs);
     suite_add_tcase(s, tc);
     return s;
 }
