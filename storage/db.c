@@ -474,7 +474,7 @@ int db_exec_batch(tn_db *db, const db_stmt *stmts, int n, unsigned flags, tn_row
         if (i == n - 1 && rows != NULL)
             rc = db->drv->query(db, rows, st->sql, st->nparams, st->params);
         else
-            rc = db->drv->exec(db, st->sql, st->nparams, st->params, 0);
+            rc = db->drv->exec(db, st->sql, st->nparams, st->params, st->flags);
         if (rc != TN_OK)
             *failed = i;
     }

@@ -142,6 +142,7 @@ typedef struct db_stmt {
     const char *sql;
     int nparams;
     const char *const *params;
+    unsigned flags;              /* DB_EXEC_CATALOG, as db_exec_flags takes it; 0 otherwise */
 } db_stmt;
 
 #define DB_BATCH_COMMIT 1u   /* the batch ends with the transaction's COMMIT */

@@ -937,6 +937,143 @@ int migrate_apply(tn_db *db, const migration_set *s, migrate_result *res)
 
 /* ---- a new storage: everything in one transaction --------------------------------------------- */
 
+/* The most statements provision_batched sends in one pipeline; a longer provision goes
+ * statement by statement. As for apply_batched, the results are a few bytes each (DDL,
+ * INSERTs), so the server never waits for the client to read while it is still sending. */
+#define PROVISION_BATCH_MAX 256
+
+/* Where a statement of the batch came from, to say where it failed as run_statements says it. */
+typedef struct origin {
+    const char *label;   /* its file, the seed's label, "" for the prelude, NULL for ours */
+    int statement, line;
+    char kind;           /* 'p' prelude, 'm' a migration's, 'r' a version row, 's' the seed's */
+} origin;
+
+typedef struct pbatch {
+    db_stmt st[PROVISION_BATCH_MAX];
+    origin org[PROVISION_BATCH_MAX];
+    void *owned[2 * PROVISION_BATCH_MAX];   /* statement copies and parameter arrays */
+    int n, nowned;
+    bool full;
+} pbatch;
+
+static void *pb_own(pbatch *b, void *p)
+{
+    if (p != NULL)
+        b->owned[b->nowned++] = p;
+    return p;
+}
+
+static void pb_add(pbatch *b, const char *sql, int nparams, const char *const *params,
+                   unsigned flags, origin o)
+{
+    if (b->n == PROVISION_BATCH_MAX) {
+        b->full = true;
+        return;
+    }
+    b->st[b->n] = (db_stmt){sql, nparams, params, flags};
+    b->org[b->n++] = o;
+}
+
+/* Each statement of text, bound to what it uses of params when nparams >= 0 (the seed's, as
+ * run_statements binds them). TN_DECLINED for what run_statements reports itself (unsplittable
+ * text, transaction control, a placeholder out of range) or no room; TN_NOMEM. */
+static int pb_text(pbatch *b, db_dialect dialect, const char *text, int nparams,
+                   const char *const *params, unsigned flags, const char *label, char kind)
+{
+    size_t total = strlen(text), len;
+    db_splitter sp;
+    const char *stmt;
+    int line, r, k = 0;
+    db_split_init(&sp, dialect, text, total);
+    while ((r = db_split_next(&sp, &stmt, &len, &line)) == 1) {
+        k++;
+        if (is_txn_control(stmt, len) || b->n == PROVISION_BATCH_MAX)
+            return TN_DECLINED;
+        origin o = {label, k, line, kind};
+        if (nparams < 0) {
+            char *copy = pb_own(b, malloc(len + 1));
+            if (copy == NULL)
+                return TN_NOMEM;
+            memcpy(copy, stmt, len);
+            copy[len] = '\0';
+            pb_add(b, copy, 0, NULL, flags, o);
+            continue;
+        }
+        char *bound = NULL;
+        int used[64], nused = 0;
+        long bad = 0;
+        int rc = db_sql_bind_used(dialect, stmt, len, nparams, &bound, used, &nused, &bad);
+        if (rc != TN_OK)
+            return rc == TN_NOMEM ? TN_NOMEM : TN_DECLINED;
+        pb_own(b, bound);
+        const char **vals = pb_own(b, malloc(sizeof(*vals) * (size_t)(nused > 0 ? nused : 1)));
+        if (vals == NULL)
+            return TN_NOMEM;
+        for (int i = 0; i < nused; i++)
+            vals[i] = params[used[i]];
+        pb_add(b, bound, nused, vals, flags, o);
+    }
+    return r < 0 ? TN_DECLINED : TN_OK;
+}
+
+/* PostgreSQL, in the transaction migrate_provision opened: the prelude, the version table,
+ * every file with its version row, the seed and the COMMIT in one round trip, where the
+ * statement-by-statement path sends each on its own (a dozen round trips for a small schema,
+ * each a sleep and a wake-up at both ends, for every tenant of a bulk create). TN_OK;
+ * TN_DECLINED when it does not fit one batch or a text is one run_statements would refuse
+ * (nothing sent, the transaction still open: that path then runs and says why); or the
+ * failing statement's error, res saying where as that path would (rolled back). */
+static int provision_batched(tn_db *db, const char *prelude, const migration_set *s,
+                             const char *seed_label, const char *seed_sql, int nparams,
+                             const char *const *params, const char *now, migrate_result *res)
+{
+    pbatch *b = calloc(1, sizeof(*b));
+    if (b == NULL)
+        return TN_DECLINED;
+    db_dialect dialect = db->drv->dialect;
+    const origin ours = {NULL, 0, 0, 0};
+    int rc = TN_OK;
+    if (prelude != NULL)
+        rc = pb_text(b, dialect, prelude, -1, NULL, DB_EXEC_CATALOG, "", 'p');
+    else
+        pb_add(b, LOCK_SQL, 0, NULL, 0, ours);   /* as migrate_provision says why */
+    if (rc == TN_OK && s->n > 0)
+        pb_add(b, create_new_table_sql, 0, NULL, 0, ours);
+    for (int j = 0; j < s->n && rc == TN_OK; j++) {
+        const struct migration *m = &s->m[j];
+        rc = pb_text(b, dialect, m->sql, -1, NULL, 0, m->info.file, 'm');
+        const char **p = rc == TN_OK ? pb_own(b, malloc(4 * sizeof(*p))) : NULL;
+        if (rc == TN_OK && p == NULL)
+            rc = TN_NOMEM;
+        if (rc == TN_OK) {
+            p[0] = m->info.version, p[1] = m->info.name, p[2] = m->checksum, p[3] = now;
+            pb_add(b, RECORD_SQL, 4, p, 0, (origin){m->info.file, 0, 0, 'r'});
+        }
+    }
+    if (rc == TN_OK && seed_sql != NULL)
+        rc = pb_text(b, dialect, seed_sql, nparams, params, 0, seed_label, 's');
+    if (rc == TN_OK && (b->full || b->n == 0))
+        rc = TN_DECLINED;
+    if (rc == TN_OK) {
+        int failed;
+        rc = db_exec_batch(db, b->st, b->n, DB_BATCH_COMMIT, NULL, &failed);
+        if (rc != TN_OK) {
+            origin o = failed < b->n ? b->org[failed] : ours;   /* b->n: the COMMIT */
+            res->prelude_failed = o.kind == 'p';
+            res->seed_failed = o.kind == 's';
+            set_error(&res->error, o.label, o.statement, o.line, tn_db_error(db));
+            abandon(db);
+        }
+    }
+    for (int i = 0; i < b->nowned; i++)
+        free(b->owned[i]);
+    free(b);
+    if (rc == TN_NOMEM)
+        rc = TN_DECLINED;   /* the other path says so if it runs out too */
+    return rc;
+}
+
 int migrate_provision(tn_db *db, const char *prelude, const migration_set *s,
                       const char *seed_label, const char *seed_sql, int nparams,
                       const char *const *params, migrate_result *res)
@@ -956,6 +1093,22 @@ int migrate_provision(tn_db *db, const char *prelude, const migration_set *s,
     if (rc != TN_OK) {
         set_error(&res->error, NULL, 0, 0, tn_db_error(db));
         return rc;
+    }
+    if (is_pg(db)) {
+        rc = provision_batched(db, prelude, s, seed_label, seed_sql, nparams, params, now, res);
+        if (rc == TN_OK) {
+            for (int j = 0; j < s->n; j++)
+                if (res->to[0] == '\0' || version_cmp(s->m[j].info.version, res->to) > 0)
+                    snprintf(res->to, sizeof(res->to), "%s", s->m[j].info.version);
+            res->applied = s->n;
+            res->pending = 0;
+            return TN_OK;
+        }
+        if (rc != TN_DECLINED) {
+            res->to[0] = '\0';
+            return rc;
+        }
+        rc = TN_OK;
     }
     if (prelude != NULL) {
         rc = run_statements(db, "", prelude, -1, NULL, DB_EXEC_CATALOG, &res->error);

@@ -851,8 +851,11 @@ static int pg_batch(tn_db *db, const db_stmt *stmts, int n, bool commit, tn_rows
     if (start)
         start_done(d, &st, rc, f);
     *failed = f < p ? 0 : f - p > n ? n : f - p;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        d->catalog_stmt = (stmts[i].flags & DB_EXEC_CATALOG) != 0;
         note_statement(d, stmts[i].sql, res[i]);
+    }
+    d->catalog_stmt = false;
     session_txn_ended(d, rc == TN_OK && commit);
     if (rc == TN_OK)
         d->base.changes = tag_changes(res[n - 1]);

@@ -15,6 +15,7 @@
 
 #include <check.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -566,6 +567,60 @@ END_TEST
 
 /* ---- backend-specific ---------------------------------------------------------------------------- */
 
+/* The Syncs libpq sent on db's connection while fn ran: one per round trip. Counted in
+ * libpq's own protocol trace (PQtrace, found in the libpq the driver loaded). */
+static int syncs_during(void (*fn)(void *), void *arg)
+{
+    void *lib = dlopen("libpq.so.5", RTLD_LAZY | RTLD_NOLOAD);
+    ck_assert_msg(lib != NULL, "libpq is not loaded: %s", dlerror());
+    void (*trace)(void *, FILE *) = (void (*)(void *, FILE *))dlsym(lib, "PQtrace");
+    void (*untrace)(void *) = (void (*)(void *))dlsym(lib, "PQuntrace");
+    ck_assert(trace != NULL && untrace != NULL);
+    void *conn = tn_db_native(db);   /* (the next change of scope wipes the session) */
+    ck_assert_ptr_nonnull(conn);
+    FILE *f = tmpfile();
+    ck_assert_ptr_nonnull(f);
+    trace(conn, f);
+    fn(arg);
+    untrace(conn);
+    rewind(f);
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        n += strstr(line, "\tF\t") != NULL && strstr(line, "\tSync") != NULL;
+    fclose(f);
+    dlclose(lib);
+    return n;
+}
+
+static void provision_two_files(void *arg)
+{
+    const migration_set *s = arg;
+    const char *vals[] = {"acme"};
+    migrate_result r;
+    int rc = migrate_provision(db, NULL, s, "seed.sql",
+                               "INSERT INTO items (id, name) VALUES (1, $1);\n"
+                               "INSERT INTO tags (id, label) VALUES (2, $1);\n", 1, vals, &r);
+    ck_assert_msg(rc == TN_OK, "migrate_provision: %s: %s statement %d: %s", tn_rc_str(rc),
+                  r.error.file, r.error.statement, r.error.message);
+}
+
+/* A new storage's whole transaction (its lock, the version table, each file and its version
+ * row, the seed's statements, the COMMIT: eleven statements here) in one round trip: a bulk
+ * create pays it for every tenant, and statement by statement it cost one each. */
+START_TEST(test_pg_provision_one_round_trip)
+{
+    put("0001_items.sql", m1);
+    put("0002_tags.sql", m2);
+    migration_set *s = load();
+    int syncs = syncs_during(provision_two_files, s);
+    ck_assert_msg(syncs == 1, "%d round trips", syncs);
+    ck_assert_int_eq(count(db, "SELECT count(*) FROM tenancy_migrations"), 2);
+    ck_assert_int_eq(count(db, "SELECT count(*) FROM tags WHERE label = 'acme'"), 1);
+    migrate_free(s);
+}
+END_TEST
+
 START_TEST(test_sqlite_trigger_body)
 {
     put("0001_items.sql", m1);
@@ -966,6 +1021,7 @@ Suite *migrate_suite(bool pg)
     tcase_add_test(tc, test_seed_binds_what_each_statement_uses);
     if (pg) {
         tcase_add_test(tc, test_pg_scope_and_neighbour);
+        tcase_add_test(tc, test_pg_provision_one_round_trip);
         tcase_add_test(tc, test_pg_two_migrators);
         tcase_add_test(tc, test_pg_two_migrators_read_locked);
         tcase_add_test(tc, test_pg_database_clone);

@@ -318,6 +318,7 @@ typedef struct leftover_case {
     const char *check;      /* run under tn_scope_b ... */
     const char *want;       /* ... answers this; NULL: must fail */
     unsigned flags;         /* the leave statements' (DB_EXEC_CATALOG: vouched for) */
+    bool batch;             /* leave sent in one db_exec_batch with its COMMIT (txn only) */
 } leftover_case;
 
 static void run_leftover_case(tn_db *d, const leftover_case *c, int i)
@@ -327,10 +328,18 @@ static void run_leftover_case(tn_db *d, const leftover_case *c, int i)
     expect_marker(d, "a");
     if (c->txn)
         ST_OK(d, tn_db_begin(d));
-    for (int k = 0; k < 3 && c->leave[k] != NULL; k++)
-        ST_OK(d, db_exec_flags(d, c->leave[k], 0, NULL, c->flags));
-    if (c->txn)
-        ST_OK(d, tn_db_commit(d));
+    if (c->batch) {
+        db_stmt st[3];
+        int n = 0, failed;
+        for (; n < 3 && c->leave[n] != NULL; n++)
+            st[n] = (db_stmt){c->leave[n], 0, NULL, c->flags};
+        ST_OK(d, db_exec_batch(d, st, n, DB_BATCH_COMMIT, NULL, &failed));
+    } else {
+        for (int k = 0; k < 3 && c->leave[k] != NULL; k++)
+            ST_OK(d, db_exec_flags(d, c->leave[k], 0, NULL, c->flags));
+        if (c->txn)
+            ST_OK(d, tn_db_commit(d));
+    }
     if (c->native)
         ck_assert_ptr_nonnull(tn_db_native(d));
     scope(d, "tn_scope_b");
@@ -386,6 +395,13 @@ START_TEST(test_scope_wipe_per_leftover)
          * role and schema script: DB_EXEC_CATALOG); SET LOCAL likewise */
         {{"SELECT tn_scope_a.sneak()", "DO $x$BEGIN PERFORM 1; END$x$",
           "SET LOCAL statement_timeout = '5s'"}, true, false, SNEAKED, "a", DB_EXEC_CATALOG},
+        /* the same in one batch (a new tenant's whole provision goes in one): each
+         * statement is judged with its own flags */
+        {{"SELECT tn_scope_a.sneak()", "DO $x$BEGIN PERFORM 1; END$x$",
+          "SET LOCAL statement_timeout = '5s'"}, true, false, SNEAKED, "a", DB_EXEC_CATALOG,
+         true},
+        {{"SELECT tn_scope_a.sneak()", "DO $x$BEGIN PERFORM 1; END$x$"}, true, false, SNEAKED,
+         "", 0, true},
         /* a vouched statement that names session state is still wiped */
         {{"SELECT tn_scope_a.sneak()",
           "DO $x$BEGIN PERFORM pg_catalog.set_config('app.t', 'a', false); END$x$"}, true,
