@@ -422,7 +422,32 @@ START_TEST(test_apply_expected)
     ck_assert_msg(strstr(r.warnings[0], "0001_items.sql was changed after it was applied"),
                   "%s", r.warnings[0]);
     migrate_free(s);
+
+    /* nothing pending and a right guess: current (in one round trip, test_pg_current_...),
+     * unless a file was edited since: then the warning, as migrate_apply gives it */
+    s = load();
+    ck_assert_int_eq(apply_exp(s, "0007", &r), TN_OK);
+    ck_assert_str_eq(r.from, "0007");
+    ck_assert_str_eq(r.to, "0007");
+    ck_assert_int_eq(r.applied, 0);
+    ck_assert_int_eq(r.nwarnings, 1);
+    ck_assert_msg(strstr(r.warnings[0], "0001_items.sql was changed after it was applied"),
+                  "%s", r.warnings[0]);
+    migrate_free(s);
     put("0001_items.sql", m1);
+    s = load();
+    ck_assert_int_eq(apply_exp(s, "0007", &r), TN_OK);
+    ck_assert_str_eq(r.from, "0007");
+    ck_assert_str_eq(r.to, "0007");
+    ck_assert_int_eq(r.applied, 0);
+    ck_assert_int_eq(r.pending, 0);
+    ck_assert_int_eq(r.nwarnings, 0);
+    /* a stale guess with nothing pending: the table says where it is */
+    ck_assert_int_eq(apply_exp(s, "0006", &r), TN_OK);
+    ck_assert_str_eq(r.to, "0007");
+    ck_assert_int_eq(r.applied, 0);
+    ck_assert_int_eq(count(db, "SELECT count(*) FROM tenancy_migrations"), 7);
+    migrate_free(s);
 
     /* a right guess and a failing file: statement and line, nothing of it kept */
     put("0008_bad.sql", "CREATE TABLE extra (id INTEGER);\n"
@@ -604,6 +629,31 @@ static void provision_two_files(void *arg)
     ck_assert_msg(rc == TN_OK, "migrate_provision: %s: %s statement %d: %s", tn_rc_str(rc),
                   r.error.file, r.error.statement, r.error.message);
 }
+
+static void apply_current(void *arg)
+{
+    const migration_set *s = arg;
+    migrate_result r;
+    ck_assert_int_eq(migrate_apply_expected(db, s, "0002", &r), TN_OK);
+    ck_assert_str_eq(r.to, "0002");
+    ck_assert_int_eq(r.applied, 0);
+    ck_assert(db_is_clean(db));
+}
+
+/* A tenant with nothing to apply, whose registry copy is right: one round trip (the lock,
+ * the guard, the COMMIT), where reading its table and ending that transaction took two. */
+START_TEST(test_pg_current_one_round_trip)
+{
+    put("0001_items.sql", m1);
+    put("0002_tags.sql", m2);
+    migration_set *s = load();
+    migrate_result r;
+    apply_ok(s, &r);
+    int syncs = syncs_during(apply_current, s);
+    ck_assert_msg(syncs == 1, "%d round trips", syncs);
+    migrate_free(s);
+}
+END_TEST
 
 /* A new storage's whole transaction (its lock, the version table, each file and its version
  * row, the seed's statements, the COMMIT: eleven statements here) in one round trip: a bulk
@@ -1022,6 +1072,7 @@ Suite *migrate_suite(bool pg)
     if (pg) {
         tcase_add_test(tc, test_pg_scope_and_neighbour);
         tcase_add_test(tc, test_pg_provision_one_round_trip);
+        tcase_add_test(tc, test_pg_current_one_round_trip);
         tcase_add_test(tc, test_pg_two_migrators);
         tcase_add_test(tc, test_pg_two_migrators_read_locked);
         tcase_add_test(tc, test_pg_database_clone);
