@@ -137,7 +137,7 @@ const char *db_uri_backend(const char *uri);
  * TN_OK or an error as tn_db_exec. */
 int db_exec_script(tn_db *db, const char *sql);
 
-/* One statement of db_exec_batch. */
+/* One statement of db_exec_batch; flags as db_exec_flags takes them, judged per statement. */
 typedef struct db_stmt {
     const char *sql;
     int nparams;

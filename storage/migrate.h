@@ -129,7 +129,8 @@ int migrate_seed(tn_db *db, const char *label, const char *sql, int nparams,
  * params; seed_sql NULL for none), all in ONE transaction — on PostgreSQL under the same
  * advisory lock as migrate_apply, except with a prelude (the storage it creates is nobody
  * else's to see before the commit). A new tenant costs one commit instead of one per file plus
- * one for the seed. All or nothing: on failure nothing of it is left (res->to is ""), and
+ * one for the seed, and on PostgreSQL one round trip: the whole transaction goes in one
+ * pipeline (up to 256 statements; a longer one statement by statement). All or nothing: on failure nothing of it is left (res->to is ""), and
  * res->error names the file or the seed's label and the statement; a version table that is
  * already there fails the call. db must be outside a transaction. */
 int migrate_provision(tn_db *db, const char *prelude, const migration_set *s,
