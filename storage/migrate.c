@@ -982,8 +982,13 @@ typedef struct pbatch {
     bool full;
 } pbatch;
 
+/* p, freed with the batch; NULL (p freed) when there is no room or p is NULL. */
 static void *pb_own(pbatch *b, void *p)
 {
+    if (p != NULL && b->nowned == (int)TN_ARRAY_LEN(b->owned)) {
+        free(p);
+        return NULL;
+    }
     if (p != NULL)
         b->owned[b->nowned++] = p;
     return p;
@@ -1031,7 +1036,8 @@ static int pb_text(pbatch *b, db_dialect dialect, const char *text, int nparams,
         int rc = db_sql_bind_used(dialect, stmt, len, nparams, &bound, used, &nused, &bad);
         if (rc != TN_OK)
             return rc == TN_NOMEM ? TN_NOMEM : TN_DECLINED;
-        pb_own(b, bound);
+        if (pb_own(b, bound) == NULL)
+            return TN_NOMEM;
         const char **vals = pb_own(b, malloc(sizeof(*vals) * (size_t)(nused > 0 ? nused : 1)));
         if (vals == NULL)
             return TN_NOMEM;

@@ -630,6 +630,32 @@ static void provision_two_files(void *arg)
                   r.error.file, r.error.statement, r.error.message);
 }
 
+static void provision_long(void *arg)
+{
+    const migration_set *s = arg;
+    migrate_result r;
+    int rc = migrate_provision(db, NULL, s, NULL, NULL, 0, NULL, &r);
+    ck_assert_msg(rc == TN_OK, "migrate_provision: %s: %s statement %d: %s", tn_rc_str(rc),
+                  r.error.file, r.error.statement, r.error.message);
+}
+
+/* More statements than one pipeline takes: statement by statement, all of them applied. */
+START_TEST(test_pg_provision_long)
+{
+    static char sql[300 * 64];
+    size_t at = (size_t)snprintf(sql, sizeof(sql), "CREATE TABLE many (id INTEGER);\n");
+    for (int i = 1; i < 300; i++)
+        at += (size_t)snprintf(sql + at, sizeof(sql) - at, "INSERT INTO many VALUES (%d);\n", i);
+    put("0001_many.sql", sql);
+    migration_set *s = load();
+    int syncs = syncs_during(provision_long, s);
+    ck_assert_msg(syncs > 300, "%d round trips", syncs);
+    ck_assert_int_eq(count(db, "SELECT count(*) FROM many"), 299);
+    ck_assert_int_eq(count(db, "SELECT count(*) FROM tenancy_migrations"), 1);
+    migrate_free(s);
+}
+END_TEST
+
 static void apply_current(void *arg)
 {
     const migration_set *s = arg;
@@ -1073,6 +1099,7 @@ Suite *migrate_suite(bool pg)
         tcase_add_test(tc, test_pg_scope_and_neighbour);
         tcase_add_test(tc, test_pg_provision_one_round_trip);
         tcase_add_test(tc, test_pg_current_one_round_trip);
+        tcase_add_test(tc, test_pg_provision_long);
         tcase_add_test(tc, test_pg_two_migrators);
         tcase_add_test(tc, test_pg_two_migrators_read_locked);
         tcase_add_test(tc, test_pg_database_clone);
