@@ -713,6 +713,7 @@ static void check_tenants(hub *h, int64_t now)
     if (h->nsubs == 0 || !h->a->cfg->tenancy.enabled || now < h->reg_next_ms)
         return;
     h->reg_next_ms = now + 500;
+    bool opened = false;
     if (h->reg == NULL) {
         char err[256];
         const tenancy_config *tc = &h->a->cfg->tenancy;
@@ -728,11 +729,13 @@ static void check_tenants(hub *h, int64_t now)
         }
         if (log_repeat_clear(&h->reg_log))
             log_info("the hub opened the registry");
-        h->reg_gen = registry_generation(h->reg);
-        return;
+        opened = true;
     }
+    /* Just opened: the streams it holds came before it looked, and a tenant suspended in
+     * between (a restarted hub's reconnecting clients, a first stream) would never be seen
+     * again by the generation alone, so every stream is checked once. */
     uint64_t g = registry_generation(h->reg);
-    if (g == h->reg_gen)
+    if (g == h->reg_gen && !opened)
         return;
     h->reg_gen = g;
     /* Each tenant once per pass: its first stream decides for all of them. */
