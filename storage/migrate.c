@@ -574,6 +574,127 @@ static void abandon(tn_db *db)
         tn_db_rollback(db);
 }
 
+/* ---- batches: statements of one transaction sent in one pipeline ------------------------------ */
+
+/* The most statements provision_batched sends in one pipeline; a longer provision goes
+ * statement by statement. As for apply_batched, the results are a few bytes each (DDL,
+ * INSERTs), so the server never waits for the client to read while it is still sending. */
+#define PROVISION_BATCH_MAX 256
+
+/* Where a statement of the batch came from, to say where it failed as run_statements says it. */
+typedef struct origin {
+    const char *label;   /* its file, the seed's label, "" for the prelude, NULL for ours */
+    int statement, line;
+    char kind;           /* 'p' prelude, 'm' a migration's, 'r' a version row, 's' the seed's,
+                            'c' the caller's (apply_batched's pre), 0 ours */
+} origin;
+
+typedef struct pbatch {
+    db_stmt st[PROVISION_BATCH_MAX];
+    origin org[PROVISION_BATCH_MAX];
+    void *owned[2 * PROVISION_BATCH_MAX];   /* statement copies and parameter arrays */
+    int n, nowned;
+    bool full;
+} pbatch;
+
+/* p, freed with the batch; NULL (p freed) when there is no room or p is NULL. */
+static void *pb_own(pbatch *b, void *p)
+{
+    if (p != NULL && b->nowned == (int)TN_ARRAY_LEN(b->owned)) {
+        free(p);
+        return NULL;
+    }
+    if (p != NULL)
+        b->owned[b->nowned++] = p;
+    return p;
+}
+
+static void pb_add(pbatch *b, const char *sql, int nparams, const char *const *params,
+                   unsigned flags, origin o)
+{
+    if (b->n == PROVISION_BATCH_MAX) {
+        b->full = true;
+        return;
+    }
+    b->st[b->n] = (db_stmt){sql, nparams, params, flags};
+    b->org[b->n++] = o;
+}
+
+/* Each statement of text added to b, bound to what it uses of params when nparams >= 0 (the
+ * seed's, as run_statements binds them). TN_DECLINED for what run_statements reports itself
+ * (unsplittable text, a placeholder out of range, and transaction control when refuse is
+ * NULL) or no room; TN_INVALID for transaction control, refused in *refuse as run_statements
+ * refuses it; TN_NOMEM. */
+static int pb_text(pbatch *b, db_dialect dialect, const char *text, int nparams,
+                   const char *const *params, unsigned flags, const char *label, char kind,
+                   migrate_error *refuse)
+{
+    size_t total = strlen(text), len;
+    db_splitter sp;
+    const char *stmt;
+    int line, r, k = 0;
+    db_split_init(&sp, dialect, text, total);   /* unsplittable text first, as run_statements */
+    while ((r = db_split_next(&sp, &stmt, &len, &line)) == 1)
+        ;
+    if (r < 0)
+        return TN_DECLINED;
+    db_split_init(&sp, dialect, text, total);
+    while ((r = db_split_next(&sp, &stmt, &len, &line)) == 1) {
+        k++;
+        if (is_txn_control(stmt, len) && refuse != NULL) {
+            refuse_txn_control(refuse, label, k, line);
+            return TN_INVALID;
+        }
+        if (is_txn_control(stmt, len) || b->n == PROVISION_BATCH_MAX)
+            return TN_DECLINED;
+        origin o = {label, k, line, kind};
+        if (nparams < 0) {
+            char *copy = pb_own(b, malloc(len + 1));
+            if (copy == NULL)
+                return TN_NOMEM;
+            memcpy(copy, stmt, len);
+            copy[len] = '\0';
+            pb_add(b, copy, 0, NULL, flags, o);
+            continue;
+        }
+        char *bound = NULL;
+        int used[64], nused = 0;
+        long bad = 0;
+        int rc = db_sql_bind_used(dialect, stmt, len, nparams, &bound, used, &nused, &bad);
+        if (rc != TN_OK)
+            return rc == TN_NOMEM ? TN_NOMEM : TN_DECLINED;
+        if (pb_own(b, bound) == NULL)
+            return TN_NOMEM;
+        const char **vals = pb_own(b, malloc(sizeof(*vals) * (size_t)(nused > 0 ? nused : 1)));
+        if (vals == NULL)
+            return TN_NOMEM;
+        for (int i = 0; i < nused; i++)
+            vals[i] = params[used[i]];
+        pb_add(b, bound, nused, vals, flags, o);
+    }
+    return TN_OK;
+}
+
+/* Send b with the COMMIT in one pipeline. On failure *where is the failing statement's origin,
+ * commit's when the COMMIT itself failed. */
+static int pb_run(tn_db *db, pbatch *b, origin commit, origin *where)
+{
+    int failed;
+    int rc = db_exec_batch(db, b->st, b->n, DB_BATCH_COMMIT, NULL, &failed);
+    if (rc != TN_OK)
+        *where = failed < b->n ? b->org[failed] : commit;
+    return rc;
+}
+
+static void pb_free(pbatch *b)
+{
+    if (b == NULL)
+        return;
+    for (int i = 0; i < b->nowned; i++)
+        free(b->owned[i]);
+    free(b);
+}
+
 /* A file of at most this many statements is applied in one round trip (apply_batched). The
  * results of a migration's statements are a few bytes each, so the server never waits for
  * the client to read while the client is still sending. */
@@ -588,62 +709,37 @@ static void abandon(tn_db *db)
 static int apply_batched(tn_db *db, const struct migration *m, const db_stmt *pre, int npre,
                          migrate_error *e)
 {
-    size_t total = strlen(m->sql), len;
-    db_splitter sp;
-    const char *stmt;
-    int line, r, count = 0;
-    db_split_init(&sp, db->drv->dialect, m->sql, total);
-    while ((r = db_split_next(&sp, &stmt, &len, &line)) == 1)
-        if (++count > BATCH_MAX)
-            return TN_DECLINED;
-    if (r < 0)
-        return TN_DECLINED;   /* run_statements says what is wrong */
-    db_stmt st[BATCH_MAX + 3];
-    int lines[BATCH_MAX];
-    char *copy = malloc(total + (size_t)count + 1);
-    if (copy == NULL) {
-        set_error(e, m->info.file, 0, 0, "out of memory");
-        abandon(db);
-        return TN_NOMEM;
-    }
-    char *at = copy;
-    int n = 0;
-    for (int i = 0; i < npre; i++)
-        st[n++] = pre[i];
-    db_split_init(&sp, db->drv->dialect, m->sql, total);
-    while (db_split_next(&sp, &stmt, &len, &line) == 1) {
-        if (is_txn_control(stmt, len)) {
-            refuse_txn_control(e, m->info.file, n - npre + 1, line);
-            free(copy);
-            abandon(db);
-            return TN_INVALID;
-        }
-        memcpy(at, stmt, len);
-        at[len] = '\0';
-        lines[n - npre] = line;
-        st[n++] = (db_stmt){at, 0, NULL};
-        at += len + 1;
-    }
+    pbatch *b = calloc(1, sizeof(*b));
+    const origin record = {m->info.file, 0, 0, 'r'};
+    int rc = b != NULL ? TN_OK : TN_NOMEM;
+    for (int i = 0; i < npre && rc == TN_OK; i++)   /* 'c': the caller's, numbered from 1 */
+        pb_add(b, pre[i].sql, pre[i].nparams, pre[i].params, pre[i].flags,
+               (origin){NULL, i + 1, 0, 'c'});
+    if (rc == TN_OK)
+        rc = pb_text(b, db->drv->dialect, m->sql, -1, NULL, 0, m->info.file, 'm', e);
+    if (rc == TN_OK && b->n - npre > BATCH_MAX)
+        rc = TN_DECLINED;   /* too long: nothing sent, the transaction still open */
     char now[24];
     snprintf(now, sizeof(now), "%lld", (long long)time(NULL));
     const char *p[] = {m->info.version, m->info.name, m->checksum, now};
-    st[n++] = (db_stmt){RECORD_SQL, 4, p};
-    int failed;
-    int rc = db_exec_batch(db, st, n, DB_BATCH_COMMIT, NULL, &failed);
-    if (rc != TN_OK && npre > 0 && failed == npre - 1) {
-        rc = TN_DECLINED;   /* the caller's guard said no: nothing of the file ran */
-    } else if (rc != TN_OK) {
-        if (failed < npre)   /* before the guard: the version is not known */
+    bool sent = false;
+    if (rc == TN_OK) {
+        pb_add(b, RECORD_SQL, 4, p, 0, record);
+        origin o;
+        sent = true;
+        rc = pb_run(db, b, record, &o);
+        if (rc != TN_OK && o.kind == 'c' && o.statement == npre)
+            rc = TN_DECLINED;   /* the caller's guard said no: nothing of the file ran */
+        else if (rc != TN_OK && o.kind == 'c')   /* before the guard: the version is not known */
             set_error(e, NULL, 0, 0, tn_db_error(db));
-        else if (failed < n - 1)
-            set_error(e, m->info.file, failed - npre + 1, lines[failed - npre],
-                      tn_db_error(db));
-        else
-            set_error(e, m->info.file, 0, 0, tn_db_error(db));
+        else if (rc != TN_OK)
+            set_error(e, o.label, o.statement, o.line, tn_db_error(db));
     }
-    if (rc != TN_OK)
+    pb_free(b);
+    if (rc == TN_NOMEM)
+        set_error(e, m->info.file, 0, 0, "out of memory");
+    if (rc != TN_OK && (sent || rc != TN_DECLINED))
         abandon(db);
-    free(copy);
     return rc;
 }
 
@@ -962,92 +1058,6 @@ int migrate_apply(tn_db *db, const migration_set *s, migrate_result *res)
 
 /* ---- a new storage: everything in one transaction --------------------------------------------- */
 
-/* The most statements provision_batched sends in one pipeline; a longer provision goes
- * statement by statement. As for apply_batched, the results are a few bytes each (DDL,
- * INSERTs), so the server never waits for the client to read while it is still sending. */
-#define PROVISION_BATCH_MAX 256
-
-/* Where a statement of the batch came from, to say where it failed as run_statements says it. */
-typedef struct origin {
-    const char *label;   /* its file, the seed's label, "" for the prelude, NULL for ours */
-    int statement, line;
-    char kind;           /* 'p' prelude, 'm' a migration's, 'r' a version row, 's' the seed's */
-} origin;
-
-typedef struct pbatch {
-    db_stmt st[PROVISION_BATCH_MAX];
-    origin org[PROVISION_BATCH_MAX];
-    void *owned[2 * PROVISION_BATCH_MAX];   /* statement copies and parameter arrays */
-    int n, nowned;
-    bool full;
-} pbatch;
-
-/* p, freed with the batch; NULL (p freed) when there is no room or p is NULL. */
-static void *pb_own(pbatch *b, void *p)
-{
-    if (p != NULL && b->nowned == (int)TN_ARRAY_LEN(b->owned)) {
-        free(p);
-        return NULL;
-    }
-    if (p != NULL)
-        b->owned[b->nowned++] = p;
-    return p;
-}
-
-static void pb_add(pbatch *b, const char *sql, int nparams, const char *const *params,
-                   unsigned flags, origin o)
-{
-    if (b->n == PROVISION_BATCH_MAX) {
-        b->full = true;
-        return;
-    }
-    b->st[b->n] = (db_stmt){sql, nparams, params, flags};
-    b->org[b->n++] = o;
-}
-
-/* Each statement of text, bound to what it uses of params when nparams >= 0 (the seed's, as
- * run_statements binds them). TN_DECLINED for what run_statements reports itself (unsplittable
- * text, transaction control, a placeholder out of range) or no room; TN_NOMEM. */
-static int pb_text(pbatch *b, db_dialect dialect, const char *text, int nparams,
-                   const char *const *params, unsigned flags, const char *label, char kind)
-{
-    size_t total = strlen(text), len;
-    db_splitter sp;
-    const char *stmt;
-    int line, r, k = 0;
-    db_split_init(&sp, dialect, text, total);
-    while ((r = db_split_next(&sp, &stmt, &len, &line)) == 1) {
-        k++;
-        if (is_txn_control(stmt, len) || b->n == PROVISION_BATCH_MAX)
-            return TN_DECLINED;
-        origin o = {label, k, line, kind};
-        if (nparams < 0) {
-            char *copy = pb_own(b, malloc(len + 1));
-            if (copy == NULL)
-                return TN_NOMEM;
-            memcpy(copy, stmt, len);
-            copy[len] = '\0';
-            pb_add(b, copy, 0, NULL, flags, o);
-            continue;
-        }
-        char *bound = NULL;
-        int used[64], nused = 0;
-        long bad = 0;
-        int rc = db_sql_bind_used(dialect, stmt, len, nparams, &bound, used, &nused, &bad);
-        if (rc != TN_OK)
-            return rc == TN_NOMEM ? TN_NOMEM : TN_DECLINED;
-        if (pb_own(b, bound) == NULL)
-            return TN_NOMEM;
-        const char **vals = pb_own(b, malloc(sizeof(*vals) * (size_t)(nused > 0 ? nused : 1)));
-        if (vals == NULL)
-            return TN_NOMEM;
-        for (int i = 0; i < nused; i++)
-            vals[i] = params[used[i]];
-        pb_add(b, bound, nused, vals, flags, o);
-    }
-    return r < 0 ? TN_DECLINED : TN_OK;
-}
-
 /* PostgreSQL, in the transaction migrate_provision opened: the prelude, the version table,
  * every file with its version row, the seed and the COMMIT in one round trip, where the
  * statement-by-statement path sends each on its own (a dozen round trips for a small schema,
@@ -1066,14 +1076,14 @@ static int provision_batched(tn_db *db, const char *prelude, const migration_set
     const origin ours = {NULL, 0, 0, 0};
     int rc = TN_OK;
     if (prelude != NULL)
-        rc = pb_text(b, dialect, prelude, -1, NULL, DB_EXEC_CATALOG, "", 'p');
+        rc = pb_text(b, dialect, prelude, -1, NULL, DB_EXEC_CATALOG, "", 'p', NULL);
     else
         pb_add(b, LOCK_SQL, 0, NULL, 0, ours);   /* as migrate_provision says why */
     if (rc == TN_OK && s->n > 0)
         pb_add(b, create_new_table_sql, 0, NULL, 0, ours);
     for (int j = 0; j < s->n && rc == TN_OK; j++) {
         const struct migration *m = &s->m[j];
-        rc = pb_text(b, dialect, m->sql, -1, NULL, 0, m->info.file, 'm');
+        rc = pb_text(b, dialect, m->sql, -1, NULL, 0, m->info.file, 'm', NULL);
         const char **p = rc == TN_OK ? pb_own(b, malloc(4 * sizeof(*p))) : NULL;
         if (rc == TN_OK && p == NULL)
             rc = TN_NOMEM;
@@ -1083,23 +1093,17 @@ static int provision_batched(tn_db *db, const char *prelude, const migration_set
         }
     }
     if (rc == TN_OK && seed_sql != NULL)
-        rc = pb_text(b, dialect, seed_sql, nparams, params, 0, seed_label, 's');
+        rc = pb_text(b, dialect, seed_sql, nparams, params, 0, seed_label, 's', NULL);
     if (rc == TN_OK && (b->full || b->n == 0))
         rc = TN_DECLINED;
-    if (rc == TN_OK) {
-        int failed;
-        rc = db_exec_batch(db, b->st, b->n, DB_BATCH_COMMIT, NULL, &failed);
-        if (rc != TN_OK) {
-            origin o = failed < b->n ? b->org[failed] : ours;   /* b->n: the COMMIT */
-            res->prelude_failed = o.kind == 'p';
-            res->seed_failed = o.kind == 's';
-            set_error(&res->error, o.label, o.statement, o.line, tn_db_error(db));
-            abandon(db);
-        }
+    origin o;
+    if (rc == TN_OK && (rc = pb_run(db, b, ours, &o)) != TN_OK) {
+        res->prelude_failed = o.kind == 'p';
+        res->seed_failed = o.kind == 's';
+        set_error(&res->error, o.label, o.statement, o.line, tn_db_error(db));
+        abandon(db);
     }
-    for (int i = 0; i < b->nowned; i++)
-        free(b->owned[i]);
-    free(b);
+    pb_free(b);
     if (rc == TN_NOMEM)
         rc = TN_DECLINED;   /* the other path says so if it runs out too */
     return rc;
