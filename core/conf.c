@@ -92,6 +92,14 @@ int conf_parse_duration(const char *s, int64_t *ms)
     return parse_scaled(s, u, TN_ARRAY_LEN(u), 1000, ms);
 }
 
+/* A duration in microseconds, for the few settings finer than a millisecond: us, ms or s (a
+ * bare number is seconds, as for every other duration). */
+static int parse_usec(const char *s, int64_t *us)
+{
+    static const struct unit u[] = {{"us", 1}, {"ms", 1000}, {"s", 1000000}};
+    return parse_scaled(s, u, TN_ARRAY_LEN(u), 1000000, us);
+}
+
 int conf_parse_size(const char *s, int64_t *bytes)
 {
     static const struct unit u[] = {{"k", 1024},       {"K", 1024},       {"M", 1048576},
@@ -156,14 +164,18 @@ static int set_value(const conf_opt *o, void *obj, const char *value, arena *a, 
         return TN_OK;
     }
     case CONF_DURATION:
+    case CONF_USEC:
     case CONF_SIZE: {
         int64_t v;
         int rc = o->type == CONF_DURATION ? conf_parse_duration(value, &v)
+                 : o->type == CONF_USEC   ? parse_usec(value, &v)
                                           : conf_parse_size(value, &v);
         if (rc != TN_OK) {
             return tn_errf(err, errlen, TN_INVALID,
                            o->type == CONF_DURATION
                                ? "%s: expected a duration (e.g. 30s, 500ms, 2m), got '%s'"
+                           : o->type == CONF_USEC
+                               ? "%s: expected a duration (e.g. 100us, 2ms), got '%s'"
                                : "%s: expected a size (e.g. 512, 64k, 8M), got '%s'",
                            o->key, value);
         }
@@ -422,6 +434,14 @@ void conf_format(const conf_opt *o, const void *obj, char *out, size_t n)
             snprintf(out, n, "%llds", (long long)(ms / 1000));
         else
             snprintf(out, n, "%lldms", (long long)ms);
+        break;
+    }
+    case CONF_USEC: {
+        int64_t us = *(const int64_t *)(base + o->offset);
+        if (us != 0 && us % 1000 == 0)
+            snprintf(out, n, "%lldms", (long long)(us / 1000));
+        else
+            snprintf(out, n, "%lldus", (long long)us);
         break;
     }
     case CONF_SIZE: snprintf(out, n, "%lld", (long long)*(const int64_t *)(base + o->offset)); break;

@@ -27,6 +27,7 @@ typedef enum conf_type {
     CONF_INT,       /* int */
     CONF_BOOL,      /* bool: on/off, yes/no, true/false, 1/0 */
     CONF_DURATION,  /* int64_t milliseconds */
+    CONF_USEC,      /* int64_t microseconds: a duration finer than a millisecond (us, ms, s) */
     CONF_SIZE,      /* int64_t bytes */
     CONF_ENUM,      /* int: index into names */
     CONF_MODE       /* int: octal file mode */

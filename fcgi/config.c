@@ -68,6 +68,9 @@ const conf_opt tn_config_table[] = {
      "window over which crashes are counted"},
     {"pm.respawn_backoff_max", CONF_DURATION, OFF(respawn_backoff_max_ms), "30s", 100, 3600000,
      NULL, 0, "longest delay between respawns while the brake is engaged"},
+    {"pm.slice", CONF_USEC, OFF(slice_us), "100us", 0, 100000, NULL, 0,
+     "CPU time slice each request worker asks the kernel's scheduler for: picked sooner, run "
+     "for less at a time (Linux 6.12 or later; 0: the kernel's default)"},
     {"request_timeout", CONF_DURATION, OFF(request_timeout_ms), "60s", 0, 86400000, NULL, 0,
      "longest a request may take, reading included; the worker is then killed (0: off)"},
     {"slow_request", CONF_DURATION, OFF(slow_request_ms), "0", 0, 86400000, NULL, 0,

@@ -63,6 +63,7 @@ typedef struct tn_config {
     int crash_limit;
     int64_t crash_window_ms;
     int64_t respawn_backoff_max_ms;
+    int64_t slice_us;          /* the time slice a request worker asks the kernel for (0: its own) */
 
     int64_t request_timeout_ms;
     int64_t slow_request_ms;

@@ -25,6 +25,7 @@
 #include "fcgi/master.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/sched.h"
 #include "core/rc.h"
 #include "fcgi/handler.h"
 #include "fcgi/hub.h"
@@ -1363,6 +1364,22 @@ static void write_pid_file(const tn_config *cfg)
     fclose(f);
 }
 
+/* pm.slice is asked for by each worker as it starts (worker.c); whether this kernel takes it
+ * is said here, once: the master asks for it itself, then goes back to the default. */
+static void slice_probe(const tn_config *cfg)
+{
+    if (cfg->slice_us <= 0)
+        return;
+    char err[256];
+    int rc = sched_slice_set(cfg->slice_us, err, sizeof(err));
+    if (rc == TN_OK)
+        (void)sched_slice_set(0, NULL, 0);
+    else if (rc == TN_DECLINED)
+        log_info("pm.slice: %s; workers run on the kernel's own", err);
+    else
+        log_warn("pm.slice: %s; workers run on the kernel's own", err);
+}
+
 int master_run(tn_config *cfg, const char *config_path, const master_hooks *hooks)
 {
     /* Zero already (BSS; called once per process): clearing it would fault in every page
@@ -1416,6 +1433,7 @@ int master_run(tn_config *cfg, const char *config_path, const master_hooks *hook
         config_free(cfg);
         return 1;
     }
+    slice_probe(cfg);
     m->sb->pool.start_wall_us = clock_wall_us();
     m->sb->pool.generation = cfg->generation;
     m->sb->pool.max_children = cfg->max_children;

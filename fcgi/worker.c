@@ -22,6 +22,7 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/sched.h"
 #include "core/rc.h"
 #include "fcgi/accesslog.h"
 #include "fcgi/app.h"
@@ -480,6 +481,11 @@ void worker_main(const worker_args *a)
     if (worker_drop_privileges(w.cfg) != TN_OK)
         _exit(WORKER_EXIT_SETUP);
     heavy_nice_check(&w);
+    /* pm.slice (core/sched.h): requests of microseconds on cores shared with the web server
+     * wait less for this worker when it asks for a short slice. The master said once whether
+     * the kernel takes it. */
+    if (w.cfg->slice_us > 0)
+        (void)sched_slice_set(w.cfg->slice_us, NULL, 0);
 
     /* libfcgi reads these at FCGX_Init; ours close connections themselves, but a stream
      * error still goes through libfcgi's close, which must not linger for 2 s. */

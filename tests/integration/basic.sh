@@ -2,7 +2,8 @@
 # basic.sh — tenancyd behind a real nginx, over a unix socket and over TCP (v4 and v6):
 # requests answered, bodies echoed, status/metrics/ping served (and refused to outsiders),
 # metrics valid for promtool, one JSON access-log line per request, -t reports file:line; a
-# host with no registry yet logs the job worker's and the hub's failure to open it once.
+# host with no registry yet logs the job worker's and the hub's failure to open it once;
+# workers ask for pm.slice's time slice and a reload can turn it off.
 . "$(dirname "$0")/lib.sh"
 need curl nginx promtool
 
@@ -31,13 +32,45 @@ else
     fail "promtool: $(cat "$T/promtool.log")"
 fi
 
+# pm.slice: each worker asks the kernel for a 100 us time slice (the default), which the
+# kernel reports in /proc; the master keeps the kernel's own, which this shell has too. A
+# kernel before 6.12 has no slice per process: the master says so once, nothing changes.
+slice_of() { awk -F: '/^se.slice/ { gsub(/ /, "", $2); print $2 }' "/proc/$1/sched" 2> /dev/null; }
+kernel_slices() { uname -r | awk -F. '{ exit !($1 > 6 || ($1 == 6 && $2 >= 12)) }'; }
+own_slice=$(slice_of self)
+workers_at() {   # workers_at NS: every current worker's slice is NS
+    local p n=0
+    for p in $(tn_workers); do
+        [ "$(slice_of "$p")" = "$1" ] || return 1
+        n=$((n + 1))
+    done
+    [ "$n" -ge 2 ]
+}
+if kernel_slices; then
+    if wait_until 5 workers_at 100000; then
+        log "ok: each worker runs on a 100 us time slice"
+    else
+        fail "workers' time slices: $(for p in $(tn_workers); do echo -n "$p=$(slice_of "$p") "; done)"
+    fi
+    assert_eq "$(slice_of "$TN_PID")" "$own_slice" "the master keeps the kernel's time slice"
+else
+    assert_eq "$(tn_log_count 'pm.slice: the kernel keeps its own time slice')" 1 "an older kernel's time slice said once"
+    assert_eq "$(slice_of "$(tn_workers | head -1)")" "$own_slice" "an older kernel's workers keep its time slice"
+fi
+
 # Status refused to a client outside status_allow (nginx passes REMOTE_ADDR 127.0.0.1; make
-# the host believe otherwise through a config that allows only another address).
-tn_conf "status_allow = 10.9.9.9"
+# the host believe otherwise through a config that allows only another address). The same
+# reload turns pm.slice off: the new generation's workers run on the kernel's own slice.
+tn_conf "status_allow = 10.9.9.9" "pm.slice = 0"
 kill -HUP "$TN_PID"
 wait_until 10 grep -q 'reloaded: generation 2' "$T/tenancyd.log" || fail "reload did not happen"
 http /_tenancy/status > /dev/null
 assert_eq "$(last_status)" 403 "status refused outside status_allow"
+if wait_until 10 workers_at "$own_slice"; then
+    log "ok: pm.slice = 0 leaves the workers on the kernel's time slice"
+else
+    fail "pm.slice = 0: workers' slices $(for p in $(tn_workers); do echo -n "$p=$(slice_of "$p") "; done)"
+fi
 
 # The access log: one JSON line per request with the fields we document.
 access_log_settled

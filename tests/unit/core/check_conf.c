@@ -14,6 +14,7 @@ struct cfg {
     int workers;
     bool on;
     int64_t timeout;
+    int64_t slice;
     int64_t size;
     int mode;
     int pm;
@@ -25,6 +26,7 @@ static const conf_opt table[] = {
     {"pm.workers", CONF_INT, offsetof(struct cfg, workers), "4", 1, 64, NULL, 0, "count"},
     {"on", CONF_BOOL, offsetof(struct cfg, on), "off", 0, 0, NULL, 0, "flag"},
     {"timeout", CONF_DURATION, offsetof(struct cfg, timeout), "30s", 0, 0, NULL, 0, "t"},
+    {"slice", CONF_USEC, offsetof(struct cfg, slice), "100us", 0, 100000, NULL, 0, "u"},
     {"size", CONF_SIZE, offsetof(struct cfg, size), "1M", 0, 0, NULL, 0, "s"},
     {"mode", CONF_MODE, offsetof(struct cfg, mode), "0660", 0, 0, NULL, 0, "m"},
     {"pm", CONF_ENUM, offsetof(struct cfg, pm), "dynamic", 0, 0, pms, 0, "e"},
@@ -46,19 +48,31 @@ START_TEST(test_defaults_and_values)
     ck_assert_str_eq(c.name, "x");
     ck_assert_int_eq(c.workers, 4);
     ck_assert_int_eq(c.timeout, 30000);
+    ck_assert_int_eq(c.slice, 100);
     ck_assert_int_eq(c.size, 1048576);
     ck_assert_int_eq(c.mode, 0660);
     ck_assert_int_eq(c.pm, 1);
     const char *text = "# comment\n; another\n\nname = \"hello world\"\n[pm]\nworkers = 12\n"
-                       "[]\non = yes\ntimeout = 250ms\nsize = 64k\nmode = 0600\npm = static\n";
+                       "[]\non = yes\ntimeout = 250ms\nsize = 64k\nmode = 0600\npm = static\n"
+                       "slice = 3ms\n";
     ck_assert_int_eq(parse(text, &c, &err, a), TN_OK);
     ck_assert_str_eq(c.name, "hello world");
     ck_assert_int_eq(c.workers, 12);
     ck_assert(c.on);
     ck_assert_int_eq(c.timeout, 250);
+    ck_assert_int_eq(c.slice, 3000);
     ck_assert_int_eq(c.size, 65536);
     ck_assert_int_eq(c.mode, 0600);
     ck_assert_int_eq(c.pm, 0);
+    char shown[64];
+    conf_format(&table[4], &c, shown, sizeof(shown));
+    ck_assert_str_eq(shown, "3ms");
+    ck_assert_int_eq(parse("slice = 250us\n", &c, &err, a), TN_OK);
+    ck_assert_int_eq(c.slice, 250);
+    conf_format(&table[4], &c, shown, sizeof(shown));
+    ck_assert_str_eq(shown, "250us");
+    ck_assert_int_eq(parse("slice = 0\n", &c, &err, a), TN_OK);
+    ck_assert_int_eq(c.slice, 0);
     arena_destroy(a);
 }
 END_TEST
@@ -84,6 +98,8 @@ START_TEST(test_errors_name_file_and_line)
     expect_error("pm.workers = 65\n", 1, "out of range");
     expect_error("on = maybe\n", 1, "expected on or off");
     expect_error("timeout = 5 parsecs\n", 1, "expected a duration");
+    expect_error("slice = 100ns\n", 1, "expected a duration (e.g. 100us, 2ms)");
+    expect_error("slice = 1s\n", 1, "out of range");
     expect_error("pm = fastest\n", 1, "expected one of static, dynamic");
     expect_error("name = a\nname = b\n", 2, "already set on line 1");
     expect_error("[pm\n", 1, "malformed section");
