@@ -111,8 +111,10 @@ int conf_parse_size(const char *s, int64_t *bytes)
 static int check_bounds(const conf_opt *o, long long v, char *err, size_t errlen)
 {
     if (o->min < o->max && (v < o->min || v > o->max)) {
-        return tn_errf(err, errlen, TN_INVALID,
-                       "%s: %lld is out of range [%lld, %lld]", o->key, v, o->min, o->max);
+        /* a duration in the unit it is kept in: "5000000us", not a bare number */
+        const char *u = o->type == CONF_DURATION ? "ms" : o->type == CONF_USEC ? "us" : "";
+        return tn_errf(err, errlen, TN_INVALID, "%s: %lld%s is out of range [%lld%s, %lld%s]",
+                       o->key, v, u, o->min, u, o->max, u);
     }
     return TN_OK;
 }

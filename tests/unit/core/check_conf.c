@@ -99,7 +99,7 @@ START_TEST(test_errors_name_file_and_line)
     expect_error("on = maybe\n", 1, "expected on or off");
     expect_error("timeout = 5 parsecs\n", 1, "expected a duration");
     expect_error("slice = 100ns\n", 1, "expected a duration (e.g. 100us, 2ms)");
-    expect_error("slice = 1s\n", 1, "out of range");
+    expect_error("slice = 1s\n", 1, "slice: 1000000us is out of range [0us, 100000us]");
     expect_error("pm = fastest\n", 1, "expected one of static, dynamic");
     expect_error("name = a\nname = b\n", 2, "already set on line 1");
     expect_error("[pm\n", 1, "malformed section");
