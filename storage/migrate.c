@@ -1131,18 +1131,10 @@ int migrate_provision(tn_db *db, const char *prelude, const migration_set *s,
     }
     if (is_pg(db)) {
         rc = provision_batched(db, prelude, s, seed_label, seed_sql, nparams, params, now, res);
-        if (rc == TN_OK) {
-            for (int j = 0; j < s->n; j++)
-                if (res->to[0] == '\0' || version_cmp(s->m[j].info.version, res->to) > 0)
-                    snprintf(res->to, sizeof(res->to), "%s", s->m[j].info.version);
-            res->applied = s->n;
-            res->pending = 0;
-            return TN_OK;
-        }
-        if (rc != TN_DECLINED) {
-            res->to[0] = '\0';
-            return rc;
-        }
+        if (rc == TN_OK)
+            goto done;
+        if (rc != TN_DECLINED)
+            goto fail;
         rc = TN_OK;
     }
     if (prelude != NULL) {
@@ -1171,8 +1163,6 @@ int migrate_provision(tn_db *db, const char *prelude, const migration_set *s,
             set_error(&res->error, m->info.file, 0, 0, tn_db_error(db));
             goto fail;
         }
-        if (res->to[0] == '\0' || version_cmp(m->info.version, res->to) > 0)
-            snprintf(res->to, sizeof(res->to), "%s", m->info.version);
     }
     if (seed_sql != NULL) {
         rc = run_statements(db, seed_label, seed_sql, nparams, params, 0, &res->error);
@@ -1186,12 +1176,15 @@ int migrate_provision(tn_db *db, const char *prelude, const migration_set *s,
         set_error(&res->error, NULL, 0, 0, tn_db_error(db));
         goto fail;
     }
+done:   /* committed, by either path: every file is applied */
+    for (int j = 0; j < s->n; j++)
+        if (res->to[0] == '\0' || version_cmp(s->m[j].info.version, res->to) > 0)
+            snprintf(res->to, sizeof(res->to), "%s", s->m[j].info.version);
     res->applied = s->n;
     res->pending = 0;
     return TN_OK;
 fail:
-    abandon(db);   /* nothing of it is left */
-    res->to[0] = '\0';
+    abandon(db);   /* nothing of it is left (provision_batched has rolled back already) */
     return rc;
 }
 
