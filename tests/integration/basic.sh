@@ -38,6 +38,7 @@ fi
 slice_of() { awk -F: '/^se.slice/ { gsub(/ /, "", $2); print $2 }' "/proc/$1/sched" 2> /dev/null; }
 kernel_slices() { uname -r | awk -F. '{ exit !($1 > 6 || ($1 == 6 && $2 >= 12)) }'; }
 own_slice=$(slice_of self)
+worker_slices() { local p; for p in $(tn_workers); do echo -n "$p=$(slice_of "$p") "; done; }
 workers_at() {   # workers_at NS: every current worker's slice is NS
     local p n=0
     for p in $(tn_workers); do
@@ -50,7 +51,7 @@ if kernel_slices; then
     if wait_until 5 workers_at 100000; then
         log "ok: each worker runs on a 100 us time slice"
     else
-        fail "workers' time slices: $(for p in $(tn_workers); do echo -n "$p=$(slice_of "$p") "; done)"
+        fail "workers' time slices: $(worker_slices)"
     fi
     assert_eq "$(slice_of "$TN_PID")" "$own_slice" "the master keeps the kernel's time slice"
 else
@@ -69,7 +70,7 @@ assert_eq "$(last_status)" 403 "status refused outside status_allow"
 if wait_until 10 workers_at "$own_slice"; then
     log "ok: pm.slice = 0 leaves the workers on the kernel's time slice"
 else
-    fail "pm.slice = 0: workers' slices $(for p in $(tn_workers); do echo -n "$p=$(slice_of "$p") "; done)"
+    fail "pm.slice = 0: workers' slices $(worker_slices)"
 fi
 
 # The access log: one JSON line per request with the fields we document.
