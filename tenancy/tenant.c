@@ -181,14 +181,34 @@ static char *jscalar(struct jp *j)
         }
         return out;
     }
+    /* A number as RFC 8259 writes one, kept as its text: -?(0|[1-9][0-9]*)(.[0-9]+)?
+     * ([eE][+-]?[0-9]+)?. Anything looser ("01", "1.", "5e", "1-2") is not JSON, and what
+     * follows it makes the object fail to parse. */
     const char *q = s;
     if (*q == '-')
         q++;
-    if (!isdigit((unsigned char)*q))
-        return NULL;
-    while (isdigit((unsigned char)*q) || *q == '.' || *q == 'e' || *q == 'E' || *q == '+' ||
-           *q == '-')
+    if (*q == '0')
         q++;
+    else if (isdigit((unsigned char)*q))
+        while (isdigit((unsigned char)*q))
+            q++;
+    else
+        return NULL;
+    if (*q == '.') {
+        if (!isdigit((unsigned char)*++q))
+            return NULL;
+        while (isdigit((unsigned char)*q))
+            q++;
+    }
+    if (*q == 'e' || *q == 'E') {
+        q++;
+        if (*q == '+' || *q == '-')
+            q++;
+        if (!isdigit((unsigned char)*q))
+            return NULL;
+        while (isdigit((unsigned char)*q))
+            q++;
+    }
     size_t n = (size_t)(q - s);
     j->p = q;
     char *out = j->alloc(j->ctx, n + 1);

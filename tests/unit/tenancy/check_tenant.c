@@ -278,6 +278,29 @@ START_TEST(test_settings_refused)
     ck_assert_int_eq(parse("{\"a\":-}", &s), -1);
     ck_assert_int_eq(parse("{\"a\":'x'}", &s), -1);
     ck_assert_int_eq(parse("{\"a\":1", &s), -1);
+    /* numbers JSON does not have (the registry would have kept them as text) */
+    const char *loose[] = {"01", "-01", "00", "1.", "-2.", ".5", "5e", "5e+", "1E-", "1-2",
+                           "1+2", "1.2.3", "1e2e3", "+1", "--1", "0x10", "1.e5", "-"};
+    for (size_t i = 0; i < sizeof(loose) / sizeof(loose[0]); i++) {
+        char doc[64];
+        snprintf(doc, sizeof(doc), "{\"n\":%s}", loose[i]);
+        ck_assert_msg(parse(doc, &s) == -1, "accepted %s", doc);
+    }
+}
+END_TEST
+
+START_TEST(test_settings_numbers)
+{
+    tenant_setting *s;
+    /* every form of RFC 8259's number grammar, each kept exactly as written */
+    const char *ok[] = {"0",   "-0",     "7",      "10",   "-123", "0.5",   "-0.0",  "3.14159",
+                        "1e5", "1E5",    "1e+05",  "2e-3", "0e0",  "-0.5E-10", "12.50e+1"};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        char doc[64];
+        snprintf(doc, sizeof(doc), "{ \"n\" : %s }", ok[i]);
+        ck_assert_msg(parse(doc, &s) == 1, "refused %s", doc);
+        ck_assert_str_eq(s[0].value, ok[i]);
+    }
 }
 END_TEST
 
@@ -402,6 +425,7 @@ Suite *tenant_suite(void)
     tcase_add_test(tc, test_settings_basic);
     tcase_add_test(tc, test_settings_escapes);
     tcase_add_test(tc, test_settings_refused);
+    tcase_add_test(tc, test_settings_numbers);
     tcase_add_test(tc, test_settings_duplicates_and_null);
     suite_add_tcase(s, tc);
     tc = tcase_create("records");
