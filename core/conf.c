@@ -452,12 +452,32 @@ void conf_format(const conf_opt *o, const void *obj, char *out, size_t n)
     }
 }
 
+/* Whether a value written bare would read back as something else: the parser trims blanks
+ * around it (and a CR at its end) and unquotes one that starts with a quote. */
+static bool needs_quotes(const char *v)
+{
+    size_t n = strlen(v);
+    return n > 0 && (v[0] == ' ' || v[0] == '\t' || v[0] == '"' || v[n - 1] == ' ' ||
+                     v[n - 1] == '\t' || v[n - 1] == '\r');
+}
+
 void conf_dump(const conf_opt *table, const void *obj, FILE *f)
 {
     char val[1024];
     for (const conf_opt *o = table; o->key != NULL; o++) {
         conf_format(o, obj, val, sizeof(val));
-        fprintf(f, "%s = %s\n", o->key, val);
+        if (!needs_quotes(val)) {
+            fprintf(f, "%s = %s\n", o->key, val);
+            continue;
+        }
+        /* Quoted, with the two escapes unquote() reads: \" and \\. */
+        fprintf(f, "%s = \"", o->key);
+        for (const char *p = val; *p; p++) {
+            if (*p == '"' || *p == '\\')
+                fputc('\\', f);
+            fputc(*p, f);
+        }
+        fputs("\"\n", f);
     }
 }
 

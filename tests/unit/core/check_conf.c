@@ -147,6 +147,37 @@ START_TEST(test_value_parsers)
 }
 END_TEST
 
+/* What tenancyd -T prints reads back as the same values: a string the parser would trim or
+ * unquote is written quoted, with its quotes and backslashes escaped. */
+START_TEST(test_dump_reads_back)
+{
+    static const char *const names[] = {"plain", "a \\ b", " lead", "trail\t", "\"q\" x",
+                                        "cr\r", "\"", "\\\"", "  ", "x\\"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        arena *a = arena_create(0);
+        struct cfg c, back;
+        conf_error err;
+        ck_assert_int_eq(parse("", &c, &err, a), TN_OK);
+        c.name = names[i];
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        ck_assert_ptr_nonnull(f);
+        conf_dump(table, &c, f);
+        fclose(f);
+        ck_assert_msg(parse(text, &back, &err, a) == TN_OK,
+                      "dump of [%s] does not parse: %d: %s\n%s", names[i], err.line, err.msg,
+                      text);
+        ck_assert_msg(strcmp(back.name, names[i]) == 0, "[%s] read back as [%s]:\n%s", names[i],
+                      back.name, text);
+        ck_assert_int_eq(back.slice, c.slice);
+        ck_assert_int_eq(back.mode, c.mode);
+        free(text);
+        arena_destroy(a);
+    }
+}
+END_TEST
+
 Suite *conf_suite(void);
 Suite *conf_suite(void)
 {
@@ -156,6 +187,7 @@ Suite *conf_suite(void)
     tcase_add_test(tc, test_errors_name_file_and_line);
     tcase_add_test(tc, test_load_file_and_io_error);
     tcase_add_test(tc, test_value_parsers);
+    tcase_add_test(tc, test_dump_reads_back);
     suite_add_tcase(s, tc);
     return s;
 }
