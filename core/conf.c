@@ -463,9 +463,17 @@ static bool needs_quotes(const char *v)
 
 void conf_dump(const conf_opt *table, const void *obj, FILE *f)
 {
-    char val[1024];
+    char num[64];
     for (const conf_opt *o = table; o->key != NULL; o++) {
-        conf_format(o, obj, val, sizeof(val));
+        /* A string is written whole, however long (conf_format fills a buffer); every other
+         * type fits in a few bytes. */
+        const char *val = num;
+        if (o->type == CONF_STR) {
+            val = *(const char *const *)((const char *)obj + o->offset);
+            val = val ? val : "";
+        } else {
+            conf_format(o, obj, num, sizeof(num));
+        }
         if (!needs_quotes(val)) {
             fprintf(f, "%s = %s\n", o->key, val);
             continue;

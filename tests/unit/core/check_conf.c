@@ -175,6 +175,25 @@ START_TEST(test_dump_reads_back)
         free(text);
         arena_destroy(a);
     }
+    /* a long value (a list of allowed clients, say) is written whole */
+    arena *a = arena_create(0);
+    struct cfg c, back;
+    conf_error err;
+    ck_assert_int_eq(parse("", &c, &err, a), TN_OK);
+    char *longname = malloc(5001);
+    memset(longname, 'n', 5000);
+    longname[5000] = '\0';
+    c.name = longname;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    conf_dump(table, &c, f);
+    fclose(f);
+    ck_assert_int_eq(parse(text, &back, &err, a), TN_OK);
+    ck_assert_uint_eq(strlen(back.name), 5000);
+    free(text);
+    free(longname);
+    arena_destroy(a);
 }
 END_TEST
 
