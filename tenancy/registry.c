@@ -1743,6 +1743,8 @@ static int do_key_revoke(registry *r, void *arg, char *err, size_t errlen)
     /* asked first: in a PostgreSQL transaction, a failed query would end it */
     if ((rc = keys_table(r)) == TN_NOTFOUND)
         return tn_errf(err, errlen, TN_NOTFOUND, "tenant '%s' has no key %s", a->slug, p[1]);
+    if (rc != TN_OK)
+        return tn_errf(err, errlen, rc, "registry: %s", tn_db_error(r->db));
     tn_rows *rows = NULL;
     rc = tn_db_query(r->db, &rows,
                      a->id > 0 ? "SELECT " KEY_COLS " FROM api_keys k JOIN tenants t ON t.id = "

@@ -17,6 +17,7 @@
 #include "tenancy/lookup.h"
 
 #include <check.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -912,6 +913,41 @@ START_TEST(test_keys_upgrade)
 }
 END_TEST
 
+/* The catalogue read that tells whether the keys' table is there fails (here: an authorizer
+ * of the test's own refuses it, on SQLite): the revoke stops with that error and revokes
+ * nothing, as it would for a failure of any of its other statements. */
+static int no_catalogue(void *ud, int action, const char *a1, const char *a2, const char *db,
+                        const char *trigger)
+{
+    (void)ud, (void)a2, (void)db, (void)trigger;
+    return action == SQLITE_READ && a1 != NULL &&
+                   (strcmp(a1, "sqlite_master") == 0 || strcmp(a1, "sqlite_schema") == 0)
+               ? SQLITE_DENY
+               : SQLITE_OK;
+}
+
+START_TEST(test_key_revoke_check_fails)
+{
+    ck_assert_int_eq(create("acme", "Acme", NULL, 0), TN_OK);
+    int64_t a = 0;
+    OK(key_create("acme", "tnk_AAAAAAAA", HASH_A, false, 0, &a));
+    tenant_rec *acme = fetch(LK_SLUG, "acme");
+    sqlite3 *h = tn_db_native(registry_db(R));
+    ck_assert_int_eq(sqlite3_set_authorizer(h, no_catalogue, NULL), SQLITE_OK);
+    err[0] = '\0';
+    int rc = registry_key_revoke(R, "acme", a, NULL, 2000, NULL, NULL, err, sizeof(err));
+    /* no authorizer for the rest of the test: the registry is closed after it */
+    ck_assert_int_eq(sqlite3_set_authorizer(h, NULL, NULL), SQLITE_OK);
+    ck_assert_msg(rc != TN_OK && rc != TN_NOTFOUND, "revoke = %s: %s", tn_rc_str(rc), err);
+    ck_assert_msg(strstr(err, "registry: ") == err, "%s", err);
+    registry_key k;
+    OK(registry_key_find(R, acme->id, HASH_A, &k));
+    ck_assert_int_eq(k.revoked_at, 0);
+    GEN_IS(2);
+    free(acme);
+}
+END_TEST
+
 START_TEST(test_show)
 {
     ck_assert_int_eq(create("acme", "Acme", "{\"k\":\"v\"}", 2, "acme.test", "alias.test"), TN_OK);
@@ -1187,6 +1223,8 @@ Suite *registry_suite(bool pg)
     tcase_add_test(tc, test_generation_reader_then_writer);
     if (pg)
         tcase_add_test(tc, test_same_schema);
+    else
+        tcase_add_test(tc, test_key_revoke_check_fails);
     suite_add_tcase(s, tc);
     return s;
 }
