@@ -357,6 +357,7 @@ static void run_job(const job_rec *claimed)
             if (jobs_release(g, j->id, jw.lease, "waiting for the tenant's earlier hook",
                              now + HOOK_WAIT_MS, now, err, sizeof(err)) != TN_OK)
                 log_warn("job %lld (%s): %s", (long long)j->id, j->name, err);
+            free(jc.payload);
             return;
         }
     }
