@@ -59,7 +59,7 @@ static int list_files(const char *dir, const char *prefix, int (*fn)(void *, con
         n++;
     }
     closedir(d);
-    if (rc == TN_OK)
+    if (rc == TN_OK && n > 0)   /* none: names is NULL, which qsort must not be given */
         qsort(names, n, sizeof(*names), cmp_str);
     for (size_t i = 0; i < n; i++) {
         if (rc == TN_OK)

@@ -1,6 +1,7 @@
 /*
  * check_target.c — the schema scope (db_set_schema_scope), notifications, and storage
- * targets (target.h: create, exists, drop, open, tables) on all three kinds.
+ * targets (target.h: create, exists, drop, open, tables) on all three kinds, and the
+ * inventory of a folder's SQLite targets (inventory.h).
  *
  * The scope cases are the leak cases of schema-per-tenant hosting: two schemas with the
  * same table names, one connection alternating between them, and every way a request can
@@ -11,6 +12,7 @@
 #include "storage/db.h"
 #include "storage/db_int.h"
 #include "storage/target.h"
+#include "storage/inventory.h"
 #include "core/rc.h"
 
 #include <check.h>
@@ -770,6 +772,36 @@ START_TEST(test_target_database)
 }
 END_TEST
 
+/* A folder's SQLite targets: none while it is not there (TN_NOTFOUND), none in an empty one
+ * (the sort is not given the list that was never allocated), then the prefix's *.db regular
+ * files in name order. */
+START_TEST(test_inventory_sqlite)
+{
+    char dir[300], path[400], err[512], seen[1024] = "";
+    snprintf(dir, sizeof(dir), "%s/inventory", st_dir);
+    ck_assert_int_eq(inventory_list(TARGET_SQLITE, dir, "t_", collect, seen, err, sizeof(err)),
+                     TN_NOTFOUND);
+    ck_assert_int_eq(mkdir(dir, 0750), 0);
+    ck_assert_msg(inventory_list(TARGET_SQLITE, dir, "t_", collect, seen, err, sizeof(err)) ==
+                      TN_OK, "%s", err);
+    ck_assert_str_eq(seen, "");
+    const char *files[] = {"t_b.db", "t_a.db", "other.db", "t_c.txt"};
+    for (size_t i = 0; i < TN_ARRAY_LEN(files); i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fclose(f);
+    }
+    snprintf(path, sizeof(path), "%s/t_dir.db", dir);
+    ck_assert_int_eq(mkdir(path, 0750), 0);
+    ck_assert_msg(inventory_list(TARGET_SQLITE, dir, "t_", collect, seen, err, sizeof(err)) ==
+                      TN_OK, "%s", err);
+    char want[1024];
+    snprintf(want, sizeof(want), "%s/t_a.db,%s/t_b.db", dir, dir);
+    ck_assert_str_eq(seen, want);
+}
+END_TEST
+
 /* ---- suites ---------------------------------------------------------------------------------- */
 
 Suite *target_suite(void);
@@ -797,6 +829,7 @@ Suite *target_suite(void)
     tcase_add_test(tc, test_target_schema);
     tcase_add_test(tc, test_target_schema_role);
     tcase_add_test(tc, test_target_database);
+    tcase_add_test(tc, test_inventory_sqlite);
     suite_add_tcase(s, tc);
     return s;
 }
