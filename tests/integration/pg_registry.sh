@@ -26,7 +26,11 @@ tenant.host_params = HTTP_HOST
 CONF
 }
 start_host() {   # start_host NAME
-    "$TENANCYD" -c "$T/$1.conf" > "$T/$1.log" 2>&1 &
+    # Emptied here, not by the launch's own redirection: that one runs in the background
+    # job, and the wait below could otherwise read the host's earlier "ready" line (a
+    # restart) before the new process has even bound its socket.
+    : > "$T/$1.log"
+    "$TENANCYD" -c "$T/$1.conf" >> "$T/$1.log" 2>&1 &
     PIDS+=($!)
     eval "PID_$1=$!"
     wait_until 10 grep -q ' ready: ' "$T/$1.log" || fatal "host $1 did not start"
