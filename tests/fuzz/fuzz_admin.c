@@ -44,6 +44,7 @@
 #define SESSION_ID "fuzzsessionfuzzsessionfuzzsessionfuzzsession01"
 #define CSRF "fuzzcsrffuzzcsrffuzzcsrffuzzcsrffuzzcsrf01"
 #define HOST "admin.example.com"
+#define PW_HASH "$y$j9T$fuzzsaltfuzzsalt$fuzzhashfuzzhashfuzzhashfuzzhashfuzzhas"
 
 static char dir[64];
 static tenancy_config tcfg;
@@ -121,11 +122,17 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
               err);
     /* The session, as a login would have stored it (in the panel's table, made first as
      * the panel's first request would). */
-    char h[65];
+    char h[65], fp[65];
     fz_sha256_hex((const unsigned char *)SESSION_ID, strlen(SESSION_ID), h);
+    /* A session holds only while its user's password is the one it was opened with: the
+     * user's line in the password file, and the fingerprint of its hash in the session. */
+    FILE *pw = fopen(acfg.password_file, "w");
+    FZ_ASSERT(pw != NULL && fprintf(pw, "fz:%s\n", PW_HASH) > 0 && fclose(pw) == 0,
+              "writing %s", acfg.password_file);
+    fz_sha256_hex((const unsigned char *)PW_HASH, strlen(PW_HASH), fp);
     FZ_ASSERT(sessions_prepare(registry_db(reg), err, sizeof(err)) == TN_OK, "%s", err);
     FZ_ASSERT(sessions_add(registry_db(reg), h, CSRF, "fz", "127.0.0.1", (int64_t)time(NULL),
-                           (int64_t)time(NULL) + 86400 * 365, "") == TN_OK,
+                           (int64_t)time(NULL) + 86400 * 365, fp) == TN_OK,
               "%s", tn_db_error(registry_db(reg)));
     registry_close(reg);
 
@@ -181,8 +188,56 @@ static bool has(const char *s, size_t n, const char *needle)
     return memmem(s, n, needle, strlen(needle)) != NULL;
 }
 
+/* One request through admin_handle, as the worker hands it over; the answer is in f->resp
+ * and r->status. */
+static int serve(struct fake *f, tn_request *r, const char *method, const char *uri,
+                 const char *cookie, const char *body, const char *ua, bool origin)
+{
+    char len[24];
+    add(f, "REQUEST_METHOD", method);
+    add(f, "REQUEST_URI", uri);
+    add(f, "TENANT_HOST", HOST);
+    add(f, "HTTP_HOST", HOST);
+    add(f, "REMOTE_ADDR", "127.0.0.1");
+    add(f, "HTTP_COOKIE", cookie);
+    add(f, "HTTP_USER_AGENT", ua);
+    if (origin)
+        add(f, "HTTP_ORIGIN", "http://" HOST);
+    if (strcmp(method, "POST") == 0) {
+        f->body = body;
+        f->body_len = strlen(body);
+        snprintf(len, sizeof(len), "%zu", f->body_len);
+        add(f, "CONTENT_LENGTH", len);
+        add(f, "CONTENT_TYPE", "application/x-www-form-urlencoded");
+    }
+    request_init(r, &fake_tp, f, req_arena, &headers, &out, 1 << 16, "fuzz", 0);
+    int st = admin_handle(r);
+    request_finish(r);
+    return st;
+}
+
+/* Once, before the first input: the session the inputs send must be a logged-in one, or
+ * every page behind the login (the fleet, the schema explorer, the SQL console) would go
+ * unfuzzed while the runs still pass. The fleet page answers 200 and names the tenants. */
+static void check_session(void)
+{
+    struct fake f = {.n = 0, .resp = BUF_INIT};
+    tn_request r;
+    serve(&f, &r, "GET", "/", "tn_admin=" SESSION_ID, "", "", false);
+    FZ_ASSERT(r.status == 200 && f.resp.p != NULL && has(f.resp.p, f.resp.len, "Globex"),
+              "the fuzzed session is not logged in: GET / answered %d:\n%.*s", r.status,
+              (int)(f.resp.len < 600 ? f.resp.len : 600), f.resp.p ? f.resp.p : "");
+    buf_free(&f.resp);
+    arena_reset(req_arena);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    static bool checked;
+    if (!checked) {
+        check_session();
+        checked = true;
+    }
     char *copy = fz_copy(data, size, true);
     const char *field[5] = {"", "/", "", "", ""};
     int nf = 0;
@@ -203,32 +258,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         !(pl > 7 && strncmp(uri, "/t/", 3) == 0 && strncmp(uri + pl - 4, "/sql", 4) == 0))
         method = "GET";
 
-    char cookie[4200], body[8300], len[24];
+    char cookie[4200], body[8300];
     snprintf(cookie, sizeof(cookie), "%s%s", (flags & 4) ? "tn_admin=" SESSION_ID "; " : "",
              field[3]);
     snprintf(body, sizeof(body), "%s%s", (flags & 8) ? "csrf=" CSRF "&" : "", field[2]);
     struct fake f = {.n = 0, .resp = BUF_INIT};
-    add(&f, "REQUEST_METHOD", method);
-    add(&f, "REQUEST_URI", uri);
-    add(&f, "TENANT_HOST", HOST);
-    add(&f, "HTTP_HOST", HOST);
-    add(&f, "REMOTE_ADDR", "127.0.0.1");
-    add(&f, "HTTP_COOKIE", cookie);
-    add(&f, "HTTP_USER_AGENT", field[4]);
-    if (flags & 16)
-        add(&f, "HTTP_ORIGIN", "http://" HOST);
-    if (strcmp(method, "POST") == 0) {
-        f.body = body;
-        f.body_len = strlen(body);
-        snprintf(len, sizeof(len), "%zu", f.body_len);
-        add(&f, "CONTENT_LENGTH", len);
-        add(&f, "CONTENT_TYPE", "application/x-www-form-urlencoded");
-    }
-
     tn_request r;
-    request_init(&r, &fake_tp, &f, req_arena, &headers, &out, 1 << 16, "fuzz", 0);
-    int st = admin_handle(&r);
-    request_finish(&r);
+    int st = serve(&f, &r, method, uri, cookie, body, field[4], flags & 16);
 
     static const int ok[] = {200, 303, 304, 400, 401, 403, 404, 405, 413, 429, 503};
     bool known = false;
