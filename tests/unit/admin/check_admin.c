@@ -771,6 +771,24 @@ START_TEST(test_failure_count)
 }
 END_TEST
 
+/* A login form token the panel never issued opens nothing, even when the form and the cookie
+ * carry the same value: a cookie planted by a sibling host, or one left empty, is not a
+ * token, and its match with the form proves nothing. */
+START_TEST(test_login_token_shape)
+{
+    char *r, body[512];
+    const char *const planted[] = {"", "x", "not a token"};
+    for (size_t i = 0; i < TN_ARRAY_LEN(planted); i++) {
+        snprintf(cookie, sizeof(cookie), "tn_admin_login=%s", planted[i]);
+        snprintf(body, sizeof(body), "nonce=%s&user=admin&password=sesame+open", planted[i]);
+        ck_assert_int_eq(request("POST", "/login", body, NULL, NULL, &r), 403);
+        ck_assert_msg(strstr(r, "Set-Cookie: tn_admin=") == NULL, "planted [%s]: %s",
+                      planted[i], r);
+        free(r);
+    }
+}
+END_TEST
+
 Suite *admin_suite(void);
 Suite *admin_suite(void)
 {
@@ -796,6 +814,7 @@ Suite *admin_suite(void)
         tcase_add_test(t, test_panel_tables);
         tcase_add_test(t, test_registry_upgrade);
         tcase_add_test(t, test_failure_count);
+        tcase_add_test(t, test_login_token_shape);
         tcase_add_test(t, test_audit_page);
         suite_add_tcase(s, t);
     }
