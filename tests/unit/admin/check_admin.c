@@ -789,6 +789,28 @@ START_TEST(test_login_token_shape)
 }
 END_TEST
 
+/* The account's own lock: failures spread over several addresses, none of which reaches the
+ * address limit, lock the account once they reach the account limit; then the right password
+ * from an address that never failed is refused too (a guesser that changes address is held
+ * back by the account's counter alone). */
+START_TEST(test_account_lock)
+{
+    static const char *const from[] = {"127.0.0.2", "127.0.0.3", "127.0.0.4"};
+    char err[256];   /* the panel lets in more than one address of this machine */
+    ck_assert_int_eq(netaddr_list_parse("127.0.0.0/8", cfg_arena, &acfg.allowed, err,
+                                        sizeof(err)), TN_OK);
+    for (int i = 0; i < 10; i++) {   /* the account limit, under the address limit each */
+        const char *extra[] = {"REMOTE_ADDR", from[i % 3], NULL};
+        cookie[0] = '\0';
+        ck_assert_int_eq(login("wrong", extra), 401);
+    }
+    const char *fresh[] = {"REMOTE_ADDR", "127.0.0.5", NULL};
+    cookie[0] = '\0';
+    ck_assert_int_eq(login("sesame+open", fresh), 429);
+    ck_assert_ptr_null(strstr(cookie, "tn_admin="));
+}
+END_TEST
+
 Suite *admin_suite(void);
 Suite *admin_suite(void)
 {
@@ -815,6 +837,7 @@ Suite *admin_suite(void)
         tcase_add_test(t, test_registry_upgrade);
         tcase_add_test(t, test_failure_count);
         tcase_add_test(t, test_login_token_shape);
+        tcase_add_test(t, test_account_lock);
         tcase_add_test(t, test_audit_page);
         suite_add_tcase(s, t);
     }
