@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- SHA-256 --------------------------------------------------------------------------------- */
@@ -811,6 +812,26 @@ START_TEST(test_account_lock)
 }
 END_TEST
 
+/* The address's lock doubles with each failure past the limit: a failure once the first lock
+ * has run out locks for twice as long as the first lock did. */
+START_TEST(test_lock_doubles)
+{
+    char v[64];
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(login("wrong", NULL), 401);
+    int64_t first = strtoll(reg_value("SELECT locked_until FROM admin_throttle WHERE key = $1",
+                                      "addr:127.0.0.1", v, sizeof(v)), NULL, 10) - time(NULL);
+    ck_assert_msg(first > 0 && first <= 60, "the first lock: %lld s", (long long)first);
+    /* the first lock has run out, the failures are still in the window */
+    reg_exec("UPDATE admin_throttle SET locked_until = 0");
+    ck_assert_int_eq(login("wrong", NULL), 401);
+    int64_t second = strtoll(reg_value("SELECT locked_until FROM admin_throttle WHERE key = $1",
+                                       "addr:127.0.0.1", v, sizeof(v)), NULL, 10) - time(NULL);
+    /* twice the first lock, less the few seconds a slow run may take between the two reads */
+    ck_assert_msg(second > 90 && second <= 120, "the second lock: %lld s", (long long)second);
+}
+END_TEST
+
 Suite *admin_suite(void);
 Suite *admin_suite(void)
 {
@@ -838,6 +859,7 @@ Suite *admin_suite(void)
         tcase_add_test(t, test_failure_count);
         tcase_add_test(t, test_login_token_shape);
         tcase_add_test(t, test_account_lock);
+        tcase_add_test(t, test_lock_doubles);
         tcase_add_test(t, test_audit_page);
         suite_add_tcase(s, t);
     }
