@@ -250,6 +250,10 @@ for t in lite pgt; do
     assert_eq "$(body)" "{\"tenant\":\"$t\",\"columns\":[\"id\",\"name\",\"z\"],\"rows\":[[\"1\",\"item 1\",null]],\"truncated\":false}" "$t: JSON content"
     sql $t "SELECT '=cmd|'' /C calc''!A0' AS f" csv > /dev/null
     assert_contains "$(body)" "\"'=cmd" "$t: a formula is neutralised in CSV"
+    # A column's name is the operator's to choose (an alias), so the header row is a cell
+    # like any other: a formula there is neutralised too.
+    sql $t 'SELECT 1 AS "=1+2", 2 AS "@SUM(A1)"' csv > /dev/null
+    assert_eq "$(body | head -1 | tr -d '\r')" "\"'=1+2\",\"'@SUM(A1)\"" "$t: a formula in a column name is neutralised in CSV"
 done
 code=$(sql lite 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c')
 assert_eq "$code" 400 "lite: a runaway query stops at admin.query_timeout"
