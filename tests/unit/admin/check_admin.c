@@ -652,6 +652,24 @@ START_TEST(test_session_ends_with_password)
 }
 END_TEST
 
+/* A session ends at its expiry even when it comes back with its cookie (a browser that kept
+ * the cookie past Max-Age, or a copied cookie): the registry's expiry is the one that counts,
+ * and the row of one that has run out is no longer found. */
+START_TEST(test_session_expires)
+{
+    char *r;
+    ck_assert_int_eq(login("sesame+open", NULL), 303);
+    ck_assert_int_eq(request("GET", "/", NULL, NULL, NULL, &r), 200);
+    free(r);
+    reg_exec("UPDATE admin_sessions SET expires_at = created_at");
+    ck_assert_int_eq(request("GET", "/", NULL, NULL, NULL, &r), 303);
+    ck_assert(strstr(r, "Location: /login"));
+    free(r);
+    ck_assert_int_eq(request("GET", "/api/tenants", NULL, NULL, NULL, &r), 401);
+    free(r);
+}
+END_TEST
+
 /* Sessions of an old password that never come back (another browser) do not stay: the next
  * login sweeps them away, and the expired ones with them; the current password's stay. */
 START_TEST(test_login_sweeps_ended_sessions)
@@ -853,6 +871,7 @@ Suite *admin_suite(void)
         tcase_add_test(t, test_login_origin);
         tcase_add_test(t, test_cookie_prefix);
         tcase_add_test(t, test_session_ends_with_password);
+        tcase_add_test(t, test_session_expires);
         tcase_add_test(t, test_login_sweeps_ended_sessions);
         tcase_add_test(t, test_panel_tables);
         tcase_add_test(t, test_registry_upgrade);
