@@ -221,6 +221,18 @@ static void capped_case(bool pg)
         ST_EXPECT(d, TN_DENIED, capped(d, pg, "SELECT 1; SELECT 2", 10, 5000, a, &r));
         ST_EXPECT(d, TN_DENIED, capped(d, pg, "ATTACH 'x.db' AS x", 10, 5000, a, &r));
         ST_EXPECT(d, TN_DENIED, capped(d, pg, "PRAGMA trusted_schema = 1", 10, 5000, a, &r));
+        /* a write is refused twice over: by the authorizer when it is prepared, and by
+         * sqlite3_stmt_readonly after. The authorizer's refusal must stand on its own, so it
+         * is the one that answers (its reason in the message), not the later check. */
+        static const char *const writes[] = {"UPDATE parent SET name = 'z'",
+                                             "DELETE FROM parent",
+                                             "INSERT INTO parent (name) VALUES ('z')"};
+        for (size_t i = 0; i < TN_ARRAY_LEN(writes); i++) {
+            int rc = capped(d, pg, writes[i], 10, 5000, a, &r);
+            ck_assert_msg(rc == TN_DENIED && strstr(tn_db_error(d), "only reads") != NULL,
+                          "%s = %s, want the authorizer's refusal: %s", writes[i],
+                          tn_rc_str(rc), tn_db_error(d));
+        }
         ST_OK(d, capped(d, pg, "PRAGMA table_info(parent)", 10, 5000, a, &r));
         ck_assert_int_eq(r->nrows, 2);
         /* the driver's own authorizer is back: randomblob() runs, ATTACH is still denied */
