@@ -850,6 +850,27 @@ START_TEST(test_lock_doubles)
 }
 END_TEST
 
+/* The doubling stops at each lock's ceiling: an hour for an address, 15 minutes for an
+ * account (so that a stranger's guesses never lock the operators out for long), however many
+ * failures the window holds. */
+START_TEST(test_lock_ceilings)
+{
+    char v[64];
+    ck_assert_int_eq(login("wrong", NULL), 401);
+    /* many failures in the window already, and no lock in force */
+    reg_exec("UPDATE admin_throttle SET failures = 30, locked_until = 0");
+    ck_assert_int_eq(login("wrong", NULL), 401);
+    int64_t now = time(NULL);
+    int64_t addr = strtoll(reg_value("SELECT locked_until FROM admin_throttle WHERE key = $1",
+                                     "addr:127.0.0.1", v, sizeof(v)), NULL, 10) - now;
+    int64_t user = strtoll(reg_value("SELECT locked_until FROM admin_throttle WHERE key = $1",
+                                     "user:admin", v, sizeof(v)), NULL, 10) - now;
+    /* at the ceiling, less a margin for a slow run */
+    ck_assert_msg(addr > 3500 && addr <= 3600, "the address's lock: %lld s", (long long)addr);
+    ck_assert_msg(user > 800 && user <= 900, "the account's lock: %lld s", (long long)user);
+}
+END_TEST
+
 Suite *admin_suite(void);
 Suite *admin_suite(void)
 {
@@ -879,6 +900,7 @@ Suite *admin_suite(void)
         tcase_add_test(t, test_login_token_shape);
         tcase_add_test(t, test_account_lock);
         tcase_add_test(t, test_lock_doubles);
+        tcase_add_test(t, test_lock_ceilings);
         tcase_add_test(t, test_audit_page);
         suite_add_tcase(s, t);
     }
