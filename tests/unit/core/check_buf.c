@@ -71,6 +71,11 @@ START_TEST(test_csv_formulas)
         {"a=b", "a=b"},                      /* only the first byte counts */
         {" =x", " =x"},
         {"'=x", "'=x"},
+        /* a line break inside a value is quoted, or it would end the record there and
+         * start a row of the value's choosing */
+        {"a\rb", "\"a\rb\""},
+        {"a\nb", "\"a\nb\""},
+        {"a\r\n=cmd", "\"a\r\n=cmd\""},
         {"", ""},
     };
     buf b = BUF_INIT;
