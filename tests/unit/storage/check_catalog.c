@@ -247,6 +247,24 @@ static void capped_case(bool pg)
         tn_db *su = st_open(st_pg, NULL);
         ST_EXPECT(su, TN_DENIED, capped(su, pg, "SELECT 1", 10, 5000, a, &r));
         ck_assert_msg(strstr(tn_db_error(su), "superuser") != NULL, "%s", tn_db_error(su));
+        /* and so is a role that was made a member of one of the predefined roles that reach
+         * outside the database (server files, server programs, other sessions' backends):
+         * each on its own, then taken back, after which the same login runs again */
+        static const char *const outside[] = {"pg_execute_server_program",
+                                              "pg_read_server_files", "pg_write_server_files",
+                                              "pg_signal_backend"};
+        for (size_t i = 0; i < TN_ARRAY_LEN(outside); i++) {
+            char sql[200];
+            snprintf(sql, sizeof(sql), "GRANT %s TO " PG_READER, outside[i]);
+            ST_OK(su, db_exec_script(su, sql));
+            int rc = capped(d, pg, "SELECT 1", 10, 5000, a, &r);
+            ck_assert_msg(rc == TN_DENIED && strstr(tn_db_error(d), outside[i]) != NULL,
+                          "a member of %s = %s, want denied: %s", outside[i], tn_rc_str(rc),
+                          tn_db_error(d));
+            snprintf(sql, sizeof(sql), "REVOKE %s FROM " PG_READER, outside[i]);
+            ST_OK(su, db_exec_script(su, sql));
+            ST_OK(d, capped(d, pg, "SELECT 1", 10, 5000, a, &r));
+        }
         db_close(su);
     }
     arena_destroy(a);
