@@ -142,6 +142,37 @@ START_TEST(test_bound_eviction_and_retired_records)
 }
 END_TEST
 
+/* A cached tenant is served for its own host only: hosts that share a long beginning, or of
+ * which one is the beginning of the other, are different entries, each with its own record
+ * (a key compared or hashed on part of its bytes would hand one tenant's record to the
+ * other host). */
+START_TEST(test_whole_key)
+{
+    reset();
+    lookup_cache *c = lookup_create(100, 60000, 60000);
+    const char *hosts[] = {
+        "shop.a-rather-long-company-name.example.com",
+        "shop.a-rather-long-company-name.example.org",
+        "shop.a-rather-long-company-name.example.com.evil.example",
+        "shop.a-rather-long-company-name.example.co",
+        "acme.example",
+        "acme.example.evil.example",
+        "acme.exampl",
+    };
+    int n = (int)(sizeof(hosts) / sizeof(hosts[0]));
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < n; i++) {
+            const tenant_rec *t;
+            ck_assert_int_eq(get(c, LK_DOMAIN, hosts[i], 10, &t), TN_OK);
+            ck_assert_msg(strcmp(t->slug, hosts[i]) == 0, "round %d: %s served the record of %s",
+                          round, hosts[i], t->slug);
+        }
+    }
+    ck_assert_int_eq(fetches, n);   /* one fetch per host; the second round hit */
+    lookup_destroy(c);
+}
+END_TEST
+
 START_TEST(test_cache_off)
 {
     reset();
@@ -165,6 +196,7 @@ Suite *lookup_suite(void)
     tcase_add_test(tc, test_hits_and_negative);
     tcase_add_test(tc, test_generation_flush_and_race);
     tcase_add_test(tc, test_bound_eviction_and_retired_records);
+    tcase_add_test(tc, test_whole_key);
     tcase_add_test(tc, test_cache_off);
     suite_add_tcase(s, tc);
     return s;
