@@ -240,6 +240,41 @@ START_TEST(test_scope_autocommit_error)
 }
 END_TEST
 
+/* The role is part of the scope: the same schema served under a tenant's role and then
+ * without one (the login's rights: the host's own work on that schema), or the other way, is
+ * a change of scope, and what the one left in the session (a temporary table that shadows
+ * items, a prepared statement) is wiped before the other runs. */
+START_TEST(test_scope_role_change_wiped)
+{
+    tn_db *a = st_open(st_pg, NULL);
+    tn_db_exec(a, "DROP ROLE IF EXISTS tn_scope_ra", 0, NULL);
+    ST_OK(a, db_exec_script(a, "CREATE ROLE tn_scope_ra;"
+                               "GRANT USAGE ON SCHEMA tn_scope_a TO tn_scope_ra;"
+                               "GRANT SELECT ON tn_scope_a.items TO tn_scope_ra"));
+    const char *roles[2][2] = {{"tn_scope_ra", NULL}, {NULL, "tn_scope_ra"}};
+    char v[64], login[64];
+    for (int dir = 0; dir < 2; dir++) {
+        tn_db *d = st_open(st_pg, NULL);
+        ST_OK(d, db_query_value(d, login, sizeof(login), "SELECT session_user", 0, NULL));
+        ST_OK(d, db_set_scope(d, "tn_scope_a", roles[dir][0]));
+        ST_OK(d, db_query_value(d, v, sizeof(v), "SELECT current_user", 0, NULL));
+        ck_assert_str_eq(v, roles[dir][0] != NULL ? roles[dir][0] : login);
+        ST_OK(d, tn_db_exec(d, "CREATE TEMP TABLE items (marker TEXT)", 0, NULL));
+        ST_OK(d, tn_db_exec(d, "INSERT INTO pg_temp.items VALUES ('temp')", 0, NULL));
+        ST_OK(d, tn_db_exec(d, "PREPARE leak AS SELECT 'left'", 0, NULL));
+        ST_OK(d, db_set_scope(d, "tn_scope_a", roles[dir][1]));
+        ST_OK(d, db_query_value(d, v, sizeof(v), "SELECT current_user", 0, NULL));
+        ck_assert_str_eq(v, roles[dir][1] != NULL ? roles[dir][1] : login);
+        expect_marker(d, "a");
+        ST_EXPECT(d, TN_INVALID, tn_db_exec(d, "EXECUTE leak", 0, NULL));
+        db_close(d);
+    }
+    ST_OK(a, tn_db_exec(a, "DROP OWNED BY tn_scope_ra", 0, NULL));
+    ST_OK(a, tn_db_exec(a, "DROP ROLE tn_scope_ra", 0, NULL));
+    db_close(a);
+}
+END_TEST
+
 /* What a tenant may leave in its session: none of it may reach the next tenant. */
 START_TEST(test_scope_session_wiped)
 {
@@ -816,6 +851,7 @@ Suite *target_suite(void)
     tcase_add_test(tc, test_scope_batch);
     tcase_add_test(tc, test_scope_autocommit_error);
     tcase_add_test(tc, test_scope_session_wiped);
+    tcase_add_test(tc, test_scope_role_change_wiped);
     tcase_add_test(tc, test_scope_wipe_per_leftover);
     tcase_add_test(tc, test_scope_timeout);
     tcase_add_test(tc, test_scope_broken_connection);
