@@ -177,6 +177,11 @@ START_TEST(test_resolvers)
     /* Central: never a tenant, even when a tenant header says otherwise. */
     ck_assert_int_eq(run(&f, "admin.example.com", "/", "HTTP_X_TENANT", "acme"), 200);
     ck_assert_str_eq(handler_slug, "-");
+    /* Central is the whole name only: one that merely starts or ends like it is another
+     * host (here nobody's), never served as central. */
+    ck_assert_int_eq(run(&f, "admin.example.com.other.test", "/", NULL, NULL), 404);
+    ck_assert_int_eq(run(&f, "admin.example.community", "/", NULL, NULL), 404);
+    ck_assert_int_eq(run(&f, "xadmin.example.com", "/", NULL, NULL), 404);
     buf_free(&f.out);
 }
 END_TEST
