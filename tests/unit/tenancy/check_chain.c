@@ -672,11 +672,36 @@ START_TEST(test_stages_per_app)
 }
 END_TEST
 
+static int runs_seen;
+
+static int count_run(tn_request *r, void *arg)
+{
+    (void)r;
+    (void)arg;
+    runs_seen++;
+    return TN_OK;
+}
+
 START_TEST(test_tn_run)
 {
     ck_assert_int_eq(tn_run("acme", during_run, NULL), TN_OK);
     ck_assert_int_eq(tn_run("nobody", during_run, NULL), TN_NOTFOUND);
     ck_assert_int_eq(tn_run("../x", during_run, NULL), TN_NOTFOUND);
+    /* A tenant being deleted is answered as unknown, and nothing runs in its context (its
+     * storage is only kept for the grace period). */
+    registry *reg;
+    char err[256];
+    ck_assert_int_eq(registry_open(cfg.registry_uri, cfg.gen_path, &reg, err, sizeof(err)), TN_OK);
+    registry_new d = {.slug = "doomed", .name = "Doomed", .state = TENANT_ACTIVE};
+    ck_assert_msg(registry_create(reg, &d, NULL, err, sizeof(err)) == TN_OK, "%s", err);
+    runs_seen = 0;
+    ck_assert_int_eq(tn_run("doomed", count_run, NULL), TN_OK);
+    ck_assert_int_eq(runs_seen, 1);
+    ck_assert_msg(registry_set_state(reg, "doomed", TENANT_DELETING, err, sizeof(err)) == TN_OK,
+                  "%s", err);
+    registry_close(reg);
+    ck_assert_int_eq(tn_run("doomed", count_run, NULL), TN_NOTFOUND);
+    ck_assert_int_eq(runs_seen, 1);
 }
 END_TEST
 
