@@ -537,6 +537,58 @@ static void served_by(const storage_target *t, char pid[32])
     pool_release(pool, d);
 }
 
+/* A tenant's role on the shared login: each statement of its requests runs as that role, in
+ * an autocommit statement and in a transaction alike, and the role ends with the request: the
+ * next tenant on the same connection (one without a role here) runs as the login again. A
+ * role set for the session instead of the transaction, or left out of one of the two forms,
+ * shows as the wrong current_user. */
+START_TEST(test_pool_schema_roles)
+{
+    pool = pool_create(&(pool_limits){.pg_max_tenants = 100});
+    static char rname[2][32];
+    storage_target r[2];
+    char err[512];
+    for (int i = 0; i < 2; i++) {
+        snprintf(rname[i], sizeof(rname[i]), "tn_pool_r%d", i);
+        r[i] = (storage_target){.kind = TARGET_PG_SCHEMA, .server = st_pg, .name = rname[i],
+                                .role = rname[i]};
+        target_drop(&r[i], err, sizeof(err));
+        ck_assert_msg(target_create(&r[i], err, sizeof(err)) == TN_OK, "%s", err);
+    }
+    tn_db *d;
+    char login[64], pid0[32], pid[32], v[64];
+    acquire(&sch[0], &d);
+    ST_OK(d, db_query_value(d, login, sizeof(login), "SELECT session_user", 0, NULL));
+    pid_of(d, pid0);
+    pool_release(pool, d);
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 2; i++) {
+            for (int txn = 0; txn < 2; txn++) {
+                acquire(&r[i], &d);
+                pid_of(d, pid);
+                ck_assert_str_eq(pid, pid0);   /* one connection for every tenant */
+                if (txn)
+                    ST_OK(d, tn_db_begin(d));
+                ST_OK(d, db_query_value(d, v, sizeof(v), "SELECT current_user", 0, NULL));
+                ck_assert_msg(strcmp(v, rname[i]) == 0, "round %d, %s, %s: current_user %s",
+                              round, rname[i], txn ? "transaction" : "autocommit", v);
+                if (txn)
+                    ST_OK(d, tn_db_commit(d));
+                pool_release(pool, d);
+                acquire(&sch[0], &d);
+                ST_OK(d, db_query_value(d, v, sizeof(v), "SELECT current_user", 0, NULL));
+                ck_assert_msg(strcmp(v, login) == 0,
+                              "after %s (%s): the next tenant runs as %s, not the login %s",
+                              rname[i], txn ? "transaction" : "autocommit", v, login);
+                pool_release(pool, d);
+            }
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        ck_assert_msg(target_drop(&r[i], err, sizeof(err)) == TN_OK, "%s", err);
+}
+END_TEST
+
 /* The byte bound (placement.NAME.max_backend_memory): the backend's memory is read first
  * after pg_memory_every new schemas, then paced by how far it is from its bound; the
  * connection is closed once it reaches the bound; a login that may not read it is counted
@@ -940,6 +992,7 @@ Suite *pool_suite(void)
     tcase_add_checked_fixture(tc, setup_pg, teardown_pool);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_pool_schema_isolation);
+    tcase_add_test(tc, test_pool_schema_roles);
     tcase_add_test(tc, test_pool_schema_broken);
     tcase_add_test(tc, test_pool_schema_recycle);
     tcase_add_test(tc, test_pool_schema_memory);
