@@ -363,6 +363,21 @@ START_TEST(test_peek_tenant)
     }
     ck_assert_int_eq(chain_peek_host(host_param, (void *)"acme.example.com", 0, &hid, &hcap),
                      TN_OK);
+    /* The memo's answer holds for its registry generation only: a tenant suspended (or
+     * resumed) is answered as it now is at once, at the same instant, not after the memo's
+     * time is up. */
+    registry *reg;
+    char err[256];
+    ck_assert_int_eq(registry_open(cfg.registry_uri, cfg.gen_path, &reg, err, sizeof(err)), TN_OK);
+    ck_assert_int_eq(registry_set_state(reg, "acme", TENANT_SUSPENDED, err, sizeof(err)), TN_OK);
+    ck_assert_int_eq(chain_peek_host(host_param, (void *)"acme.example.com", 0, &hid, &hcap),
+                     TN_NOTFOUND);
+    ck_assert_int_eq(hid, 0);
+    ck_assert_int_eq(registry_set_state(reg, "acme", TENANT_ACTIVE, err, sizeof(err)), TN_OK);
+    registry_close(reg);
+    ck_assert_int_eq(chain_peek_host(host_param, (void *)"acme.example.com", 0, &hid, &hcap),
+                     TN_OK);
+    ck_assert_int_eq(hid, 1);
     cfg.nkinds = saved_n;
     cfg.kinds[0] = saved_k;
     /* The context stays empty: a request right after runs through the chain as usual. */
