@@ -520,6 +520,44 @@ START_TEST(test_transaction_control_refused)
 }
 END_TEST
 
+/* Every word that would end or restart the file's transaction is refused, not only COMMIT: a
+ * bare ROLLBACK would throw away the file's earlier statements and let the rest run outside
+ * any transaction. ROLLBACK TO a savepoint stays inside the transaction and is the file's own
+ * business. */
+START_TEST(test_transaction_control_words)
+{
+    static const char *const refused[] = {"BEGIN;", "START TRANSACTION;", "END;", "ROLLBACK;",
+                                          "rollback\n;", "ROLLBACK WORK;"};
+    put("0001_items.sql", m1);
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        char text[128];
+        snprintf(text, sizeof(text), "CREATE TABLE x (id INTEGER);\n%s\nCREATE TABLE y (id "
+                                     "INTEGER);", refused[i]);
+        put("0002_txn.sql", text);
+        migration_set *s = load();
+        migrate_result r;
+        ck_assert_msg(migrate_apply(db, s, &r) == TN_INVALID, "%s was not refused", refused[i]);
+        ck_assert_str_eq(r.error.file, "0002_txn.sql");
+        ck_assert_int_eq(r.error.statement, 2);
+        ck_assert_msg(strstr(r.error.message, "transaction control"), "%s", r.error.message);
+        ck_assert(db_is_clean(db));
+        ck_assert(!has_table(db, "x"));
+        ck_assert(!has_table(db, "y"));
+        ck_assert_str_eq(r.to, "0001");
+        migrate_free(s);
+    }
+    put("0002_txn.sql", "SAVEPOINT s;\nCREATE TABLE x (id INTEGER);\nROLLBACK TO SAVEPOINT s;\n"
+                        "rollback  to s;\nCREATE TABLE y (id INTEGER);\nRELEASE s;");
+    migration_set *s = load();
+    migrate_result r;
+    apply_ok(s, &r);
+    ck_assert_str_eq(r.to, "0002");
+    ck_assert(!has_table(db, "x"));
+    ck_assert(has_table(db, "y"));
+    migrate_free(s);
+}
+END_TEST
+
 START_TEST(test_empty_set_creates_nothing)
 {
     migration_set *s = NULL;
@@ -1093,6 +1131,7 @@ Suite *migrate_suite(bool pg)
     tcase_add_test(tc, test_apply_expected);
     tcase_add_test(tc, test_warnings);
     tcase_add_test(tc, test_transaction_control_refused);
+    tcase_add_test(tc, test_transaction_control_words);
     tcase_add_test(tc, test_empty_set_creates_nothing);
     tcase_add_test(tc, test_seed_binds_what_each_statement_uses);
     if (pg) {
