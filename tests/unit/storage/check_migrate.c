@@ -908,6 +908,54 @@ START_TEST(test_pg_two_migrators_read_locked)
 }
 END_TEST
 
+/* The lock is per schema: a migrator held up in one tenant's schema must not hold up the
+ * migration of another. The first migrator is stopped inside its file by a table lock the
+ * test holds (so it holds its own lock for as long as the test wants); the neighbour's
+ * migration, with a lock_timeout, must go through meanwhile rather than time out. */
+START_TEST(test_pg_lock_is_per_schema)
+{
+    EXPECT(adm, TN_OK, db_exec_script(adm, "CREATE TABLE public.gate (id INTEGER)"));
+    EXPECT(adm, TN_OK, tn_db_begin(adm));
+    EXPECT(adm, TN_OK, db_exec_script(adm, "LOCK TABLE public.gate IN ACCESS EXCLUSIVE MODE"));
+    put("0001_gate.sql", "CREATE TABLE items (id INTEGER);\nSELECT count(*) FROM public.gate;");
+    migration_set *s = load();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        tn_db *d = open_target();
+        migrate_result cr;
+        int rc = migrate_apply(d, s, &cr);
+        db_close(d);
+        migrate_free(s);
+        _exit(rc == TN_OK ? 0 : 1);
+    }
+    ck_assert_int_ge(pid, 0);
+    migrate_free(s);
+    /* Until the first migrator waits on the gate, inside its file's transaction. */
+    for (int i = 0; count(adm, "SELECT count(*) FROM pg_locks WHERE NOT granted AND "
+                               "relation = 'public.gate'::regclass") == 0; i++) {
+        ck_assert_msg(i < 1000, "the first migrator never reached the gate");
+        usleep(10000);
+    }
+    new_dir();
+    put("0001_items.sql", m1);
+    s = load();
+    OK(db_set_schema_scope(db, "tn_mig_b"));
+    OK(db_exec_script(db, "SET lock_timeout = '2s'"));
+    migrate_result r;
+    int rc = migrate_apply(db, s, &r);
+    EXPECT(adm, TN_OK, tn_db_rollback(adm));   /* let the first go whatever happened */
+    int st = 0;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(rc == TN_OK, "the neighbour's migration: %s: %s", tn_rc_str(rc),
+                  r.error.message);
+    ck_assert_str_eq(r.to, "0001");
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    ck_assert_int_eq(count(adm, "SELECT count(*) FROM tn_mig_a.tenancy_migrations"), 1);
+    migrate_free(s);
+}
+END_TEST
+
 START_TEST(test_pg_database_clone)
 {
     EXPECT(adm, TN_OK, tn_db_exec(adm, "DROP DATABASE IF EXISTS tn_mig_tpl", 0, NULL));
@@ -1141,6 +1189,7 @@ Suite *migrate_suite(bool pg)
         tcase_add_test(tc, test_pg_provision_long);
         tcase_add_test(tc, test_pg_two_migrators);
         tcase_add_test(tc, test_pg_two_migrators_read_locked);
+        tcase_add_test(tc, test_pg_lock_is_per_schema);
         tcase_add_test(tc, test_pg_database_clone);
     } else {
         tcase_add_test(tc, test_sqlite_trigger_body);
