@@ -220,7 +220,10 @@ cases() {
     assert_eq "$RC" 0 "$b: delete the last one"
 
     # ---- a migration that fails for one tenant only ----
+    # The comment puts the failing statement on a line other than its number, so the error
+    # must give the line the file has, not the statement's rank.
     cat > "$T/mig/0003_unique_names.sql" <<'SQL'
+-- t007 holds a duplicate name: the index fails there alone
 CREATE TABLE audit (id INTEGER PRIMARY KEY);
 CREATE UNIQUE INDEX items_name ON items (name);
 SQL
@@ -240,8 +243,8 @@ SQL
     assert_eq "$(jget '.tenants[7].slug')" t007 "$b: slug order"
     assert_eq "$(jget '.tenants[7].status')" failed "$b: t007 failed"
     assert_eq "$(jget '.tenants[7].to')" 0002 "$b: t007 stays at 0002"
-    assert_contains "$(jget '.tenants[7].error')" "0003_unique_names.sql statement 2 (line 2)" \
-        "$b: t007's error names file and statement"
+    assert_contains "$(jget '.tenants[7].error')" "0003_unique_names.sql statement 2 (line 3)" \
+        "$b: t007's error names file, statement and line"
     assert_eq "$(version_of t007)" 0002 "$b: t007's storage is at 0002"
     [ "$(q t007 "SELECT count(*) FROM audit" 2>/dev/null)" = "" ] ||
         fail "$b: t007's failed file was not rolled back whole"
