@@ -242,6 +242,33 @@ START_TEST(test_management_and_roles)
 }
 END_TEST
 
+/* libfcgi answers a GET_VALUES it meets among the params itself, trusting its lengths: one
+ * there is refused, whether it comes right after BEGIN or between two PARAMS records, and
+ * whatever names it asks for, before the params end. */
+START_TEST(test_get_values_inside_params_refused)
+{
+    unsigned char s[256];
+    unsigned char names[] = {14, 0, 'F', 'C', 'G', 'I', '_', 'M', 'A', 'X', '_', 'C', 'O', 'N',
+                             'N', 'S'};
+    unsigned char nv[] = {4, 3, 'H', 'O', 'S', 'T', 'a', 'b', 'c'};
+    for (int where = 0; where < 2; where++) {
+        size_t n = begin(s, 1, 1, 1);
+        if (where == 1)
+            n += rec(s + n, FCGI_T_PARAMS, 1, nv, sizeof(nv));
+        n += rec(s + n, FCGI_T_GET_VALUES, 0, names, sizeof(names));
+        size_t gv_end = n;
+        n += rec(s + n, FCGI_T_PARAMS, 1, nv, sizeof(nv));
+        n += rec(s + n, FCGI_T_PARAMS, 1, NULL, 0);
+        fp_result r;
+        ck_assert_int_eq(fcgi_precheck(s, n, 1 << 20, false, &r), FP_MALFORMED);
+        ck_assert_ptr_nonnull(r.why);
+        ck_assert_msg(strstr(r.why, "GET_VALUES"), "%s", r.why);
+        /* refused as soon as the record is here, not only once the params end */
+        ck_assert_int_eq(fcgi_precheck(s, gv_end, 1 << 20, false, &r), FP_MALFORMED);
+    }
+}
+END_TEST
+
 START_TEST(test_stale_records_skipped_and_foreign_records_passed_over)
 {
     unsigned char s[512];
@@ -298,6 +325,7 @@ Suite *proto_suite(void)
     tcase_add_test(tc, test_params_env);
     tcase_add_test(tc, test_huge_declared_lengths_refused);
     tcase_add_test(tc, test_pairs_whole_or_split_agree);
+    tcase_add_test(tc, test_get_values_inside_params_refused);
     tcase_add_test(tc, test_management_and_roles);
     tcase_add_test(tc, test_stale_records_skipped_and_foreign_records_passed_over);
     tcase_add_test(tc, test_garbage_refused);
