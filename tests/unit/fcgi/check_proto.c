@@ -170,6 +170,14 @@ START_TEST(test_huge_declared_lengths_refused)
     ck_assert_int_eq(fcgi_precheck(s, n, 400, false, &r), FP_TOO_BIG);
     ck_assert_uint_eq(r.req_id, 1);   /* the 431 goes to this request */
     ck_assert_ptr_nonnull(r.why);
+    /* One name length over the limit is refused as soon as it is read: a sender that stops
+     * there must not hold the connection waiting for a value length. */
+    n = begin(s, 1, 1, 0);
+    unsigned char d[] = {0x80, 0x00, 0x01, 0x00};   /* a name of 256 */
+    n += rec(s + n, FCGI_T_PARAMS, 1, d, sizeof(d));
+    ck_assert_int_eq(fcgi_precheck(s, n, 200, false, &r), FP_TOO_BIG);
+    ck_assert_str_eq(r.why, "a parameter declares a length over max_params");
+    ck_assert_int_eq(fcgi_precheck(s, n, 256, false, &r), FP_NEED_MORE);   /* at the limit */
 }
 END_TEST
 
