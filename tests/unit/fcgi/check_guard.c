@@ -102,6 +102,38 @@ START_TEST(test_guard_passes_and_refuses)
 }
 END_TEST
 
+/* Only request id 0 is a management record: a request whose id has a zero low byte (256,
+ * as a web server that multiplexes may number it) passes whole, whatever the read sizes. */
+START_TEST(test_guard_high_request_ids_pass)
+{
+    static const size_t steps[] = {1, 3, 8, 4096};
+    static const int ids[] = {256, 512, 65280};
+    for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+        for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
+            unsigned char in[512], got[512];
+            size_t len = 0;
+            rec(in, &len, 1, ids[i], "\0\1\1\0\0\0\0\0", 8);
+            rec(in, &len, 4, ids[i], "\16\3REQUEST_METHODGET", 19);
+            rec(in, &len, 4, ids[i], "", 0);
+            rec(in, &len, 5, ids[i], "hello body", 10);
+            rec(in, &len, 5, ids[i], "", 0);
+            int sv[2];
+            ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+            ck_assert_int_eq(write(sv[0], in, len), (ssize_t)len);
+            close(sv[0]);
+            guard_begin(sv[1]);
+            int err;
+            size_t n = drain(sv[1], steps[k], got, sizeof(got), &err);
+            bool refused = guard_end();
+            close(sv[1]);
+            ck_assert_msg(!refused && err == 0, "id %d, step %zu: refused", ids[i], steps[k]);
+            ck_assert_uint_eq(n, len);
+            ck_assert_int_eq(memcmp(got, in, len), 0);
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_guard_other_fds_untouched)
 {
     unsigned char in[512], got[512];
@@ -122,6 +154,7 @@ Suite *guard_suite(void)
     Suite *s = suite_create("guard");
     TCase *tc = tcase_create("guard");
     tcase_add_test(tc, test_guard_passes_and_refuses);
+    tcase_add_test(tc, test_guard_high_request_ids_pass);
     tcase_add_test(tc, test_guard_other_fds_untouched);
     suite_add_tcase(s, tc);
     return s;
