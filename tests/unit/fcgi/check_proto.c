@@ -244,6 +244,14 @@ START_TEST(test_management_and_roles)
     n = begin(s, 7, 9, 0);
     ck_assert_int_eq(fcgi_precheck(s, n, 1 << 20, false, &r), FP_BAD_ROLE);
     ck_assert_uint_eq(r.req_id, 7);
+    /* The three roles the spec defines, and only they, go on: the ones just outside them
+     * are answered here as well. */
+    for (unsigned role = 0; role <= 4; role++) {
+        n = begin(s, 7, role, 0);
+        ck_assert_msg(fcgi_precheck(s, n, 1 << 20, false, &r) ==
+                          (role >= 1 && role <= 3 ? FP_NEED_MORE : FP_BAD_ROLE),
+                      "role %u", role);
+    }
     len = fcgi_end_request(out, sizeof(out), 7, 0, FCGI_UNKNOWN_ROLE);
     ck_assert_uint_eq(len, 16);
     ck_assert_int_eq(out[12], FCGI_UNKNOWN_ROLE);
