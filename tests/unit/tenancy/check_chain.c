@@ -893,6 +893,14 @@ START_TEST(test_key_cache)
         else
             ck_assert_ptr_nonnull(key_cache_get(c, 0, hk[i], 50));
     key_cache_destroy(c);
+    /* One set of four ways: every tenant's answers share it, so only the tenant compared in
+     * the slot keeps one tenant's key from answering for another (the set alone may not). */
+    c = key_cache_create(4, 1000, 100);
+    key_cache_sync(c, 1);
+    ck_assert_ptr_nonnull(key_cache_put(c, 1, h1, &a, 0));
+    ck_assert_ptr_null(key_cache_get(c, 2, h1, 0));
+    ck_assert_ptr_nonnull(key_cache_get(c, 1, h1, 0));
+    key_cache_destroy(c);
     key_cache *off = key_cache_create(0, 1000, 100);
     ck_assert_ptr_null(key_cache_put(off, 1, h1, &a, 0));
     ck_assert_ptr_null(key_cache_get(off, 1, h1, 0));
