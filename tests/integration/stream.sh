@@ -3,7 +3,8 @@
 # off` and a real SSE client (the npm eventsource package, tests/sse/sse.mjs):
 #   flush     tn_flush: each chunk reaches the client before the app writes the next;
 #   order     a tenant's events arrive in order, each once, on the channels asked for;
-#   isolation tenant B's stream never carries tenant A's events (and the other way round);
+#   isolation tenant B's stream never carries tenant A's events (and the other way round), nor
+#             does that of a tenant whose streams share A's bucket in the hub's table;
 #   reload    SIGHUP (a new generation) and a SIGKILLed worker do not end a stream;
 #   resume    a client that reconnects with Last-Event-ID gets what it missed, nothing twice;
 #   hub       a SIGKILLed hub is restarted; its clients reconnect and resume;
@@ -26,6 +27,21 @@ mkdir -p "$T/state"
 tn_cli init > /dev/null || fatal "tenancy init failed"
 tn_cli tenant create acme --name Acme > /dev/null || fatal "tenant create failed"
 tn_cli tenant create beta --name Beta > /dev/null || fatal "tenant create failed"
+# gamma: a tenant whose id falls in acme's bucket of the hub's stream table (bucket_of in
+# fcgi/hub.c, copied here), so that only the hub's own tenant comparison keeps acme's events
+# off gamma's stream: acme and beta sit in buckets of their own, where a missing comparison
+# could not show. The next id the registry hands out is set before gamma is created.
+acme_id=$(sqlite3 "$T/state/control.db" "SELECT id FROM tenants WHERE slug = 'acme'")
+gamma_id=$(python3 -c '
+import sys
+b = lambda i: ((i * 0x9E3779B97F4A7C15) % 2**64 >> 52) & 4095
+a = int(sys.argv[1])
+print(next(i for i in range(a + 1, 1 << 20) if b(i) == b(a)))' "$acme_id")
+sqlite3 "$T/state/control.db" "UPDATE sqlite_sequence SET seq = $((gamma_id - 1)) WHERE name = 'tenants'" ||
+    fatal "setting the next tenant id failed"
+tn_cli tenant create gamma --name Gamma > /dev/null || fatal "tenant create failed"
+assert_eq "$(sqlite3 "$T/state/control.db" "SELECT id FROM tenants WHERE slug = 'gamma'")" "$gamma_id" \
+    "gamma has the id that shares acme's hub bucket"
 tn_cli key create acme > "$T/key.out" 2> "$T/key.err" || fatal "key create: $(cat "$T/key.err")"
 KEY=$(sed -n 2p "$T/key.out" | awk '{print $NF}')
 tn_start
@@ -84,6 +100,8 @@ sse a 150 "$BASE/t/acme/subscribe?channels=table:a" --types table:a,table:b
 sse b 150 "$BASE/t/beta/subscribe" --types table:a,table:b
 wait_open a && wait_open b || fatal "the streams did not open: $(cat "$T"/a.err "$T"/b.err)"
 assert_eq "$(hub_status subscribers)" 2 "hub: two subscribers"
+sse g 30 "$BASE/t/gamma/subscribe" --types table:a,table:b
+wait_open g || fatal "gamma's stream did not open: $(cat "$T"/g.err)"
 publish acme table:a $(seq 1 20)
 publish acme table:b skipped
 publish beta table:b b1 b2
@@ -94,6 +112,13 @@ wait_until 5 bash -c "[ \$(grep -c ' table:b ' '$T/b.out') -ge 2 ]"
 assert_eq "$(datas b table:b | tr '\n' ' ')" "b1 b2 " "beta's own events"
 assert_eq "$(datas b table:a)" "" "isolation: beta never receives acme's events"
 assert_eq "$(grep -c ' table:a ' "$T/b.out")" 0 "isolation: no table:a event at all on beta's stream"
+publish gamma table:a g1
+wait_until 5 bash -c "grep -q ' table:a g1' '$T/g.out'"
+assert_eq "$(datas g table:a | tr '\n' ' ')" "g1 " "isolation: gamma (in acme's hub bucket) gets its own event, none of acme's"
+assert_eq "$(datas a table:a | grep -c g1)" 0 "isolation: gamma's event is not on acme's stream"
+kill "$(cat "$T/g.pid")" 2> /dev/null
+wait_until 5 bash -c "[ \"\$(curl -s -m 2 http://127.0.0.1:$NGINX_PORT/_tenancy/status | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"hub\"][\"subscribers\"])')\" = 2 ]" ||
+    fail "gamma's stream was not released"
 wait_until 5 bash -c "[ \$(curl -s -m 2 http://127.0.0.1:$NGINX_PORT/_tenancy/status | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"hub\"][\"heartbeats\"])') -ge 1 ]"
 assert_ge "$(hub_status heartbeats)" 1 "heartbeats on idle streams (stream.heartbeat = 1s)"
 
