@@ -244,7 +244,14 @@ scenario() {
     expect "$tag read-only key writes" 403 read_only_key
     KEYAS=ro call GET "$A" "/todos?select=title&prio=eq.9"
     expect "$tag read-only key reads" 200
+    # a read-only key is refused by the method: PATCH and DELETE write as POST does
+    KEYAS=ro call PATCH "$A" "/todos?id=gt.0" -H 'Content-Type: application/json' --data-binary '{"prio":-4242}'
+    expect "$tag read-only key updates" 403 read_only_key
+    KEYAS=ro call DELETE "$A" "/todos?id=gt.0"
+    expect "$tag read-only key deletes" 403 read_only_key
     assert_eq "$(count_rows "$A")" 6 "$tag no key wrote a row"
+    call GET "$A" "/todos?select=id&prio=eq.-4242" -H 'Prefer: count=exact'
+    assert_eq "$(header Content-Range | sed 's|.*/||')" 0 "$tag no key updated a row"
 
     # ---- B is untouched; A's marker is only in A
     call GET "$B" /stats
