@@ -221,6 +221,17 @@ static void capped_case(bool pg)
         ST_EXPECT(d, TN_DENIED, capped(d, pg, "SELECT 1; SELECT 2", 10, 5000, a, &r));
         ST_EXPECT(d, TN_DENIED, capped(d, pg, "ATTACH 'x.db' AS x", 10, 5000, a, &r));
         ST_EXPECT(d, TN_DENIED, capped(d, pg, "PRAGMA trusted_schema = 1", 10, 5000, a, &r));
+        /* settings the console may read are refused with a value, by the authorizer: one
+         * changes the connection a later read runs on, the other would write the file */
+        static const char *const sets[] = {"PRAGMA foreign_keys = OFF",
+                                           "PRAGMA user_version = 5"};
+        for (size_t i = 0; i < TN_ARRAY_LEN(sets); i++) {
+            int rc = capped(d, pg, sets[i], 10, 5000, a, &r);
+            ck_assert_msg(rc == TN_DENIED && strstr(tn_db_error(d), "with a value") != NULL,
+                          "%s = %s, want the authorizer's refusal: %s", sets[i],
+                          tn_rc_str(rc), tn_db_error(d));
+        }
+        ST_OK(d, capped(d, pg, "PRAGMA foreign_keys", 10, 5000, a, &r));
         /* a write is refused twice over: by the authorizer when it is prepared, and by
          * sqlite3_stmt_readonly after. The authorizer's refusal must stand on its own, so it
          * is the one that answers (its reason in the message), not the later check. */
