@@ -156,9 +156,13 @@ assert_eq "$(datas a table:a | tr '\n' ' ')" "$(seq 1 27 | tr '\n' ' ')" "hub re
 
 # ---- a suspended tenant's streams end --------------------------------------------------------
 wait_open b 2 || true   # beta's client reconnected after the hub's restart
+a_opens=$(opens a)
 tn_cli tenant suspend beta > /dev/null || fail "suspend failed"
 wait_until 10 grep -q ' end tenant suspended' "$T/b.out"
 assert_contains "$(cat "$T/b.out")" "end tenant suspended" "suspend: the stream ended with event: end"
+# the hub decides once per tenant in a pass: beta's verdict must not end acme's stream
+assert_eq "$(grep -c ' end ' "$T/a.out")" 0 "suspend: acme's stream is not ended"
+assert_eq "$(opens a)" "$a_opens" "suspend: acme's stream stays open (not reopened)"
 wait_until 10 grep -q '^error 0 403' "$T/b.out"
 assert_contains "$(cat "$T/b.out")" "error 0 403" "suspend: reconnecting is refused (403)"
 assert_ge "$(hub_status kept_returned)" 1 "an ended stream's kept connection went back to the workers"
