@@ -150,6 +150,16 @@ static const char *const m3 = "ALTER TABLE items ADD COLUMN note TEXT;";
 
 /* ---- shared cases --------------------------------------------------------------------------- */
 
+/* The first file applied, as a tenant that a later file finds one version behind. */
+static void first_applied(void)
+{
+    put("0001_items.sql", m1);
+    migration_set *s = load();
+    migrate_result r;
+    apply_ok(s, &r);
+    migrate_free(s);
+}
+
 START_TEST(test_apply_and_resume)
 {
     put("0001_items.sql", m1);
@@ -326,14 +336,11 @@ END_TEST
  * and nothing of the file kept. */
 START_TEST(test_failure_after_read)
 {
-    put("0001_items.sql", m1);
-    migration_set *s = load();
-    migrate_result r;
-    apply_ok(s, &r);
-    migrate_free(s);
+    first_applied();
     put("0002_bad.sql", "CREATE TABLE extra (id INTEGER);\n\n"
                         "INSERT INTO items (id, name) VALUES (1, NULL);\n");
-    s = load();
+    migration_set *s = load();
+    migrate_result r;
     int rc = migrate_apply(db, s, &r);
     ck_assert_int_eq(rc, TN_INVALID);
     ck_assert(db_is_clean(db));
@@ -734,13 +741,9 @@ static void apply_pending(void *arg)
  * looking again in the file's transaction, is what a wave over every tenant must not pay. */
 START_TEST(test_pg_apply_reads_under_the_lock)
 {
-    put("0001_items.sql", m1);
-    migration_set *s = load();
-    migrate_result r;
-    apply_ok(s, &r);
-    migrate_free(s);
+    first_applied();
     put("0002_tags.sql", m2);
-    s = load();
+    migration_set *s = load();
     int syncs = syncs_during(apply_pending, s);
     ck_assert_msg(syncs == 2, "%d round trips", syncs);
     ck_assert_int_eq(count(db, "SELECT count(*) FROM tenancy_migrations"), 2);
