@@ -280,6 +280,15 @@ static const char *reg_value(const char *sql, const char *param, char *out, size
     return out;
 }
 
+/* Seconds left of the login lock on a throttle key ("addr:..." or "user:..."), from `now`. */
+static int64_t lock_left(const char *key, int64_t now)
+{
+    char v[64];
+    const char *until =
+        reg_value("SELECT locked_until FROM admin_throttle WHERE key = $1", key, v, sizeof(v));
+    return strtoll(until, NULL, 10) - now;
+}
+
 static void reg_exec(const char *sql)
 {
     registry *reg = test_reg();
@@ -854,17 +863,14 @@ END_TEST
  * has run out locks for twice as long as the first lock did. */
 START_TEST(test_lock_doubles)
 {
-    char v[64];
     for (int i = 0; i < 5; i++)
         ck_assert_int_eq(login("wrong", NULL), 401);
-    int64_t first = strtoll(reg_value("SELECT locked_until FROM admin_throttle WHERE key = $1",
-                                      "addr:127.0.0.1", v, sizeof(v)), NULL, 10) - time(NULL);
+    int64_t first = lock_left("addr:127.0.0.1", time(NULL));
     ck_assert_msg(first > 0 && first <= 60, "the first lock: %lld s", (long long)first);
     /* the first lock has run out, the failures are still in the window */
     reg_exec("UPDATE admin_throttle SET locked_until = 0");
     ck_assert_int_eq(login("wrong", NULL), 401);
-    int64_t second = strtoll(reg_value("SELECT locked_until FROM admin_throttle WHERE key = $1",
-                                       "addr:127.0.0.1", v, sizeof(v)), NULL, 10) - time(NULL);
+    int64_t second = lock_left("addr:127.0.0.1", time(NULL));
     /* twice the first lock, less the few seconds a slow run may take between the two reads */
     ck_assert_msg(second > 90 && second <= 120, "the second lock: %lld s", (long long)second);
 }
@@ -875,16 +881,13 @@ END_TEST
  * failures the window holds. */
 START_TEST(test_lock_ceilings)
 {
-    char v[64];
     ck_assert_int_eq(login("wrong", NULL), 401);
     /* many failures in the window already, and no lock in force */
     reg_exec("UPDATE admin_throttle SET failures = 30, locked_until = 0");
     ck_assert_int_eq(login("wrong", NULL), 401);
     int64_t now = time(NULL);
-    int64_t addr = strtoll(reg_value("SELECT locked_until FROM admin_throttle WHERE key = $1",
-                                     "addr:127.0.0.1", v, sizeof(v)), NULL, 10) - now;
-    int64_t user = strtoll(reg_value("SELECT locked_until FROM admin_throttle WHERE key = $1",
-                                     "user:admin", v, sizeof(v)), NULL, 10) - now;
+    int64_t addr = lock_left("addr:127.0.0.1", now);
+    int64_t user = lock_left("user:admin", now);
     /* at the ceiling, less a margin for a slow run */
     ck_assert_msg(addr > 3500 && addr <= 3600, "the address's lock: %lld s", (long long)addr);
     ck_assert_msg(user > 800 && user <= 900, "the account's lock: %lld s", (long long)user);
