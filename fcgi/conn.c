@@ -136,8 +136,8 @@ void conn_set_intake(worker *w)
     int fds[3] = {w->args->lis->fd, w->args->handoff[1], w->args->shard_fd};
     uint64_t tags[3] = {LISTEN_TAG, HANDOFF_TAG, SHARD_TAG};
     for (int i = 0; i < 3; i++) {
-        if (fds[i] < 0)
-            continue;
+        if (fds[i] < 0 || (tags[i] == HANDOFF_TAG && w->handoff_out))
+            continue;   /* (handoff_resume puts that one back) */
         struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.u64 = tags[i]};
         epoll_ctl(w->ep, want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fds[i], want ? &ev : NULL);
     }
@@ -169,6 +169,7 @@ bool conn_accept(worker *w, int lfd, int64_t now)
     /* nginx writes the request right after connecting: look at once, not a turn later. */
     if (c != NULL)
         mark_ready(w, c);
+    handoff_publish_held(w);
     return c != NULL;
 }
 

@@ -2,7 +2,8 @@
  * handoff.c — passing the connections a worker holds to the other workers (see worker.h).
  *
  * To free itself — when a request has run for keepalive_handoff_after while other workers
- * are idle, or when it leaves (recycle, scale-down, reload) — a worker passes the
+ * are idle, or when it leaves (recycle, scale-down, reload) — and to even out the kept
+ * connections when it holds more than an idle worker (handoff_balance), a worker passes
  * connections it is not serving to the other workers over a datagram socket they all share
  * (SCM_RIGHTS): the connection stays open throughout, and a request written meanwhile waits
  * in its socket buffer for the worker that takes it.
@@ -114,6 +115,81 @@ bool conn_hand_off(worker *w, struct conn *c)
     sb_inc(&w->sb->pool.keepalive_released);
     conn_drop(w, c);
     return true;
+}
+
+/* How many connections this worker holds, for the others to read (sb_slot.held), between two
+ * requests: a connection accepted or taken changes it before the next request would say. */
+void handoff_publish_held(worker *w)
+{
+    __atomic_store_n(&w->slot->held, (uint32_t)(w->nconns - w->nwaiting), __ATOMIC_RELAXED);
+}
+
+/* Kept connections evened out over the workers. The web server opens its kept connections
+ * in a burst (after its own idle timeout emptied its cache), and whichever worker the
+ * scheduler happens to run while they arrive accepts most of them: one worker can then hold
+ * three times what another does for as long as the web server keeps them, its requests
+ * queue while the other waits for its few, and the pool serves at about one worker's pace
+ * with a long tail. So a worker that is behind (the caller has a request waiting on one of
+ * its connections) while a worker of its generation is idle holding at least two fewer
+ * passes it half the difference, of the connections that have nothing waiting: they meet
+ * in the middle and stop there (a difference of one stays, so nothing goes back and forth).
+ *
+ * The idle worker, blocked in epoll, is the one the handoff socket wakes, but the kernel
+ * lets the sender run on until it sleeps, and the sender reads that socket between its own
+ * requests: it would take its connections back before the idle worker is scheduled. So the
+ * sender leaves the socket out of its epoll set for BALANCE_HOLD_MS (handoff_resume puts it
+ * back) and passes nothing more meanwhile. True when it passed any: the table moved
+ * (pointers into it are stale). */
+bool handoff_balance(worker *w)
+{
+    int64_t now = w->now_ns / 1000000;
+    if (w->args->handoff[0] < 0 || w->nconns < 3 || now < w->balance_hold_ms ||
+        __atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED) <= 0)
+        return false;
+    uint32_t mine = (uint32_t)(w->nconns - w->nwaiting), fewest = mine;
+    for (int i = 0, n = sb_slots_used(w->sb); i < n; i++) {
+        const sb_slot *s = sb_slot_at(w->sb, i);
+        if (s == w->slot || __atomic_load_n(&s->generation, __ATOMIC_RELAXED) !=
+                                w->slot->generation)
+            continue;
+        uint8_t st = __atomic_load_n(&s->state, __ATOMIC_RELAXED);
+        uint32_t held = __atomic_load_n(&s->held, __ATOMIC_RELAXED);
+        if ((st == SB_IDLE || st == SB_KEEPALIVE) && held < fewest)
+            fewest = held;
+    }
+    uint32_t give = (mine - fewest) / 2;
+    if (give == 0)
+        return false;
+    uint32_t gave = 0;
+    for (int i = w->nconns - 1; i >= 0 && gave < give; i--) {
+        struct conn *c = &w->conns[i];
+        if (c->kept && !c->ready && !c->serving && c->wait_tenant == 0 &&
+            c->req_start_ms == 0) {
+            if (!conn_hand_off(w, c))
+                break;   /* the queue is full: keep the rest */
+            gave++;
+        }
+    }
+    if (gave == 0)
+        return false;
+    w->balance_hold_ms = now + BALANCE_HOLD_MS;
+    if (!w->intake_paused && !w->handoff_out) {
+        epoll_ctl(w->ep, EPOLL_CTL_DEL, w->args->handoff[1], NULL);
+        w->handoff_out = true;
+    }
+    return true;
+}
+
+/* The handoff socket back in the epoll set once handoff_balance's hold is over. */
+void handoff_resume(worker *w, int64_t now)
+{
+    if (!w->handoff_out || now < w->balance_hold_ms)
+        return;
+    w->handoff_out = false;
+    if (w->intake_paused)
+        return;   /* conn_set_intake adds it with the listen socket */
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.u64 = HANDOFF_TAG};
+    epoll_ctl(w->ep, EPOLL_CTL_ADD, w->args->handoff[1], &ev);
 }
 
 /* A slow request must not hold up the requests the web server sends on this worker's other
@@ -236,7 +312,7 @@ void handoff_take(worker *w, int64_t now)
         handoff_msg msg;
         int fd = handoff_recv(sock, &msg);
         if (fd < 0)
-            return;   /* none left (or another worker took it) */
+            break;   /* none left (or another worker took it) */
         struct conn *c = conn_add(w, fd, now);
         if (c == NULL)
             continue;
@@ -249,6 +325,7 @@ void handoff_take(worker *w, int64_t now)
             c->deadline_ms = conn_header_deadline(w, msg.req_start_ms);
         }
     }
+    handoff_publish_held(w);
 }
 
 /* Whether a process will take c if this leaving worker (SB_EXITING) passes it now: when

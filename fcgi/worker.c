@@ -260,6 +260,7 @@ static void worker_loop(worker *w)
         reqlog_check_reopen(w);
         conn_set_intake(w);
         int64_t now = w->now_ns / 1000000;
+        handoff_resume(w, now);
         if (accepted && w->nconns == 0 && streak < FAST_ACCEPT_STREAK) {
             streak++;
             /* Its shard first (only this worker's share takes those), then the main one. */
@@ -289,6 +290,12 @@ static void worker_loop(worker *w)
             if (timeout < 0 || t < timeout)
                 timeout = t;
         }
+        if (w->handoff_out) {   /* to put the handoff socket back in time */
+            int64_t left = w->balance_hold_ms - now;
+            int t = left <= 0 ? 0 : (int)left;
+            if (timeout < 0 || t < timeout)
+                timeout = t;
+        }
         int64_t due = alog_due(w->alog);   /* gathered access-log lines: written in time */
         if (due >= 0 && (timeout < 0 || due - now < timeout))
             timeout = due <= now ? 0 : (int)(due - now);
@@ -302,6 +309,7 @@ static void worker_loop(worker *w)
         int n = w->nconns > 0 ? epoll_pwait(w->ep, evs, (int)TN_ARRAY_LEN(evs), 0, &w->wait_mask)
                               : 0;
         if (n == 0 && timeout != 0) {
+            handoff_publish_held(w);   /* what a busy worker compares with (handoff_balance) */
             sb_set_state(w->sb, w->slot, w->nconns ? SB_KEEPALIVE : SB_IDLE);
             n = epoll_pwait(w->ep, evs, (int)TN_ARRAY_LEN(evs), timeout, &w->wait_mask);
             w->now_ns = clock_mono_ns();
@@ -394,6 +402,8 @@ static void worker_loop(worker *w)
             pick = conn_oldest_ready(w);
         if (pick == NULL)
             continue;
+        if (handoff_balance(w))   /* behind while another idles with fewer: even out */
+            pick = conn_oldest_ready(w);
         serve_conn(w, pick, now);
         w->idle_since_ms = w->now_ns / 1000000;
     }

@@ -111,6 +111,9 @@ typedef struct worker {
     alog *alog;            /* the access log (NULL: off) */
     uint32_t log_gen;
     int64_t idle_since_ms;
+    int64_t balance_hold_ms;  /* handoff_balance passed some: it passes none and takes
+                                 none until then */
+    bool handoff_out;         /* the handoff socket is out of the epoll set meanwhile */
     int64_t now_ns;        /* the clock as of the last read: after a wait, after a request */
     sigset_t wait_mask;    /* the mask while in epoll_pwait: stop signals unblocked */
 } worker;
@@ -174,6 +177,12 @@ int conn_table_size(void);
 /* ---- handoff.c: passing connections on ----------------------------------------------- */
 
 bool conn_hand_off(worker *w, struct conn *c);
+/* How long a worker that passed a connection to even out the pool leaves the handoff
+ * socket to the others while it has requests of its own waiting. */
+#define BALANCE_HOLD_MS 2
+bool handoff_balance(worker *w);
+void handoff_resume(worker *w, int64_t now);
+void handoff_publish_held(worker *w);
 bool handoff_start_thread(worker *w);
 void handoff_take(worker *w, int64_t now);
 bool handoff_will_be_taken(const worker *w, const struct conn *c);

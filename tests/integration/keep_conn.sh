@@ -11,7 +11,9 @@
 #          often one with a request waiting in it);
 #   recycle workers recycle every few requests (pm.max_requests), holding kept connections;
 #   bursts bursts after pauses while other workers are idle (a busy worker frees itself of
-#          its idle kept connections just as nginx takes them from its cache).
+#          its idle kept connections just as nginx takes them from its cache);
+#   spread kept connections piled up on one worker are passed to an idle one while the
+#          other serves (nginx's next request may be on one in flight).
 # Then the guarantee that made the worker free itself still holds: a request on a kept
 # connection is served while the worker that held it is busy.
 . "$(dirname "$0")/lib.sh"
@@ -119,6 +121,43 @@ wait "$busy"
 log "6 requests beside a busy worker took ${ms} ms"
 if [ "$ms" -lt 1500 ]; then log "ok: no request waited for the busy worker"; else
     fail "requests waited for the busy worker (${ms} ms)"; fi
+kill -TERM "$TN_PID"
+wait_until 10 bash -c "! kill -0 $TN_PID" || fatal "tenancyd did not stop"
+: > "$T/nginx-error.log"
+
+# ---- spread: kept connections opened while one worker was busy end up evenly held ---------
+# nginx opens its kept connections in a burst; here all of them reach one worker (the other
+# is in a slow request), which a scheduler can do by chance to any burst. Under the next load
+# the worker holding more passes idle kept connections to the idle one until they hold about
+# as many, instead of serving the pool's load alone while the other waits.
+tn_conf "pm.max_children = 2" "log_requests = off"
+tn_start
+# held_by: the sockets each worker of this tenancyd holds (the same few of its own each,
+# besides the connections), in pid order (the master's children: no hub, no job workers)
+held_by() {
+    local w
+    for w in $(pgrep -P "$TN_PID" | sort -n); do
+        ls -l "/proc/$w/fd" 2> /dev/null | grep -c socket
+    done | tr '\n' ' '
+}
+released() { http /_tenancy/status | grep -o '"keepalive_released":[0-9]*' | cut -d: -f2; }
+curl -s -m 10 -o /dev/null -H 'Host: slow.example' "http://127.0.0.1:$NGINX_PORT/sleep?ms=1500" &
+slow=$!
+sleep 0.2
+load spread-1 0.8 16 / GET
+wait "$!"
+wait "$slow"
+read -r s1 s2 _ <<< "$(held_by)"
+log "after the burst beside a busy worker: sockets per worker $s1 and $s2"
+assert_ge "$(( s1 > s2 ? s1 - s2 : s2 - s1 ))" 8 "the burst's connections piled up on one worker"
+r0=$(released)
+load spread-2 2 16 / GET
+wait "$!"
+check spread spread-1 spread-2
+read -r s1 s2 _ <<< "$(held_by)"
+log "after a load on them: sockets per worker $s1 and $s2; passed on: $r0 before, $(released) after"
+assert_ge 2 "$(( s1 > s2 ? s1 - s2 : s2 - s1 ))" \
+    "the kept connections evened out over the workers (a difference of at most 2)"
 kill -TERM "$TN_PID"
 wait_until 10 bash -c "! kill -0 $TN_PID" || fatal "tenancyd did not stop"
 : > "$T/nginx-error.log"
