@@ -143,7 +143,10 @@ void handoff_publish_held(worker *w)
 bool handoff_balance(worker *w)
 {
     int64_t now = w->now_ns / 1000000;
-    if (w->args->handoff[0] < 0 || w->nconns < 3 || now < w->balance_hold_ms ||
+    /* Not with listen.shards: a shard's connections carry its tenants, and whichever idle
+     * worker took them could be another shard's. */
+    if (w->args->handoff[0] < 0 || w->args->shard_fd >= 0 || w->nconns < 3 ||
+        now < w->balance_hold_ms ||
         __atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED) <= 0)
         return false;
     uint32_t mine = (uint32_t)(w->nconns - w->nwaiting), fewest = mine;
