@@ -193,6 +193,9 @@ static int64_t sql_int(const char *sql, int n, const char *const *p)
 START_TEST(test_enqueue_many)
 {
     int64_t a = tenant("many-a"), b = tenant("many-b");
+    int64_t holder = 0;
+    enq_opts hold = {.key = "held", .name = "hold.key"};
+    OK(enqueue_o(a, &hold, &holder));
     job_new j[] = {
         {.tenant_id = a, .name = "work.item", .payload = "1", .max_attempts = 3, .timeout_ms = 30000},
         {.tenant_id = 999999, .name = "work.item", .payload = "2", .max_attempts = 3,
@@ -200,13 +203,16 @@ START_TEST(test_enqueue_many)
         {.tenant_id = b, .name = "bad name!", .payload = "3", .max_attempts = 3,
          .timeout_ms = 30000},   /* refused before the transaction */
         {.tenant_id = b, .name = "work.item", .payload = "4", .max_attempts = 3, .timeout_ms = 30000},
+        {.tenant_id = a, .name = "work.item", .payload = "5", .unique_key = "held",
+         .max_attempts = 3, .timeout_ms = 30000},   /* its key is held by a queued job */
     };
-    int rcs[4] = {-1, -1, -1, -1};
-    OK(jobs_enqueue_many(R, j, 4, T0, rcs, err, sizeof(err)));
+    int rcs[5] = {-1, -1, -1, -1, -1};
+    OK(jobs_enqueue_many(R, j, 5, T0, rcs, err, sizeof(err)));
     ck_assert_int_eq(rcs[0], TN_OK);
     ck_assert_int_eq(rcs[1], TN_NOTFOUND);
     ck_assert_int_eq(rcs[2], TN_INVALID);
     ck_assert_int_eq(rcs[3], TN_OK);
+    ck_assert_int_eq(rcs[4], TN_EXISTS);
     char v[64];
     ck_assert_int_eq(db_query_value(registry_db(R), v, sizeof(v),
                                     "SELECT count(*) || ':' || min(payload) || max(payload) "
