@@ -411,6 +411,11 @@ START_TEST(test_fail_backoff_dead)
     ck_assert_int_eq(claim_at(LEASE_A, 0, now + 100000, &next, NULL), 0);
     ck_assert_int_eq(next, 0);
     ck_assert_int_eq(count_of(acme, JOB_DEAD), 1);
+    /* a dead job stays until it is retried: pruning takes only done and cancelled ones */
+    int pruned = -1;
+    OK(jobs_prune(R, now + 100000, &pruned, err, sizeof(err)));
+    ck_assert_int_eq(pruned, 0);
+    ck_assert_int_eq(get(id).state, JOB_DEAD);
     /* failing a dead job is not possible */
     EXPECT(TN_NOTFOUND, jobs_fail(R, id, LEASE_A, "x", now, 0, NULL, err, sizeof(err)));
 
