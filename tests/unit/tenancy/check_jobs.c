@@ -466,6 +466,14 @@ START_TEST(test_retry_cancel)
     ck_assert_int_eq(claim_at(LEASE_A, 0, T0 + 50, NULL, NULL), id);
     EXPECT(TN_BUSY, jobs_cancel(R, id, -1, T0, err, sizeof(err)));
     EXPECT(TN_INVALID, jobs_retry(R, id, -1, T0, err, sizeof(err)));
+    /* a done job ran: it is neither retried nor cancelled, and stays as it ended */
+    OK(jobs_finish(R, id, LEASE_A, T0 + 55, err, sizeof(err)));
+    EXPECT(TN_INVALID, jobs_retry(R, id, -1, T0 + 56, err, sizeof(err)));
+    EXPECT(TN_INVALID, jobs_cancel(R, id, -1, T0 + 56, err, sizeof(err)));
+    g = get(id);
+    ck_assert_int_eq(g.state, JOB_DONE);
+    ck_assert_int_eq(g.attempts, 1);
+    ck_assert_int_eq(g.finished_at, T0 + 55);
 
     /* a dead job comes back with its attempts at 0 */
     int64_t d = 0;
