@@ -776,6 +776,13 @@ START_TEST(test_delayed)
     ck_assert_int_eq(claim_at(LEASE_A, 0, T0 + 5000, NULL, NULL), late);
     ck_assert_int_eq(claim_at(LEASE_A, 0, T0 + 9999999, &next, NULL), 0);
     ck_assert_int_eq(next, 0);
+    /* two tenants wait, the later queued first: the caller is told the earlier time */
+    int64_t x = T0 + 10000000;
+    enq_opts ob = {.run_at = x + 9000}, oa = {.run_at = x + 5000};
+    OK(enqueue_o(b, &ob, &late));
+    OK(enqueue_o(a, &oa, &late));
+    ck_assert_int_eq(claim_at(LEASE_A, 0, x, &next, NULL), 0);
+    ck_assert_int_eq(next, x + 5000);
 }
 END_TEST
 
