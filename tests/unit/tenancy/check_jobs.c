@@ -980,6 +980,9 @@ START_TEST(test_list_counts_prune)
     l = list(a, JOB_DONE, 0, 10);
     ck_assert_int_eq(l.n, 2);
     ck_assert_int_eq(l.ids[0], ja[1]);
+    l = list(a, JOB_DONE, ja[1], 10);   /* the next page starts after ja[1], without it */
+    ck_assert_int_eq(l.n, 1);
+    ck_assert_int_eq(l.ids[0], ja[0]);
     l = list(-1, JOB_DONE, 0, 10);
     ck_assert_int_eq(l.n, 4);
     l = list(-1, JOB_DONE, ja[1], 10);
