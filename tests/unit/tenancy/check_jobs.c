@@ -619,6 +619,22 @@ START_TEST(test_recover_reap)
 }
 END_TEST
 
+/* A cancel reads its tenant's queue again at once: a claim, which looks at a few queues only
+ * (CLAIM_TRIES), never spends them on queues whose jobs were all cancelled, so the ready job
+ * of a fifth tenant is claimed past four such. */
+START_TEST(test_cancel_empties_queue)
+{
+    for (int i = 0; i < 4; i++) {
+        char slug[16];
+        snprintf(slug, sizeof(slug), "gone%d", i);
+        int64_t t = tenant(slug);
+        OK(jobs_cancel(R, enqueue(t), t, T0, err, sizeof(err)));
+    }
+    int64_t ready = enqueue(tenant("ready"));
+    ck_assert_int_eq(claim(LEASE_A), ready);
+}
+END_TEST
+
 /* ---- the claim's order --------------------------------------------------------------------- */
 
 START_TEST(test_priority)
@@ -1471,6 +1487,7 @@ Suite *jobs_suite(bool pg)
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_fail_backoff_dead);
     tcase_add_test(tc, test_retry_cancel);
+    tcase_add_test(tc, test_cancel_empties_queue);
     tcase_add_test(tc, test_unique_key);
     tcase_add_test(tc, test_lease_rules);
     tcase_add_test(tc, test_recover_reap);
