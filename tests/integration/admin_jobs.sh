@@ -1,6 +1,6 @@
 #!/bin/bash
 # admin_jobs.sh — the panel's jobs through a real nginx with a real login, on jobs queued with
-# `tenancy job enqueue` and run by tenancyd's job worker (pm.jobs = 1) with
+# `tenancy job enqueue` and run by tenancyd's job workers (pm.jobs = 2) with
 # tests/helpers/jobapp.c (its jobs write what they saw into their tenant's own storage):
 #   - /jobs and /t/SLUG/jobs list real jobs, filtered by tenant and state, with counts per
 #     state; a job's page shows its state, attempts, last error and payload (escaped);
@@ -10,7 +10,8 @@
 #     cancel (audited as refused), and the job is left as it was;
 #   - the tenant's overview shows its job counts and links to its jobs;
 #   - migrate and move from the panel are jobs (app host.admin) a job worker runs: queued while
-#     the tenant's job slot is taken (jobs.per_tenant = 1), one at a time per tenant (a second
+#     the tenant's job slot is taken (jobs.per_tenant = 1; the other job worker is free and
+#     runs other tenants' jobs meanwhile), one at a time per tenant (a second
 #     is refused), their page refreshing until they end and showing the progress, outcome and
 #     output from the job; the outcome audited by the job worker; a failed move is dead with
 #     the command's error, and a retry from the panel runs it again.
@@ -24,7 +25,7 @@ need curl nginx sqlite3 "$TENANCY_CLI" "$JSON_CHECK"
 PASSWORD='jobs panel password'
 DEAD_PORT=$(free_port)   # nobody listens there: a move to it fails at its first connection
 mkdir -p "$T/state"
-tn_conf "app = $JOBAPP" "pm.max_children = 2" "pm.jobs = 1" \
+tn_conf "app = $JOBAPP" "pm.max_children = 2" "pm.jobs = 2" \
     "state_dir = $T/state" "tenant.resolvers = subdomain" "tenant.base_domains = localhost" \
     "storage.migrations = $FIX/migrations" "storage.seed = $FIX/seed.sql" \
     "jobs.hooks = off" "jobs.poll = 200ms" "jobs.timeout = 20s" "jobs.per_tenant = 1" \
@@ -159,14 +160,23 @@ assert_eq "$(count_of done)" 2 "it shows its job counts (2 done)"
 assert_contains "$(body)" 'href="/t/acme/jobs?state=dead"' "each count links to its jobs in that state"
 
 # ---- migrate as a job -------------------------------------------------------------------------------------
-# acme's one job slot (jobs.per_tenant = 1) is taken by a sleeping job: the migrate waits queued.
-S=$(jid --tenant acme sleep --payload 4000)
+# acme's one job slot (jobs.per_tenant = 1) is taken by a sleeping job: the migrate waits queued,
+# though the other job worker is free.
+S=$(jid --tenant acme sleep --payload 6000)
 wait_state "$S" running 10 || fail "the sleeping job did not start"
 code=$(req POST /t/acme/action --data "action=migrate&confirm=yes&csrf=$TOKEN")
 assert_eq "$code" 303 "migrate from the panel: queued at once"
 loc=$(header Location)
 M=${loc##*job=}
 assert_eq "$loc" "/t/acme/confirm?job=$M" "sent to the job's page"
+# The free job worker runs two jobs of globex queued after the migrate. Tenants take turns, so
+# once the second is done it has claimed past acme's turn: the migrate is still queued only
+# because acme is at jobs.per_tenant.
+Y1=$(jid --tenant globex record --payload y1)
+Y2=$(jid --tenant globex record --payload y2)
+wait_state "$Y2" done 20 || fail "globex's jobs did not run beside acme's ($(state_of "$Y1") $(state_of "$Y2"))"
+assert_eq "$(state_of "$Y1") $(state_of "$M") $(state_of "$S")" "done queued running" \
+    "globex's jobs ran on the free job worker; acme's migrate waits for its one slot"
 jrun_m=$(tn_cli --json job show "$M")
 assert_eq "$("$JSON_CHECK" .app <<< "$jrun_m") $("$JSON_CHECK" .name <<< "$jrun_m") $("$JSON_CHECK" .tenant <<< "$jrun_m")" \
     "host.admin admin.migrate acme" "a job of the panel's own for acme"
