@@ -8,6 +8,7 @@
 #                 (it overwrote the marker) never reaches the next job
 #   retries       a flaky job fails twice, then succeeds on attempt 3 after a backoff
 #   dead          attempts used up: kept as dead with its last error
+#   backoff cap   a failed job waits at most jobs.max_backoff before its next attempt
 #   unique keys   a second enqueue with a live key returns the first job's id
 #   delay         a delayed job does not run early
 #   tenants       a tenant's request cannot queue for another tenant; a central one can;
@@ -38,7 +39,7 @@ tn_conf "app = $JOBAPP" "pm.max_children = 2" "pm.jobs = 2" "pm.max_jobs = 20" \
     "state_dir = $T/state" "tenant.resolvers = subdomain" "tenant.base_domains = localhost" \
     "tenant.central_domains = localhost" \
     "storage.migrations = $T/migrations" "storage.seed = $FIX/seed.sql" \
-    "jobs.timeout = 20s" "jobs.per_tenant = 2" "jobs.poll = 200ms"
+    "jobs.timeout = 20s" "jobs.per_tenant = 2" "jobs.poll = 200ms" "jobs.max_backoff = 1s"
 tn_cli init > "$T/init.out" 2>&1 || fatal "tenancy init failed: $(cat "$T/init.out")"
 for s in acme globex initech; do
     tn_cli tenant create "$s" > "$T/create.out" 2>&1 || fatal "creating $s: $(cat "$T/create.out")"
@@ -121,6 +122,21 @@ wait_until 20 bash -c "[ \"\$(sqlite3 '$REG' \"SELECT state FROM jobs WHERE id =
     fail "the always-failing job is not dead ($(job_state "$dead"))"
 assert_eq "$(job_state "$dead")" "dead|2" "attempts used up: dead after 2"
 assert_contains "$(job_error "$dead")" "flaky attempt 2" "a dead job keeps the app's message"
+
+# ---- the cap on the backoff (jobs.max_backoff = 1s) ----------------------------------------------
+# After its third failure a job waits 4 s uncapped, 1 s (plus up to 10 %) capped. Read while it
+# waits: started_at is the third attempt's start (the attempt itself takes a few ms), run_at
+# the fourth's time.
+r=$(post "/enqueue?name=flaky&payload=99&attempts=4" globex.localhost)
+capped=$(id_of "$r")
+wait_until 20 bash -c "v=\$(sqlite3 '$REG' \"SELECT run_at - started_at FROM jobs WHERE id = $capped AND state = 'queued' AND attempts = 3\"); [ -n \"\$v\" ] && echo \"\$v\" > '$T/backoff'" ||
+    fail "the job did not wait after its third attempt ($(job_state "$capped"))"
+backoff=$(cat "$T/backoff" 2>/dev/null)
+[ "${backoff:-0}" -ge 1000 ] && [ "${backoff:-0}" -lt 2000 ] &&
+    log "ok: the third failure's backoff is capped by jobs.max_backoff ($backoff ms to the next attempt)" ||
+    fail "the third failure's next attempt came ${backoff:-?} ms after its start, not 1 s (jobs.max_backoff)"
+wait_until 20 bash -c "[ \"\$(sqlite3 '$REG' \"SELECT state FROM jobs WHERE id = $capped\")\" = dead ]" ||
+    fail "the capped job did not end dead ($(job_state "$capped"))"
 
 # ---- unique keys and delays -------------------------------------------------------------------------
 r1=$(post "/enqueue?name=record&payload=unique&key=k1&delay=60000" acme.localhost)
