@@ -26,7 +26,8 @@
  *   central   no tenant: appends "central <tenant-or-none> <payload>" to the file named by
  *             the environment variable JOBAPP_CENTRAL_FILE
  *   tenancy.* (lifecycle hooks) recorded like record (tenancy.suspended after 0.5 s: the
- *             hooks of a tenant must reach the app in order all the same)
+ *             hooks of a tenant must reach the app in order all the same); tenancy.restored
+ *             is then declined (TN_DECLINED), which for a hook means done as TN_OK does
  * Test-only; never installed. Migrations and seed: tests/fixtures/jobapp/.
  */
 #include <stdio.h>
@@ -161,6 +162,8 @@ static int job(tn_request *r, const tn_job *j)
     }
     if (strcmp(n, "crash") == 0)
         abort();
+    if (strcmp(n, "tenancy.restored") == 0)
+        return TN_DECLINED;
     if (strcmp(n, "spawn") == 0) {
         char pl[64];
         snprintf(pl, sizeof(pl), "child-of-%lld", (long long)j->id);

@@ -21,7 +21,8 @@
 #   schedules     a schedule behind by hours runs once to catch up, and its next time is
 #                 in the future; a bad cron spec is refused naming the field
 #   hooks         created, suspended, resumed, deleted (run while deleted), restored and
-#                 migrated reach the app as tenancy.* jobs, in the tenant's storage
+#                 migrated reach the app as tenancy.* jobs, in the tenant's storage; a hook
+#                 the app declines (restored) is done, not failed
 #   recycling     pm.max_jobs replaces the job workers; nothing is lost
 #   suspended     a suspended tenant's jobs wait (not counted as attempts) until it resumes
 #   fairness      one tenant's 2,000 queued jobs do not hold back 20 tenants' single jobs
@@ -271,6 +272,10 @@ wait_until 10 bash -c "curl -s -H 'Host: acme.localhost' http://127.0.0.1:$NGINX
 assert_eq "$(joblog acme | cut -d'|' -f2,4 | grep -E '^tenancy\.(deleted|restored|migrated)' | tr '\n' ' ')" \
     "tenancy.deleted|acme tenancy.restored|acme tenancy.migrated|acme " \
     "acme's app was told: deleted (while deleted, in its kept storage), restored, migrated"
+# jobapp declines tenancy.restored: for a hook that is done, as TN_OK is (include/tenancy.h).
+# The migrated hook ran, so the restored one had ended before it (one at a time).
+assert_eq "$(sqlite3 "$REG" "SELECT state || '|' || attempts || '|' || COALESCE(last_error, '') FROM jobs WHERE name = 'tenancy.restored'")" "done|1|" \
+    "the restored hook the app declined is done on its first attempt, not failed"
 assert_eq "$(rows tenancy.migrated globex | cut -d'|' -f3)" '{"from":"0001","to":"0002"}' \
     "the migrated hook's payload names the version"
 
