@@ -12,7 +12,8 @@
 #               a cancelled job runs when retried
 #   cancel      a queued job; a running one is refused (busy), a finished one too (invalid)
 #   counts      per state, per tenant
-#   schedules   one an app made is listed, then removed with unschedule
+#   schedules   one an app made is listed, runs once behind its time (the one job worker,
+#               number 0, runs the chores), then is removed with unschedule
 #   --json      one JSON document on stdout, errors included (tests/helpers/json_check)
 . "$(dirname "$0")/lib.sh"
 JSON_CHECK=${JSON_CHECK:-$HELPERS/json_check}
@@ -189,6 +190,12 @@ jrun job schedules
 assert_eq "$(jget .count) $(jget '.schedules[0].tenant') $(jget '.schedules[0].name') $(jget '.schedules[0].cron')" \
     "1 acme nightly @daily" "schedules lists it"
 assert_contains "$(jget '.schedules[0].next_run_at')" "T" "with its next run"
+# Put behind its time, as after downtime: the one job worker (pm.jobs = 1, so number 0, which
+# runs the chores) queues its job and runs it, in acme's storage with the schedule's payload.
+sqlite3 "$T/state/control.db" "UPDATE job_schedules SET next_run_at = (strftime('%s','now') - 60) * 1000 WHERE name = 'nightly'"
+wait_until 10 bash -c "[ \"\$(sqlite3 '$T/state/control.db' \"SELECT state FROM jobs WHERE name = 'nightly'\")\" = done ]" ||
+    fail "the schedule behind its time did not run with one job worker"
+assert_eq "$(joblog acme nightly)" "n1|acme|1" "the schedule's job ran once, in acme's storage, with its payload"
 jrun job schedules --tenant globex
 assert_eq "$(jget .count)" 0 "globex has none"
 refused 1 "unschedule another tenant's" job unschedule --tenant globex nightly
