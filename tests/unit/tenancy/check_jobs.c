@@ -2,10 +2,10 @@
  * check_jobs.c — tenancy/jobs.c: the job store against SQLite (a fresh file per test) and a
  * real PostgreSQL (TENANCY_TEST_PG; schema "tenancy" dropped before each test), one set of
  * cases for both: enqueue, claim, finish; fail, backoff, dead; retry and cancel; unique keys;
- * leases, recover, reap; priority; the fair claim (one tenant's 10,000 jobs against 100
- * tenants' one each) and its cost; the per-tenant cap; delayed jobs; several processes
- * claiming at once; schedules; a tenant's purge; a registry made before the job tables; a
- * session the server ended (PostgreSQL).
+ * leases, recover, reap; release (a deferred job); priority; the fair claim (one tenant's
+ * 10,000 jobs against 100 tenants' one each) and its cost; the per-tenant cap; delayed jobs;
+ * several processes claiming at once; schedules; a tenant's purge; a registry made before
+ * the job tables; a session the server ended (PostgreSQL).
  *
  * Times are given to the store (now_ms), never read from the clock, except for the logged
  * figures of the claim's cost.
@@ -632,6 +632,38 @@ START_TEST(test_cancel_empties_queue)
     }
     int64_t ready = enqueue(tenant("ready"));
     ck_assert_int_eq(claim(LEASE_A), ready);
+}
+END_TEST
+
+/* ---- deferral, the hooks' order ------------------------------------------------------------ */
+
+/* jobs_release: a claimed job whose tenant is not active goes back to queued until the given
+ * time, its attempt not counted, on its last attempt too (it never started). */
+START_TEST(test_release)
+{
+    int64_t acme = tenant("acme");
+    int64_t id = 0;
+    enq_opts one = {.max_attempts = 1};
+    OK(enqueue_o(acme, &one, &id));
+    ck_assert_int_eq(claim_at(LEASE_A, 0, T0, NULL, NULL), id);
+    EXPECT(TN_NOTFOUND, jobs_release(R, id, LEASE_B, "waiting", T0 + 10000, T0, err,
+                                     sizeof(err)));
+    OK(jobs_release(R, id, LEASE_A, "waiting: tenant 'acme' is not active", T0 + 10000, T0, err,
+                    sizeof(err)));
+    job_rec g = get(id);
+    ck_assert_int_eq(g.state, JOB_QUEUED);
+    ck_assert_int_eq(g.attempts, 0);
+    ck_assert_int_eq(g.run_at, T0 + 10000);
+    ck_assert_str_eq(g.last_error, "waiting: tenant 'acme' is not active");
+    ck_assert_str_eq(g.lease, "");
+    /* not before its time, and the caller is told when */
+    int64_t next = 0;
+    ck_assert_int_eq(claim_at(LEASE_A, 0, T0 + 9999, &next, NULL), 0);
+    ck_assert_int_eq(next, T0 + 10000);
+    /* a cap of 1: it no longer counts as running */
+    job_rec c;
+    ck_assert_int_eq(claim_at(LEASE_A, 1, T0 + 10000, NULL, &c), id);
+    ck_assert_int_eq(c.attempts, 1);
 }
 END_TEST
 
@@ -1491,6 +1523,7 @@ Suite *jobs_suite(bool pg)
     tcase_add_test(tc, test_unique_key);
     tcase_add_test(tc, test_lease_rules);
     tcase_add_test(tc, test_recover_reap);
+    tcase_add_test(tc, test_release);
     tcase_add_test(tc, test_priority);
     tcase_add_test(tc, test_round_robin);
     tcase_add_test(tc, test_cap);
