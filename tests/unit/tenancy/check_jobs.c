@@ -2,10 +2,10 @@
  * check_jobs.c — tenancy/jobs.c: the job store against SQLite (a fresh file per test) and a
  * real PostgreSQL (TENANCY_TEST_PG; schema "tenancy" dropped before each test), one set of
  * cases for both: enqueue, claim, finish; fail, backoff, dead; retry and cancel; unique keys;
- * leases, recover, reap; release (a deferred job); priority; the fair claim (one tenant's
- * 10,000 jobs against 100 tenants' one each) and its cost; the per-tenant cap; delayed jobs;
- * several processes claiming at once; schedules; a tenant's purge; a registry made before
- * the job tables; a session the server ended (PostgreSQL).
+ * leases, recover, reap; release (a deferred job) and the hooks' order; priority; the fair
+ * claim (one tenant's 10,000 jobs against 100 tenants' one each) and its cost; the
+ * per-tenant cap; delayed jobs; several processes claiming at once; schedules; a tenant's
+ * purge; a registry made before the job tables; a session the server ended (PostgreSQL).
  *
  * Times are given to the store (now_ms), never read from the clock, except for the logged
  * figures of the claim's cost.
@@ -664,6 +664,35 @@ START_TEST(test_release)
     job_rec c;
     ck_assert_int_eq(claim_at(LEASE_A, 1, T0 + 10000, NULL, &c), id);
     ck_assert_int_eq(c.attempts, 1);
+}
+END_TEST
+
+/* jobs_hook_waits: a tenant's hooks reach the app one at a time, in the order queued; a hook
+ * waits only for an earlier hook of its own tenant that is queued or running, not for itself,
+ * its tenant's other jobs or another tenant's hooks. */
+START_TEST(test_hook_waits)
+{
+    int64_t acme = tenant("acme"), globex = tenant("globex");
+    int64_t other = enqueue(acme);   /* an ordinary job, queued before the hooks */
+    job_new h = {.tenant_id = globex, .app = JOB_APP_ALL, .name = "tenancy.created",
+                 .max_attempts = 3, .timeout_ms = 30000};
+    int64_t g1 = 0, a1 = 0, a2 = 0;
+    OK(jobs_enqueue(R, &h, T0, &g1, err, sizeof(err)));
+    h.tenant_id = acme;
+    h.name = "tenancy.suspended";
+    OK(jobs_enqueue(R, &h, T0, &a1, err, sizeof(err)));
+    h.name = "tenancy.resumed";
+    OK(jobs_enqueue(R, &h, T0, &a2, err, sizeof(err)));
+    EXPECT(TN_NOTFOUND, jobs_hook_waits(R, acme, a1, err, sizeof(err)));
+    EXPECT(TN_NOTFOUND, jobs_hook_waits(R, globex, g1, err, sizeof(err)));
+    /* the second hook waits while the first is queued, then while it runs */
+    OK(jobs_hook_waits(R, acme, a2, err, sizeof(err)));
+    claims_are(3, (int64_t[]){other, g1, a1}, T0);
+    OK(jobs_hook_waits(R, acme, a2, err, sizeof(err)));
+    /* the first ended: the second goes, though the ordinary job still runs */
+    OK(jobs_finish(R, a1, LEASE_A, T0 + 1, err, sizeof(err)));
+    EXPECT(TN_NOTFOUND, jobs_hook_waits(R, acme, a2, err, sizeof(err)));
+    ck_assert_int_eq(get(other).state, JOB_RUNNING);
 }
 END_TEST
 
@@ -1524,6 +1553,7 @@ Suite *jobs_suite(bool pg)
     tcase_add_test(tc, test_lease_rules);
     tcase_add_test(tc, test_recover_reap);
     tcase_add_test(tc, test_release);
+    tcase_add_test(tc, test_hook_waits);
     tcase_add_test(tc, test_priority);
     tcase_add_test(tc, test_round_robin);
     tcase_add_test(tc, test_cap);
