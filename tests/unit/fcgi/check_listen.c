@@ -1,4 +1,5 @@
-/* check_listen.c — sockets: stale unix path reclaimed, live one refused, queue measured. */
+/* check_listen.c — sockets: stale unix path reclaimed, live one refused, queue measured; an
+ * IPv6 address listens on IPv6 only. */
 #include "core/first.h"
 #include "fcgi/listen.h"
 #include "core/rc.h"
@@ -84,6 +85,21 @@ START_TEST(test_tcp_v4_v6_and_errors)
 }
 END_TEST
 
+/* [address]:port is IPv6 only: an IPv4 listener on the same port beside it is another socket. */
+START_TEST(test_v6_only)
+{
+    tn_listener l6, l4;
+    char err[256];
+    tn_config c6 = cfg_for("[::]:39519");
+    ck_assert_int_eq(listen_open(&c6, &l6, err, sizeof(err)), TN_OK);
+    tn_config c4 = cfg_for("0.0.0.0:39519");
+    ck_assert_int_eq(listen_open(&c4, &l4, err, sizeof(err)), TN_OK);
+    listen_close(&l4, true);
+    listen_close(&l6, true);
+}
+END_TEST
+
+
 Suite *listen_suite(void);
 Suite *listen_suite(void)
 {
@@ -91,6 +107,7 @@ Suite *listen_suite(void)
     TCase *tc = tcase_create("fcgi");
     tcase_add_test(tc, test_unix_stale_live_and_queue);
     tcase_add_test(tc, test_tcp_v4_v6_and_errors);
+    tcase_add_test(tc, test_v6_only);
     suite_add_tcase(s, tc);
     return s;
 }
