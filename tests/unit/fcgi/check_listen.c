@@ -1,5 +1,5 @@
 /* check_listen.c — sockets: stale unix path reclaimed, live one refused, queue measured; an
- * IPv6 address listens on IPv6 only. */
+ * IPv6 address listens on IPv6 only; the shard of a worker index. */
 #include "core/first.h"
 #include "fcgi/listen.h"
 #include "core/rc.h"
@@ -99,6 +99,23 @@ START_TEST(test_v6_only)
 }
 END_TEST
 
+/* Worker index i serves shard i mod N (listen.h); no shards, no shard. */
+START_TEST(test_shard_of_index)
+{
+    tn_listener l;
+    memset(&l, 0, sizeof(l));
+    ck_assert_int_eq(listen_shard(&l, 0), -1);
+    ck_assert_int_eq(listen_shard(&l, 3), -1);
+    l.nshards = 2;
+    int want2[] = {0, 1, 0, 1, 0};
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(listen_shard(&l, i), want2[i]);
+    l.nshards = 3;
+    int want3[] = {0, 1, 2, 0, 1};
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(listen_shard(&l, i), want3[i]);
+}
+END_TEST
 
 Suite *listen_suite(void);
 Suite *listen_suite(void)
@@ -108,6 +125,7 @@ Suite *listen_suite(void)
     tcase_add_test(tc, test_unix_stale_live_and_queue);
     tcase_add_test(tc, test_tcp_v4_v6_and_errors);
     tcase_add_test(tc, test_v6_only);
+    tcase_add_test(tc, test_shard_of_index);
     suite_add_tcase(s, tc);
     return s;
 }
