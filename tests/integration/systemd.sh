@@ -1,7 +1,8 @@
 #!/bin/bash
 # systemd.sh — socket activation and readiness as systemd drives them: the socket comes
 # from systemd-socket-activate on fd 3 (listen = systemd), readiness and reloads are told on
-# NOTIFY_SOCKET (READY=1, RELOADING=1, STOPPING=1), and the shipped unit file is valid.
+# NOTIFY_SOCKET (READY=1, RELOADING=1, STOPPING=1), the socket's path is left to systemd at
+# the stop, and the shipped unit file is valid.
 . "$(dirname "$0")/lib.sh"
 need curl nginx systemd-socket-activate systemd-analyze "$HELPERS/notify_recv"
 
@@ -27,6 +28,9 @@ assert_eq "$(http / again.example)" "hello from again.example" "served after the
 kill -TERM "$TN_PID"
 wait_until 10 grep -q 'STOPPING=1' "$T/notify.log" || fail "no STOPPING=1"
 wait_until 10 bash -c "! kill -0 $TN_PID" || fail "did not stop"
+# The socket is systemd's (it passed it): tenancyd leaves its path in place at the stop.
+[ -S "$T/fcgi.sock" ] && log "ok: the socket systemd passed is left in place at the stop" ||
+    fail "tenancyd removed $T/fcgi.sock, the socket systemd passed it"
 
 # The unit file installed by make install, checked by systemd-analyze verify: any problem it
 # reports about our unit fails. verify also checks that each Exec command is an executable
