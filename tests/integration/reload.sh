@@ -7,6 +7,7 @@
 # request; a changed listen address; SIGUSR1 reopens logs; SIGQUIT lets
 # in-flight requests finish; SIGTERM stops by its deadline; a killed master takes its workers
 # with it and a restart reclaims the socket.
+# A SIGHUP during a reload is queued, and runs once that reload is done.
 . "$(dirname "$0")/lib.sh"
 # A worker is sent SIGSEGV on purpose here, and the test checks how its death is handled: in a
 # sanitizer build (tests/sanitizers.sh) AddressSanitizer would take the signal, report it and
@@ -172,6 +173,21 @@ wait_until 10 bash -c "[ ! -e $T/fcgi.sock ]" || fail "old socket not removed af
 kill -QUIT "$(cat "$T/nginx/nginx.pid")"; sleep 0.3
 nginx_start "unix:$T/fcgi2.sock"
 assert_eq "$(http / e.example)" "v1 from e.example" "served on the new socket"
+
+# ---- a SIGHUP while a reload runs is queued: the newer configuration follows -----------------
+# Worker #2 of the next generation takes 2 s to start; a new build and a second SIGHUP come
+# meanwhile. The second reload starts once the first is done, and the new build serves.
+done_before=$(tn_log_count 'reloaded: generation')
+echo slow > "$T/slow"; rm -f "$T/slow.pid"
+kill -HUP "$TN_PID"
+wait_until 5 test -s "$T/slow.pid" || fail "the slow worker did not start"
+rm -f "$T/slow"
+cp "$MOD/greet_v2.so" "$T/app.so.new" && mv "$T/app.so.new" "$T/app.so"
+kill -HUP "$TN_PID"
+wait_until 10 bash -c "[ \$(grep -c 'reloaded: generation' '$T/tenancyd.log') -ge $((done_before + 2)) ]" ||
+    fail "the SIGHUP sent during a reload was not acted on"
+assert_eq "$(tn_log_count 'reloaded: generation')" "$((done_before + 2))" "the queued reload ran after the first"
+assert_eq "$(http / q.example)" "v2 from q.example" "the build of the queued reload serves"
 
 # ---- SIGUSR1 reopens the logs -------------------------------------------------------------------
 mv "$T/access.log" "$T/access.log.1"
