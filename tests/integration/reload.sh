@@ -8,6 +8,7 @@
 # in-flight requests finish; SIGTERM stops by its deadline; a killed master takes its workers
 # with it and a restart reclaims the socket.
 # A SIGHUP during a reload is queued, and runs once that reload is done.
+# SIGTERM after a reload stops an old worker still busy by stop_timeout too.
 . "$(dirname "$0")/lib.sh"
 # A worker is sent SIGSEGV on purpose here, and the test checks how its death is handled: in a
 # sanitizer build (tests/sanitizers.sh) AddressSanitizer would take the signal, report it and
@@ -224,6 +225,25 @@ wait_until 5 bash -c "! kill -0 $TN_PID" || fail "master did not stop after SIGT
 ms=$((($(date +%s%N) - t0) / 1000000))
 log "SIGTERM stop took $ms ms"
 [ "$ms" -le 3000 ] || fail "SIGTERM stop took $ms ms (stop_timeout 1s)"
+wait "$req" 2>/dev/null
+assert_eq "$(pgrep -f "$T/tenancyd.conf" | wc -l)" 0 "no process left after SIGTERM"
+
+# ---- SIGTERM after a reload: an old worker still busy stops by stop_timeout too -----------------
+# The old generation's worker finishing a long request was given request_timeout for it; a
+# SIGTERM cuts that to stop_timeout.
+tn_conf "listen = $T/fcgi2.sock" "stop_timeout = 1s" "request_timeout = 30s"
+tn_start
+http '/sleep?ms=20000' old.example > /dev/null &
+req=$!
+sleep 0.4
+kill -HUP "$TN_PID"
+wait_until 10 grep -q 'reloaded: generation 2' "$T/tenancyd.log" || fail "the reload did not complete"
+t0=$(date +%s%N)
+kill -TERM "$TN_PID"
+wait_until 5 bash -c "! kill -0 $TN_PID" || fail "master did not stop after SIGTERM with an old worker busy"
+ms=$((($(date +%s%N) - t0) / 1000000))
+log "SIGTERM stop with an old worker busy took $ms ms"
+[ "$ms" -le 3000 ] || fail "SIGTERM stop with an old worker busy took $ms ms (stop_timeout 1s)"
 wait "$req" 2>/dev/null
 assert_eq "$(pgrep -f "$T/tenancyd.conf" | wc -l)" 0 "no process left after SIGTERM"
 
