@@ -9,6 +9,7 @@
 # with it and a restart reclaims the socket.
 # A SIGHUP during a reload is queued, and runs once that reload is done.
 # SIGTERM after a reload stops an old worker still busy by stop_timeout too.
+# A second SIGTERM kills the workers at once.
 . "$(dirname "$0")/lib.sh"
 # A worker is sent SIGSEGV on purpose here, and the test checks how its death is handled: in a
 # sanitizer build (tests/sanitizers.sh) AddressSanitizer would take the signal, report it and
@@ -246,6 +247,24 @@ log "SIGTERM stop with an old worker busy took $ms ms"
 [ "$ms" -le 3000 ] || fail "SIGTERM stop with an old worker busy took $ms ms (stop_timeout 1s)"
 wait "$req" 2>/dev/null
 assert_eq "$(pgrep -f "$T/tenancyd.conf" | wc -l)" 0 "no process left after SIGTERM"
+
+# ---- a second SIGTERM kills the workers at once, without waiting for stop_timeout -----------
+tn_conf "listen = $T/fcgi2.sock" "stop_timeout = 20s" "request_timeout = 30s"
+tn_start
+http '/sleep?ms=20000' stuck2.example > /dev/null &
+req=$!
+sleep 0.4
+kill -TERM "$TN_PID"
+sleep 1
+if kill -0 "$TN_PID"; then
+    log "ok: the first SIGTERM waits for the request in flight"
+else
+    fail "the master stopped at the first SIGTERM with a request in flight"
+fi
+kill -TERM "$TN_PID"
+wait_until 3 bash -c "! kill -0 $TN_PID" || fail "a second SIGTERM did not stop the master"
+wait "$req" 2>/dev/null
+assert_eq "$(pgrep -f "$T/tenancyd.conf" | wc -l)" 0 "no process left after the second SIGTERM"
 
 # ---- a killed master takes its workers with it; a restart reclaims the socket -----------------------
 tn_start
