@@ -10,6 +10,7 @@
 # A SIGHUP during a reload is queued, and runs once that reload is done.
 # SIGTERM after a reload stops an old worker still busy by stop_timeout too.
 # A second SIGTERM kills the workers at once.
+# An app that the first workers cannot start stops the master with status 1.
 . "$(dirname "$0")/lib.sh"
 # A worker is sent SIGSEGV on purpose here, and the test checks how its death is handled: in a
 # sanitizer build (tests/sanitizers.sh) AddressSanitizer would take the signal, report it and
@@ -275,3 +276,15 @@ wait_until 3 bash -c "for p in $workers; do kill -0 \$p 2>/dev/null && exit 1; d
 log "ok: workers gone within a second or so of the master's death"
 tn_start
 assert_eq "$(http / h.example)" "hello from h.example" "restart reclaimed the socket"
+
+# ---- an app that cannot start at launch: the master stops with status 1 --------------------
+cp "$MOD/greet_bad.so" "$T/app.so.new" && mv "$T/app.so.new" "$T/app.so"
+tn_conf "app = $T/app.so" "listen = $T/fcgi3.sock"
+"$TENANCYD" -c "$T/tenancyd.conf" > "$T/badstart.log" 2>&1 &
+bad=$!
+PIDS+=("$bad")
+wait_until 10 grep -q 'the first workers cannot start; stopping' "$T/badstart.log" ||
+    fail "the master did not give up on an app its first workers cannot start"
+wait_until 5 grep -q ' stopped$' "$T/badstart.log" || { fail "the master did not stop"; kill -KILL "$bad"; }
+wait "$bad"
+assert_eq "$?" 1 "the exit status of a master whose first workers cannot start the app"
