@@ -5,6 +5,7 @@
 # without killing; pm.max_requests recycles with jitter; ondemand scales from zero and back;
 # dynamic keeps its spares and retires those above pm.max_spare only after pm.idle_timeout;
 # a crash storm engages the brake, visible in the status.
+# A request_timeout is not counted as a crash.
 . "$(dirname "$0")/lib.sh"
 need curl nginx "$HELPERS/hammer" "$HELPERS/json_check"
 
@@ -67,7 +68,9 @@ assert_contains "$line" "GET /sleep" "the timeout log names the request"
 assert_contains "$line" "worker" "the timeout log names the worker"
 wait_until 5 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 2 ]" || fail "no replacement after timeout"
 assert_eq "$(http / after.example)" "hello from after.example" "served after the timeout kill"
-assert_contains "$(http /_tenancy/status)" '"timeouts":1' "timeouts counted"
+status=$(http /_tenancy/status)
+assert_contains "$status" '"timeouts":1' "timeouts counted"
+assert_contains "$status" '"crashes":1' "a request_timeout is not counted as a crash (the kill's only)"
 kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
 
 # ---- pm.max_requests with jitter ------------------------------------------------------------
