@@ -6,6 +6,7 @@
 # dynamic keeps its spares and retires those above pm.max_spare only after pm.idle_timeout;
 # a crash storm engages the brake, visible in the status.
 # A request_timeout is not counted as a crash.
+# A worker that does not take its SIGALRM is killed two seconds after it.
 . "$(dirname "$0")/lib.sh"
 need curl nginx "$HELPERS/hammer" "$HELPERS/json_check"
 
@@ -71,6 +72,26 @@ assert_eq "$(http / after.example)" "hello from after.example" "served after the
 status=$(http /_tenancy/status)
 assert_contains "$status" '"timeouts":1' "timeouts counted"
 assert_contains "$status" '"crashes":1' "a request_timeout is not counted as a crash (the kill's only)"
+# A worker that does not take its SIGALRM (stopped here) is killed two seconds later.
+http '/sleep?ms=10000' frozen.example > /dev/null &
+req=$!
+sleep 0.3
+http /_tenancy/status > "$T/status.json"
+frozen=""
+n=$("$HELPERS/json_check" '.workers#' < "$T/status.json")
+for ((i = 0; i < n; i++)); do
+    case $("$HELPERS/json_check" ".workers[$i].request.uri" < "$T/status.json" 2> /dev/null) in
+    /sleep*) frozen=$("$HELPERS/json_check" ".workers[$i].pid" < "$T/status.json") ;;
+    esac
+done
+[ -n "$frozen" ] || fail "no worker found serving the request to freeze"
+kill -STOP "$frozen"
+wait_until 6 bash -c "! kill -0 $frozen" || fail "worker $frozen, which did not take its SIGALRM, was not killed"
+wait "$req"
+assert_contains "$(grep 'request timed out' "$T/tenancyd.log" | tail -1)" "worker $frozen killed" \
+    "the worker that did not take its SIGALRM killed at request_timeout"
+assert_eq "$(nginx_upstream_errors | wc -l)" 1 "the killed worker's request is the one upstream error"
+: > "$T/nginx-error.log"
 kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
 
 # ---- pm.max_requests with jitter ------------------------------------------------------------
