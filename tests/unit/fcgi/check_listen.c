@@ -71,6 +71,7 @@ START_TEST(test_tcp_v4_v6_and_errors)
     unsigned q, cap;
     ck_assert_int_eq(listen_queue(&l, &q, &cap), TN_OK);
     ck_assert_uint_eq(q, 0);
+    ck_assert_uint_eq(cap, 16);   /* listen.backlog, as for a unix socket */
     listen_close(&l, true);
     c = cfg_for("[::1]:39518");
     ck_assert_int_eq(listen_open(&c, &l, err, sizeof(err)), TN_OK);
