@@ -11,6 +11,7 @@
 # SIGTERM after a reload stops an old worker still busy by stop_timeout too.
 # A second SIGTERM kills the workers at once.
 # An app that the first workers cannot start stops the master with status 1.
+# SIGQUIT lets a request in flight finish even past stop_timeout, which bounds SIGTERM only.
 . "$(dirname "$0")/lib.sh"
 # A worker is sent SIGSEGV on purpose here, and the test checks how its death is handled: in a
 # sanitizer build (tests/sanitizers.sh) AddressSanitizer would take the signal, report it and
@@ -201,12 +202,14 @@ wait_until 3 grep -q 'f.example' "$T/access.log" || fail "no line in the new acc
 grep -q 'f.example' "$T/access.log.1" && fail "line written to the rotated file"
 
 # ---- SIGQUIT: the in-flight request finishes ------------------------------------------------------
+# (even past stop_timeout: that is SIGTERM's deadline; a graceful stop waits for request_timeout)
 cp "$MOD/../../../apps/.libs/hello.so" "$T/app.so.new" 2>/dev/null || cp "$HELLO_SO" "$T/app.so.new"
 mv "$T/app.so.new" "$T/app.so"
+tn_conf "app = $T/app.so" "pm.max_children = 3" "listen = $T/fcgi2.sock" "stop_timeout = 1s"
 kill -HUP "$TN_PID"
 wait_until 10 bash -c "[ \"\$(curl -s -H 'Host: g.example' http://127.0.0.1:$NGINX_PORT/)\" = 'hello from g.example' ]" ||
     fail "hello app not deployed"
-http '/sleep?ms=1500' inflight.example > "$T/inflight.body" &
+http '/sleep?ms=2500' inflight.example > "$T/inflight.body" &
 req=$!
 sleep 0.4
 kill -QUIT "$TN_PID"
