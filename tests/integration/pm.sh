@@ -8,6 +8,7 @@
 # A request_timeout is not counted as a crash.
 # A worker that does not take its SIGALRM is killed two seconds after it.
 # ondemand never runs more than pm.max_children workers.
+# dynamic keeps spares at pm.max_spare (it retires only those above it).
 . "$(dirname "$0")/lib.sh"
 need curl nginx "$HELPERS/hammer" "$HELPERS/json_check"
 
@@ -135,10 +136,16 @@ assert_nginx_clean "ondemand workers left and came back under nginx's kept conne
 kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
 
 # ---- dynamic: spares ----------------------------------------------------------------------
-tn_conf "pm = dynamic" "pm.max_children = 4" "pm.start = 1" "pm.min_spare = 2" "pm.max_spare = 2"
+tn_conf "pm = dynamic" "pm.max_children = 4" "pm.start = 1" "pm.min_spare = 2" "pm.max_spare = 2" \
+    "pm.idle_timeout = 1s"
 tn_start
 wait_until 5 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 2 ]" || fail "dynamic did not reach min_spare"
 log "ok: dynamic started 1 and grew to min_spare=2"
+# Two idle workers are pm.max_spare, not above it: neither is retired (and replaced) after
+# pm.idle_timeout.
+spares=$(tn_workers | tr '\n' ' ')
+sleep 2.5
+assert_eq "$(tn_workers | tr '\n' ' ')" "$spares" "the spares at pm.max_spare kept past pm.idle_timeout"
 kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
 
 # ---- dynamic: spares above max_spare leave after pm.idle_timeout, not in the first lull ----
