@@ -9,6 +9,7 @@
 # A worker that does not take its SIGALRM is killed two seconds after it.
 # ondemand never runs more than pm.max_children workers.
 # dynamic keeps spares at pm.max_spare (it retires only those above it).
+# dynamic counts a worker still starting as a spare.
 . "$(dirname "$0")/lib.sh"
 need curl nginx "$HELPERS/hammer" "$HELPERS/json_check"
 
@@ -147,6 +148,25 @@ spares=$(tn_workers | tr '\n' ' ')
 sleep 2.5
 assert_eq "$(tn_workers | tr '\n' ' ')" "$spares" "the spares at pm.max_spare kept past pm.idle_timeout"
 kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
+
+# ---- dynamic: a worker still starting counts as a spare ---------------------------------------
+# The second worker (greet's index 1) takes 2 s to start: with it the pool has its
+# pm.min_spare = 2, and no third worker is started meanwhile. At pm.max_children = 2, the pool
+# is full but nothing is busy: no spawn is wanted, and none is reported as refused.
+echo slow > "$T/slow"
+for max in 4 2; do
+    tn_conf "app = $top_builddir/tests/helpers/.libs/greet_v1.so" "pm = dynamic" \
+        "pm.max_children = $max" "pm.start = 1" "pm.min_spare = 2" "pm.max_spare = 2"
+    rm -f "$T/slow.pid"
+    GREET_SLOW_INIT=$T/slow GREET_SLOW_INDEX=1 tn_start
+    wait_until 5 test -s "$T/slow.pid" || fail "the slow second worker did not start"
+    sleep 1
+    assert_eq "$(tn_workers | wc -l)" 2 "no third worker while the second starts (pm.max_children = $max)"
+    assert_contains "$(http /_tenancy/status)" '"max_children_reached":0' \
+        "no spawn wanted while the second worker starts (pm.max_children = $max)"
+    assert_eq "$(tn_log_count 'pm.max_children reached')" 0 "no 'all workers busy' while one starts"
+    kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
+done
 
 # ---- dynamic: spares above max_spare leave after pm.idle_timeout, not in the first lull ----
 # A burst grows the pool; when it stops, every worker is idle and above pm.max_spare, but a
