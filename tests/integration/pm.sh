@@ -10,6 +10,7 @@
 # ondemand never runs more than pm.max_children workers.
 # dynamic keeps spares at pm.max_spare (it retires only those above it).
 # dynamic counts a worker still starting as a spare.
+# dynamic starts pm.start workers.
 . "$(dirname "$0")/lib.sh"
 need curl nginx "$HELPERS/hammer" "$HELPERS/json_check"
 
@@ -167,6 +168,13 @@ for max in 4 2; do
     assert_eq "$(tn_log_count 'pm.max_children reached')" 0 "no 'all workers busy' while one starts"
     kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
 done
+
+# ---- dynamic: pm.start workers at launch ---------------------------------------------------
+tn_conf "pm = dynamic" "pm.max_children = 4" "pm.start = 3" "pm.min_spare = 1" "pm.max_spare = 3"
+tn_start
+assert_contains "$(grep ' ready: ' "$T/tenancyd.log")" "generation 1, 3 workers" "ready with pm.start = 3 workers"
+assert_eq "$(tn_workers | wc -l)" 3 "pm.start = 3 workers running"
+kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
 
 # ---- dynamic: spares above max_spare leave after pm.idle_timeout, not in the first lull ----
 # A burst grows the pool; when it stops, every worker is idle and above pm.max_spare, but a
