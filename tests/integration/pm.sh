@@ -11,6 +11,7 @@
 # dynamic keeps spares at pm.max_spare (it retires only those above it).
 # dynamic counts a worker still starting as a spare.
 # dynamic starts pm.start workers.
+# dynamic retires the longest-lived of the idle spares first.
 . "$(dirname "$0")/lib.sh"
 need curl nginx "$HELPERS/hammer" "$HELPERS/json_check"
 
@@ -196,6 +197,29 @@ wait_until 8 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 1 ]" ||
     fail "the idle spares were not retired after pm.idle_timeout: $(pgrep -P "$TN_PID" | wc -l) left"
 log "ok: back to pm.max_spare = 1 once they had been idle for pm.idle_timeout"
 assert_nginx_clean "spares retired under nginx's kept connections"
+kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
+
+# ---- dynamic: of the idle spares past pm.idle_timeout, the longest-lived is retired first ----
+# The first worker (a) serves a 3 s request, so a second (b) is started, which takes a 4 s one,
+# so a third (c) is started. When b's request ends, three are idle, one above pm.max_spare:
+# a and c have both been idle past pm.idle_timeout, and a, the longest-lived, is retired.
+tn_conf "pm = dynamic" "pm.max_children = 4" "pm.start = 1" "pm.min_spare = 1" "pm.max_spare = 2" \
+    "pm.idle_timeout = 1s"
+tn_start
+a=$(tn_workers)
+http '/sleep?ms=3000' long-a.example > /dev/null &
+ra=$!
+wait_until 3 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 2 ]" || fail "no second worker beside a busy one"
+sleep 0.3
+b=$(tn_workers | grep -v -x "$a")
+http '/sleep?ms=4000' long-b.example > /dev/null &
+rb=$!
+wait_until 3 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 3 ]" || fail "no third worker beside two busy ones"
+c=$(tn_workers | grep -v -x -e "$a" -e "$b")
+wait "$ra" "$rb"
+wait_until 3 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 2 ]" || fail "no spare retired above pm.max_spare"
+assert_eq "$(tn_workers | tr '\n' ' ')" "$(printf '%s\n' "$b" "$c" | sort -n | tr '\n' ' ')" \
+    "the longest-lived idle spare (a) retired; b and c kept"
 kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
 
 # ---- crash storm: the brake engages and shows in the status ----------------------------------
