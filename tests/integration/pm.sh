@@ -12,6 +12,7 @@
 # dynamic counts a worker still starting as a spare.
 # dynamic starts pm.start workers.
 # dynamic retires the longest-lived of the idle spares first.
+# The brake engages at the pm.crash_limit-th crash, not later.
 . "$(dirname "$0")/lib.sh"
 need curl nginx "$HELPERS/hammer" "$HELPERS/json_check"
 
@@ -227,6 +228,10 @@ tn_conf "pm.max_children = 2" "pm.crash_limit = 4" "pm.crash_window = 10s" "pm.r
 tn_start
 for i in $(seq 1 8); do http /crash c$i.example > /dev/null; sleep 0.1; done
 wait_until 5 grep -q 'respawn brake engaged' "$T/tenancyd.log" || fail "brake not engaged"
+# The crashes come one after the other (each request waits for its answer): the brake engages
+# at the pm.crash_limit-th, not later.
+assert_contains "$(grep 'respawn brake engaged' "$T/tenancyd.log")" "crash storm: 4 workers crashed within" \
+    "the brake engaged at the 4th crash (pm.crash_limit = 4)"
 assert_contains "$(http /_tenancy/status)" '"brake":true' "brake visible in status"
 kill -0 "$TN_PID" && log "ok: master alive through the storm" || fail "master died"
 wait_until 20 grep -q 'respawn brake released' "$T/tenancyd.log" || fail "brake never released"
