@@ -13,6 +13,7 @@
 # dynamic starts pm.start workers.
 # dynamic retires the longest-lived of the idle spares first.
 # The brake engages at the pm.crash_limit-th crash, not later.
+# Crashes far apart (a crash-free pm.crash_window between them) never add up to a long backoff.
 . "$(dirname "$0")/lib.sh"
 need curl nginx "$HELPERS/hammer" "$HELPERS/json_check"
 
@@ -240,3 +241,18 @@ assert_eq "$(http / calm.example)" "hello from calm.example" "served after the s
 nerr=$(nginx_upstream_errors | wc -l)
 [ "$nerr" -le 8 ] && log "ok: $nerr upstream errors in nginx's log, at most the 8 crashes" ||
     fail "$nerr upstream errors in nginx's log for 8 crashing requests"
+kill -QUIT "$TN_PID"; wait "$TN_PID" 2>/dev/null
+
+# ---- crashes far apart: each respawn after the shortest backoff, none adding up ---------------
+# Six crashes, each after a crash-free pm.crash_window: each replacement is back within 0.6 s
+# (in a row, the sixth would wait 50 ms doubled five times).
+tn_conf "pm.max_children = 2" "pm.crash_window = 1s" "pm.respawn_backoff_max = 5s"
+tn_start
+back=""
+for i in $(seq 1 6); do
+    http /crash "far$i.example" > /dev/null
+    sleep 0.6
+    back="$back$(tn_workers | wc -l) "
+    sleep 0.8
+done
+assert_eq "$back" "2 2 2 2 2 2 " "each of 6 crashes far apart replaced at once (the backoff starts again)"
