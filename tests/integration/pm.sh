@@ -14,6 +14,7 @@
 # dynamic retires the longest-lived of the idle spares first.
 # The brake engages at the pm.crash_limit-th crash, not later.
 # Crashes far apart (a crash-free pm.crash_window between them) never add up to a long backoff.
+# A slow request is logged and counted once.
 . "$(dirname "$0")/lib.sh"
 need curl nginx "$HELPERS/hammer" "$HELPERS/json_check"
 
@@ -65,6 +66,8 @@ body=$(http '/sleep?ms=800' slow.example)
 assert_eq "$(last_status)" 200 "a slow request still answers"
 wait_until 3 grep -q 'slow request' "$T/tenancyd.log" || fail "slow request not logged"
 assert_contains "$(grep 'slow request' "$T/tenancyd.log")" "GET /sleep" "slow log names the request"
+assert_eq "$(tn_log_count 'slow request')" 1 "a slow request logged once, not at every look"
+assert_contains "$(http /_tenancy/status)" '"slow_requests":1' "a slow request counted once"
 pids=$(tn_workers | tr '\n' ' ')
 t0=$SECONDS
 body=$(http '/sleep?ms=10000' stuck.example)
