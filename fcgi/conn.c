@@ -169,7 +169,6 @@ bool conn_accept(worker *w, int lfd, int64_t now)
     /* nginx writes the request right after connecting: look at once, not a turn later. */
     if (c != NULL)
         mark_ready(w, c);
-    handoff_publish_held(w);
     return c != NULL;
 }
 

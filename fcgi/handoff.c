@@ -117,8 +117,9 @@ bool conn_hand_off(worker *w, struct conn *c)
     return true;
 }
 
-/* How many connections this worker holds, for the others to read (sb_slot.held), between two
- * requests: a connection accepted or taken changes it before the next request would say. */
+/* How many connections this worker holds, for handoff_balance to read in sb_slot.held, set
+ * as it goes idle: the only state in which that function reads it (a request's start sets it
+ * too, for the master: the connections beside the request). */
 void handoff_publish_held(worker *w)
 {
     __atomic_store_n(&w->slot->held, (uint32_t)(w->nconns - w->nwaiting), __ATOMIC_RELAXED);
@@ -315,7 +316,7 @@ void handoff_take(worker *w, int64_t now)
         handoff_msg msg;
         int fd = handoff_recv(sock, &msg);
         if (fd < 0)
-            break;   /* none left (or another worker took it) */
+            return;   /* none left (or another worker took it) */
         struct conn *c = conn_add(w, fd, now);
         if (c == NULL)
             continue;
@@ -328,7 +329,6 @@ void handoff_take(worker *w, int64_t now)
             c->deadline_ms = conn_header_deadline(w, msg.req_start_ms);
         }
     }
-    handoff_publish_held(w);
 }
 
 /* Whether a process will take c if this leaving worker (SB_EXITING) passes it now: when

@@ -237,6 +237,15 @@ static uint64_t jittered_limit(const tn_config *cfg)
 /* Turns in a row that may skip epoll_pwait (see worker_loop). */
 #define FAST_ACCEPT_STREAK 16
 
+/* The wait of the loop's epoll_pwait (ms; -1: none yet) shortened to `left` ms from now, 0
+ * when that moment is past. A minute at most: the loop looks again then. */
+static void wait_at_most(int *timeout, int64_t left)
+{
+    int t = left <= 0 ? 0 : left > 60000 ? 60000 : (int)left;
+    if (*timeout < 0 || t < *timeout)
+        *timeout = t;
+}
+
 static void worker_loop(worker *w)
 {
     const tn_config *cfg = w->cfg;
@@ -278,27 +287,16 @@ static void worker_loop(worker *w)
         bool any_ready = false;
         for (int i = 0; i < w->nconns; i++) {
             any_ready = any_ready || w->conns[i].ready;
-            int64_t left = w->conns[i].deadline_ms - now;
-            int t = left <= 0 ? 0 : left > 60000 ? 60000 : (int)left;
-            if (timeout < 0 || t < timeout)
-                timeout = t;
+            wait_at_most(&timeout, w->conns[i].deadline_ms - now);
         }
-        if (cfg->pm == PM_ONDEMAND) {
-            /* Kept connections do not keep an ondemand worker alive: idle is idle. */
-            int64_t left = w->idle_since_ms + cfg->idle_timeout_ms - now;
-            int t = left <= 0 ? 0 : (int)left;
-            if (timeout < 0 || t < timeout)
-                timeout = t;
-        }
-        if (w->handoff_out) {   /* to put the handoff socket back in time */
-            int64_t left = w->balance_hold_ms - now;
-            int t = left <= 0 ? 0 : (int)left;
-            if (timeout < 0 || t < timeout)
-                timeout = t;
-        }
+        /* Kept connections do not keep an ondemand worker alive: idle is idle. */
+        if (cfg->pm == PM_ONDEMAND)
+            wait_at_most(&timeout, w->idle_since_ms + cfg->idle_timeout_ms - now);
+        if (w->handoff_out)   /* to put the handoff socket back in time */
+            wait_at_most(&timeout, w->balance_hold_ms - now);
         int64_t due = alog_due(w->alog);   /* gathered access-log lines: written in time */
-        if (due >= 0 && (timeout < 0 || due - now < timeout))
-            timeout = due <= now ? 0 : (int)(due - now);
+        if (due >= 0)
+            wait_at_most(&timeout, due - now);
         if (any_ready)
             timeout = 0;
         /* Idle is what the master reads before it has a busy worker pass its other

@@ -177,8 +177,8 @@ int conn_table_size(void);
 /* ---- handoff.c: passing connections on ----------------------------------------------- */
 
 bool conn_hand_off(worker *w, struct conn *c);
-/* How long a worker that passed a connection to even out the pool leaves the handoff
- * socket to the others while it has requests of its own waiting. */
+/* How long a worker that passed connections to even out the pool leaves the handoff socket
+ * out of its epoll set, and passes no more (handoff_balance). */
 #define BALANCE_HOLD_MS 2
 bool handoff_balance(worker *w);
 void handoff_resume(worker *w, int64_t now);
