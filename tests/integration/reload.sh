@@ -232,31 +232,28 @@ term_stops_in_time() {
     wait "$req" 2>/dev/null
     assert_eq "$(pgrep -f "$T/tenancyd.conf" | wc -l)" 0 "no process left after SIGTERM $1"
 }
-tn_conf "listen = $T/fcgi2.sock" "stop_timeout = 1s" "request_timeout = 30s"
-tn_start
-http '/sleep?ms=20000' stuck.example > /dev/null &
-req=$!
-sleep 0.4
+# start_with_stuck HOST STOP_TIMEOUT: tenancyd on fcgi2.sock serving a 20 s request for HOST
+# (its pid in $req), request_timeout 30s
+start_with_stuck() {
+    tn_conf "listen = $T/fcgi2.sock" "stop_timeout = $2" "request_timeout = 30s"
+    tn_start
+    http '/sleep?ms=20000' "$1" > /dev/null &
+    req=$!
+    sleep 0.4
+}
+start_with_stuck stuck.example 1s
 term_stops_in_time "with a stuck request"
 
 # ---- SIGTERM after a reload: an old worker still busy stops by stop_timeout too -----------------
 # The old generation's worker finishing a long request was given request_timeout for it; a
 # SIGTERM cuts that to stop_timeout.
-tn_conf "listen = $T/fcgi2.sock" "stop_timeout = 1s" "request_timeout = 30s"
-tn_start
-http '/sleep?ms=20000' old.example > /dev/null &
-req=$!
-sleep 0.4
+start_with_stuck old.example 1s
 kill -HUP "$TN_PID"
 wait_until 10 grep -q 'reloaded: generation 2' "$T/tenancyd.log" || fail "the reload did not complete"
 term_stops_in_time "with an old worker busy"
 
 # ---- a second SIGTERM kills the workers at once, without waiting for stop_timeout -----------
-tn_conf "listen = $T/fcgi2.sock" "stop_timeout = 20s" "request_timeout = 30s"
-tn_start
-http '/sleep?ms=20000' stuck2.example > /dev/null &
-req=$!
-sleep 0.4
+start_with_stuck stuck2.example 20s
 kill -TERM "$TN_PID"
 sleep 1
 if kill -0 "$TN_PID"; then
