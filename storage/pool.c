@@ -495,7 +495,7 @@ static int open_pg(storage_pool *p, const storage_target *t, pool_entry *e, char
 {
     db_options o = {.statement_timeout_ms = t->statement_timeout_ms};
     int rc;
-    if (e->cls == CLASS_SCHEMA) {
+    if (e->cls == CLASS_SCHEMA && t->group_role == NULL) {
         rc = db_open(t->server, &o, &e->db, err, errlen);
     } else {
         /* A connection of one tenant's: its database (database mode), and/or a login as its
@@ -504,7 +504,9 @@ static int open_pg(storage_pool *p, const storage_target *t, pool_entry *e, char
          * (see target.c). */
         char uri[4096], pw[65] = "";
         bool db_mode = t->kind == TARGET_PG_DATABASE;
-        const char *user = t->login_as_role ? t->role : NULL;
+        const char *user = e->cls == CLASS_SCHEMA ? t->group_role
+                           : t->login_as_role    ? t->role
+                                                 : NULL;
         rc = TN_OK;
         if (user != NULL && p->lim.role_password != NULL) {
             rc = p->lim.role_password(p->lim.role_password_ctx, user, pw);
@@ -520,7 +522,7 @@ static int open_pg(storage_pool *p, const storage_target *t, pool_entry *e, char
         if (rc == TN_OK)
             rc = db_open(uri, &o, &e->db, err, errlen);
         memset(uri, 0, sizeof(uri));
-        if (rc == TN_OK &&
+        if (rc == TN_OK && e->cls != CLASS_SCHEMA &&
             (rc = db_set_scope(e->db, db_mode ? "public" : t->name, t->role)) != TN_OK)
             tn_errf(err, errlen, rc, "%s", tn_db_error(e->db));
     }
@@ -593,10 +595,11 @@ int pool_acquire(storage_pool *p, const storage_target *t, tn_db **out, char *er
         timeout = 0;
         break;
     case TARGET_PG_SCHEMA:
-        /* logged in as its own role, a tenant's connection is its own, like a database's */
+        /* logged in as its own role, a tenant's connection is its own, like a database's;
+         * a group login's is shared by its group's tenants (keyed by the group's name) */
         cls = t->login_as_role && t->role != NULL ? CLASS_DATABASE : CLASS_SCHEMA;
         server = t->server;
-        name = cls == CLASS_DATABASE ? t->name : NULL;
+        name = cls == CLASS_DATABASE ? t->name : t->group_role;
         break;
     case TARGET_PG_DATABASE:
         cls = CLASS_DATABASE;

@@ -78,6 +78,12 @@ static int check_target(const storage_target *t, char *err, size_t errlen)
     if (db_quote_ident(t->name, q, sizeof(q)) != TN_OK)
         return tn_errf(err, errlen, TN_INVALID, "'%s' is not a valid %s name", t->name,
                        target_kind_name(t->kind));
+    if (t->group_role != NULL &&
+        (t->kind != TARGET_PG_SCHEMA || t->role == NULL || t->login_as_role ||
+         db_quote_ident(t->group_role, q, sizeof(q)) != TN_OK))
+        return tn_errf(err, errlen, TN_INVALID,
+                       "a group login needs a schema target with a role of its own, and a "
+                       "valid name");
     const char *b = db_uri_backend(t->server);
     if (b == NULL || strcmp(b, "postgres") != 0)
         return tn_errf(err, errlen, TN_INVALID, "a %s target needs a PostgreSQL server URI",
@@ -261,13 +267,63 @@ static int create_sql(const storage_target *t, char *sql, size_t len)
  *
  * A PostgreSQL tenant's schema or database, and everything in it, belongs to a role of its
  * own (named as the storage: t_<slug> or tenant_<slug>). The host's login role is a member,
- * so a scoped transaction can SET LOCAL ROLE to it (db_set_scope); the tenant's own SQL that
+ * so a scoped transaction can SET LOCAL ROLE to it (db_set_scope), and so is the tenant's
+ * group login when it has one (group_role: the login the pool's connections use, which
+ * PostgreSQL lets become its group's tenants only); the tenant's own SQL that
  * must not be able to switch back (the panel's console) logs in as the role itself, with the
  * password the tenancy layer derives. The role is made inside a DO block so that one that is
  * already there (left by a purge that could not drop it) is taken over instead of failing
  * the create: role names are checked identifiers (db_quote_ident), so they can stand in a
  * string literal, and a password reaches the server only as a SCRAM verifier, whose
  * characters role_script checks before it quotes it. */
+
+static bool verifier_ok(const char *v)
+{
+    return v == NULL ||
+           (strncmp(v, "SCRAM-SHA-256$", 14) == 0 && strlen(v) <= 400 &&
+            strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                      "0123456789+/=$:-") == strlen(v));
+}
+
+/* With a group login (schema mode): the group role made when it is not there (LOGIN, with
+ * its password when one is given, which an existing one is given too) and made a member of
+ * the tenant's role, in the same DO block as the role. "" without. A new group login may
+ * read its backends' memory (the pool's byte bound, see pool.c) when the login that makes
+ * it may: a tenant's role is never a member of the group (the group is a member of the
+ * tenant's role, not the other way), so no tenant's SQL gains that right. */
+static int group_clause(const storage_target *t, const char *qr, char *out, size_t len,
+                        char *err, size_t errlen)
+{
+    out[0] = '\0';
+    if (t->group_role == NULL)
+        return TN_OK;
+    char qg[72], pw[440] = "";
+    if (db_quote_ident(t->group_role, qg, sizeof(qg)) != TN_OK)
+        return tn_errf(err, errlen, TN_INVALID, "'%s' is not a valid role name", t->group_role);
+    if (!verifier_ok(t->group_verifier))
+        return tn_errf(err, errlen, TN_INVALID,
+                       "the group login's password verifier is malformed");
+    if (t->group_verifier != NULL)
+        snprintf(pw, sizeof(pw), " PASSWORD '%s'", t->group_verifier);
+    char stats[200];
+    snprintf(stats, sizeof(stats),
+             "IF pg_catalog.pg_has_role(current_user, 'pg_read_all_stats', 'MEMBER') "
+             "THEN GRANT pg_read_all_stats TO %s; END IF;",
+             qg);
+    int n = t->group_verifier != NULL
+                ? snprintf(out, len,
+                           "IF pg_catalog.to_regrole('%s') IS NOT NULL "
+                           "THEN ALTER ROLE %s LOGIN%s; ELSE CREATE ROLE %s LOGIN%s; "
+                           "%s END IF; GRANT %s TO %s; ",
+                           qg, qg, pw, qg, pw, stats, qr, qg)
+                : snprintf(out, len,
+                           "IF pg_catalog.to_regrole('%s') IS NULL "
+                           "THEN CREATE ROLE %s LOGIN; %s END IF; GRANT %s TO %s; ",
+                           qg, qg, stats, qr, qg);
+    if (n < 0 || (size_t)n >= len)
+        return tn_errf(err, errlen, TN_TOOBIG, "the group login's statement is too long");
+    return TN_OK;
+}
 
 static int role_script(const storage_target *t, char *sql, size_t len, char *err,
                        size_t errlen)
@@ -276,13 +332,14 @@ static int role_script(const storage_target *t, char *sql, size_t len, char *err
     if (db_quote_ident(t->role, qr, sizeof(qr)) != TN_OK)
         return tn_errf(err, errlen, TN_INVALID, "'%s' is not a valid role name", t->role);
     const char *v = t->role_verifier;
-    if (v != NULL && (strncmp(v, "SCRAM-SHA-256$", 14) != 0 || strlen(v) > 400 ||
-                      strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                "0123456789+/=$:-") != strlen(v)))
+    if (!verifier_ok(v))
         return tn_errf(err, errlen, TN_INVALID, "the role's password verifier is malformed");
-    char pw[440] = "";
+    char pw[440] = "", group[1100];
     if (v != NULL)
         snprintf(pw, sizeof(pw), " PASSWORD '%s'", v);
+    int rc = group_clause(t, qr, group, sizeof(group), err, errlen);
+    if (rc != TN_OK)
+        return rc;
     /* Without a password, a role that is there is left as it is (setting a password costs
      * the server about half a millisecond, a third of the role's whole cost). */
     /* to_regrole (a cache lookup, the quoted name) rather than a query of the pg_roles view,
@@ -292,14 +349,14 @@ static int role_script(const storage_target *t, char *sql, size_t len, char *err
                                  "IF pg_catalog.to_regrole('%s') IS NOT NULL "
                                  "THEN ALTER ROLE %s LOGIN%s; "
                                  "ELSE CREATE ROLE %s LOGIN%s; END IF; "
-                                 "GRANT %s TO CURRENT_USER; END$tn_role$",
-                                 qr, qr, pw, qr, pw, qr)
+                                 "GRANT %s TO CURRENT_USER; %sEND$tn_role$",
+                                 qr, qr, pw, qr, pw, qr, group)
                       : snprintf(sql, len,
                                  "DO $tn_role$BEGIN "
                                  "IF pg_catalog.to_regrole('%s') IS NULL "
                                  "THEN CREATE ROLE %s LOGIN; END IF; "
-                                 "GRANT %s TO CURRENT_USER; END$tn_role$",
-                                 qr, qr, qr);
+                                 "GRANT %s TO CURRENT_USER; %sEND$tn_role$",
+                                 qr, qr, qr, group);
     if (n < 0 || (size_t)n >= len)
         return tn_errf(err, errlen, TN_TOOBIG, "the role's statement is too long");
     return TN_OK;
@@ -308,7 +365,7 @@ static int role_script(const storage_target *t, char *sql, size_t len, char *err
 /* The role made (or given its password again) and the login made a member, on db. */
 static int ensure_role(tn_db *db, const storage_target *t, char *err, size_t errlen)
 {
-    char sql[1536];
+    char sql[2560];
     int rc = role_script(t, sql, sizeof(sql), err, errlen);
     return rc == TN_OK ? run(db, sql, 0, NULL, err, errlen) : rc;
 }
@@ -439,7 +496,7 @@ int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t err
     if (t->kind == TARGET_SQLITE)
         return sqlite_create(t, err, errlen);
 
-    char sql[256], role[1536];
+    char sql[256], role[2560];
     create_sql(t, sql, sizeof(sql));
     tn_db *db = use_kept(t, kept) ? kept : NULL;
     if (db == NULL) {
@@ -499,7 +556,7 @@ int target_schema_create_sql(const storage_target *t, char *sql, size_t len)
         return TN_DECLINED;
     if (t->role == NULL)
         return create_sql(t, sql, len);
-    char role[1536], create[256], qr[72];
+    char role[2560], create[256], qr[72];
     int rc = role_script(t, role, sizeof(role), err, sizeof(err));
     if (rc != TN_OK)
         return rc;
@@ -687,6 +744,48 @@ static const char ROLE_CHECK_DATABASE_SQL[] =
     "FROM pg_catalog.pg_database d LEFT JOIN pg_catalog.pg_roles r ON r.rolname = $2 "
     "WHERE d.datname = $1";
 
+/* A group login: whether it exists, is a member of the tenant's role, and may do what no
+ * login that runs tenants' SQL may. */
+static const char GROUP_CHECK_SQL[] =
+    "SELECT g.oid IS NOT NULL, COALESCE(EXISTS (SELECT FROM pg_catalog.pg_auth_members m "
+    "JOIN pg_catalog.pg_roles r ON r.oid = m.roleid WHERE m.member = g.oid AND r.rolname = $1), "
+    "false), COALESCE(g.rolsuper OR g.rolcreaterole OR g.rolcreatedb OR g.rolreplication "
+    "OR g.rolbypassrls, false) "
+    "FROM (SELECT 1) x LEFT JOIN pg_catalog.pg_roles g ON g.rolname = $2";
+
+static int group_check(tn_db *db, const storage_target *t, int *nproblems,
+                       void (*fn)(void *ctx, const char *problem), void *ctx, char *err,
+                       size_t errlen)
+{
+    char m[256];
+    tn_rows *g = NULL;
+    const char *gp[] = {t->role, t->group_role};
+    int rc = tn_db_query(db, &g, GROUP_CHECK_SQL, 2, gp);
+#define PROBLEM(...)                                                                       \
+    do {                                                                                   \
+        snprintf(m, sizeof(m), __VA_ARGS__);                                               \
+        (*nproblems)++;                                                                    \
+        fn(ctx, m);                                                                        \
+    } while (0)
+    if (rc == TN_OK && tn_rows_next(g) == TN_OK) {
+        const char *ge = tn_rows_get(g, 0), *gm = tn_rows_get(g, 1), *gb = tn_rows_get(g, 2);
+        if (ge == NULL || strcmp(ge, "t") != 0)
+            PROBLEM("its group login %s does not exist ('tenancy check --repair-roles' makes "
+                    "it)", t->group_role);
+        else if (gm == NULL || strcmp(gm, "t") != 0)
+            PROBLEM("its group login %s is not a member of its role %s", t->group_role,
+                    t->role);
+        if (gb != NULL && strcmp(gb, "t") == 0)
+            PROBLEM("its group login %s may do what no tenant may (superuser, CREATEROLE, "
+                    "CREATEDB, REPLICATION or BYPASSRLS)", t->group_role);
+    } else if (rc != TN_OK) {
+        tn_errf(err, errlen, rc, "%s", tn_db_error(db));
+    }
+#undef PROBLEM
+    tn_rows_free(g);
+    return rc;
+}
+
 int target_role_check(tn_db *server, const storage_target *t, int *nproblems,
                       void (*fn)(void *ctx, const char *problem), void *ctx, char *err,
                       size_t errlen)
@@ -701,6 +800,7 @@ int target_role_check(tn_db *server, const storage_target *t, int *nproblems,
         return rc;
     const char *p[] = {t->name, t->role};
     tn_rows *rows = NULL;
+    bool role_there = false;
     rc = tn_db_query(db, &rows,
                      t->kind == TARGET_PG_SCHEMA ? ROLE_CHECK_SCHEMA_SQL : ROLE_CHECK_DATABASE_SQL,
                      2, p);
@@ -735,6 +835,7 @@ int target_role_check(tn_db *server, const storage_target *t, int *nproblems,
             if (strcmp(v[6] ? v[6] : "", "t") == 0)
                 PROBLEM("PUBLIC may connect to its database");
         }
+        role_there = v[0] != NULL && strcmp(v[0], "t") == 0;
 #undef PROBLEM
     } else if (rc == TN_OK) {
         rc = tn_errf(err, errlen, TN_NOTFOUND, "the %s %s does not exist",
@@ -743,6 +844,8 @@ int target_role_check(tn_db *server, const storage_target *t, int *nproblems,
         tn_errf(err, errlen, rc, "%s", tn_db_error(db));
     }
     tn_rows_free(rows);
+    if (rc == TN_OK && role_there && t->group_role != NULL)
+        rc = group_check(db, t, nproblems, fn, ctx, err, errlen);
     if (db != server)
         db_close(db);
     return rc;

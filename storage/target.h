@@ -65,6 +65,15 @@ typedef struct storage_target {
     bool login_as_role;   /* the pool's connections for it log in as the role itself (one
                              per tenant: nothing run on them can SET ROLE to another tenant)
                              instead of the server URI's user with SET LOCAL ROLE */
+    const char *group_role; /* schema mode with a role, not login_as_role: the group login
+                             the pool's shared connections for it log in as instead of the
+                             server URI's user (a member of the roles of its group's
+                             tenants only, so that PostgreSQL's check of SET ROLE, which
+                             lists every role a login may become, stays small); made with
+                             the tenant's role and made a member of it. NULL: the URI's
+                             user */
+    const char *group_verifier; /* the SCRAM-SHA-256 verifier of the group login's password,
+                             set on it when the role script runs; NULL: none */
 } storage_target;
 
 /* Names: "target_kind" <-> "sqlite" | "schema" | "database". */

@@ -129,7 +129,8 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
     if (dot == NULL || !placement_name_ok(name, (size_t)(dot - name))) {
         return tn_errf(err, errlen, TN_INVALID,
                        "%s: expected placement.NAME.dsn|mode|max_tenants|max_backend_memory|"
-                       "statement_timeout|session_reset|login with NAME of a-z, 0-9, _ and -",
+                       "statement_timeout|session_reset|login|login_groups with NAME of a-z, "
+                       "0-9, _ and -",
                        key);
     }
     size_t nl = (size_t)(dot - name);
@@ -200,14 +201,24 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
             p->login = PLACEMENT_LOGIN_SHARED;
         } else if (strcmp(value, "tenant") == 0) {
             p->login = PLACEMENT_LOGIN_TENANT;
+        } else if (strcmp(value, "group") == 0) {
+            p->login = PLACEMENT_LOGIN_GROUP;
         } else {
             return tn_errf(err, errlen, TN_INVALID,
-                           "%s: expected shared or tenant, got '%s'", key, value);
+                           "%s: expected shared, tenant or group, got '%s'", key, value);
         }
+    } else if (strcmp(field, "login_groups") == 0) {
+        long long v;
+        if (conf_parse_int(value, &v) != TN_OK || v < 1 || v > PLACEMENT_GROUPS_MAX) {
+            return tn_errf(err, errlen, TN_INVALID, "%s: expected a count from 1 to %d", key,
+                           PLACEMENT_GROUPS_MAX);
+        }
+        p->login_groups = (int)v;
     } else {
         return tn_errf(err, errlen, TN_INVALID,
                        "%s: unknown placement setting '%s' (dsn, mode, max_tenants, "
-                       "max_backend_memory, statement_timeout, session_reset, login)",
+                       "max_backend_memory, statement_timeout, session_reset, login, "
+                       "login_groups)",
                        key, field);
     }
     return TN_OK;
@@ -345,11 +356,38 @@ int tenancy_config_finish(tenancy_config *c, arena *a, char *err, size_t errlen)
                         ? c->sqlite_dir_text
                         : arena_sprintf(a, "%s/tenants", c->state_dir);
     /* The built-in placement, and every declared one complete. */
-    for (int i = 0; i < c->nplacements; i++)
-        if (c->placements[i].server == NULL) {
-            return tn_errf(err, errlen, TN_INVALID,
-                           "placement.%s has no dsn", c->placements[i].name);
+    for (int i = 0; i < c->nplacements; i++) {
+        placement *p = &c->placements[i];
+        if (p->server == NULL) {
+            return tn_errf(err, errlen, TN_INVALID, "placement.%s has no dsn", p->name);
         }
+        if (p->login_groups > 0 && p->login != PLACEMENT_LOGIN_GROUP) {
+            return tn_errf(err, errlen, TN_INVALID,
+                           "placement.%s.login_groups: only with login = group", p->name);
+        }
+        if (p->login != PLACEMENT_LOGIN_GROUP)
+            continue;
+        if (p->kind != 1) {
+            return tn_errf(err, errlen, TN_INVALID,
+                           "placement.%s.login = group: schema mode only (a database's "
+                           "connections are its tenant's already)", p->name);
+        }
+        if (p->login_groups == 0)
+            p->login_groups = PLACEMENT_GROUPS_DEFAULT;
+        /* role names: a placement name's '-' is not an identifier's */
+        p->group_roles = arena_alloc(a, (size_t)p->login_groups * sizeof(*p->group_roles));
+        if (p->group_roles == NULL)
+            goto oom;
+        for (int g = 0; g < p->login_groups; g++) {
+            char *r = arena_sprintf(a, "tn_%s_%d", p->name, g);
+            if (r == NULL)
+                goto oom;
+            for (char *q = r; *q; q++)
+                if (*q == '-')
+                    *q = '_';
+            p->group_roles[g] = r;
+        }
+    }
     if (c->nplacements < MAX_PLACEMENTS + 1 && tenancy_placement(c, "sqlite") == NULL) {
         if (c->nplacements == MAX_PLACEMENTS) {
             return tn_errf(err, errlen, TN_INVALID, "too many placements");

@@ -29,14 +29,26 @@ typedef struct placement {
     int64_t statement_timeout_ms;
     bool reset_always;            /* session_reset = always */
     int login;                    /* PLACEMENT_LOGIN_*: who the requests' connections log in as */
+    int login_groups;             /* login = group: how many group logins (0: not set) */
+    const char **group_roles;     /* login = group: their names, tn_<placement>_<i> (finish) */
 } placement;
 
 /* placement.NAME.login: the requests' connections log in as the host's own role, a member of
  * every tenant role, and SET LOCAL ROLE per transaction (shared: one connection serves every
  * tenant of the server), or as each tenant's own role (tenant: a connection per tenant, and
- * nothing that runs on it can take another identity). Default: shared in schema mode, tenant
- * in database mode (its connections are per tenant already). */
-enum { PLACEMENT_LOGIN_DEFAULT = 0, PLACEMENT_LOGIN_SHARED, PLACEMENT_LOGIN_TENANT };
+ * nothing that runs on it can take another identity), or (schema mode) as one of
+ * login_groups group logins, each a member of its share of the tenant roles (group: a
+ * connection per group, and PostgreSQL's check of each SET ROLE, which lists every role the
+ * login may become, stays as small as a group). Default: shared in schema mode, tenant in
+ * database mode (its connections are per tenant already). */
+enum {
+    PLACEMENT_LOGIN_DEFAULT = 0,
+    PLACEMENT_LOGIN_SHARED,
+    PLACEMENT_LOGIN_TENANT,
+    PLACEMENT_LOGIN_GROUP
+};
+#define PLACEMENT_GROUPS_DEFAULT 8
+#define PLACEMENT_GROUPS_MAX 64
 
 #define MAX_PLACEMENTS 16
 

@@ -138,12 +138,17 @@ int ops_give(const char *path, uid_t uid, gid_t gid, bool must_exist, char *err,
              size_t errlen);
 
 /* A PostgreSQL target's role password, derived from the role key (rolekey.h), as the SCRAM
- * verifier target_create sets: written to v and pointed at by t->role_verifier; left unset
- * when there is no role or no key, or when nothing logs in as the role from the start
- * (login_as_role false: the console sets the password when it first logs in). */
+ * verifier target_create sets: written to v->role and pointed at by t->role_verifier; left
+ * unset when there is no role or no key, or when nothing logs in as the role from the start
+ * (login_as_role false: the console sets the password when it first logs in). With a group
+ * login (t->group_role), its password the same way, to v->group and t->group_verifier. */
 #define OPS_VERIFIER_MAX 200
 #define OPS_VERSION_MAX MIGRATE_VERSION_MAX
-void ops_role_verifier(const tenancy_config *tc, storage_target *t, char v[OPS_VERIFIER_MAX]);
+typedef struct ops_verifiers {
+    char role[OPS_VERIFIER_MAX];
+    char group[OPS_VERIFIER_MAX];
+} ops_verifiers;
+void ops_role_verifier(const tenancy_config *tc, storage_target *t, ops_verifiers *v);
 
 /* Whether a placement's byte bound (max_backend_memory) cannot apply: a schema placement
  * with the bound on whose login may not read its backends' memory (PostgreSQL gives that to

@@ -67,7 +67,7 @@ typedef struct provision {
     int64_t id;
     bool cloned, replayed;       /* replayed: --from-template in schema mode */
     bool inline_schema;          /* schema and role made inside the migrations' transaction */
-    char role_verifier[OPS_VERIFIER_MAX]; /* the tenant role's password (rolekey.h), or "" */
+    ops_verifiers verifiers;  /* the tenant role's and group login's passwords (rolekey.h) */
     migrate_result mr;
     bool seeded;
     int64_t ms;
@@ -469,7 +469,7 @@ static int provision_tenant(ops_env *e, registry_new *n, provision *p, provision
         return tn_errf(msg, msglen, TN_INVALID, "placement '%s' cannot be used", pname);
     }
     p->target.statement_timeout_ms = 0;   /* a migration may take longer than a request */
-    ops_role_verifier(tc, &p->target, p->role_verifier);
+    ops_role_verifier(tc, &p->target, &p->verifiers);
     n->state = TENANT_PROVISIONING;       /* until its storage is ready */
     n->placement = pname;
     n->storage = p->storage;

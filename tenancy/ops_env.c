@@ -82,19 +82,29 @@ int ops_give(const char *path, uid_t uid, gid_t gid, bool must_exist, char *err,
                    strerror(errno));
 }
 
-void ops_role_verifier(const tenancy_config *tc, storage_target *t, char v[OPS_VERIFIER_MAX])
+/* One role's verifier into v; false without a key (a role without a password: tenancy check
+ * says so). */
+static bool verifier_of(const tenancy_config *tc, const char *role, char v[OPS_VERIFIER_MAX])
 {
     char err[512], pw[65];
     v[0] = '\0';
+    if (rolekey_password(tc, role, pw, err, sizeof(err)) != TN_OK)
+        return false;
+    bool ok = rolekey_verifier(pw, v, OPS_VERIFIER_MAX) == TN_OK;
+    explicit_bzero(pw, sizeof(pw));
+    return ok;
+}
+
+void ops_role_verifier(const tenancy_config *tc, storage_target *t, ops_verifiers *v)
+{
+    v->role[0] = v->group[0] = '\0';
     /* Only roles something logs in as at once get a password when they are made (it costs
      * the server half a millisecond a role): with the shared login, the console sets it
-     * the first time it logs in (admin/store.c). */
-    if (t->role == NULL || !t->login_as_role ||
-        rolekey_password(tc, t->role, pw, err, sizeof(err)) != TN_OK)
-        return;   /* no key: a role without a password (tenancy check says so) */
-    if (rolekey_verifier(pw, v, OPS_VERIFIER_MAX) == TN_OK)
-        t->role_verifier = v;
-    explicit_bzero(pw, sizeof(pw));
+     * the first time it logs in (admin/store.c). A group login is logged in as at once. */
+    if (t->role != NULL && t->login_as_role && verifier_of(tc, t->role, v->role))
+        t->role_verifier = v->role;
+    if (t->group_role != NULL && verifier_of(tc, t->group_role, v->group))
+        t->group_verifier = v->group;
 }
 
 int ops_memory_unread(const placement *p, bool *unread, char *why, size_t whylen)

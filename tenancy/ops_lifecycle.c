@@ -505,9 +505,11 @@ int ops_check(ops_env *e, bool repair, ops_problem_fn fn, void *ctx, ops_checked
         int crc = target_role_check(servers[w->place], &tg, &n,
                                     repair ? role_quiet : role_problem, &rc_ctx, e2, sizeof(e2));
         if (crc == TN_OK && n > 0 && repair) {
-            char pw[OPS_VERIFIER_MAX];
+            ops_verifiers pw;
+            bool own = tg.login_as_role;
             tg.login_as_role = true;   /* a repair sets the password in any case */
-            ops_role_verifier(tc, &tg, pw);
+            ops_role_verifier(tc, &tg, &pw);
+            tg.login_as_role = own;
             if (target_role_repair(servers[w->place], &tg, e2, sizeof(e2)) != TN_OK) {
                 problem(&r, "role", w->slug, w->pname, w->name, "repair failed: %s", e2);
             } else {

@@ -516,8 +516,8 @@ int ops_move(ops_env *e, const char *slug, const ops_move_opts *o, ops_moved *ou
                          slug, to);
         goto out;
     }
-    char dst_pw[OPS_VERIFIER_MAX];
-    ops_role_verifier(tc, &dst, dst_pw);
+    ops_verifiers dst_pw;
+    ops_role_verifier(tc, &dst, &dst_pw);
     snprintf(out->from_placement, sizeof(out->from_placement), "%s", t->placement);
     snprintf(out->from_storage, sizeof(out->from_storage), "%s", t->storage);
     out->from_kind = target_kind_name(src.kind);
@@ -938,8 +938,8 @@ int ops_import(ops_env *e, FILE *f, const char *label, const ops_import_opts *o,
     out->kind = target_kind_name(dst.kind);
     snprintf(out->version, sizeof(out->version), "%s",
              h->migration_version ? h->migration_version : "");
-    char dst_pw[OPS_VERIFIER_MAX];
-    ops_role_verifier(tc, &dst, dst_pw);
+    ops_verifiers dst_pw;
+    ops_role_verifier(tc, &dst, &dst_pw);
     /* The sync setting of the dump's tenant, as placement_target would read it. */
     {
         tenant_rec *tmp = tenant_rec_new(0, slug, "x", 0, "", "", 0, 0, 0, h->settings);

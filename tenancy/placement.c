@@ -7,8 +7,21 @@
 #include "tenancy/placement.h"
 #include "core/rc.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+
+/* A tenant's group (login = group): FNV-1a of its storage name, so that it never changes
+ * while login_groups does not, and needs nothing but the name. */
+int placement_group_of(const char *storage, int groups)
+{
+    uint32_t h = 2166136261u;
+    for (const unsigned char *q = (const unsigned char *)storage; *q; q++) {
+        h ^= *q;
+        h *= 16777619u;
+    }
+    return groups > 0 ? (int)(h % (uint32_t)groups) : 0;
+}
 
 int placement_target_of(const tenancy_config *c, const char *placement_name,
                         const char *storage, const char *sync_setting, storage_target *out)
@@ -33,6 +46,10 @@ int placement_target_of(const tenancy_config *c, const char *placement_name,
     out->role = out->kind == TARGET_SQLITE ? NULL : storage;
     out->login_as_role = p->login == PLACEMENT_LOGIN_TENANT ||
                          (p->login == PLACEMENT_LOGIN_DEFAULT && p->kind == TARGET_PG_DATABASE);
+    out->group_role = NULL;
+    out->group_verifier = NULL;
+    if (p->login == PLACEMENT_LOGIN_GROUP && p->group_roles != NULL && p->login_groups > 0)
+        out->group_role = p->group_roles[placement_group_of(storage, p->login_groups)];
     return TN_OK;
 }
 

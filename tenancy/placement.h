@@ -24,6 +24,9 @@ int placement_target(const tenancy_config *c, const tenant_rec *t, storage_targe
 int placement_target_of(const tenancy_config *c, const char *placement_name,
                         const char *storage, const char *sync_setting, storage_target *out);
 
+/* login = group: the group (0 to groups - 1) of the tenant whose storage is `storage`. */
+int placement_group_of(const char *storage, int groups);
+
 /* The storage name a tenant `slug` gets in placement p: SQLite <sqlite_dir>/<slug>.db,
  * schema t_<slug> and database tenant_<slug> ('-' becoming '_', which slugs never hold, so
  * the mapping cannot collide). TN_OK or TN_TOOBIG. */

@@ -8,6 +8,7 @@
 #include "cli/conf.h"
 #include "core/rc.h"
 #include "fcgi/config.h"
+#include "tenancy/placement.h"
 #include "tests/unit/check_common.h"
 
 #include <stdio.h>
@@ -100,12 +101,84 @@ START_TEST(test_load_host_file)
 }
 END_TEST
 
+/* placement.NAME.login = group: its group logins named after the placement, a tenant's
+ * group from its storage name alone (the same every time, spread over the groups), and the
+ * settings that cannot go together refused with the file and line. */
+START_TEST(test_load_group_logins)
+{
+    char dir[] = "/tmp/check_cli.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[256], msg[1024];
+    snprintf(path, sizeof(path), "%s/tenancyd.conf", dir);
+    write_file(path, "state_dir = /var/lib/t\n"
+                     "placement.eu-1.dsn = postgres:host=/tmp dbname=x\n"
+                     "placement.eu-1.login = group\n"
+                     "placement.eu-1.login_groups = 3\n"
+                     "placement.us.dsn = postgres:host=/tmp dbname=x\n"
+                     "placement.us.login = group\n");
+    conf_error cerr;
+    cli_config *c = cli_config_load(path, &cerr);
+    conf_error_format(&cerr, msg, sizeof(msg));
+    ck_assert_msg(c != NULL, "%s", msg);
+    const placement *eu = tenancy_placement(&c->tenancy, "eu-1");
+    ck_assert_int_eq(eu->login_groups, 3);
+    ck_assert_str_eq(eu->group_roles[0], "tn_eu_1_0");
+    ck_assert_str_eq(eu->group_roles[2], "tn_eu_1_2");
+    ck_assert_int_eq(tenancy_placement(&c->tenancy, "us")->login_groups, PLACEMENT_GROUPS_DEFAULT);
+    int seen[3] = {0};
+    for (int i = 0; i < 300; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "t_org%d", i);
+        storage_target t, again;
+        ck_assert_int_eq(placement_target_of(&c->tenancy, "eu-1", name, NULL, &t), TN_OK);
+        ck_assert_int_eq(placement_target_of(&c->tenancy, "eu-1", name, NULL, &again), TN_OK);
+        ck_assert_ptr_nonnull(t.group_role);
+        ck_assert_ptr_eq(t.group_role, again.group_role);
+        ck_assert_str_eq(t.role, name);
+        ck_assert(!t.login_as_role);
+        int g = placement_group_of(name, 3);
+        ck_assert_str_eq(t.group_role, eu->group_roles[g]);
+        seen[g]++;
+    }
+    for (int g = 0; g < 3; g++)   /* about a third each */
+        ck_assert_msg(seen[g] > 60, "group %d has %d of 300", g, seen[g]);
+    storage_target t;
+    ck_assert_int_eq(placement_target_of(&c->tenancy, "sqlite", "/x/a.db", NULL, &t), TN_OK);
+    ck_assert_ptr_null(t.group_role);
+    cli_config_free(c);
+
+    const char *bad[][2] = {
+        {"placement.p.dsn = postgres:host=/tmp dbname=x\nplacement.p.login_groups = 4\n",
+         "only with login = group"},
+        {"placement.p.dsn = postgres:host=/tmp dbname=x\nplacement.p.mode = database\n"
+         "placement.p.login = group\n",
+         "schema mode only"},
+        {"placement.p.dsn = postgres:host=/tmp dbname=x\nplacement.p.login = group\n"
+         "placement.p.login_groups = 65\n",
+         "tenancyd.conf:4: placement.p.login_groups: expected a count from 1 to 64"},
+        {"placement.p.dsn = postgres:host=/tmp dbname=x\nplacement.p.login = groups\n",
+         "expected shared, tenant or group"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char text[512];
+        snprintf(text, sizeof(text), "state_dir = /var/lib/t\n%s", bad[i][0]);
+        write_file(path, text);
+        ck_assert_msg(cli_config_load(path, &cerr) == NULL, "accepted: %s", bad[i][0]);
+        conf_error_format(&cerr, msg, sizeof(msg));
+        ck_assert_msg(strstr(msg, bad[i][1]) != NULL, "%s: got '%s'", bad[i][1], msg);
+    }
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("conf");
     tcase_add_test(tc, test_rows_match_owners);
     tcase_add_test(tc, test_load_host_file);
+    tcase_add_test(tc, test_load_group_logins);
     suite_add_tcase(s, tc);
     Suite *all[] = {s};
     return run_suites(all, 1);

@@ -589,6 +589,72 @@ START_TEST(test_pool_schema_roles)
 }
 END_TEST
 
+/* Group logins (placement.NAME.login = group): a tenant's connection logs in as its group's
+ * login, one connection per group, each transaction as the tenant's role; from a group's
+ * connection the database refuses the role of a tenant of another group. */
+START_TEST(test_pool_schema_groups)
+{
+    pool = pool_create(&(pool_limits){.pg_max_tenants = 100});
+    static char rname[3][32];
+    const char *group[3] = {"tn_pool_ga", "tn_pool_ga", "tn_pool_gb"};
+    storage_target r[3];
+    char err[512];
+    tn_db *a = st_open(st_pg, NULL);
+    for (int i = 0; i < 3; i++) {
+        snprintf(rname[i], sizeof(rname[i]), "tn_pool_g%d", i);
+        r[i] = (storage_target){.kind = TARGET_PG_SCHEMA, .server = st_pg, .name = rname[i],
+                                .role = rname[i], .group_role = group[i]};
+        target_drop(&r[i], err, sizeof(err));
+    }
+    tn_db_exec(a, "DROP ROLE IF EXISTS tn_pool_ga", 0, NULL);
+    tn_db_exec(a, "DROP ROLE IF EXISTS tn_pool_gb", 0, NULL);
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(target_create(&r[i], err, sizeof(err)) == TN_OK, "%s", err);
+    tn_db *d;
+    char pid[3][32], v[128];
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 3; i++) {
+            acquire(&r[i], &d);
+            ST_OK(d, tn_db_begin(d));
+            ST_OK(d, db_query_value(d, v, sizeof(v),
+                                    "SELECT session_user || ' ' || current_user", 0, NULL));
+            char want[160];
+            snprintf(want, sizeof(want), "%s %s", group[i], rname[i]);
+            ck_assert_str_eq(v, want);
+            ST_OK(d, tn_db_commit(d));
+            char p[32];
+            pid_of(d, p);
+            if (round == 0)
+                memcpy(pid[i], p, sizeof(p));
+            else
+                ck_assert_str_eq(p, pid[i]);   /* kept, one per group */
+            pool_release(pool, d);
+        }
+        ck_assert_str_eq(pid[0], pid[1]);      /* the tenants of a group share it */
+        ck_assert_str_ne(pid[0], pid[2]);      /* another group's is another */
+    }
+    /* the database, not the host, keeps a group's connection out of another group's tenant;
+     * within its group, as with the shared login, the app's own SQL may switch (README) */
+    acquire(&r[0], &d);
+    ST_OK(d, tn_db_begin(d));
+    ck_assert_int_ne(tn_db_exec(d, "SET LOCAL ROLE tn_pool_g2", 0, NULL), TN_OK);
+    ck_assert_msg(strstr(tn_db_error(d), "permission denied to set role") != NULL, "%s",
+                  tn_db_error(d));
+    tn_db_rollback(d);
+    ST_OK(d, tn_db_begin(d));
+    ST_OK(d, tn_db_exec(d, "SET LOCAL ROLE tn_pool_g1", 0, NULL));
+    tn_db_rollback(d);
+    pool_release(pool, d);
+    pool_destroy(pool);
+    pool = NULL;
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(target_drop(&r[i], err, sizeof(err)) == TN_OK, "%s", err);
+    ST_OK(a, tn_db_exec(a, "DROP ROLE tn_pool_ga", 0, NULL));
+    ST_OK(a, tn_db_exec(a, "DROP ROLE tn_pool_gb", 0, NULL));
+    db_close(a);
+}
+END_TEST
+
 /* The byte bound (placement.NAME.max_backend_memory): the backend's memory is read first
  * after pg_memory_every new schemas, then paced by how far it is from its bound; the
  * connection is closed once it reaches the bound; a login that may not read it is counted
@@ -993,6 +1059,7 @@ Suite *pool_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_pool_schema_isolation);
     tcase_add_test(tc, test_pool_schema_roles);
+    tcase_add_test(tc, test_pool_schema_groups);
     tcase_add_test(tc, test_pool_schema_broken);
     tcase_add_test(tc, test_pool_schema_recycle);
     tcase_add_test(tc, test_pool_schema_memory);

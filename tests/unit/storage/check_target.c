@@ -785,6 +785,93 @@ START_TEST(test_target_schema_role)
 }
 END_TEST
 
+static void count_problem(void *ctx, const char *problem)
+{
+    snprintf(ctx, 256, "%s", problem);
+}
+
+/* A schema with a group login (placement.NAME.login = group): the group login made with the
+ * tenant's role and made a member of it (and only of its group's tenants); target_role_check
+ * says when it is not a member, and target_role_repair makes it one again. */
+START_TEST(test_target_schema_group)
+{
+    tn_db *a = st_open(st_pg, NULL);
+    const char *names[] = {"tn_tgt_g1", "tn_tgt_g2", "tn_tgt_g3"};
+    const char *groups[] = {"tn_tgt_ga", "tn_tgt_ga", "tn_tgt_gb"};
+    storage_target t[3];
+    char err[512], v[256];
+    for (int i = 0; i < 3; i++) {
+        char sql[128];
+        snprintf(sql, sizeof(sql), "DROP SCHEMA IF EXISTS %s CASCADE", names[i]);
+        tn_db_exec(a, sql, 0, NULL);
+        snprintf(sql, sizeof(sql), "DROP ROLE IF EXISTS %s", names[i]);
+        tn_db_exec(a, sql, 0, NULL);
+    }
+    tn_db_exec(a, "DROP ROLE IF EXISTS tn_tgt_ga", 0, NULL);
+    tn_db_exec(a, "DROP ROLE IF EXISTS tn_tgt_gb", 0, NULL);
+    for (int i = 0; i < 3; i++) {
+        t[i] = (storage_target){.kind = TARGET_PG_SCHEMA, .server = st_pg, .name = names[i],
+                                .role = names[i], .group_role = groups[i]};
+        ck_assert_msg(target_create(&t[i], err, sizeof(err)) == TN_OK, "%s: %s", names[i], err);
+    }
+    /* each group login is a LOGIN role, a member of exactly its group's tenant roles */
+    ST_OK(a, db_query_value(a, v, sizeof(v),
+                            "SELECT string_agg(g.rolname || (CASE WHEN g.rolcanlogin THEN ':login' "
+                            "ELSE '' END) || '>' || r.rolname, ' ' ORDER BY g.rolname, r.rolname) "
+                            "FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.member "
+                            "JOIN pg_roles r ON r.oid = m.roleid WHERE g.rolname LIKE 'tn\\_tgt\\_g_'",
+                            0, NULL));
+    /* (and of pg_read_all_stats, as the login that made it is: a superuser here) */
+    ck_assert_str_eq(v, "tn_tgt_ga:login>pg_read_all_stats tn_tgt_ga:login>tn_tgt_g1 "
+                        "tn_tgt_ga:login>tn_tgt_g2 tn_tgt_gb:login>pg_read_all_stats "
+                        "tn_tgt_gb:login>tn_tgt_g3");
+    int n = -1;
+    char problem[256] = "";
+    ck_assert_int_eq(target_role_check(NULL, &t[0], &n, count_problem, problem, err, sizeof(err)),
+                     TN_OK);
+    ck_assert_msg(n == 0, "%d problems, the last: %s", n, problem);
+    ST_OK(a, tn_db_exec(a, "REVOKE tn_tgt_g1 FROM tn_tgt_ga", 0, NULL));
+    ck_assert_int_eq(target_role_check(NULL, &t[0], &n, count_problem, problem, err, sizeof(err)),
+                     TN_OK);
+    ck_assert_int_eq(n, 1);
+    ck_assert_str_eq(problem, "its group login tn_tgt_ga is not a member of its role tn_tgt_g1");
+    ck_assert_msg(target_role_repair(NULL, &t[0], err, sizeof(err)) == TN_OK, "%s", err);
+    ck_assert_int_eq(target_role_check(NULL, &t[0], &n, count_problem, problem, err, sizeof(err)),
+                     TN_OK);
+    ck_assert_int_eq(n, 0);
+    /* a group login that may do more than a tenant is reported */
+    ST_OK(a, tn_db_exec(a, "ALTER ROLE tn_tgt_gb CREATEDB", 0, NULL));
+    ck_assert_int_eq(target_role_check(NULL, &t[2], &n, count_problem, problem, err, sizeof(err)),
+                     TN_OK);
+    ck_assert_int_eq(n, 1);
+    ck_assert_str_eq(problem, "its group login tn_tgt_gb may do what no tenant may (superuser, "
+                              "CREATEROLE, CREATEDB, REPLICATION or BYPASSRLS)");
+    /* a missing group login is reported, and a repair makes it */
+    ST_OK(a, tn_db_exec(a, "DROP ROLE tn_tgt_gb", 0, NULL));
+    ck_assert_int_eq(target_role_check(NULL, &t[2], &n, count_problem, problem, err, sizeof(err)),
+                     TN_OK);
+    ck_assert_int_eq(n, 1);
+    ck_assert_str_eq(problem, "its group login tn_tgt_gb does not exist ('tenancy check "
+                              "--repair-roles' makes it)");
+    ck_assert_msg(target_role_repair(NULL, &t[2], err, sizeof(err)) == TN_OK, "%s", err);
+    ck_assert_int_eq(target_role_check(NULL, &t[2], &n, count_problem, problem, err, sizeof(err)),
+                     TN_OK);
+    ck_assert_int_eq(n, 0);
+    /* a group login is only for a schema with a role of its own */
+    storage_target bad = t[0];
+    bad.login_as_role = true;
+    ck_assert_int_eq(target_create(&bad, err, sizeof(err)), TN_INVALID);
+    bad = t[0];
+    bad.role = NULL;
+    ck_assert_int_eq(target_create(&bad, err, sizeof(err)), TN_INVALID);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(target_drop(&t[i], err, sizeof(err)), TN_OK);
+    ST_OK(a, tn_db_exec(a, "DROP ROLE tn_tgt_ga", 0, NULL));
+    ST_OK(a, tn_db_exec(a, "DROP ROLE tn_tgt_gb", 0, NULL));
+    db_close(a);
+}
+END_TEST
+
 START_TEST(test_target_database)
 {
     storage_target t = {.kind = TARGET_PG_DATABASE, .server = st_pg, .name = "tn_tgt_db"};
@@ -864,6 +951,7 @@ Suite *target_suite(void)
     tcase_add_test(tc, test_target_sqlite);
     tcase_add_test(tc, test_target_schema);
     tcase_add_test(tc, test_target_schema_role);
+    tcase_add_test(tc, test_target_schema_group);
     tcase_add_test(tc, test_target_database);
     tcase_add_test(tc, test_inventory_sqlite);
     suite_add_tcase(s, tc);
