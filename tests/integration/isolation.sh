@@ -7,6 +7,8 @@
 #   lite   SQLite files (la, lb)
 #   pgs    PostgreSQL schemas, the shared login (the default): sa, sb
 #   pgst   PostgreSQL schemas, placement.pgst.login = tenant: ta, tb
+#   pgsg   PostgreSQL schemas, placement.pgsg.login = group with 2 groups: ga and gc in
+#          one group, gb in the other
 #   pgd    PostgreSQL databases (a login per tenant by default): da, db
 #
 # The PostgreSQL placements log in as tenancy_app, a plain role with CREATEROLE and CREATEDB
@@ -20,7 +22,8 @@
 # shared login, SQL that the app itself runs can switch to another tenant's role
 # (set_config('role', ...) or SET ROLE), because PostgreSQL lets a member of a role take
 # it; the test shows the switch works there and is refused with login = tenant, with a
-# database placement, and from every console.
+# database placement, and from every console. With login = group the switch works only
+# within the group (ga to gc) and the database refuses it across groups (ga to gb).
 . "$(dirname "$0")/lib.sh"
 need curl nginx sqlite3 psql "$TENANCY_CLI"
 STOREAPP=$(cd "$top_builddir" && pwd)/tests/helpers/.libs/storeapp.so
@@ -57,6 +60,8 @@ tn_conf "app = $STOREAPP" "pm.max_children = 3" "request_timeout = 10s" \
     "storage.migrations = $FIX/migrations" "storage.seed = $FIX/seed.sql" \
     "placement.pgs.dsn = $APP_PG" "placement.pgs.mode = schema" \
     "placement.pgst.dsn = $APP_PG" "placement.pgst.mode = schema" "placement.pgst.login = tenant" \
+    "placement.pgsg.dsn = $APP_PG" "placement.pgsg.mode = schema" "placement.pgsg.login = group" \
+    "placement.pgsg.login_groups = 2" \
     "placement.pgd.dsn = $APP_PG" "placement.pgd.mode = database" \
     "admin.host = admin.localhost" "admin.query_timeout = 3s"
 tn_cli init > "$T/init.out" 2>&1 || fatal "tenancy init failed: $(cat "$T/init.out")"
@@ -67,7 +72,7 @@ assert_eq "$(psql -At -c "SELECT has_schema_privilege('public', 'public', 'USAGE
 printf '%s\n' "$PASSWORD" | tn_cli admin passwd --stdin > /dev/null || fatal "admin passwd failed"
 # Each tenant's display name is random: its answer must carry the one the registry holds.
 declare -A NAME=()
-for x in la:sqlite lb:sqlite sa:pgs sb:pgs ta:pgst tb:pgst da:pgd db:pgd; do
+for x in la:sqlite lb:sqlite sa:pgs sb:pgs ta:pgst tb:pgst ga:pgsg gb:pgsg gc:pgsg da:pgd db:pgd; do
     NAME[${x%%:*}]="Iso $RANDOM$RANDOM"
     tn_cli tenant create "${x%%:*}" --placement "${x#*:}" --name "${NAME[${x%%:*}]}" \
         > "$T/create.out" 2>&1 ||
@@ -101,10 +106,15 @@ TOKEN=$PANEL_TOKEN
 # Passwords: a login = tenant role has its derived one from the start; a shared-login
 # schema tenant's gets it from the console, the first time it logs in.
 haspw() { psql -At -c "SELECT rolpassword IS NOT NULL FROM pg_authid WHERE rolname = '$1'"; }
-assert_eq "$(haspw t_ta),$(haspw tenant_da),$(haspw t_sa)" "t,t,f" "passwords made where something logs in at once"
+assert_eq "$(haspw t_ta),$(haspw tenant_da),$(haspw t_sa),$(haspw tn_pgsg_0),$(haspw t_ga)" "t,t,f,t,f" \
+    "passwords made where something logs in at once (a group login too)"
+# The group logins: each a member of its group's tenant roles only, which FNV-1a of the
+# schema's name picks (t_ga and t_gc in group 0, t_gb in group 1)
+members() { psql -At -c "SELECT string_agg(r.rolname, ',' ORDER BY r.rolname) FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid WHERE m.member = '$1'::regrole AND r.rolname LIKE 't\_%'"; }
+assert_eq "$(members tn_pgsg_0)/$(members tn_pgsg_1)" "t_ga,t_gc/t_gb" "each group login a member of its group's tenants only"
 
 # B's secrets: rows only B's own storage holds, written by B itself.
-for b in lb sb tb db; do
+for b in lb sb tb gb db; do
     code=$(curl -s -m 30 -H "Host: $b.localhost" --data-binary \
         "INSERT INTO marker (id, tenant) VALUES (2, 'SECRET-OF-$b')" -o "$T/out" -w '%{http_code}' "$U/sql")
     [ "$code" = 200 ] || fatal "$b's secret row: $code $(cat "$T/out")"
@@ -310,7 +320,7 @@ switch_attempts() {
                 fail "$pl/$src: the switch to $brole was NOT refused: $sql"
             fi
         elif [ "$code" = 200 ]; then
-            log "ok (documented gap): $pl/$src, shared login: the app's own SQL can switch to $brole"
+            log "ok (documented gap): $pl/$src: the app's own SQL can switch to $brole, a role its login may take"
         else
             fail "$pl/$src: the documented gap did not show ($code): the test no longer matches README"
         fi
@@ -321,20 +331,27 @@ for src in app console; do
     sqlite_attempts $src
     pg_attempts pgs $src sa t_sb t_sb t_sa t_sb tenant_db
     pg_attempts pgst $src ta t_tb t_tb t_ta t_tb tenant_db
+    pg_attempts pgsg $src ga t_gb t_gb t_ga t_gb tenant_db
     pg_attempts pgd $src da tenant_db.public tenant_db tenant_da tenant_db tenant_db
     switch_attempts pgst $src ta t_tb t_tb refused
     switch_attempts pgd $src da tenant_db.public tenant_db refused
+    switch_attempts pgsg $src ga t_gb t_gb refused
 done
 switch_attempts pgs console sa t_sb t_sb refused
 switch_attempts pgs app sa t_sb t_sb gap
+switch_attempts pgsg console ga t_gc t_gc refused
+switch_attempts pgsg app ga t_gc t_gc gap
+# the requests' connections logged in as the group logins, never as the host's own login
+assert_ge "$(psql -At -c "SELECT count(*) FROM pg_stat_activity WHERE usename = 'tn_pgsg_0'")" 1 \
+    "ga's requests came through its group login"
 
 assert_eq "$(haspw t_sa)" t "the console set the shared-login tenant's password when it first logged in"
-for k in lite/app lite/console pgs/app pgs/console pgst/app pgst/console pgd/app pgd/console; do
+for k in lite/app lite/console pgs/app pgs/console pgst/app pgst/console pgsg/app pgsg/console pgd/app pgd/console; do
     assert_ge "${REFUSED[$k]:-0}" 40 "$k: attempts refused"
 done
 
 # ---- nothing changed, nothing written, nobody died --------------------------------------------
-for t in la lb sa sb ta tb da db; do
+for t in la lb sa sb ta tb ga gb gc da db; do
     assert_eq "$(http / "$t.localhost")" "{\"tenant\":\"$t\",\"data\":\"$t\",\"name\":\"${NAME[$t]}\"}" \
         "$t reads its own, unchanged"
 done
@@ -347,7 +364,7 @@ for f in evil.db vacuumed.db vac2.db written lo-exported program-ran copied.csv;
 done
 assert_eq "$(sqlite3 "$LB" "SELECT group_concat(tenant, ',') FROM marker")" "lb,SECRET-OF-lb" \
     "B's SQLite file unchanged"
-for b in sb tb; do
+for b in sb tb gb; do
     assert_eq "$(psql -At -c "SELECT string_agg(tenant, ',' ORDER BY id) FROM t_$b.marker")" \
         "$b,SECRET-OF-$b" "$b's schema unchanged"
 done
@@ -362,7 +379,7 @@ assert_eq "$WORKERS_AFTER" "$WORKERS_BEFORE" "the same workers are alive (none d
 died=$(grep -c 'died from signal' "$T/tenancyd.log" || true)
 assert_eq "$died" 0 "no worker died from a signal"
 console_refused=0
-for k in lite pgs pgst pgd; do console_refused=$((console_refused + ${REFUSED[$k/console]:-0})); done
+for k in lite pgs pgst pgsg pgd; do console_refused=$((console_refused + ${REFUSED[$k/console]:-0})); done
 audited=$(grep '"phase":"end"' "$T/state/admin-audit.log" | grep -c '"result":"\(refused\|error\)"' || true)
 assert_ge "$audited" "$console_refused" "the console's refusals are in the audit log"
 
@@ -385,13 +402,14 @@ assert_eq "$(psql -At -c "SELECT has_database_privilege('tenant_dt', 'tenant_dc'
 
 # ---- tenancy check: the roles' drift, and its repair ------------------------------------------
 out=$(tn_cli check 2>&1)
-assert_contains "$out" "consistent: 10 tenants" "tenancy check finds no drift after all that"
+assert_contains "$out" "consistent: 13 tenants" "tenancy check finds no drift after all that"
 psql -q -v ON_ERROR_STOP=1 > /dev/null <<'SQL' || fatal "making drift"
 ALTER TABLE t_sa.writes OWNER TO tenancy_app;
 ALTER SCHEMA t_ta OWNER TO tenancy_app;
 ALTER ROLE t_sb CREATEDB;
 ALTER DATABASE tenant_da OWNER TO tenancy_app;
 GRANT CONNECT ON DATABASE tenant_da TO PUBLIC;
+REVOKE t_gb FROM tn_pgsg_1;
 SQL
 out=$(tn_cli check 2>&1)
 assert_contains "$out" "1 relation(s) in the schema are not owned by its role t_sa" "check: a table given away"
@@ -399,15 +417,17 @@ assert_contains "$out" "the schema is not owned by its role t_ta" "check: a sche
 assert_contains "$out" "its role t_sb may do what no tenant may" "check: a role with too many rights"
 assert_contains "$out" "the database is not owned by its role tenant_da" "check: a database given away"
 assert_contains "$out" "PUBLIC may connect to its database" "check: PUBLIC let in"
+assert_contains "$out" "its group login tn_pgsg_1 is not a member of its role t_gb" "check: a group login left out"
 out=$(tn_cli check --repair-roles 2>&1)
-assert_contains "$out" "repaired the roles of 3 tenants" "check --repair-roles mends what it owns"
+assert_contains "$out" "repaired the roles of 4 tenants" "check --repair-roles mends what it owns"
 assert_contains "$out" "its role t_sb may do what no tenant may" "and reports what it does not take back"
 psql -q -c "ALTER ROLE t_sb NOCREATEDB" > /dev/null
 out=$(tn_cli check 2>&1)
-assert_contains "$out" "consistent: 10 tenants" "no drift left"
+assert_contains "$out" "consistent: 13 tenants" "no drift left"
+assert_eq "$(members tn_pgsg_1)" t_gb "the group login a member again"
 assert_eq "$(psql -At -c "SELECT tableowner FROM pg_tables WHERE schemaname = 't_sa' AND tablename = 'writes'")" \
     t_sa "the table is its tenant's again"
-for t in sa ta da; do
+for t in sa ta gb da; do
     assert_eq "$(http / "$t.localhost")" "{\"tenant\":\"$t\",\"data\":\"$t\",\"name\":\"${NAME[$t]}\"}" \
         "$t served after the repair"
 done
