@@ -285,6 +285,17 @@ static bool verifier_ok(const char *v)
                       "0123456789+/=$:-") == strlen(v));
 }
 
+/* The regular expression every group login of the placement of `group` matches: its name
+ * without the trailing number (tn_<placement>_), then digits. Group names are checked
+ * identifiers of [a-z0-9_], none of them special in a regular expression. */
+static void group_pattern(const char *group, char *out, size_t len)
+{
+    size_t n = strlen(group);
+    while (n > 0 && group[n - 1] >= '0' && group[n - 1] <= '9')
+        n--;
+    snprintf(out, len, "^%.*s[0-9]+$", (int)n, group);
+}
+
 /* With a group login (schema mode): the group role made when it is not there (LOGIN, with
  * its password when one is given, which an existing one is given too) and made a member of
  * the tenant's role, in the same DO block as the role. "" without. A new group login may
@@ -310,16 +321,26 @@ static int group_clause(const storage_target *t, const char *qr, char *out, size
              "IF pg_catalog.pg_has_role(current_user, 'pg_read_all_stats', 'MEMBER') "
              "THEN GRANT pg_read_all_stats TO %s; END IF;",
              qg);
+    /* the placement's other group logins (after login_groups changed) let go of the role */
+    char others[640], pattern[80];
+    group_pattern(t->group_role, pattern, sizeof(pattern));
+    snprintf(others, sizeof(others),
+             "FOR o IN SELECT g.rolname FROM pg_catalog.pg_auth_members m "
+             "JOIN pg_catalog.pg_roles g ON g.oid = m.member "
+             "WHERE m.roleid = '%s'::pg_catalog.regrole AND g.rolname ~ '%s' "
+             "AND g.rolname <> '%s' LOOP "
+             "EXECUTE pg_catalog.format('REVOKE %%I FROM %%I', '%s', o.rolname); END LOOP; ",
+             qr, pattern, t->group_role, t->role);
     int n = t->group_verifier != NULL
                 ? snprintf(out, len,
                            "IF pg_catalog.to_regrole('%s') IS NOT NULL "
                            "THEN ALTER ROLE %s LOGIN%s; ELSE CREATE ROLE %s LOGIN%s; "
-                           "%s END IF; GRANT %s TO %s; ",
-                           qg, qg, pw, qg, pw, stats, qr, qg)
+                           "%s END IF; GRANT %s TO %s; %s",
+                           qg, qg, pw, qg, pw, stats, qr, qg, others)
                 : snprintf(out, len,
                            "IF pg_catalog.to_regrole('%s') IS NULL "
-                           "THEN CREATE ROLE %s LOGIN; %s END IF; GRANT %s TO %s; ",
-                           qg, qg, stats, qr, qg);
+                           "THEN CREATE ROLE %s LOGIN; %s END IF; GRANT %s TO %s; %s",
+                           qg, qg, stats, qr, qg, others);
     if (n < 0 || (size_t)n >= len)
         return tn_errf(err, errlen, TN_TOOBIG, "the group login's statement is too long");
     return TN_OK;
@@ -334,7 +355,7 @@ static int role_script(const storage_target *t, char *sql, size_t len, char *err
     const char *v = t->role_verifier;
     if (!verifier_ok(v))
         return tn_errf(err, errlen, TN_INVALID, "the role's password verifier is malformed");
-    char pw[440] = "", group[1100];
+    char pw[440] = "", group[2048];
     if (v != NULL)
         snprintf(pw, sizeof(pw), " PASSWORD '%s'", v);
     int rc = group_clause(t, qr, group, sizeof(group), err, errlen);
@@ -345,14 +366,14 @@ static int role_script(const storage_target *t, char *sql, size_t len, char *err
     /* to_regrole (a cache lookup, the quoted name) rather than a query of the pg_roles view,
      * which the server plans as a join at every tenant. */
     int n = v != NULL ? snprintf(sql, len,
-                                 "DO $tn_role$BEGIN "
+                                 "DO $tn_role$DECLARE o record; BEGIN "
                                  "IF pg_catalog.to_regrole('%s') IS NOT NULL "
                                  "THEN ALTER ROLE %s LOGIN%s; "
                                  "ELSE CREATE ROLE %s LOGIN%s; END IF; "
                                  "GRANT %s TO CURRENT_USER; %sEND$tn_role$",
                                  qr, qr, pw, qr, pw, qr, group)
                       : snprintf(sql, len,
-                                 "DO $tn_role$BEGIN "
+                                 "DO $tn_role$DECLARE o record; BEGIN "
                                  "IF pg_catalog.to_regrole('%s') IS NULL "
                                  "THEN CREATE ROLE %s LOGIN; END IF; "
                                  "GRANT %s TO CURRENT_USER; %sEND$tn_role$",
@@ -365,7 +386,7 @@ static int role_script(const storage_target *t, char *sql, size_t len, char *err
 /* The role made (or given its password again) and the login made a member, on db. */
 static int ensure_role(tn_db *db, const storage_target *t, char *err, size_t errlen)
 {
-    char sql[2560];
+    char sql[4096];
     int rc = role_script(t, sql, sizeof(sql), err, errlen);
     return rc == TN_OK ? run(db, sql, 0, NULL, err, errlen) : rc;
 }
@@ -496,7 +517,7 @@ int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t err
     if (t->kind == TARGET_SQLITE)
         return sqlite_create(t, err, errlen);
 
-    char sql[256], role[2560];
+    char sql[256], role[4096];
     create_sql(t, sql, sizeof(sql));
     tn_db *db = use_kept(t, kept) ? kept : NULL;
     if (db == NULL) {
@@ -556,7 +577,7 @@ int target_schema_create_sql(const storage_target *t, char *sql, size_t len)
         return TN_DECLINED;
     if (t->role == NULL)
         return create_sql(t, sql, len);
-    char role[2560], create[256], qr[72];
+    char role[4096], create[256], qr[72];
     int rc = role_script(t, role, sizeof(role), err, sizeof(err));
     if (rc != TN_OK)
         return rc;
@@ -750,7 +771,12 @@ static const char GROUP_CHECK_SQL[] =
     "SELECT g.oid IS NOT NULL, COALESCE(EXISTS (SELECT FROM pg_catalog.pg_auth_members m "
     "JOIN pg_catalog.pg_roles r ON r.oid = m.roleid WHERE m.member = g.oid AND r.rolname = $1), "
     "false), COALESCE(g.rolsuper OR g.rolcreaterole OR g.rolcreatedb OR g.rolreplication "
-    "OR g.rolbypassrls, false) "
+    "OR g.rolbypassrls, false), "
+    /* the placement's other group logins that are members too (login_groups changed) */
+    "(SELECT pg_catalog.string_agg(o.rolname, ', ' ORDER BY o.rolname) "
+    "FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles o ON o.oid = m.member "
+    "JOIN pg_catalog.pg_roles r ON r.oid = m.roleid "
+    "WHERE r.rolname = $1 AND o.rolname ~ $3 AND o.rolname <> $2) "
     "FROM (SELECT 1) x LEFT JOIN pg_catalog.pg_roles g ON g.rolname = $2";
 
 static int group_check(tn_db *db, const storage_target *t, int *nproblems,
@@ -759,8 +785,10 @@ static int group_check(tn_db *db, const storage_target *t, int *nproblems,
 {
     char m[256];
     tn_rows *g = NULL;
-    const char *gp[] = {t->role, t->group_role};
-    int rc = tn_db_query(db, &g, GROUP_CHECK_SQL, 2, gp);
+    char pattern[80];
+    group_pattern(t->group_role, pattern, sizeof(pattern));
+    const char *gp[] = {t->role, t->group_role, pattern};
+    int rc = tn_db_query(db, &g, GROUP_CHECK_SQL, 3, gp);
 #define PROBLEM(...)                                                                       \
     do {                                                                                   \
         snprintf(m, sizeof(m), __VA_ARGS__);                                               \
@@ -778,6 +806,10 @@ static int group_check(tn_db *db, const storage_target *t, int *nproblems,
         if (gb != NULL && strcmp(gb, "t") == 0)
             PROBLEM("its group login %s may do what no tenant may (superuser, CREATEROLE, "
                     "CREATEDB, REPLICATION or BYPASSRLS)", t->group_role);
+        const char *go = tn_rows_get(g, 3);
+        if (go != NULL && go[0] != '\0')
+            PROBLEM("other group logins of its placement are members of its role %s: %.120s",
+                    t->role, go);
     } else if (rc != TN_OK) {
         tn_errf(err, errlen, rc, "%s", tn_db_error(db));
     }

@@ -346,7 +346,7 @@ static int provision_run(ops_env *e, const registry_new *n, provision *p,
 
     /* Schema mode on the kept connection: CREATE SCHEMA goes into the transaction of the
      * migrations and the seed (migrate_provision's prelude), one commit in all. */
-    char create_sql[2048];
+    char create_sql[4096];
     bool inline_schema = keep_reusable(keep) && p->target.kind == TARGET_PG_SCHEMA &&
                          migrate_count(pl->set) > 0 &&
                          target_schema_create_sql(&p->target, create_sql, sizeof(create_sql)) ==

@@ -797,7 +797,7 @@ START_TEST(test_target_schema_group)
 {
     tn_db *a = st_open(st_pg, NULL);
     const char *names[] = {"tn_tgt_g1", "tn_tgt_g2", "tn_tgt_g3"};
-    const char *groups[] = {"tn_tgt_ga", "tn_tgt_ga", "tn_tgt_gb"};
+    const char *groups[] = {"tn_tgtgrp_0", "tn_tgtgrp_0", "tn_tgtgrp_1"};
     storage_target t[3];
     char err[512], v[256];
     for (int i = 0; i < 3; i++) {
@@ -807,8 +807,8 @@ START_TEST(test_target_schema_group)
         snprintf(sql, sizeof(sql), "DROP ROLE IF EXISTS %s", names[i]);
         tn_db_exec(a, sql, 0, NULL);
     }
-    tn_db_exec(a, "DROP ROLE IF EXISTS tn_tgt_ga", 0, NULL);
-    tn_db_exec(a, "DROP ROLE IF EXISTS tn_tgt_gb", 0, NULL);
+    tn_db_exec(a, "DROP ROLE IF EXISTS tn_tgtgrp_0", 0, NULL);
+    tn_db_exec(a, "DROP ROLE IF EXISTS tn_tgtgrp_1", 0, NULL);
     for (int i = 0; i < 3; i++) {
         t[i] = (storage_target){.kind = TARGET_PG_SCHEMA, .server = st_pg, .name = names[i],
                                 .role = names[i], .group_role = groups[i]};
@@ -819,39 +819,51 @@ START_TEST(test_target_schema_group)
                             "SELECT string_agg(g.rolname || (CASE WHEN g.rolcanlogin THEN ':login' "
                             "ELSE '' END) || '>' || r.rolname, ' ' ORDER BY g.rolname, r.rolname) "
                             "FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.member "
-                            "JOIN pg_roles r ON r.oid = m.roleid WHERE g.rolname LIKE 'tn\\_tgt\\_g_'",
+                            "JOIN pg_roles r ON r.oid = m.roleid WHERE g.rolname LIKE 'tn\\_tgtgrp\\__'",
                             0, NULL));
     /* (and of pg_read_all_stats, as the login that made it is: a superuser here) */
-    ck_assert_str_eq(v, "tn_tgt_ga:login>pg_read_all_stats tn_tgt_ga:login>tn_tgt_g1 "
-                        "tn_tgt_ga:login>tn_tgt_g2 tn_tgt_gb:login>pg_read_all_stats "
-                        "tn_tgt_gb:login>tn_tgt_g3");
+    ck_assert_str_eq(v, "tn_tgtgrp_0:login>pg_read_all_stats tn_tgtgrp_0:login>tn_tgt_g1 "
+                        "tn_tgtgrp_0:login>tn_tgt_g2 tn_tgtgrp_1:login>pg_read_all_stats "
+                        "tn_tgtgrp_1:login>tn_tgt_g3");
     int n = -1;
     char problem[256] = "";
     ck_assert_int_eq(target_role_check(NULL, &t[0], &n, count_problem, problem, err, sizeof(err)),
                      TN_OK);
     ck_assert_msg(n == 0, "%d problems, the last: %s", n, problem);
-    ST_OK(a, tn_db_exec(a, "REVOKE tn_tgt_g1 FROM tn_tgt_ga", 0, NULL));
+    ST_OK(a, tn_db_exec(a, "REVOKE tn_tgt_g1 FROM tn_tgtgrp_0", 0, NULL));
     ck_assert_int_eq(target_role_check(NULL, &t[0], &n, count_problem, problem, err, sizeof(err)),
                      TN_OK);
     ck_assert_int_eq(n, 1);
-    ck_assert_str_eq(problem, "its group login tn_tgt_ga is not a member of its role tn_tgt_g1");
+    ck_assert_str_eq(problem, "its group login tn_tgtgrp_0 is not a member of its role tn_tgt_g1");
     ck_assert_msg(target_role_repair(NULL, &t[0], err, sizeof(err)) == TN_OK, "%s", err);
     ck_assert_int_eq(target_role_check(NULL, &t[0], &n, count_problem, problem, err, sizeof(err)),
                      TN_OK);
     ck_assert_int_eq(n, 0);
-    /* a group login that may do more than a tenant is reported */
-    ST_OK(a, tn_db_exec(a, "ALTER ROLE tn_tgt_gb CREATEDB", 0, NULL));
+    /* another group login of the placement (login_groups changed) is reported, and a
+     * repair lets it go */
+    ST_OK(a, tn_db_exec(a, "GRANT tn_tgt_g3 TO tn_tgtgrp_0", 0, NULL));
     ck_assert_int_eq(target_role_check(NULL, &t[2], &n, count_problem, problem, err, sizeof(err)),
                      TN_OK);
     ck_assert_int_eq(n, 1);
-    ck_assert_str_eq(problem, "its group login tn_tgt_gb may do what no tenant may (superuser, "
+    ck_assert_str_eq(problem, "other group logins of its placement are members of its role "
+                              "tn_tgt_g3: tn_tgtgrp_0");
+    ck_assert_msg(target_role_repair(NULL, &t[2], err, sizeof(err)) == TN_OK, "%s", err);
+    ck_assert_int_eq(target_role_check(NULL, &t[2], &n, count_problem, problem, err, sizeof(err)),
+                     TN_OK);
+    ck_assert_msg(n == 0, "%s", problem);
+    /* a group login that may do more than a tenant is reported */
+    ST_OK(a, tn_db_exec(a, "ALTER ROLE tn_tgtgrp_1 CREATEDB", 0, NULL));
+    ck_assert_int_eq(target_role_check(NULL, &t[2], &n, count_problem, problem, err, sizeof(err)),
+                     TN_OK);
+    ck_assert_int_eq(n, 1);
+    ck_assert_str_eq(problem, "its group login tn_tgtgrp_1 may do what no tenant may (superuser, "
                               "CREATEROLE, CREATEDB, REPLICATION or BYPASSRLS)");
     /* a missing group login is reported, and a repair makes it */
-    ST_OK(a, tn_db_exec(a, "DROP ROLE tn_tgt_gb", 0, NULL));
+    ST_OK(a, tn_db_exec(a, "DROP ROLE tn_tgtgrp_1", 0, NULL));
     ck_assert_int_eq(target_role_check(NULL, &t[2], &n, count_problem, problem, err, sizeof(err)),
                      TN_OK);
     ck_assert_int_eq(n, 1);
-    ck_assert_str_eq(problem, "its group login tn_tgt_gb does not exist ('tenancy check "
+    ck_assert_str_eq(problem, "its group login tn_tgtgrp_1 does not exist ('tenancy check "
                               "--repair-roles' makes it)");
     ck_assert_msg(target_role_repair(NULL, &t[2], err, sizeof(err)) == TN_OK, "%s", err);
     ck_assert_int_eq(target_role_check(NULL, &t[2], &n, count_problem, problem, err, sizeof(err)),
@@ -866,8 +878,8 @@ START_TEST(test_target_schema_group)
     ck_assert_int_eq(target_create(&bad, err, sizeof(err)), TN_INVALID);
     for (int i = 0; i < 3; i++)
         ck_assert_int_eq(target_drop(&t[i], err, sizeof(err)), TN_OK);
-    ST_OK(a, tn_db_exec(a, "DROP ROLE tn_tgt_ga", 0, NULL));
-    ST_OK(a, tn_db_exec(a, "DROP ROLE tn_tgt_gb", 0, NULL));
+    ST_OK(a, tn_db_exec(a, "DROP ROLE tn_tgtgrp_0", 0, NULL));
+    ST_OK(a, tn_db_exec(a, "DROP ROLE tn_tgtgrp_1", 0, NULL));
     db_close(a);
 }
 END_TEST
