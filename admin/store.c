@@ -57,8 +57,10 @@ static db_keep kept = {.max_uses = 200};
 
 static void keep_key(const storage_target *t, char *key, size_t n)
 {
-    snprintf(key, n, "%d|%s|%s", (int)t->kind, t->server ? t->server : "",
-             t->kind == TARGET_PG_DATABASE ? t->name : "");
+    /* a group target's connection is its group login's, which only its group's tenants may
+     * use */
+    snprintf(key, n, "%d|%s|%s|%s", (int)t->kind, t->group_role ? t->group_role : "",
+             t->kind == TARGET_PG_DATABASE ? t->name : "", t->server ? t->server : "");
 }
 
 void store_fini(void) { db_keep_close_all(&kept); }

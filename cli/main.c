@@ -529,6 +529,7 @@ void cli_ops_env(cli *c, ops_env *e)
     e->user = c->cfg->user;
     e->group = c->cfg->group;
     e->reg = c->reg;
+    ops_env_ready(e);
 }
 
 /* The harden notes of init, as they were always printed. */

@@ -117,6 +117,70 @@ static int run(tn_db *db, const char *sql, int nparams, const char *const *param
     return rc;
 }
 
+/* ---- group logins: the login a group target's connections use ------------------------------ */
+
+static int (*login_password)(void *ctx, const char *role, char out[65]);
+static void *login_password_ctx;
+
+void target_set_login_password(int (*fn)(void *ctx, const char *role, char out[65]), void *ctx)
+{
+    login_password = fn;
+    login_password_ctx = ctx;
+}
+
+/* The dsn's user is a member of a group target's role only while it makes or mends the role's
+ * objects (the role script grants it; this takes it back in the same transaction, or right
+ * after): a member of every tenant role, its own list of roles, which PostgreSQL 15 rebuilds
+ * after every change of a role, would grow with the square of the tenants again (see
+ * storage/README.md). */
+static int let_go(tn_db *db, const storage_target *t, char *err, size_t errlen)
+{
+    if (t->group_role == NULL || t->role == NULL)
+        return TN_OK;
+    char qr[72], sql[128];
+    if (db_quote_ident(t->role, qr, sizeof(qr)) != TN_OK)
+        return tn_errf(err, errlen, TN_INVALID, "'%s' is not a valid role name", t->role);
+    snprintf(sql, sizeof(sql), "REVOKE %s FROM CURRENT_USER", qr);
+    return run(db, sql, 0, NULL, err, errlen);
+}
+
+/* The other way: a group target's role taken by the dsn's user, for what only its members
+ * may do (drop its schema, give it objects). */
+static int take_role(tn_db *db, const storage_target *t, char *err, size_t errlen)
+{
+    if (t->group_role == NULL || t->role == NULL)
+        return TN_OK;
+    char qr[72], sql[128];
+    if (db_quote_ident(t->role, qr, sizeof(qr)) != TN_OK)
+        return tn_errf(err, errlen, TN_INVALID, "'%s' is not a valid role name", t->role);
+    snprintf(sql, sizeof(sql), "GRANT %s TO CURRENT_USER", qr);
+    return run(db, sql, 0, NULL, err, errlen);
+}
+
+/* A group target's connection: its group login, with the password the hook gives (none when
+ * it has no key: a server that trusts the login). */
+static int open_group(const storage_target *t, tn_db **db, char *err, size_t errlen)
+{
+    char pw[65] = "", uri[URI_MAX];
+    int rc = TN_OK;
+    if (login_password != NULL) {
+        rc = login_password(login_password_ctx, t->group_role, pw);
+        if (rc == TN_NOTFOUND)
+            rc = TN_OK;
+        else if (rc != TN_OK)
+            tn_errf(err, errlen, rc, "no password for the group login %s", t->group_role);
+    }
+    if (rc == TN_OK)
+        rc = db_uri_with(t->server, NULL, t->group_role, pw[0] ? pw : NULL, uri, sizeof(uri),
+                         err, errlen);
+    memset(pw, 0, sizeof(pw));
+    db_options o = target_options(t);
+    if (rc == TN_OK)
+        rc = db_open(uri, &o, db, err, errlen);
+    memset(uri, 0, sizeof(uri));
+    return rc;
+}
+
 static const char NSP_SQL[] = "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1";
 static const char DATABASE_SQL[] = "SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1";
 
@@ -548,6 +612,8 @@ int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t err
         rc = run(db, role, 0, NULL, err, errlen);
     if (rc == TN_OK)
         rc = run(db, sql, 0, NULL, err, errlen);
+    if (rc == TN_OK)
+        rc = let_go(db, t, err, errlen);
     if (txn && rc == TN_OK && (rc = tn_db_commit(db)) != TN_OK)
         tn_errf(err, errlen, rc, "%s", tn_db_error(db));
     if (txn && rc != TN_OK)
@@ -655,9 +721,13 @@ int target_drop_on(tn_db *kept, const storage_target *t, char *err, size_t errle
         /* On a kept connection the drop runs outside its scope. */
         kept_scope ks;
         unscope(db, &ks);
-        rc = run(db, sql, 0, NULL, err, errlen);
+        rc = take_role(db, t, err, errlen);
+        if (rc == TN_OK)
+            rc = run(db, sql, 0, NULL, err, errlen);
         if (rc == TN_OK)
             drop_role(db, t);
+        else
+            (void)let_go(db, t, NULL, 0);
         rescope(db, &ks);
     }
     if (db != kept)
@@ -704,7 +774,8 @@ int target_open(const storage_target *t, tn_db **out, char *err, size_t errlen)
         return rc;
     }
     if (t->kind == TARGET_PG_SCHEMA) {
-        rc = db_open(t->server, &o, &db, err, errlen);
+        rc = t->group_role != NULL ? open_group(t, &db, err, errlen)
+                                   : db_open(t->server, &o, &db, err, errlen);
         if (rc == TN_OK) {
             bool exists = false;
             rc = pg_exists(db, t, &exists, err, errlen);
@@ -751,7 +822,10 @@ static const char ROLE_CHECK_SCHEMA_SQL[] =
     " WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass "
     " AND d.refclassid = 'pg_catalog.pg_namespace'::pg_catalog.regclass "
     " AND d.refobjid = n.oid AND d.deptype = 'n' AND c.relowner IS DISTINCT FROM r.oid), "
-    "false "
+    "false, "
+    "COALESCE(EXISTS (SELECT FROM pg_catalog.pg_auth_members m WHERE m.roleid = r.oid "
+    "AND m.member = (SELECT u.oid FROM pg_catalog.pg_roles u WHERE u.rolname = current_user)), "
+    "false) "
     "FROM pg_catalog.pg_namespace n LEFT JOIN pg_catalog.pg_roles r ON r.rolname = $2 "
     "WHERE n.nspname = $1";
 
@@ -761,7 +835,10 @@ static const char ROLE_CHECK_DATABASE_SQL[] =
     "COALESCE(r.rolsuper OR r.rolcreaterole OR r.rolcreatedb OR r.rolreplication "
     "OR r.rolbypassrls, false), "
     "(SELECT count(*) FROM pg_catalog.pg_auth_members m WHERE m.member = r.oid), "
-    "0, pg_catalog.has_database_privilege('public', d.oid, 'CONNECT') "
+    "0, pg_catalog.has_database_privilege('public', d.oid, 'CONNECT'), "
+    "COALESCE(EXISTS (SELECT FROM pg_catalog.pg_auth_members m WHERE m.roleid = r.oid "
+    "AND m.member = (SELECT u.oid FROM pg_catalog.pg_roles u WHERE u.rolname = current_user)), "
+    "false) "
     "FROM pg_catalog.pg_database d LEFT JOIN pg_catalog.pg_roles r ON r.rolname = $2 "
     "WHERE d.datname = $1";
 
@@ -837,8 +914,8 @@ int target_role_check(tn_db *server, const storage_target *t, int *nproblems,
                      t->kind == TARGET_PG_SCHEMA ? ROLE_CHECK_SCHEMA_SQL : ROLE_CHECK_DATABASE_SQL,
                      2, p);
     if (rc == TN_OK && tn_rows_next(rows) == TN_OK) {
-        const char *v[7];
-        for (int i = 0; i < 7; i++)
+        const char *v[8];
+        for (int i = 0; i < 8; i++)
             v[i] = tn_rows_get(rows, i);
         const char *what = t->kind == TARGET_PG_SCHEMA ? "schema" : "database";
         char m[256];
@@ -854,8 +931,12 @@ int target_role_check(tn_db *server, const storage_target *t, int *nproblems,
         } else {
             if (strcmp(v[1] ? v[1] : "", "t") != 0)
                 PROBLEM("the %s is not owned by its role %s", what, t->role);
-            if (strcmp(v[2] ? v[2] : "", "t") != 0)
+            if (t->group_role == NULL && strcmp(v[2] ? v[2] : "", "t") != 0)
                 PROBLEM("the host's login is not a member of its role %s", t->role);
+            else if (t->group_role != NULL && strcmp(v[7] ? v[7] : "", "t") == 0)
+                PROBLEM("the host's login is still a member of its role %s (its group login "
+                        "serves it; --repair-roles takes it back)",
+                        t->role);
             if (strcmp(v[3] ? v[3] : "", "f") != 0)
                 PROBLEM("its role %s may do what no tenant may (superuser, CREATEROLE, "
                         "CREATEDB, REPLICATION or BYPASSRLS)", t->role);
@@ -941,6 +1022,8 @@ int target_role_repair(tn_db *server, const storage_target *t, char *err, size_t
         rc = give_objects(db, t->name, t->role, err, errlen);
     if (rc == TN_OK && t->kind == TARGET_PG_DATABASE)
         rc = revoke_database(db, t, err, errlen);
+    if (rc == TN_OK)
+        rc = let_go(db, t, err, errlen);
     if (db != server)
         db_close(db);
     if (rc == TN_OK && t->kind == TARGET_PG_DATABASE)
@@ -957,6 +1040,8 @@ int target_role_ensure(const storage_target *t, char *err, size_t errlen)
     tn_db *db = NULL;
     if ((rc = open_server(t, &db, err, errlen)) == TN_OK)
         rc = ensure_role(db, t, err, errlen);
+    if (rc == TN_OK)
+        rc = let_go(db, t, err, errlen);
     db_close(db);
     return rc;
 }

@@ -66,15 +66,22 @@ typedef struct storage_target {
                              per tenant: nothing run on them can SET ROLE to another tenant)
                              instead of the server URI's user with SET LOCAL ROLE */
     const char *group_role; /* schema mode with a role, not login_as_role: the group login
-                             the pool's shared connections for it log in as instead of the
-                             server URI's user (a member of the roles of its group's
-                             tenants only, so that PostgreSQL's check of SET ROLE, which
-                             lists every role a login may become, stays small); made with
-                             the tenant's role and made a member of it. NULL: the URI's
-                             user */
+                             the pool's shared connections and target_open's for it log in
+                             as instead of the server URI's user (a member of the roles of
+                             its group's tenants only, so that PostgreSQL's check of SET
+                             ROLE, which lists every role a login may become, stays small);
+                             made with the tenant's role and made a member of it. The URI's
+                             user is then a member of the role only while it makes, mends or
+                             drops it. NULL: the URI's user does everything */
     const char *group_verifier; /* the SCRAM-SHA-256 verifier of the group login's password,
                              set on it when the role script runs; NULL: none */
 } storage_target;
+
+/* Where target_open's connections for a group target (group_role) get the group login's
+ * password: fn fills out (64 hex characters) and returns TN_OK, TN_NOTFOUND to log in
+ * without one (a server that trusts the login), or another code to fail. Process-wide; the
+ * tenancy layer sets it (the role key is its). Unset: no password. */
+void target_set_login_password(int (*fn)(void *ctx, const char *role, char out[65]), void *ctx);
 
 /* Names: "target_kind" <-> "sqlite" | "schema" | "database". */
 const char *target_kind_name(target_kind k);

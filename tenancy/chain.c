@@ -108,6 +108,7 @@ int chain_init(const chain_env *env)
     pool_limits pl = pool_limits_of(c);
     pl.role_password = role_password;
     pl.role_password_ctx = (void *)c;
+    target_set_login_password(role_password, (void *)c);   /* target_open's group logins */
     pl.generation = gen_now;   /* a kept SQLite handle's path is checked when it moved */
     ch.pool = pool_create(&pl);
     ch.keys = key_cache_create(c->lookup_cache ? KEY_CACHE_ENTRIES : 0, KEY_CACHE_TTL_MS,

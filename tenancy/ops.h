@@ -144,6 +144,11 @@ int ops_give(const char *path, uid_t uid, gid_t gid, bool must_exist, char *err,
  * login (t->group_role), its password the same way, to v->group and t->group_verifier. */
 #define OPS_VERIFIER_MAX 200
 #define OPS_VERSION_MAX MIGRATE_VERSION_MAX
+/* What the operations' connections need before any runs: a group target's connections
+ * (placement.NAME.login = group) log in as its group login, with the password the role key
+ * gives (target_set_login_password). Process-wide; call once the configuration is loaded. */
+void ops_env_ready(const ops_env *e);
+
 typedef struct ops_verifiers {
     char role[OPS_VERIFIER_MAX];
     char group[OPS_VERIFIER_MAX];

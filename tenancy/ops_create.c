@@ -474,6 +474,11 @@ static int provision_tenant(ops_env *e, registry_new *n, provision *p, provision
     n->placement = pname;
     n->storage = p->storage;
     int rc = registry_create(e->reg, n, &p->id, msg, msglen);
+    /* A group target's storage is made by the dsn's user (which may make roles and schemas)
+     * and filled through its group login (the dsn's user holds the role only while it makes
+     * it, see target.h): no connection of the one kind serves both, so none is kept. */
+    if (p->target.group_role != NULL)
+        keep = NULL;
     return rc == TN_OK ? provision_run(e, n, p, keep, msg, msglen) : rc;
 }
 

@@ -82,6 +82,11 @@ int ops_give(const char *path, uid_t uid, gid_t gid, bool must_exist, char *err,
                    strerror(errno));
 }
 
+void ops_env_ready(const ops_env *e)
+{
+    target_set_login_password(rolekey_login_hook, (void *)e->tc);
+}
+
 /* One role's verifier into v; false without a key (a role without a password: tenancy check
  * says so). */
 static bool verifier_of(const tenancy_config *tc, const char *role, char v[OPS_VERIFIER_MAX])

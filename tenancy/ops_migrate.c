@@ -205,6 +205,7 @@ _Static_assert(sizeof(wire_result) <= OPS_RESULT_MAX, "a result must fit in PIPE
 
 typedef struct pooled {
     const char *placement;
+    const char *group;   /* its group login (login = group), or NULL */
     tn_db *db;
     size_t served;
     membound mem;   /* the backend's byte bound (placement.NAME.max_backend_memory) */
@@ -213,21 +214,26 @@ typedef struct pooled {
 typedef struct worker_ctx {
     const tenancy_config *tc;
     const migration_set *set;
-    pooled conns[MAX_PLACEMENTS];
+    pooled conns[MAX_PLACEMENTS * PLACEMENT_GROUPS_MAX];
     int nconns;
 } worker_ctx;
 
-/* A connection to a schema-mode tenant: the worker's connection to that server, re-scoped. */
+/* A connection to a schema-mode tenant: the worker's connection to that server (and group
+ * login: target_open logs in as it), re-scoped. */
 static int schema_conn(worker_ctx *w, const storage_target *t, const char *pname, tn_db **out,
                        char *err, size_t errlen)
 {
     pooled *p = NULL;
     for (int i = 0; i < w->nconns && p == NULL; i++)
-        if (strcmp(w->conns[i].placement, pname) == 0)
+        if (strcmp(w->conns[i].placement, pname) == 0 &&
+            (w->conns[i].group == NULL ? t->group_role == NULL
+                                       : t->group_role != NULL &&
+                                             strcmp(w->conns[i].group, t->group_role) == 0))
             p = &w->conns[i];
     if (p == NULL) {
         p = &w->conns[w->nconns++];
         p->placement = pname;
+        p->group = t->group_role;   /* the configuration's string: lives as long as w->tc */
         p->db = NULL;
     }
     const placement *pl = tenancy_placement(w->tc, pname);

@@ -38,7 +38,8 @@
  * and database mode by default): the command then has that tenant's rights and no others.
  * With a shared login it is the placement's login with `-c role=ROLE`: the session starts
  * as the tenant's role, but the shared login may take every tenant's role (SET ROLE), so
- * there it is a default, not a boundary.
+ * there it is a default, not a boundary. With login = group it is the tenant's group login
+ * (its password derived the same way) with `-c role=ROLE`: a boundary around its group.
  *
  * The resume file: a first line `tenancy-run 1 KEY` (KEY: SHA-256 of the command's words, so
  * a file of another command is refused), a comment line with the command, then one line per
@@ -556,14 +557,17 @@ static int storage_of(run *r, const tenant_rec *t, char *out, size_t outlen, con
     const char *dbname = tg.kind == TARGET_PG_DATABASE ? tg.name : NULL;
     const char *schema = tg.kind == TARGET_PG_SCHEMA ? tg.name : NULL;
     bool own = tg.login_as_role && tg.role != NULL;
+    /* the login: the tenant's own role, its group login (which then takes the role), or
+     * the dsn's user */
+    const char *login = own ? tg.role : tg.group_role;
     char pw[65] = "", uri[DSN_MAX];
-    if (own) {
-        rc = rolekey_password(r->e->tc, tg.role, pw, err, errlen);
+    if (login != NULL) {
+        rc = rolekey_password(r->e->tc, login, pw, err, errlen);
         if (rc != TN_OK && rc != TN_NOTFOUND)
             return rc;   /* no key at all: the server may trust the role without one */
     }
-    rc = db_uri_with(tg.server, dbname, own ? tg.role : NULL, pw[0] ? pw : NULL, uri,
-                     sizeof(uri), err, errlen);
+    rc = db_uri_with(tg.server, dbname, login, pw[0] ? pw : NULL, uri, sizeof(uri), err,
+                     errlen);
     memset(pw, 0, sizeof(pw));
     if (rc == TN_OK) {
         const char *ci = strncmp(uri, "postgres:", 9) == 0 ? uri + 9 : uri;

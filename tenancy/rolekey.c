@@ -74,6 +74,12 @@ int rolekey_password(const tenancy_config *c, const char *role, char out[65], ch
     return TN_OK;
 }
 
+int rolekey_login_hook(void *ctx, const char *role, char out[65])
+{
+    char err[512];
+    return rolekey_password(ctx, role, out, err, sizeof(err));
+}
+
 /* ---- the SCRAM verifier (RFC 5802, RFC 7677; what PostgreSQL stores) ----------------------
  *
  * libpq's PQencryptPasswordConn makes one with 4,096 PBKDF2 iterations, whose CPU time

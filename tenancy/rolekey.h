@@ -26,6 +26,10 @@
 int rolekey_password(const tenancy_config *c, const char *role, char out[65], char *err,
                      size_t errlen);
 
+/* rolekey_password as target_set_login_password's hook (ctx: the tenancy_config): how a
+ * process that opens group targets learns their logins' passwords. */
+int rolekey_login_hook(void *ctx, const char *role, char out[65]);
+
 /* A SCRAM-SHA-256 verifier of password for CREATE/ALTER ROLE ... PASSWORD, made here with
  * a random salt and ROLEKEY_SCRAM_ITERATIONS (see rolekey.c for why so few): the server
  * stores it as it is and never sees the password. Its characters are base64's, digits, '$'

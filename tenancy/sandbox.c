@@ -69,6 +69,7 @@ static int open_pg(const tenancy_config *c, sandbox *s, char *err, size_t errlen
     if (rc != TN_OK)
         return rc;
     tt.server = login;
+    tt.group_role = NULL;   /* the tenant's own login, never its group's */
     rc = target_open(&tt, &s->db, err, errlen);
     if (rc != TN_OK && strstr(err, "password authentication failed") != NULL) {
         /* No password yet (schema mode makes none) or an old one (a new role key). */

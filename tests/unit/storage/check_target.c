@@ -825,11 +825,28 @@ START_TEST(test_target_schema_group)
     ck_assert_str_eq(v, "tn_tgtgrp_0:login>pg_read_all_stats tn_tgtgrp_0:login>tn_tgt_g1 "
                         "tn_tgtgrp_0:login>tn_tgt_g2 tn_tgtgrp_1:login>pg_read_all_stats "
                         "tn_tgtgrp_1:login>tn_tgt_g3");
+    /* the dsn's user held the roles only while it made them */
+    const char *held = "SELECT count(*) FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid "
+                       "WHERE m.member = (SELECT oid FROM pg_roles WHERE rolname = current_user) "
+                       "AND r.rolname LIKE 'tn\\_tgt\\_g_'";
+    ST_OK(a, db_query_value(a, v, sizeof(v), held, 0, NULL));
+    ck_assert_str_eq(v, "0");
     int n = -1;
     char problem[256] = "";
     ck_assert_int_eq(target_role_check(NULL, &t[0], &n, count_problem, problem, err, sizeof(err)),
                      TN_OK);
     ck_assert_msg(n == 0, "%d problems, the last: %s", n, problem);
+    /* a login left a member (a tenant made before the placement had groups) is reported,
+     * and a repair takes the role back */
+    ST_OK(a, tn_db_exec(a, "GRANT tn_tgt_g1 TO CURRENT_USER", 0, NULL));
+    ck_assert_int_eq(target_role_check(NULL, &t[0], &n, count_problem, problem, err, sizeof(err)),
+                     TN_OK);
+    ck_assert_int_eq(n, 1);
+    ck_assert_str_eq(problem, "the host's login is still a member of its role tn_tgt_g1 (its "
+                              "group login serves it; --repair-roles takes it back)");
+    ck_assert_msg(target_role_repair(NULL, &t[0], err, sizeof(err)) == TN_OK, "%s", err);
+    ST_OK(a, db_query_value(a, v, sizeof(v), held, 0, NULL));
+    ck_assert_str_eq(v, "0");
     ST_OK(a, tn_db_exec(a, "REVOKE tn_tgt_g1 FROM tn_tgtgrp_0", 0, NULL));
     ck_assert_int_eq(target_role_check(NULL, &t[0], &n, count_problem, problem, err, sizeof(err)),
                      TN_OK);

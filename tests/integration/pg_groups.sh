@@ -1,0 +1,133 @@
+#!/bin/bash
+# pg_groups.sh — a schema placement with group logins (placement.NAME.login = group), on the
+# login README.md gives (CREATEROLE, no superuser), through everything that reaches a
+# tenant's storage: tenant create, tenancyd's requests, tenancy migrate, tenancy run, a move
+# to SQLite and back, delete and purge, and tenancy check --repair-roles. Throughout, the
+# dsn's user is a member of no tenant role once the command that made or mended it ends
+# (PostgreSQL 15 lists every role a login may become on each SET ROLE: see bench/run roles),
+# each group login is a member of exactly its group's tenants, and every answer carries
+# what only the tenant's own schema holds.
+. "$(dirname "$0")/lib.sh"
+need curl nginx psql "$TENANCY_CLI"
+STOREAPP=$(cd "$top_builddir" && pwd)/tests/helpers/.libs/storeapp.so
+FIX=$top_srcdir/tests/fixtures/storeapp
+[ -f "$STOREAPP" ] || fatal "no $STOREAPP (make check builds it)"
+eval "$("$top_srcdir/tests/pg.sh" start)" || hard_error "cannot start PostgreSQL (tests/pg.sh)"
+PG_DIR=$TENANCY_TEST_PG_DIR
+trap 'rc=$?; "$top_srcdir/tests/pg.sh" stop "$PG_DIR" >/dev/null 2>&1; (exit $rc); cleanup' EXIT
+
+psql -q -v ON_ERROR_STOP=1 > /dev/null <<'SQL' || fatal "the login role"
+CREATE ROLE tenancy_app LOGIN CREATEROLE;
+GRANT pg_read_all_stats TO tenancy_app;
+ALTER DATABASE tenancy_test OWNER TO tenancy_app;
+SQL
+APP_PG="postgres:host=$PG_DIR port=5432 dbname=tenancy_test user=tenancy_app"
+# every login but the superuser and the host's proves its password: the group logins' come
+# from the role key
+HBA=$PG_DIR/data/pg_hba.conf
+{ echo "local all postgres,tenancy_app trust"; echo "local all all scram-sha-256"; } > "$HBA.new"
+cat "$HBA.new" > "$HBA"
+psql -qAt -c "SELECT pg_reload_conf()" > /dev/null || fatal "reloading pg_hba.conf"
+
+mkdir -p "$T/state" "$T/migrations"
+cp "$FIX"/migrations/*.sql "$T/migrations/"
+tn_conf "app = $STOREAPP" "pm.max_children = 2" "state_dir = $T/state" \
+    "tenant.resolvers = subdomain" "tenant.base_domains = localhost" \
+    "storage.migrations = $T/migrations" "storage.seed = $FIX/seed.sql" \
+    "storage.placement = pgg" \
+    "placement.pgg.dsn = $APP_PG" "placement.pgg.mode = schema" "placement.pgg.login = group" \
+    "placement.pgg.login_groups = 2"
+tn_cli init > "$T/init.out" 2>&1 || fatal "tenancy init failed: $(cat "$T/init.out")"
+
+# what the dsn's user holds of the tenants' roles, and each group login's members
+held() { psql -At -c "SELECT count(*) FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid WHERE m.member = 'tenancy_app'::regrole AND r.rolname LIKE 't\\_%'"; }
+members() { psql -At -c "SELECT coalesce(string_agg(r.rolname, ',' ORDER BY r.rolname), '') FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid WHERE m.member = '$1'::regrole AND r.rolname LIKE 't\\_%'"; }
+
+# t_g1..t_g6 fall into the two groups by FNV-1a of the schema's name: g1, g3, g5 in 0,
+# g2, g4, g6 in 1 (placement_group_of; a change of it moves tenants between groups)
+declare -A NAME=()
+for i in 1 2 3 4 5 6; do
+    NAME[g$i]="Group $RANDOM$RANDOM"
+    tn_cli tenant create "g$i" --name "${NAME[g$i]}" > "$T/create.out" 2>&1 ||
+        fatal "creating g$i: $(cat "$T/create.out")"
+done
+assert_eq "$(held)" 0 "the host's login holds no tenant role after creating six"
+assert_eq "$(members tn_pgg_0)/$(members tn_pgg_1)" "t_g1,t_g3,t_g5/t_g2,t_g4,t_g6" \
+    "each group login a member of exactly its group's tenants"
+assert_eq "$(psql -At -c "SELECT rolpassword IS NOT NULL FROM pg_authid WHERE rolname = 'tn_pgg_0'")" t \
+    "the group login has its derived password"
+
+tn_start
+nginx_start
+body() { echo "{\"tenant\":\"$1\",\"data\":\"$1\",\"name\":\"${NAME[$1]}\"}"; }
+for round in 1 2; do
+    for i in 1 2 3 4 5 6; do
+        assert_eq "$(http / "g$i.localhost")" "$(body "g$i")" "round $round: g$i reads its own schema"
+    done
+done
+assert_eq "$(psql -At -c "SELECT string_agg(DISTINCT usename, ',' ORDER BY usename) FROM pg_stat_activity WHERE usename LIKE 'tn\\_pgg\\_%'")" \
+    "tn_pgg_0,tn_pgg_1" "the requests' connections log in as the two group logins"
+# a tenant created while the host serves: the serving connections see it at once
+NAME[g7]="Group $RANDOM$RANDOM"
+tn_cli tenant create g7 --name "${NAME[g7]}" > "$T/create.out" 2>&1 || fatal "creating g7: $(cat "$T/create.out")"
+for i in 1 2 7; do
+    assert_eq "$(http / "g$i.localhost")" "$(body "g$i")" "after a create: g$i reads its own schema"
+done
+assert_eq "$(held)" 0 "the host's login holds no tenant role after a create under load"
+
+# ---- tenancy migrate: each file applied through the group logins ------------------------------
+echo "ALTER TABLE marker ADD COLUMN extra TEXT NOT NULL DEFAULT 'added';" > "$T/migrations/0002_extra.sql"
+out=$(tn_cli --json migrate --all 2>&1) || fail "migrate --all: $out"
+assert_eq "$(echo "$out" | jq -c '[.migrated, .failed]')" "[7,0]" "migrate: all seven migrated, none failed"
+assert_eq "$(psql -At -c "SELECT count(*) FROM information_schema.columns WHERE table_name = 'marker' AND column_name = 'extra' AND table_schema LIKE 't\\_g_'")" 7 \
+    "the column is in every tenant's schema"
+assert_eq "$(psql -At -c "SELECT count(*) || '/' || count(*) FILTER (WHERE tableowner = schemaname) FROM pg_tables WHERE schemaname LIKE 't\\_g_'")" \
+    "21/21" "every table (three in each of seven tenants) is its tenant's role's"
+assert_eq "$(held)" 0 "the host's login holds no tenant role after a migration"
+
+# ---- tenancy run: the command's connection logs in as the tenant's group and takes its role --
+out=$(tn_cli run --all --output -- sh -c 'psql "$TENANCY_STORAGE" -XAt -c "SELECT session_user || chr(32) || current_user || chr(32) || current_schema() || chr(32) || tenant FROM marker WHERE id = 1"' 2>&1) ||
+    fail "tenancy run: $out"
+for i in 1 3; do
+    assert_contains "$out" "tn_pgg_0 t_g$i t_g$i g$i" "tenancy run: g$i through group 0, as its role, in its schema"
+done
+assert_contains "$out" "tn_pgg_1 t_g2 t_g2 g2" "tenancy run: g2 through group 1"
+
+# ---- a move to SQLite and back: read and written through the group login ----------------------
+out=$(tn_cli move g3 --to sqlite --drop-source 2>&1) || fail "move g3 to sqlite: $out"
+assert_eq "$(http / g3.localhost)" "$(body g3)" "g3 served from SQLite"
+assert_eq "$(psql -At -c "SELECT count(*) FROM pg_namespace WHERE nspname = 't_g3'")" 0 \
+    "its schema dropped (through the role the host's login took for it)"
+assert_eq "$(held)" 0 "the host's login holds no tenant role after the drop"
+out=$(tn_cli move g3 --to pgg --drop-source 2>&1) || fail "move g3 back: $out"
+assert_eq "$(http / g3.localhost)" "$(body g3)" "g3 served from its schema again"
+assert_contains "$(members tn_pgg_0)" "t_g3" "g3's role is its group login's again"
+assert_eq "$(held)" 0 "the host's login holds no tenant role after the moves"
+
+# ---- delete and purge: the schema and the role go -----------------------------------------------
+tn_cli tenant delete g6 > /dev/null 2>&1 || fail "delete g6"
+out=$(tn_cli purge g6 --now 2>&1) || fail "purge g6: $out"
+assert_eq "$(psql -At -c "SELECT count(*) FROM pg_namespace WHERE nspname = 't_g6'")/$(psql -At -c "SELECT count(*) FROM pg_roles WHERE rolname = 't_g6'")" \
+    "0/0" "g6's schema and role are gone"
+assert_eq "$(members tn_pgg_1)" "t_g2,t_g4" "group 1 lost g6 only"
+
+# ---- check and repair: a login left a member, a group login left out ---------------------------
+out=$(tn_cli check 2>&1)
+assert_contains "$out" "consistent: 6 tenants" "tenancy check: no drift"
+psql -q -v ON_ERROR_STOP=1 -c "GRANT t_g1 TO tenancy_app" -c "REVOKE t_g4 FROM tn_pgg_1" > /dev/null ||
+    fatal "making drift"
+out=$(tn_cli check 2>&1)
+assert_contains "$out" "the host's login is still a member of its role t_g1" "check: the login left a member"
+assert_contains "$out" "its group login tn_pgg_1 is not a member of its role t_g4" "check: a group login left out"
+out=$(tn_cli check --repair-roles 2>&1)
+assert_contains "$out" "repaired the roles of 2 tenants" "check --repair-roles mends both"
+assert_eq "$(held)" 0 "the repair took the role back from the host's login"
+assert_eq "$(members tn_pgg_1)" "t_g2,t_g4" "and gave g4's role to its group login again"
+for i in 1 4; do
+    assert_eq "$(http / "g$i.localhost")" "$(body "g$i")" "g$i served after the repair"
+done
+died=$(grep -c 'died from signal' "$T/tenancyd.log" || true)
+assert_eq "$died" 0 "no worker died"
+
+[ "$FAILED" = 0 ] && log "PASS"
+exit "$FAILED"
