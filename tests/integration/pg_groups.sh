@@ -36,7 +36,7 @@ tn_conf "app = $STOREAPP" "pm.max_children = 2" "state_dir = $T/state" \
     "storage.migrations = $T/migrations" "storage.seed = $FIX/seed.sql" \
     "storage.placement = pgg" \
     "placement.pgg.dsn = $APP_PG" "placement.pgg.mode = schema" "placement.pgg.login = group" \
-    "placement.pgg.login_groups = 2"
+    "placement.pgg.login_groups = 2" "admin.host = admin.localhost"
 tn_cli init > "$T/init.out" 2>&1 || fatal "tenancy init failed: $(cat "$T/init.out")"
 
 # what the dsn's user holds of the tenants' roles, and each group login's members
@@ -74,6 +74,27 @@ for i in 1 2 7; do
     assert_eq "$(http / "g$i.localhost")" "$(body "g$i")" "after a create: g$i reads its own schema"
 done
 assert_eq "$(held)" 0 "the host's login holds no tenant role after a create under load"
+
+# ---- the panel's pages read a tenant's schema through its group login ------------------------
+PASSWORD="pg groups $RANDOM$RANDOM"
+printf '%s\n' "$PASSWORD" | tn_cli admin passwd --stdin > /dev/null || fatal "admin passwd failed"
+panel_login "$PASSWORD"
+page() { curl -s -m 30 -H 'Host: admin.localhost' -b "$T/jar" -c "$T/jar" -o "$T/page" -w '%{http_code}' "http://127.0.0.1:$NGINX_PORT$1"; }
+declare -A SECRET=()
+for i in 1 2; do
+    SECRET[g$i]="SECRET-$i-$RANDOM$RANDOM"
+    code=$(curl -s -m 30 -H "Host: g$i.localhost" --data-binary \
+        "INSERT INTO marker (id, tenant) VALUES (2, '${SECRET[g$i]}')" -o "$T/out" -w '%{http_code}' \
+        "http://127.0.0.1:$NGINX_PORT/sql")
+    [ "$code" = 200 ] || fatal "g$i's secret row: $code $(cat "$T/out")"
+done
+for i in 1 2; do
+    o=$((3 - i))
+    assert_eq "$(page "/t/g$i/table?name=marker")" 200 "the panel shows g$i's marker table"
+    assert_contains "$(cat "$T/page")" "${SECRET[g$i]}" "... with the row only g$i's schema holds"
+    if grep -q -- "${SECRET[g$o]}" "$T/page"; then fail "g$i's page shows g$o's row"; else log "ok: g$i's page shows no row of g$o's"; fi
+done
+assert_eq "$(held)" 0 "the host's login holds no tenant role after the panel's reads"
 
 # ---- tenancy migrate: each file applied through the group logins ------------------------------
 echo "ALTER TABLE marker ADD COLUMN extra TEXT NOT NULL DEFAULT 'added';" > "$T/migrations/0002_extra.sql"
