@@ -15,7 +15,9 @@
  *                     many open, each handle's page cache is kept small (sqlite_cache_kib):
  *                     the pages a request reads, not SQLite's 2,000 KiB each.
  *   schema mode       ONE connection per server (and statement timeout) for all its
- *                     tenants, scoped per acquire (db_set_schema_scope: the scope rides with
+ *                     tenants (per server and group login for targets with a group_role:
+ *                     each logs in as its group, which may take only its group's roles),
+ *                     scoped per acquire (db_set_schema_scope: the scope rides with
  *                     each transaction's first statement, and a change of tenant wipes what
  *                     the previous one may have left in the session, in the same round
  *                     trip). A backend caches the catalog of every schema it touches (memory
@@ -501,7 +503,8 @@ static int open_pg(storage_pool *p, const storage_target *t, pool_entry *e, char
         /* A connection of one tenant's: its database (database mode), and/or a login as its
          * role (login_as_role: a schema-mode tenant then gets a connection of its own too).
          * Its scope is set once: a tenant's database keeps its tables in its public schema
-         * (see target.c). */
+         * (see target.c). Or a group login's (schema mode), scoped per acquire as the
+         * server's is. */
         char uri[4096], pw[65] = "";
         bool db_mode = t->kind == TARGET_PG_DATABASE;
         const char *user = e->cls == CLASS_SCHEMA ? t->group_role
