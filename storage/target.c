@@ -128,32 +128,20 @@ void target_set_login_password(int (*fn)(void *ctx, const char *role, char out[6
     login_password_ctx = ctx;
 }
 
-/* The dsn's user is a member of a group target's role only while it makes or mends the role's
- * objects (the role script grants it; this takes it back in the same transaction, or right
- * after): a member of every tenant role, its own list of roles, which PostgreSQL 15 rebuilds
- * after every change of a role, would grow with the square of the tenants again (see
- * storage/README.md). */
-static int let_go(tn_db *db, const storage_target *t, char *err, size_t errlen)
+/* The dsn's user is a member of a group target's role only while it makes, mends or drops
+ * it: the role script grants it (or `take` does, for a drop), and the same transaction or
+ * the step right after takes it back. A member of every tenant role, its own list of roles,
+ * which PostgreSQL 15 rebuilds after every change of a role, would grow with the square of
+ * the tenants again (see storage/README.md). Nothing for other targets. */
+static int hold_role(tn_db *db, const storage_target *t, bool take, char *err, size_t errlen)
 {
     if (t->group_role == NULL || t->role == NULL)
         return TN_OK;
     char qr[72], sql[128];
     if (db_quote_ident(t->role, qr, sizeof(qr)) != TN_OK)
         return tn_errf(err, errlen, TN_INVALID, "'%s' is not a valid role name", t->role);
-    snprintf(sql, sizeof(sql), "REVOKE %s FROM CURRENT_USER", qr);
-    return run(db, sql, 0, NULL, err, errlen);
-}
-
-/* The other way: a group target's role taken by the dsn's user, for what only its members
- * may do (drop its schema, give it objects). */
-static int take_role(tn_db *db, const storage_target *t, char *err, size_t errlen)
-{
-    if (t->group_role == NULL || t->role == NULL)
-        return TN_OK;
-    char qr[72], sql[128];
-    if (db_quote_ident(t->role, qr, sizeof(qr)) != TN_OK)
-        return tn_errf(err, errlen, TN_INVALID, "'%s' is not a valid role name", t->role);
-    snprintf(sql, sizeof(sql), "GRANT %s TO CURRENT_USER", qr);
+    snprintf(sql, sizeof(sql), take ? "GRANT %s TO CURRENT_USER" : "REVOKE %s FROM CURRENT_USER",
+             qr);
     return run(db, sql, 0, NULL, err, errlen);
 }
 
@@ -613,7 +601,7 @@ int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t err
     if (rc == TN_OK)
         rc = run(db, sql, 0, NULL, err, errlen);
     if (rc == TN_OK)
-        rc = let_go(db, t, err, errlen);
+        rc = hold_role(db, t, false, err, errlen);
     if (txn && rc == TN_OK && (rc = tn_db_commit(db)) != TN_OK)
         tn_errf(err, errlen, rc, "%s", tn_db_error(db));
     if (txn && rc != TN_OK)
@@ -721,13 +709,13 @@ int target_drop_on(tn_db *kept, const storage_target *t, char *err, size_t errle
         /* On a kept connection the drop runs outside its scope. */
         kept_scope ks;
         unscope(db, &ks);
-        rc = take_role(db, t, err, errlen);
+        rc = hold_role(db, t, true, err, errlen);
         if (rc == TN_OK)
             rc = run(db, sql, 0, NULL, err, errlen);
         if (rc == TN_OK)
             drop_role(db, t);
         else
-            (void)let_go(db, t, NULL, 0);
+            (void)hold_role(db, t, false, NULL, 0);
         rescope(db, &ks);
     }
     if (db != kept)
@@ -1023,7 +1011,7 @@ int target_role_repair(tn_db *server, const storage_target *t, char *err, size_t
     if (rc == TN_OK && t->kind == TARGET_PG_DATABASE)
         rc = revoke_database(db, t, err, errlen);
     if (rc == TN_OK)
-        rc = let_go(db, t, err, errlen);
+        rc = hold_role(db, t, false, err, errlen);
     if (db != server)
         db_close(db);
     if (rc == TN_OK && t->kind == TARGET_PG_DATABASE)
@@ -1041,7 +1029,7 @@ int target_role_ensure(const storage_target *t, char *err, size_t errlen)
     if ((rc = open_server(t, &db, err, errlen)) == TN_OK)
         rc = ensure_role(db, t, err, errlen);
     if (rc == TN_OK)
-        rc = let_go(db, t, err, errlen);
+        rc = hold_role(db, t, false, err, errlen);
     db_close(db);
     return rc;
 }

@@ -47,10 +47,7 @@ SQL
 APP_PG="postgres:host=$PG_DIR port=5432 dbname=tenancy_test user=tenancy_app"
 # Tenant roles must prove their password (the host derives it from the role key): the
 # console's logins and the login = tenant placements' connections go through SCRAM.
-HBA=$PG_DIR/data/pg_hba.conf
-{ echo "local all postgres,tenancy_app trust"; echo "local all all scram-sha-256"; } > "$HBA.new"
-cat "$HBA.new" > "$HBA"
-psql -qAt -c "SELECT pg_reload_conf()" > /dev/null || fatal "reloading pg_hba.conf"
+pg_scram_but_host "$PG_DIR"
 
 PASSWORD='isolation test password'
 mkdir -p "$T/state"

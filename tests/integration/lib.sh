@@ -355,6 +355,16 @@ assert_ge() {
     if [ "$1" -ge "$2" ] 2>/dev/null; then log "ok: $3 ($1 >= $2)"; else fail "$3: $1 < $2"; fi
 }
 
+# pg_scram_but_host DIR: the throwaway cluster in DIR (tests/pg.sh) trusts only its superuser
+# and the host's login, tenancy_app; every other login (tenant roles, group logins) proves
+# its password with SCRAM, as the host derives it from the role key. Reloads the server.
+pg_scram_but_host() {
+    local hba=$1/data/pg_hba.conf
+    { echo "local all postgres,tenancy_app trust"; echo "local all all scram-sha-256"; } > "$hba.new"
+    cat "$hba.new" > "$hba"
+    psql -qAt -c "SELECT pg_reload_conf()" > /dev/null || fatal "reloading pg_hba.conf"
+}
+
 # ---- the admin panel -------------------------------------------------------------------------
 
 # panel_login PASSWORD: log in to the panel (Host admin.localhost, behind nginx_start's port)

@@ -24,10 +24,7 @@ SQL
 APP_PG="postgres:host=$PG_DIR port=5432 dbname=tenancy_test user=tenancy_app"
 # every login but the superuser and the host's proves its password: the group logins' come
 # from the role key
-HBA=$PG_DIR/data/pg_hba.conf
-{ echo "local all postgres,tenancy_app trust"; echo "local all all scram-sha-256"; } > "$HBA.new"
-cat "$HBA.new" > "$HBA"
-psql -qAt -c "SELECT pg_reload_conf()" > /dev/null || fatal "reloading pg_hba.conf"
+pg_scram_but_host "$PG_DIR"
 
 mkdir -p "$T/state" "$T/migrations"
 cp "$FIX"/migrations/*.sql "$T/migrations/"

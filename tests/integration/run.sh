@@ -40,10 +40,7 @@ CREATE ROLE tenancy_app LOGIN CREATEROLE CREATEDB;
 ALTER DATABASE tenancy_run OWNER TO tenancy_app;
 SQL
 APP_PG="postgres:host=$PG_DIR port=5432 dbname=tenancy_run user=tenancy_app"
-HBA=$PG_DIR/data/pg_hba.conf
-{ echo "local all postgres,tenancy_app trust"; echo "local all all scram-sha-256"; } > "$HBA.new"
-cat "$HBA.new" > "$HBA"
-psql -qAt -c "SELECT pg_reload_conf()" > /dev/null || fatal "reloading pg_hba.conf"
+pg_scram_but_host "$PG_DIR"
 
 # ---- the tenants -------------------------------------------------------------------------------
 mkdir -p "$T/state" "$T/mig"
