@@ -844,22 +844,32 @@ static const char GROUP_CHECK_SQL[] =
     "WHERE r.rolname = $1 AND o.rolname ~ $3 AND o.rolname <> $2) "
     "FROM (SELECT 1) x LEFT JOIN pg_catalog.pg_roles g ON g.rolname = $2";
 
+/* One drift found: counted, and told to fn. PROBLEM in the two functions below, whose
+ * parameters it names. */
+static void problem(int *nproblems, void (*fn)(void *ctx, const char *problem), void *ctx,
+                    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void problem(int *nproblems, void (*fn)(void *ctx, const char *problem), void *ctx,
+                    const char *fmt, ...)
+{
+    char m[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof(m), fmt, ap);
+    va_end(ap);
+    (*nproblems)++;
+    fn(ctx, m);
+}
+#define PROBLEM(...) problem(nproblems, fn, ctx, __VA_ARGS__)
+
 static int group_check(tn_db *db, const storage_target *t, int *nproblems,
                        void (*fn)(void *ctx, const char *problem), void *ctx, char *err,
                        size_t errlen)
 {
-    char m[256];
     tn_rows *g = NULL;
     char pattern[80];
     group_pattern(t->group_role, pattern, sizeof(pattern));
     const char *gp[] = {t->role, t->group_role, pattern};
     int rc = tn_db_query(db, &g, GROUP_CHECK_SQL, 3, gp);
-#define PROBLEM(...)                                                                       \
-    do {                                                                                   \
-        snprintf(m, sizeof(m), __VA_ARGS__);                                               \
-        (*nproblems)++;                                                                    \
-        fn(ctx, m);                                                                        \
-    } while (0)
     if (rc == TN_OK && tn_rows_next(g) == TN_OK) {
         const char *ge = tn_rows_get(g, 0), *gm = tn_rows_get(g, 1), *gb = tn_rows_get(g, 2);
         if (ge == NULL || strcmp(ge, "t") != 0)
@@ -878,7 +888,6 @@ static int group_check(tn_db *db, const storage_target *t, int *nproblems,
     } else if (rc != TN_OK) {
         tn_errf(err, errlen, rc, "%s", tn_db_error(db));
     }
-#undef PROBLEM
     tn_rows_free(g);
     return rc;
 }
@@ -906,13 +915,6 @@ int target_role_check(tn_db *server, const storage_target *t, int *nproblems,
         for (int i = 0; i < 8; i++)
             v[i] = tn_rows_get(rows, i);
         const char *what = t->kind == TARGET_PG_SCHEMA ? "schema" : "database";
-        char m[256];
-#define PROBLEM(...)                                                                       \
-    do {                                                                                   \
-        snprintf(m, sizeof(m), __VA_ARGS__);                                               \
-        (*nproblems)++;                                                                    \
-        fn(ctx, m);                                                                        \
-    } while (0)
         if (v[0] == NULL || strcmp(v[0], "t") != 0) {
             PROBLEM("its role %s does not exist ('tenancy check --repair-roles' makes it)",
                     t->role);
@@ -937,7 +939,6 @@ int target_role_check(tn_db *server, const storage_target *t, int *nproblems,
                 PROBLEM("PUBLIC may connect to its database");
         }
         role_there = v[0] != NULL && strcmp(v[0], "t") == 0;
-#undef PROBLEM
     } else if (rc == TN_OK) {
         rc = tn_errf(err, errlen, TN_NOTFOUND, "the %s %s does not exist",
                      target_kind_name(t->kind), t->name);
@@ -951,6 +952,8 @@ int target_role_check(tn_db *server, const storage_target *t, int *nproblems,
         db_close(db);
     return rc;
 }
+
+#undef PROBLEM
 
 /* Everything in schema `nsp` of the connection's database given to the role: tables,
  * views, materialized views, foreign tables and sequences no column owns, then routines,
