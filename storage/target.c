@@ -349,18 +349,22 @@ static void group_pattern(const char *group, char *out, size_t len)
 }
 
 /* With a group login (schema mode): the group role made when it is not there (LOGIN, with
- * its password when one is given, which an existing one is given too) and made a member of
- * the tenant's role, in the same DO block as the role. "" without. A new group login may
- * read its backends' memory (the pool's byte bound, see pool.c) when the login that makes
- * it may: a tenant's role is never a member of the group (the group is a member of the
- * tenant's role, not the other way), so no tenant's SQL gains that right. */
-static int group_clause(const storage_target *t, const char *qr, char *out, size_t len,
-                        char *err, size_t errlen)
+ * its password when one is given; an existing one is given it again only with
+ * `set_password`: a repair) and made a member of the tenant's role, in the same DO block as
+ * the role; the placement's other group logins (after login_groups changed) let go of the
+ * role. Creators of one group's tenants at once take turns on a transaction lock: two
+ * would otherwise both make the missing group role, or update its row together ("tuple
+ * concurrently updated"). "" without a group login. A new group login may read its
+ * backends' memory (the pool's byte bound, see pool.c) when the login that makes it may:
+ * a tenant's role is never a member of the group (the group is a member of the tenant's
+ * role, not the other way), so no tenant's SQL gains that right. */
+static int group_clause(const storage_target *t, const char *qr, bool set_password, char *out,
+                        size_t len, char *err, size_t errlen)
 {
     out[0] = '\0';
     if (t->group_role == NULL)
         return TN_OK;
-    char qg[72], pw[440] = "";
+    char qg[72], pw[440] = "", again[520] = "";
     if (db_quote_ident(t->group_role, qg, sizeof(qg)) != TN_OK)
         return tn_errf(err, errlen, TN_INVALID, "'%s' is not a valid role name", t->group_role);
     if (!verifier_ok(t->group_verifier))
@@ -368,12 +372,13 @@ static int group_clause(const storage_target *t, const char *qr, char *out, size
                        "the group login's password verifier is malformed");
     if (t->group_verifier != NULL)
         snprintf(pw, sizeof(pw), " PASSWORD '%s'", t->group_verifier);
+    if (t->group_verifier != NULL && set_password)
+        snprintf(again, sizeof(again), "ELSE ALTER ROLE %s LOGIN%s; ", qg, pw);
     char stats[200];
     snprintf(stats, sizeof(stats),
              "IF pg_catalog.pg_has_role(current_user, 'pg_read_all_stats', 'MEMBER') "
              "THEN GRANT pg_read_all_stats TO %s; END IF;",
              qg);
-    /* the placement's other group logins (after login_groups changed) let go of the role */
     char others[640], pattern[80];
     group_pattern(t->group_role, pattern, sizeof(pattern));
     snprintf(others, sizeof(others),
@@ -383,23 +388,19 @@ static int group_clause(const storage_target *t, const char *qr, char *out, size
              "AND g.rolname <> '%s' LOOP "
              "EXECUTE pg_catalog.format('REVOKE %%I FROM %%I', '%s', o.rolname); END LOOP; ",
              qr, pattern, t->group_role, t->role);
-    int n = t->group_verifier != NULL
-                ? snprintf(out, len,
-                           "IF pg_catalog.to_regrole('%s') IS NOT NULL "
-                           "THEN ALTER ROLE %s LOGIN%s; ELSE CREATE ROLE %s LOGIN%s; "
-                           "%s END IF; GRANT %s TO %s; %s",
-                           qg, qg, pw, qg, pw, stats, qr, qg, others)
-                : snprintf(out, len,
-                           "IF pg_catalog.to_regrole('%s') IS NULL "
-                           "THEN CREATE ROLE %s LOGIN; %s END IF; GRANT %s TO %s; %s",
-                           qg, qg, stats, qr, qg, others);
+    int n = snprintf(out, len,
+                     "PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext("
+                     "'tenancy group login %s')); "
+                     "IF pg_catalog.to_regrole('%s') IS NULL "
+                     "THEN CREATE ROLE %s LOGIN%s; %s %sEND IF; GRANT %s TO %s; %s",
+                     t->group_role, qg, qg, pw, stats, again, qr, qg, others);
     if (n < 0 || (size_t)n >= len)
         return tn_errf(err, errlen, TN_TOOBIG, "the group login's statement is too long");
     return TN_OK;
 }
 
-static int role_script(const storage_target *t, char *sql, size_t len, char *err,
-                       size_t errlen)
+static int role_script(const storage_target *t, bool set_password, char *sql, size_t len,
+                       char *err, size_t errlen)
 {
     char qr[72];
     if (db_quote_ident(t->role, qr, sizeof(qr)) != TN_OK)
@@ -410,7 +411,7 @@ static int role_script(const storage_target *t, char *sql, size_t len, char *err
     char pw[440] = "", group[2048];
     if (v != NULL)
         snprintf(pw, sizeof(pw), " PASSWORD '%s'", v);
-    int rc = group_clause(t, qr, group, sizeof(group), err, errlen);
+    int rc = group_clause(t, qr, set_password, group, sizeof(group), err, errlen);
     if (rc != TN_OK)
         return rc;
     /* Without a password, a role that is there is left as it is (setting a password costs
@@ -439,7 +440,7 @@ static int role_script(const storage_target *t, char *sql, size_t len, char *err
 static int ensure_role(tn_db *db, const storage_target *t, char *err, size_t errlen)
 {
     char sql[4096];
-    int rc = role_script(t, sql, sizeof(sql), err, errlen);
+    int rc = role_script(t, true, sql, sizeof(sql), err, errlen);
     return rc == TN_OK ? run(db, sql, 0, NULL, err, errlen) : rc;
 }
 
@@ -588,7 +589,7 @@ int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t err
         rc = tn_errf(err, errlen, TN_EXISTS, "the %s %s already exists",
                      target_kind_name(t->kind), t->name);
     if (rc == TN_OK && t->role != NULL)
-        rc = role_script(t, role, sizeof(role), err, errlen);
+        rc = role_script(t, false, role, sizeof(role), err, errlen);
     /* Schema mode: the role and the schema in one transaction, so a failure leaves neither.
      * CREATE DATABASE may not run in a transaction (it is only ever sent on an unscoped
      * connection of its own): the role is its own statement before it. A failure because it
@@ -632,7 +633,7 @@ int target_schema_create_sql(const storage_target *t, char *sql, size_t len)
     if (t->role == NULL)
         return create_sql(t, sql, len);
     char role[4096], create[256], qr[72];
-    int rc = role_script(t, role, sizeof(role), err, sizeof(err));
+    int rc = role_script(t, false, role, sizeof(role), err, sizeof(err));
     if (rc != TN_OK)
         return rc;
     create_sql(t, create, sizeof(create));

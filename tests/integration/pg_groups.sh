@@ -33,12 +33,15 @@ tn_conf "app = $STOREAPP" "pm.max_children = 2" "state_dir = $T/state" \
     "storage.migrations = $T/migrations" "storage.seed = $FIX/seed.sql" \
     "storage.placement = pgg" \
     "placement.pgg.dsn = $APP_PG" "placement.pgg.mode = schema" "placement.pgg.login = group" \
-    "placement.pgg.login_groups = 2" "admin.host = admin.localhost"
+    "placement.pgg.login_groups = 2" "admin.host = admin.localhost" \
+    "placement.pgh.dsn = $APP_PG" "placement.pgh.mode = schema" "placement.pgh.login = group" \
+    "placement.pgh.login_groups = 2"
 tn_cli init > "$T/init.out" 2>&1 || fatal "tenancy init failed: $(cat "$T/init.out")"
 
-# what the dsn's user holds of the tenants' roles, and each group login's members
+# what the dsn's user holds of the tenants' roles, and each group login's members (of the
+# tenants g1..g7)
 held() { psql -At -c "SELECT count(*) FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid WHERE m.member = 'tenancy_app'::regrole AND r.rolname LIKE 't\\_%'"; }
-members() { psql -At -c "SELECT coalesce(string_agg(r.rolname, ',' ORDER BY r.rolname), '') FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid WHERE m.member = '$1'::regrole AND r.rolname LIKE 't\\_%'"; }
+members() { psql -At -c "SELECT coalesce(string_agg(r.rolname, ',' ORDER BY r.rolname), '') FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid WHERE m.member = '$1'::regrole AND r.rolname LIKE 't\\_g%'"; }
 
 # t_g1..t_g6 fall into the two groups by FNV-1a of the schema's name: g1, g3, g5 in 0,
 # g2, g4, g6 in 1 (placement_group_of; a change of it moves tenants between groups)
@@ -49,6 +52,21 @@ for i in 1 2 3 4 5 6; do
         fatal "creating g$i: $(cat "$T/create.out")"
 done
 assert_eq "$(held)" 0 "the host's login holds no tenant role after creating six"
+# and in bulk, four at a time (a group target's creation keeps no connection between tenants)
+seq -f 'b%g' 1 8 > "$T/bulk.tsv"
+out=$(tn_cli --json tenant create --from-file "$T/bulk.tsv" -j 4 2>"$T/bulk.err") || fail "bulk create: $(cat "$T/bulk.err") $out"
+assert_eq "$(echo "$out" | jq -c '[.created, .failed]')" "[8,0]" "bulk create: eight created, none failed"
+assert_eq "$(held)" 0 "the host's login holds no tenant role after a bulk create"
+# a bulk create on a placement whose group logins do not exist yet: the first creators of a
+# group take turns making it
+seq -f 'h%g' 1 8 > "$T/bulk-h.tsv"
+out=$(tn_cli --json tenant create --from-file "$T/bulk-h.tsv" --placement pgh -j 4 2>"$T/bulk.err") ||
+    fail "bulk create on new groups: $(cat "$T/bulk.err") $out"
+assert_eq "$(echo "$out" | jq -c '[.created, .failed]')" "[8,0]" "bulk create on new groups: eight created"
+assert_eq "$(psql -At -c "SELECT count(*) FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.member JOIN pg_roles r ON r.oid = m.roleid WHERE g.rolname LIKE 'tn\\_pgh\\__' AND r.rolname LIKE 't\\_h%'")" 8 \
+    "each of them a member of its new group login"
+assert_eq "$(psql -At -c "SELECT count(*) FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.member JOIN pg_roles r ON r.oid = m.roleid WHERE g.rolname LIKE 'tn\\_pgg\\__' AND r.rolname LIKE 't\\_b%'")" 8 \
+    "each bulk-made tenant's role is its group login's"
 assert_eq "$(members tn_pgg_0)/$(members tn_pgg_1)" "t_g1,t_g3,t_g5/t_g2,t_g4,t_g6" \
     "each group login a member of exactly its group's tenants"
 assert_eq "$(psql -At -c "SELECT rolpassword IS NOT NULL FROM pg_authid WHERE rolname = 'tn_pgg_0'")" t \
@@ -96,11 +114,11 @@ assert_eq "$(held)" 0 "the host's login holds no tenant role after the panel's r
 # ---- tenancy migrate: each file applied through the group logins ------------------------------
 echo "ALTER TABLE marker ADD COLUMN extra TEXT NOT NULL DEFAULT 'added';" > "$T/migrations/0002_extra.sql"
 out=$(tn_cli --json migrate --all 2>&1) || fail "migrate --all: $out"
-assert_eq "$(echo "$out" | jq -c '[.migrated, .failed]')" "[7,0]" "migrate: all seven migrated, none failed"
-assert_eq "$(psql -At -c "SELECT count(*) FROM information_schema.columns WHERE table_name = 'marker' AND column_name = 'extra' AND table_schema LIKE 't\\_g_'")" 7 \
+assert_eq "$(echo "$out" | jq -c '[.migrated, .failed]')" "[23,0]" "migrate: all twenty-three migrated, none failed"
+assert_eq "$(psql -At -c "SELECT count(*) FROM information_schema.columns WHERE table_name = 'marker' AND column_name = 'extra' AND (table_schema LIKE 't\\_g_' OR table_schema LIKE 't\\_b_')")" 15 \
     "the column is in every tenant's schema"
-assert_eq "$(psql -At -c "SELECT count(*) || '/' || count(*) FILTER (WHERE tableowner = schemaname) FROM pg_tables WHERE schemaname LIKE 't\\_g_'")" \
-    "21/21" "every table (three in each of seven tenants) is its tenant's role's"
+assert_eq "$(psql -At -c "SELECT count(*) || '/' || count(*) FILTER (WHERE tableowner = schemaname) FROM pg_tables WHERE schemaname LIKE 't\\_g_' OR schemaname LIKE 't\\_b_'")" \
+    "45/45" "every table (three in each of fifteen tenants) is its tenant's role's"
 assert_eq "$(held)" 0 "the host's login holds no tenant role after a migration"
 
 # ---- tenancy run: the command's connection logs in as the tenant's group and takes its role --
@@ -131,7 +149,7 @@ assert_eq "$(members tn_pgg_1)" "t_g2,t_g4" "group 1 lost g6 only"
 
 # ---- check and repair: a login left a member, a group login left out ---------------------------
 out=$(tn_cli check 2>&1)
-assert_contains "$out" "consistent: 6 tenants" "tenancy check: no drift"
+assert_contains "$out" "consistent: 22 tenants" "tenancy check: no drift"
 psql -q -v ON_ERROR_STOP=1 -c "GRANT t_g1 TO tenancy_app" -c "REVOKE t_g4 FROM tn_pgg_1" > /dev/null ||
     fatal "making drift"
 out=$(tn_cli check 2>&1)
