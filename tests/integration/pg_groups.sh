@@ -1,8 +1,10 @@
 #!/bin/bash
 # pg_groups.sh — a schema placement with group logins (placement.NAME.login = group), on the
 # login README.md gives (CREATEROLE, no superuser), through everything that reaches a
-# tenant's storage: tenant create, tenancyd's requests, tenancy migrate, tenancy run, a move
-# to SQLite and back, delete and purge, and tenancy check --repair-roles. Throughout, the
+# tenant's storage: tenant create (one at a time, and in bulk on existing and on new group
+# logins), tenancyd's requests, the panel, tenancy migrate, tenancy run, a move to SQLite and
+# back, delete and purge, tenancy check --repair-roles, and a placement of the shared login
+# moved to groups (its configuration, --repair-roles, a reload). Throughout, the
 # dsn's user is a member of no tenant role once the command that made or mended it ends
 # (PostgreSQL 15 lists every role a login may become on each SET ROLE: see bench/run roles),
 # each group login is a member of exactly its group's tenants, and every answer carries
@@ -28,19 +30,22 @@ pg_scram_but_host "$PG_DIR"
 
 mkdir -p "$T/state" "$T/migrations"
 cp "$FIX"/migrations/*.sql "$T/migrations/"
-tn_conf "app = $STOREAPP" "pm.max_children = 2" "state_dir = $T/state" \
-    "tenant.resolvers = subdomain" "tenant.base_domains = localhost" \
-    "storage.migrations = $T/migrations" "storage.seed = $FIX/seed.sql" \
-    "storage.placement = pgg" \
-    "placement.pgg.dsn = $APP_PG" "placement.pgg.mode = schema" "placement.pgg.login = group" \
-    "placement.pgg.login_groups = 2" "admin.host = admin.localhost" \
-    "placement.pgh.dsn = $APP_PG" "placement.pgh.mode = schema" "placement.pgh.login = group" \
-    "placement.pgh.login_groups = 2"
+# conf PGC_LOGIN: placement pgc starts on the shared login and is moved to groups below
+conf() {
+    tn_conf "app = $STOREAPP" "pm.max_children = 2" "state_dir = $T/state" \
+        "tenant.resolvers = subdomain" "tenant.base_domains = localhost" \
+        "storage.migrations = $T/migrations" "storage.seed = $FIX/seed.sql" \
+        "storage.placement = pgg" \
+        "placement.pgg.dsn = $APP_PG" "placement.pgg.mode = schema" "placement.pgg.login = group" \
+        "placement.pgg.login_groups = 2" "admin.host = admin.localhost" \
+        "placement.pgh.dsn = $APP_PG" "placement.pgh.mode = schema" "placement.pgh.login = group" \
+        "placement.pgh.login_groups = 2" \
+        "placement.pgc.dsn = $APP_PG" "placement.pgc.mode = schema" "placement.pgc.login = $1"
+}
+conf shared
 tn_cli init > "$T/init.out" 2>&1 || fatal "tenancy init failed: $(cat "$T/init.out")"
 
-# what the dsn's user holds of the tenants' roles, and each group login's members (of the
-# tenants g1..g7)
-held() { psql -At -c "SELECT count(*) FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid WHERE m.member = 'tenancy_app'::regrole AND r.rolname LIKE 't\\_%'"; }
+# each group login's members (of the tenants g1..g7)
 members() { psql -At -c "SELECT coalesce(string_agg(r.rolname, ',' ORDER BY r.rolname), '') FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid WHERE m.member = '$1'::regrole AND r.rolname LIKE 't\\_g%'"; }
 
 # t_g1..t_g6 fall into the two groups by FNV-1a of the schema's name: g1, g3, g5 in 0,
@@ -51,6 +56,14 @@ for i in 1 2 3 4 5 6; do
     tn_cli tenant create "g$i" --name "${NAME[g$i]}" > "$T/create.out" 2>&1 ||
         fatal "creating g$i: $(cat "$T/create.out")"
 done
+# three tenants on the shared login, moved to groups further down
+for i in 1 2 3; do
+    NAME[c$i]="Shared $RANDOM$RANDOM"
+    tn_cli tenant create "c$i" --placement pgc --name "${NAME[c$i]}" > "$T/create.out" 2>&1 ||
+        fatal "creating c$i: $(cat "$T/create.out")"
+done
+# what the dsn's user holds of the tenants' roles but the shared placement's
+held() { psql -At -c "SELECT count(*) FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid WHERE m.member = 'tenancy_app'::regrole AND r.rolname LIKE 't\\_%' AND r.rolname NOT LIKE 't\\_c%'"; }
 assert_eq "$(held)" 0 "the host's login holds no tenant role after creating six"
 # and in bulk, four at a time (a group target's creation keeps no connection between tenants)
 seq -f 'b%g' 1 8 > "$T/bulk.tsv"
@@ -114,7 +127,7 @@ assert_eq "$(held)" 0 "the host's login holds no tenant role after the panel's r
 # ---- tenancy migrate: each file applied through the group logins ------------------------------
 echo "ALTER TABLE marker ADD COLUMN extra TEXT NOT NULL DEFAULT 'added';" > "$T/migrations/0002_extra.sql"
 out=$(tn_cli --json migrate --all 2>&1) || fail "migrate --all: $out"
-assert_eq "$(echo "$out" | jq -c '[.migrated, .failed]')" "[23,0]" "migrate: all twenty-three migrated, none failed"
+assert_eq "$(echo "$out" | jq -c '[.migrated, .failed]')" "[26,0]" "migrate: all twenty-six migrated, none failed"
 assert_eq "$(psql -At -c "SELECT count(*) FROM information_schema.columns WHERE table_name = 'marker' AND column_name = 'extra' AND (table_schema LIKE 't\\_g_' OR table_schema LIKE 't\\_b_')")" 15 \
     "the column is in every tenant's schema"
 assert_eq "$(psql -At -c "SELECT count(*) || '/' || count(*) FILTER (WHERE tableowner = schemaname) FROM pg_tables WHERE schemaname LIKE 't\\_g_' OR schemaname LIKE 't\\_b_'")" \
@@ -149,7 +162,7 @@ assert_eq "$(members tn_pgg_1)" "t_g2,t_g4" "group 1 lost g6 only"
 
 # ---- check and repair: a login left a member, a group login left out ---------------------------
 out=$(tn_cli check 2>&1)
-assert_contains "$out" "consistent: 22 tenants" "tenancy check: no drift"
+assert_contains "$out" "consistent: 25 tenants" "tenancy check: no drift"
 psql -q -v ON_ERROR_STOP=1 -c "GRANT t_g1 TO tenancy_app" -c "REVOKE t_g4 FROM tn_pgg_1" > /dev/null ||
     fatal "making drift"
 out=$(tn_cli check 2>&1)
@@ -162,6 +175,30 @@ assert_eq "$(members tn_pgg_1)" "t_g2,t_g4" "and gave g4's role to its group log
 for i in 1 4; do
     assert_eq "$(http / "g$i.localhost")" "$(body "g$i")" "g$i served after the repair"
 done
+# ---- a shared placement moved to groups: the configuration, a reload, --repair-roles -----------
+for i in 1 2 3; do
+    assert_eq "$(http / "c$i.localhost")" "$(body "c$i")" "c$i served on the shared login"
+done
+assert_eq "$(psql -At -c "SELECT count(*) FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid WHERE m.member = 'tenancy_app'::regrole AND r.rolname LIKE 't\\_c_'")" 3 \
+    "on the shared login the host's login is a member of its tenants' roles"
+conf group
+out=$(tn_cli check 2>&1)
+assert_contains "$out" "its group login tn_pgc_4 does not exist" "check after the switch: t_c1's group login (4 of 8) is missing"
+assert_contains "$out" "the host's login is still a member of its role t_c1" "check after the switch: the login still a member"
+out=$(tn_cli check --repair-roles 2>&1)
+assert_contains "$out" "repaired the roles of 3 tenants" "--repair-roles moves the three to their groups"
+out=$(tn_cli check 2>&1)
+assert_contains "$out" "consistent: 25 tenants" "no drift after the move to groups"
+assert_eq "$(psql -At -c "SELECT count(*) FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid WHERE m.member = 'tenancy_app'::regrole AND r.rolname LIKE 't\\_c_'")" 0 \
+    "the host's login holds none of them now"
+kill -HUP "$TN_PID"
+wait_until 10 grep -q 'reloaded: generation 2' "$T/tenancyd.log" || fail "the reload did not happen"
+for i in 1 2 3; do
+    assert_eq "$(http / "c$i.localhost")" "$(body "c$i")" "c$i served through its group login after the reload"
+done
+assert_ge "$(psql -At -c "SELECT count(*) FROM pg_stat_activity WHERE usename LIKE 'tn\\_pgc\\_%'")" 1 \
+    "the requests' connections log in as pgc's group logins"
+
 died=$(grep -c 'died from signal' "$T/tenancyd.log" || true)
 assert_eq "$died" 0 "no worker died"
 
