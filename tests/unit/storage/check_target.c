@@ -790,6 +790,18 @@ static void count_problem(void *ctx, const char *problem)
     snprintf(ctx, 256, "%s", problem);
 }
 
+/* target_role_check of t finds `want` problems, the last of them `last` (NULL: any). */
+static void expect_problems(const storage_target *t, int want, const char *last)
+{
+    int n = -1;
+    char problem[256] = "", err[512];
+    ck_assert_int_eq(target_role_check(NULL, t, &n, count_problem, problem, err, sizeof(err)),
+                     TN_OK);
+    ck_assert_msg(n == want, "%d problems, not %d; the last: %s", n, want, problem);
+    if (last != NULL)
+        ck_assert_str_eq(problem, last);
+}
+
 /* A schema with a group login (placement.NAME.login = group): the group login made with the
  * tenant's role and made a member of it (and only of its group's tenants); target_role_check
  * says when it is not a member, and target_role_repair makes it one again. */
@@ -831,61 +843,36 @@ START_TEST(test_target_schema_group)
                        "AND r.rolname LIKE 'tn\\_tgt\\_g_'";
     ST_OK(a, db_query_value(a, v, sizeof(v), held, 0, NULL));
     ck_assert_str_eq(v, "0");
-    int n = -1;
-    char problem[256] = "";
-    ck_assert_int_eq(target_role_check(NULL, &t[0], &n, count_problem, problem, err, sizeof(err)),
-                     TN_OK);
-    ck_assert_msg(n == 0, "%d problems, the last: %s", n, problem);
+    expect_problems(&t[0], 0, NULL);
     /* a login left a member (a tenant made before the placement had groups) is reported,
      * and a repair takes the role back */
     ST_OK(a, tn_db_exec(a, "GRANT tn_tgt_g1 TO CURRENT_USER", 0, NULL));
-    ck_assert_int_eq(target_role_check(NULL, &t[0], &n, count_problem, problem, err, sizeof(err)),
-                     TN_OK);
-    ck_assert_int_eq(n, 1);
-    ck_assert_str_eq(problem, "the host's login is still a member of its role tn_tgt_g1 (its "
+    expect_problems(&t[0], 1, "the host's login is still a member of its role tn_tgt_g1 (its "
                               "group login serves it; --repair-roles takes it back)");
     ck_assert_msg(target_role_repair(NULL, &t[0], err, sizeof(err)) == TN_OK, "%s", err);
     ST_OK(a, db_query_value(a, v, sizeof(v), held, 0, NULL));
     ck_assert_str_eq(v, "0");
     ST_OK(a, tn_db_exec(a, "REVOKE tn_tgt_g1 FROM tn_tgtgrp_0", 0, NULL));
-    ck_assert_int_eq(target_role_check(NULL, &t[0], &n, count_problem, problem, err, sizeof(err)),
-                     TN_OK);
-    ck_assert_int_eq(n, 1);
-    ck_assert_str_eq(problem, "its group login tn_tgtgrp_0 is not a member of its role tn_tgt_g1");
+    expect_problems(&t[0], 1, "its group login tn_tgtgrp_0 is not a member of its role tn_tgt_g1");
     ck_assert_msg(target_role_repair(NULL, &t[0], err, sizeof(err)) == TN_OK, "%s", err);
-    ck_assert_int_eq(target_role_check(NULL, &t[0], &n, count_problem, problem, err, sizeof(err)),
-                     TN_OK);
-    ck_assert_int_eq(n, 0);
+    expect_problems(&t[0], 0, NULL);
     /* another group login of the placement (login_groups changed) is reported, and a
      * repair lets it go */
     ST_OK(a, tn_db_exec(a, "GRANT tn_tgt_g3 TO tn_tgtgrp_0", 0, NULL));
-    ck_assert_int_eq(target_role_check(NULL, &t[2], &n, count_problem, problem, err, sizeof(err)),
-                     TN_OK);
-    ck_assert_int_eq(n, 1);
-    ck_assert_str_eq(problem, "other group logins of its placement are members of its role "
+    expect_problems(&t[2], 1, "other group logins of its placement are members of its role "
                               "tn_tgt_g3: tn_tgtgrp_0");
     ck_assert_msg(target_role_repair(NULL, &t[2], err, sizeof(err)) == TN_OK, "%s", err);
-    ck_assert_int_eq(target_role_check(NULL, &t[2], &n, count_problem, problem, err, sizeof(err)),
-                     TN_OK);
-    ck_assert_msg(n == 0, "%s", problem);
+    expect_problems(&t[2], 0, NULL);
     /* a group login that may do more than a tenant is reported */
     ST_OK(a, tn_db_exec(a, "ALTER ROLE tn_tgtgrp_1 CREATEDB", 0, NULL));
-    ck_assert_int_eq(target_role_check(NULL, &t[2], &n, count_problem, problem, err, sizeof(err)),
-                     TN_OK);
-    ck_assert_int_eq(n, 1);
-    ck_assert_str_eq(problem, "its group login tn_tgtgrp_1 may do what no tenant may (superuser, "
+    expect_problems(&t[2], 1, "its group login tn_tgtgrp_1 may do what no tenant may (superuser, "
                               "CREATEROLE, CREATEDB, REPLICATION or BYPASSRLS)");
     /* a missing group login is reported, and a repair makes it */
     ST_OK(a, tn_db_exec(a, "DROP ROLE tn_tgtgrp_1", 0, NULL));
-    ck_assert_int_eq(target_role_check(NULL, &t[2], &n, count_problem, problem, err, sizeof(err)),
-                     TN_OK);
-    ck_assert_int_eq(n, 1);
-    ck_assert_str_eq(problem, "its group login tn_tgtgrp_1 does not exist ('tenancy check "
+    expect_problems(&t[2], 1, "its group login tn_tgtgrp_1 does not exist ('tenancy check "
                               "--repair-roles' makes it)");
     ck_assert_msg(target_role_repair(NULL, &t[2], err, sizeof(err)) == TN_OK, "%s", err);
-    ck_assert_int_eq(target_role_check(NULL, &t[2], &n, count_problem, problem, err, sizeof(err)),
-                     TN_OK);
-    ck_assert_int_eq(n, 0);
+    expect_problems(&t[2], 0, NULL);
     /* a group login is only for a schema with a role of its own */
     storage_target bad = t[0];
     bad.login_as_role = true;
