@@ -21,9 +21,7 @@
 . "$(dirname "$0")/lib.sh"
 need curl nginx sqlite3 psql "$TENANCY_CLI"
 DATA_SO=${DATA_SO:-$(cd "$top_builddir" && pwd)/apps/.libs/data.so}
-eval "$("$top_srcdir/tests/pg.sh" start)" || hard_error "cannot start PostgreSQL (tests/pg.sh)"
-PG_DIR=$TENANCY_TEST_PG_DIR
-trap 'rc=$?; "$top_srcdir/tests/pg.sh" stop "$PG_DIR" >/dev/null 2>&1; (exit $rc); cleanup' EXIT
+pg_cluster
 
 mkdir -p "$T/state"
 tn_conf "app = $DATA_SO" "pm.max_children = 2" "request_timeout = 10s" \

@@ -14,9 +14,7 @@ DATA_SO=${DATA_SO:-$(cd "$top_builddir" && pwd)/apps/.libs/data.so}
 CLIENT_DIR=$top_srcdir/tests/postgrest
 [ -d "$CLIENT_DIR/node_modules/@supabase/postgrest-js" ] ||
     hard_error "PostgREST's JS client is not installed: run ./autogen.sh --deps (npm ci in tests/postgrest)"
-eval "$("$top_srcdir/tests/pg.sh" start)" || hard_error "cannot start PostgreSQL (tests/pg.sh)"
-PG_DIR=$TENANCY_TEST_PG_DIR
-trap 'rc=$?; "$top_srcdir/tests/pg.sh" stop "$PG_DIR" >/dev/null 2>&1; (exit $rc); cleanup' EXIT
+pg_cluster
 
 mkdir -p "$T/state"
 tn_conf "pm.max_children = 2" "request_timeout = 10s" \

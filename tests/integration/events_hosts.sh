@@ -7,9 +7,7 @@
 # the other way round. A stream client here is curl -N (text/event-stream as sent).
 . "$(dirname "$0")/lib.sh"
 need curl nginx "$TENANCY_CLI"
-eval "$("$top_srcdir/tests/pg.sh" start)" || hard_error "cannot start PostgreSQL (tests/pg.sh)"
-PG_DIR=$TENANCY_TEST_PG_DIR
-trap 'rc=$?; "$top_srcdir/tests/pg.sh" stop "$PG_DIR" >/dev/null 2>&1; (exit $rc); cleanup' EXIT
+pg_cluster
 
 for h in a b; do
     host_conf "$h" "$HELLO_SO" "pm.jobs = 0" "stream.hub = on" "stream.heartbeat = 1s"

@@ -28,9 +28,7 @@
 need curl nginx sqlite3 psql "$TENANCY_CLI"
 STOREAPP=$(cd "$top_builddir" && pwd)/tests/helpers/.libs/storeapp.so
 FIX=$top_srcdir/tests/fixtures/storeapp
-eval "$("$top_srcdir/tests/pg.sh" start)" || hard_error "cannot start PostgreSQL (tests/pg.sh)"
-PG_DIR=$TENANCY_TEST_PG_DIR
-trap 'rc=$?; "$top_srcdir/tests/pg.sh" stop "$PG_DIR" >/dev/null 2>&1; (exit $rc); cleanup' EXIT
+pg_cluster
 
 # The host's login: no superuser, may create roles and databases, and schemas in this one;
 # a member of pg_read_all_stats, as tenancy init asks, so that the byte bound of its

@@ -13,9 +13,7 @@ need curl nginx psql python3 "$TENANCY_CLI"
 JOBAPP=$(cd "$top_builddir" && pwd)/tests/helpers/.libs/jobapp.so
 FIX=$top_srcdir/tests/fixtures/jobapp
 [ -f "$JOBAPP" ] || fatal "no $JOBAPP (make check builds it)"
-eval "$("$top_srcdir/tests/pg.sh" start)" || hard_error "cannot start PostgreSQL (tests/pg.sh)"
-PG_DIR=$TENANCY_TEST_PG_DIR
-trap 'rc=$?; "$top_srcdir/tests/pg.sh" stop "$PG_DIR" >/dev/null 2>&1; (exit $rc); cleanup' EXIT
+pg_cluster
 
 post() {
     curl -s -m 20 -X POST -H "Host: $2" "http://127.0.0.1:$NGINX_PORT$1"

@@ -355,6 +355,15 @@ assert_ge() {
     if [ "$1" -ge "$2" ] 2>/dev/null; then log "ok: $3 ($1 >= $2)"; else fail "$3: $1 < $2"; fi
 }
 
+# pg_cluster: a throwaway PostgreSQL cluster for this test (tests/pg.sh: PGHOST and the rest
+# exported, TENANCY_TEST_PG set), its folder in PG_DIR, stopped on exit before the cleanup.
+# A cluster that cannot start is a hard error, never a skip.
+pg_cluster() {
+    eval "$("$top_srcdir/tests/pg.sh" start)" || hard_error "cannot start PostgreSQL (tests/pg.sh)"
+    PG_DIR=$TENANCY_TEST_PG_DIR
+    trap 'rc=$?; "$top_srcdir/tests/pg.sh" stop "$PG_DIR" >/dev/null 2>&1; (exit $rc); cleanup' EXIT
+}
+
 # pg_scram_but_host DIR: the throwaway cluster in DIR (tests/pg.sh) trusts only its superuser
 # and the host's login, tenancy_app; every other login (tenant roles, group logins) proves
 # its password with SCRAM, as the host derives it from the role key. Reloads the server.

@@ -14,9 +14,7 @@ need curl nginx psql "$TENANCY_CLI"
 STOREAPP=$(cd "$top_builddir" && pwd)/tests/helpers/.libs/storeapp.so
 FIX=$top_srcdir/tests/fixtures/storeapp
 [ -f "$STOREAPP" ] || fatal "no $STOREAPP (make check builds it)"
-eval "$("$top_srcdir/tests/pg.sh" start)" || hard_error "cannot start PostgreSQL (tests/pg.sh)"
-PG_DIR=$TENANCY_TEST_PG_DIR
-trap 'rc=$?; "$top_srcdir/tests/pg.sh" stop "$PG_DIR" >/dev/null 2>&1; (exit $rc); cleanup' EXIT
+pg_cluster
 
 psql -q -v ON_ERROR_STOP=1 > /dev/null <<'SQL' || fatal "the login role"
 CREATE ROLE tenancy_app LOGIN CREATEROLE;

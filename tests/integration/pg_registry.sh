@@ -6,9 +6,7 @@
 # 503 for tenants and recovers when it comes back.
 . "$(dirname "$0")/lib.sh"
 need "$HELPERS/fcgi_probe" "$TENANCY_CLI"
-eval "$("$top_srcdir/tests/pg.sh" start)" || hard_error "cannot start PostgreSQL (tests/pg.sh)"
-PG_DIR=$TENANCY_TEST_PG_DIR
-trap 'rc=$?; "$top_srcdir/tests/pg.sh" stop "$PG_DIR" >/dev/null 2>&1; (exit $rc); cleanup' EXIT
+pg_cluster
 
 host_conf() {   # host_conf NAME: write $T/NAME.conf for one host
     mkdir -p "$T/$1"

@@ -32,9 +32,7 @@ MAIN_N=800   # requests per route in each checked run: every one must be verifie
 MIX=30       # scope_mix: schemas, and operations per run below
 MIX_OPS=1500
 
-eval "$("$top_srcdir/tests/pg.sh" start)" || hard_error "cannot start PostgreSQL (tests/pg.sh)"
-PG_DIR=$TENANCY_TEST_PG_DIR
-trap 'rc=$?; "$top_srcdir/tests/pg.sh" stop "$PG_DIR" >/dev/null 2>&1; (exit $rc); cleanup' EXIT
+pg_cluster
 
 # The host's login, as README recommends: no superuser, may create the tenants' roles, owns
 # the shared database.

@@ -10,9 +10,7 @@
 need curl nginx sqlite3 psql "$HELPERS/hammer" "$HELPERS/json_check" "$TENANCY_CLI"
 STOREAPP=$(cd "$top_builddir" && pwd)/tests/helpers/.libs/storeapp.so
 FIX=$top_srcdir/tests/fixtures/storeapp
-eval "$("$top_srcdir/tests/pg.sh" start)" || hard_error "cannot start PostgreSQL (tests/pg.sh)"
-PG_DIR=$TENANCY_TEST_PG_DIR
-trap 'rc=$?; "$top_srcdir/tests/pg.sh" stop "$PG_DIR" >/dev/null 2>&1; (exit $rc); cleanup' EXIT
+pg_cluster
 
 mkdir -p "$T/state"
 tn_conf "app = $STOREAPP" "pm.max_children = 2" "request_timeout = 2s" \
