@@ -86,9 +86,12 @@ int inventory_list(target_kind kind, const char *where, const char *prefix,
     }
     pat[o++] = '%';
     pat[o] = '\0';
-    db_options opt = {.read_only = true};
+    /* Not a read-only connection: the driver makes one read-only by a session default, which
+     * behind PgBouncer in transaction mode stays on the server session for the next client
+     * of the same login (a repair's ALTER ROLE right after, the workers' writes). The one
+     * statement below is this file's own. */
     tn_db *db = NULL;
-    int rc = db_open(where, &opt, &db, err, errlen);
+    int rc = db_open(where, NULL, &db, err, errlen);
     if (rc != TN_OK)
         return rc;
     const char *p[] = {pat};

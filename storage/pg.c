@@ -22,7 +22,11 @@
  * and every wipe, in one parameterized statement: client_encoding UTF8 (the project's text
  * encoding), an empty search_path (unscoped, an unqualified name resolves nowhere),
  * statement_timeout from db_options (0: the server's), and default_transaction_read_only
- * when the connection is read-only.
+ * when the connection is read-only. These are the server session's: behind PgBouncer in
+ * transaction mode a session serves other clients of the same login between two of our
+ * transactions, so they reach those clients too (and theirs reach us), which is why the
+ * scope rides with each transaction instead, and why the host opens no read-only
+ * PostgreSQL connection on a login its other connections share (inventory.c).
  *
  * Codes: 23505 → TN_EXISTS; other class 23, classes 22, 42, 0A, 21, 25, 26, 2B, 34, 3D, 3F,
  * 44, and 08P01 on a healthy connection (a wrong parameter count) → TN_INVALID; 42501 and

@@ -16,6 +16,11 @@
 # in a transaction of its own: it MUST serve other tenants' markers (wrong > 0), else the
 # test fails, because a setup that cannot show the leak proves nothing.
 #
+# `tenancy check` through the same pool must leave the login's server session writable for
+# the next client. Then the same traffic again after the placement moves to two group
+# logins (login = group): one server connection per group login, every answer still the
+# tenant's own.
+#
 # Then the storage layer alone (tests/helpers/scope_mix): 4 processes with a pool each
 # through the same PgBouncer, 1,500 explicit transactions across 30 schemas, some left
 # open, failed, with a session SET search_path or reading another tenant's table by its
@@ -75,7 +80,9 @@ server_reset_query =
 logfile = $B/pgbouncer.log
 pidfile = $B/pgbouncer.pid
 INI
-printf '"postgres" ""\n"tenancy_app" ""\n' > "$B/userlist.txt"
+# (and the group logins of the section on login = group: PgBouncer knows every login it
+# takes, trusted here like the others)
+printf '"postgres" ""\n"tenancy_app" ""\n"tn_pgs_0" ""\n"tn_pgs_1" ""\n' > "$B/userlist.txt"
 [ "$(id -u)" -eq 0 ] && chown postgres "$B/pgbouncer.ini" "$B/userlist.txt"
 # runuser's child, a grandchild of this shell: the cleanup stops it by its pidfile
 as_owner "$PGBOUNCER" "$B/pgbouncer.ini" > "$T/pgbouncer-stdout.log" 2>&1 &
@@ -209,6 +216,40 @@ assert_ge "$leaks" 1 "control: a session search_path served other tenants' marke
 check_all auto2 "autocommit requests beside the control"
 check_all txn2 "transactions beside the control"
 assert_eq "$(servers)" 1 "still one server connection"
+
+# ---- tenancy check through PgBouncer leaves the shared server session writable ----------------
+# (its inventory once opened a read-only connection, whose session default then made the
+# next client's transactions on that server session read-only: the repair below failed)
+out=$(tn_cli check 2>&1)
+assert_contains "$out" "in $NT tenants" "tenancy check through PgBouncer read every tenant"
+w=$(psql -qAt -h "$B" -p "$PORT" -U tenancy_app -d tenancy_test \
+    -c "CREATE TEMP TABLE pb_write (a int)" -c "SELECT current_setting('default_transaction_read_only')" 2>&1)
+assert_eq "$w" "off" "the login's next client of the pool may write after tenancy check"
+
+# ---- the same through group logins (placement.pgs.login = group) ------------------------------
+# The placement moved to two group logins (its configuration, --repair-roles, a reload):
+# PgBouncer keeps a pool of one server connection per login, so each group's tenants share
+# one server session, and every answer must still be its own tenant's, as its own role.
+tn_conf "app = $SCOPEAPP" "pm.max_children = 4" "request_timeout = 10s" \
+    "keepalive_timeout = 75s" "queue_timeout = 60s" "max_body = 8M" \
+    "state_dir = $T/state" "tenant.resolvers = subdomain" "tenant.base_domains = localhost" \
+    "tenant.max_workers = 100%" \
+    "storage.migrations = $FIX/migrations" "storage.seed = $FIX/seed.sql" \
+    "placement.pgs.dsn = postgres:$VIA user=tenancy_app" "placement.pgs.mode = schema" \
+    "placement.pgs.login = group" "placement.pgs.login_groups = 2"
+out=$(tn_cli check --repair-roles 2>&1)
+assert_contains "$out" "repaired the roles of $NT tenants" "the $NT tenants moved to their group logins"
+kill -HUP "$TN_PID"
+wait_until 10 grep -q 'reloaded: generation 2' "$T/tenancyd.log" || fail "the reload did not happen"
+hammer_bg gauto / "$MAIN_N" "$EXPECT"
+hammer_bg gtxn /txn "$MAIN_N" "$EXPECT"
+hammer_wait
+check_all gauto "autocommit requests through the group logins"
+check_all gtxn "transactions through the group logins"
+for g in 0 1; do
+    assert_eq "$(psql -At -c "SELECT count(*) FROM pg_stat_activity WHERE usename = 'tn_pgs_$g'")" 1 \
+        "group login tn_pgs_$g: its tenants' requests on one server connection"
+done
 
 # ---- the storage layer alone: scope_mix ---------------------------------------------------------
 "$HELPERS/scope_mix" setup "$TENANCY_TEST_PG" "$MIX" > /dev/null || fatal "scope_mix setup failed"
