@@ -505,26 +505,12 @@ static int open_pg(storage_pool *p, const storage_target *t, pool_entry *e, char
          * Its scope is set once: a tenant's database keeps its tables in its public schema
          * (see target.c). Or a group login's (schema mode), scoped per acquire as the
          * server's is. */
-        char uri[4096], pw[65] = "";
         bool db_mode = t->kind == TARGET_PG_DATABASE;
         const char *user = e->cls == CLASS_SCHEMA ? t->group_role
                            : t->login_as_role    ? t->role
                                                  : NULL;
-        rc = TN_OK;
-        if (user != NULL && p->lim.role_password != NULL) {
-            rc = p->lim.role_password(p->lim.role_password_ctx, user, pw);
-            if (rc == TN_NOTFOUND)
-                rc = TN_OK;   /* no role key: a server that trusts the role */
-            else if (rc != TN_OK)
-                tn_errf(err, errlen, rc, "no password for the role %s", user);
-        }
-        if (rc == TN_OK)
-            rc = db_uri_with(t->server, db_mode ? t->name : NULL, user, pw[0] ? pw : NULL, uri,
-                             sizeof(uri), err, errlen);
-        memset(pw, 0, sizeof(pw));
-        if (rc == TN_OK)
-            rc = db_open(uri, &o, &e->db, err, errlen);
-        memset(uri, 0, sizeof(uri));
+        rc = target_login(t->server, db_mode ? t->name : NULL, user, p->lim.role_password,
+                          p->lim.role_password_ctx, &o, &e->db, err, errlen);
         if (rc == TN_OK && e->cls != CLASS_SCHEMA &&
             (rc = db_set_scope(e->db, db_mode ? "public" : t->name, t->role)) != TN_OK)
             tn_errf(err, errlen, rc, "%s", tn_db_error(e->db));

@@ -145,28 +145,35 @@ static int hold_role(tn_db *db, const storage_target *t, bool take, char *err, s
     return run(db, sql, 0, NULL, err, errlen);
 }
 
-/* A group target's connection: its group login, with the password the hook gives (none when
- * it has no key: a server that trusts the login). */
-static int open_group(const storage_target *t, tn_db **db, char *err, size_t errlen)
+int target_login(const char *server, const char *dbname, const char *user,
+                 int (*pw_fn)(void *ctx, const char *role, char out[65]), void *ctx,
+                 const db_options *o, tn_db **out, char *err, size_t errlen)
 {
     char pw[65] = "", uri[URI_MAX];
     int rc = TN_OK;
-    if (login_password != NULL) {
-        rc = login_password(login_password_ctx, t->group_role, pw);
+    if (user != NULL && pw_fn != NULL) {
+        rc = pw_fn(ctx, user, pw);
         if (rc == TN_NOTFOUND)
-            rc = TN_OK;
+            rc = TN_OK;   /* no role key: a server that trusts the login */
         else if (rc != TN_OK)
-            tn_errf(err, errlen, rc, "no password for the group login %s", t->group_role);
+            tn_errf(err, errlen, rc, "no password for the role %s", user);
     }
     if (rc == TN_OK)
-        rc = db_uri_with(t->server, NULL, t->group_role, pw[0] ? pw : NULL, uri, sizeof(uri),
-                         err, errlen);
+        rc = db_uri_with(server, dbname, user, pw[0] ? pw : NULL, uri, sizeof(uri), err,
+                         errlen);
     memset(pw, 0, sizeof(pw));
-    db_options o = target_options(t);
     if (rc == TN_OK)
-        rc = db_open(uri, &o, db, err, errlen);
+        rc = db_open(uri, o, out, err, errlen);
     memset(uri, 0, sizeof(uri));
     return rc;
+}
+
+/* A group target's connection: its group login, with the password the hook gives. */
+static int open_group(const storage_target *t, tn_db **db, char *err, size_t errlen)
+{
+    db_options o = target_options(t);
+    return target_login(t->server, NULL, t->group_role, login_password, login_password_ctx, &o,
+                        db, err, errlen);
 }
 
 static const char NSP_SQL[] = "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1";

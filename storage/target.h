@@ -83,6 +83,13 @@ typedef struct storage_target {
  * tenancy layer sets it (the role key is its). Unset: no password. */
 void target_set_login_password(int (*fn)(void *ctx, const char *role, char out[65]), void *ctx);
 
+/* A connection to `server` (its database `dbname` when not NULL) logged in as `user` (NULL:
+ * the URI's), with the password pw_fn gives it (TN_NOTFOUND from pw_fn, or no pw_fn: none,
+ * for a server that trusts the login). What the pool and target_open share. */
+int target_login(const char *server, const char *dbname, const char *user,
+                 int (*pw_fn)(void *ctx, const char *role, char out[65]), void *ctx,
+                 const db_options *o, tn_db **out, char *err, size_t errlen);
+
 /* Names: "target_kind" <-> "sqlite" | "schema" | "database". */
 const char *target_kind_name(target_kind k);
 int target_kind_parse(const char *s);   /* -1 when unknown */
