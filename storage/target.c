@@ -421,23 +421,24 @@ static int role_script(const storage_target *t, bool set_password, char *sql, si
     int rc = group_clause(t, qr, set_password, group, sizeof(group), err, errlen);
     if (rc != TN_OK)
         return rc;
+    const char *declare = group[0] != '\0' ? "DECLARE o record; " : "";   /* its loop's */
     /* Without a password, a role that is there is left as it is (setting a password costs
      * the server about half a millisecond, a third of the role's whole cost). */
     /* to_regrole (a cache lookup, the quoted name) rather than a query of the pg_roles view,
      * which the server plans as a join at every tenant. */
     int n = v != NULL ? snprintf(sql, len,
-                                 "DO $tn_role$DECLARE o record; BEGIN "
+                                 "DO $tn_role$%sBEGIN "
                                  "IF pg_catalog.to_regrole('%s') IS NOT NULL "
                                  "THEN ALTER ROLE %s LOGIN%s; "
                                  "ELSE CREATE ROLE %s LOGIN%s; END IF; "
                                  "GRANT %s TO CURRENT_USER; %sEND$tn_role$",
-                                 qr, qr, pw, qr, pw, qr, group)
+                                 declare, qr, qr, pw, qr, pw, qr, group)
                       : snprintf(sql, len,
-                                 "DO $tn_role$DECLARE o record; BEGIN "
+                                 "DO $tn_role$%sBEGIN "
                                  "IF pg_catalog.to_regrole('%s') IS NULL "
                                  "THEN CREATE ROLE %s LOGIN; END IF; "
                                  "GRANT %s TO CURRENT_USER; %sEND$tn_role$",
-                                 qr, qr, qr, group);
+                                 declare, qr, qr, qr, group);
     if (n < 0 || (size_t)n >= len)
         return tn_errf(err, errlen, TN_TOOBIG, "the role's statement is too long");
     return TN_OK;
