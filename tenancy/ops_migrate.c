@@ -224,16 +224,14 @@ static int schema_conn(worker_ctx *w, const storage_target *t, const char *pname
                        char *err, size_t errlen)
 {
     pooled *p = NULL;
+    /* a group login's name is the configuration's one string (placement_target_of) */
     for (int i = 0; i < w->nconns && p == NULL; i++)
-        if (strcmp(w->conns[i].placement, pname) == 0 &&
-            (w->conns[i].group == NULL ? t->group_role == NULL
-                                       : t->group_role != NULL &&
-                                             strcmp(w->conns[i].group, t->group_role) == 0))
+        if (strcmp(w->conns[i].placement, pname) == 0 && w->conns[i].group == t->group_role)
             p = &w->conns[i];
     if (p == NULL) {
         p = &w->conns[w->nconns++];
         p->placement = pname;
-        p->group = t->group_role;   /* the configuration's string: lives as long as w->tc */
+        p->group = t->group_role;   /* lives as long as w->tc */
         p->db = NULL;
     }
     const placement *pl = tenancy_placement(w->tc, pname);
