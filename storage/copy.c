@@ -41,23 +41,31 @@ int copy_put_ident(buf *b, const char *ident, const char *what, char *err, size_
 
 /* ---- connections ---------------------------------------------------------------------------- */
 
-/* The session the copy reads and writes PostgreSQL with: text forms that mean the same
- * whichever server settings the cluster has. */
-static int pg_session(tn_db *db, bool source, bool lock)
+/* The settings the copy reads and writes PostgreSQL with: text forms that mean the same
+ * whichever server settings the cluster has. Transaction-local, sent as the transaction's
+ * first statements: on the session they would reach the next client of the login's server
+ * session behind PgBouncer in transaction mode (a read-only default refusing its writes),
+ * and the copy's own transaction might not even run on that session. The isolation level is
+ * a utility statement, the first: it must come before the transaction's first snapshot. */
+static int pg_txn_settings(tn_db *db, bool source, bool lock)
 {
+    int rc = tn_db_exec(db,
+                        !source ? "SET TRANSACTION ISOLATION LEVEL READ COMMITTED, READ WRITE"
+                        : lock  ? "SET TRANSACTION ISOLATION LEVEL READ COMMITTED, READ ONLY"
+                                : "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+                        0, NULL);
+    if (rc != TN_OK)
+        return rc;
     /* A move waits for the writers in flight to finish (its SHARE locks), but not forever. */
-    const char *p[] = {source && !lock ? "repeatable read" : "read committed",
-                       source ? "on" : "off", lock ? COPY_LOCK_TIMEOUT : "0"};
+    const char *p[] = {lock ? COPY_LOCK_TIMEOUT : "0"};
     return tn_db_exec(db,
-                      "SELECT set_config('DateStyle', 'ISO, YMD', false), "
-                      "set_config('TimeZone', 'UTC', false), "
-                      "set_config('IntervalStyle', 'postgres', false), "
-                      "set_config('extra_float_digits', '1', false), "
-                      "set_config('bytea_output', 'hex', false), "
-                      "set_config('default_transaction_isolation', $1, false), "
-                      "set_config('default_transaction_read_only', $2, false), "
-                      "set_config('lock_timeout', $3, false)",
-                      3, p);
+                      "SELECT set_config('DateStyle', 'ISO, YMD', true), "
+                      "set_config('TimeZone', 'UTC', true), "
+                      "set_config('IntervalStyle', 'postgres', true), "
+                      "set_config('extra_float_digits', '1', true), "
+                      "set_config('bytea_output', 'hex', true), "
+                      "set_config('lock_timeout', $1, true)",
+                      1, p);
 }
 
 /* SQLite sources are opened here rather than with target_open: `mode=rw`/`mode=ro` never
@@ -82,17 +90,17 @@ int copy_source_open(const storage_target *t, bool lock, tn_db **out, char *err,
                                       : target_open(t, &db, err, errlen);
     if (rc != TN_OK)
         return rc;
-    if (copy_is_pg(db) && (rc = pg_session(db, true, lock)) != TN_OK) {
-        rc = tn_errf(err, errlen, rc, "source: %s", tn_db_error(db));
-        db_close(db);
-        return rc;
-    }
     /* SQLite: BEGIN IMMEDIATE on a read-write connection (the write lock), deferred on a
      * read-only one (a snapshot from the first read). */
     rc = tn_db_begin(db);
     if (rc != TN_OK) {
         rc = tn_errf(err, errlen, rc, "source: cannot begin: %s", tn_db_error(db));
         db_close(db);
+        return rc;
+    }
+    if (copy_is_pg(db) && (rc = pg_txn_settings(db, true, lock)) != TN_OK) {
+        rc = tn_errf(err, errlen, rc, "source: %s", tn_db_error(db));
+        copy_source_close(db);
         return rc;
     }
     *out = db;
@@ -126,19 +134,14 @@ void copy_source_close(tn_db *src)
     db_close(src);
 }
 
-int copy_target_open(const storage_target *t, tn_db **out, char *err, size_t errlen)
+int copy_target_begin(tn_db *dst, char *err, size_t errlen)
 {
-    tn_db *db = NULL;
-    int rc = target_open(t, &db, err, errlen);
+    int rc = tn_db_begin(dst);
+    if (rc == TN_OK && copy_is_pg(dst))
+        rc = pg_txn_settings(dst, false, false);
     if (rc != TN_OK)
-        return rc;
-    if (copy_is_pg(db) && (rc = pg_session(db, false, false)) != TN_OK) {
-        rc = tn_errf(err, errlen, rc, "target: %s", tn_db_error(db));
-        db_close(db);
-        return rc;
-    }
-    *out = db;
-    return TN_OK;
+        rc = tn_errf(err, errlen, rc, "target: %s", tn_db_error(dst));
+    return rc;
 }
 
 /* ---- describe ------------------------------------------------------------------------------- */

@@ -81,9 +81,10 @@ int copy_source_open(const storage_target *t, bool lock, tn_db **out, char *err,
 int copy_lock(tn_db *src, const char *table, char *err, size_t errlen);
 void copy_source_close(tn_db *src);   /* rolls back and closes; NULL accepted */
 
-/* A connection to write a target, with the session settings the copy relies on (PostgreSQL:
- * ISO dates in UTC). Begin a transaction on it yourself. */
-int copy_target_open(const storage_target *t, tn_db **out, char *err, size_t errlen);
+/* Begin the copy's transaction on a target's connection (target_open), with the settings
+ * the copy relies on (PostgreSQL: ISO dates in UTC, read-write, read committed; they last as
+ * long as the transaction). */
+int copy_target_begin(tn_db *dst, char *err, size_t errlen);
 
 /* The definition of `table` as the connection sees it, allocated from a. TN_OK, TN_NOTFOUND,
  * TN_INVALID (an identifier that is not plain, a type the copy cannot carry), or a storage

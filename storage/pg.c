@@ -19,14 +19,15 @@
  * "cached plan must not change result type" after a migration, and correctness comes first.
  *
  * The session, set after connect and again after every PQreset (a new backend forgets it)
- * and every wipe, in one parameterized statement: client_encoding UTF8 (the project's text
- * encoding), an empty search_path (unscoped, an unqualified name resolves nowhere),
- * statement_timeout from db_options (0: the server's), and default_transaction_read_only
- * when the connection is read-only. These are the server session's: behind PgBouncer in
- * transaction mode a session serves other clients of the same login between two of our
- * transactions, so they reach those clients too (and theirs reach us), which is why the
- * scope rides with each transaction instead, and why the host opens no read-only
- * PostgreSQL connection on a login its other connections share (inventory.c).
+ * and every wipe, in one statement: client_encoding UTF8 (the project's text encoding) and
+ * an empty search_path (unscoped, an unqualified name resolves nowhere). These are the
+ * server session's: behind PgBouncer in transaction mode a session serves other clients of
+ * the same login between two of our transactions, so they reach those clients too (and
+ * theirs reach us; PgBouncer carries client_encoding from client to client itself). That is
+ * why everything else rides with each transaction: the scope, and the transaction settings
+ * of db_options, statement_timeout (0: the server's, nothing sent) and read-only. Set on the
+ * session, a request's timeout would cancel the next client's migration on that server
+ * session, and a read-only default would refuse its writes.
  *
  * Codes: 23505 → TN_EXISTS; other class 23, classes 22, 42, 0A, 21, 25, 26, 2B, 34, 3D, 3F,
  * 44, and 08P01 on a healthy connection (a wrong parameter count) → TN_INVALID; 42501 and
@@ -40,8 +41,9 @@
  * Server notices go to the error log (WARNING as warn, the rest as debug), never to stderr
  * as libpq would by default.
  *
- * Must not: build SQL from values (the session settings are parameters too), echo the
- * conninfo in messages (it may hold a password), or block outside libpq's own calls.
+ * Must not: build SQL from values (the settings are parameters too; the one exception is
+ * the timeout's SET LOCAL, formatted here from an int), echo the conninfo in messages (it
+ * may hold a password), or block outside libpq's own calls.
  */
 #include "core/first.h"
 #include "storage/db_int.h"
@@ -82,8 +84,10 @@ typedef struct pg_db {
     char scope_sql[SCOPE_MAX + 32];   /* SET LOCAL search_path TO <quoted>: the scope's
                                          quoted form (the search_path value) is its tail,
                                          SCOPE_QUOTED(d) */
-    bool begin_pending;      /* tn_db_begin on a scoped connection: BEGIN goes out with the
-                                first statement of the transaction */
+    char timeout_sql[48];    /* SET LOCAL statement_timeout = <ms>; "" with no timeout */
+    char timeout[24];        /* the same value, as set_config's parameter */
+    bool begin_pending;      /* tn_db_begin on a scoped connection (or one with transaction
+                                settings): BEGIN goes out with the first statement */
     bool served_any;         /* this backend has run a transaction start of ours ... */
     char served[SCOPE_MAX];  /* ... under this scope ("" unscoped) */
     char served_role[SCOPE_MAX];   /* ... and this role */
@@ -350,37 +354,22 @@ static void note_statement(pg_db *d, const char *sql, const PGresult *res)
 
 /* ---- the session ---------------------------------------------------------------------------- */
 
-/* One statement, values as parameters; a NULL keeps the server's setting. The search_path
- * is empty: outside a schema scope an unqualified name resolves nowhere (pg_catalog is
- * always searched, which is why the functions here are qualified anyway). A read-only
- * connection also makes the current transaction read-only: after a wipe this statement
- * runs inside the transaction it precedes, which began before the default changed. */
+/* One statement. The search_path is empty: outside a schema scope an unqualified name
+ * resolves nowhere (pg_catalog is always searched, which is why the functions here are
+ * qualified anyway). */
 static const char SESSION_SQL[] =
     "SELECT pg_catalog.set_config('client_encoding', 'UTF8', false), "
-    "pg_catalog.set_config('search_path', '', false), "
-    "pg_catalog.set_config('statement_timeout', "
-    "COALESCE($1, pg_catalog.current_setting('statement_timeout')), false), "
-    "pg_catalog.set_config('default_transaction_read_only', "
-    "COALESCE($2, pg_catalog.current_setting('default_transaction_read_only')), false), "
-    "CASE WHEN $2 = 'on' THEN pg_catalog.set_config('transaction_read_only', 'on', true) END";
+    "pg_catalog.set_config('search_path', '', false)";
 
-/* The parameters of SESSION_SQL; timeout is the caller's buffer for $1. */
-static void session_params(const pg_db *d, char timeout[32], const char *params[2])
+/* The transaction settings (see the banner): whether this connection has any. */
+static bool txn_settings(const pg_db *d)
 {
-    params[0] = NULL;
-    params[1] = d->base.opt.read_only ? "on" : NULL;
-    if (d->base.opt.statement_timeout_ms > 0) {
-        snprintf(timeout, 32, "%d", d->base.opt.statement_timeout_ms);
-        params[0] = timeout;
-    }
+    return d->timeout[0] != '\0' || d->base.opt.read_only;
 }
 
 /* A new backend: nothing served yet, the session settings applied. */
 static int session_setup(pg_db *d)
 {
-    char timeout[32];
-    const char *params[2];
-    session_params(d, timeout, params);
     d->served_any = false;
     d->served[0] = '\0';
     d->served_role[0] = '\0';
@@ -388,7 +377,7 @@ static int session_setup(pg_db *d)
     d->session_pending = d->session_in_txn = false;
     d->leftover = LEFT_NONE;
     d->base.session++;
-    PGresult *res = PQexecParams(d->conn, SESSION_SQL, 2, NULL, params, NULL, NULL, 0);
+    PGresult *res = PQexecParams(d->conn, SESSION_SQL, 0, NULL, NULL, NULL, NULL, 0);
     int rc = check_result(d, res);
     PQclear(res);
     return rc;
@@ -416,7 +405,12 @@ static int pg_open(const char *target, const db_options *opt, tn_db **out, char 
     if (d == NULL) {
         return tn_errf(err, errlen, TN_NOMEM, "postgres: out of memory");
     }
-    d->base.opt = *opt;   /* session_setup reads it */
+    d->base.opt = *opt;
+    if (opt->statement_timeout_ms > 0) {
+        snprintf(d->timeout, sizeof(d->timeout), "%d", opt->statement_timeout_ms);
+        snprintf(d->timeout_sql, sizeof(d->timeout_sql), "SET LOCAL statement_timeout = %d",
+                 opt->statement_timeout_ms);
+    }
     /* A server that accepts the connection and never answers must not hold a worker for
      * good: a connect timeout unless the target names its own (it comes after, and wins).
      * The program's name shows in pg_stat_activity unless the target sets application_name. */
@@ -460,6 +454,19 @@ static void pg_close(tn_db *db)
  *   autocommit statement:        set_config(search_path, "s", true); STMT; Sync
  *   first statement after begin: BEGIN; SET LOCAL search_path TO "s"; STMT; Sync
  *
+ * A connection with transaction settings (a statement_timeout, read-only) sends them the
+ * same way, scoped or not, after the scope:
+ *
+ *   autocommit statement:        [set_config(...);] SELECT set_config(timeout, true),
+ *                                  [read-only]; STMT; Sync
+ *   first statement after begin: BEGIN; [SET LOCAL ...;] SET LOCAL statement_timeout = N;
+ *                                  [SET TRANSACTION READ ONLY;] STMT; Sync
+ *
+ * After BEGIN they are utility statements, which take no snapshot: the caller's first
+ * statement may still be SET TRANSACTION ISOLATION LEVEL (a copy's source is). The
+ * timeout applies from the next statement on: PostgreSQL arms it per statement, reading
+ * the setting then.
+ *
  * The autocommit form needs no BEGIN/COMMIT: every message before a Sync runs in one
  * implicit transaction, committed at the Sync, and rolled back there when anything in it
  * failed, so a failed statement leaves the connection idle and clean (an explicit BEGIN
@@ -486,7 +493,7 @@ static void pg_close(tn_db *db)
  * SESSION_SQL is part of the transaction, so when that transaction does not commit the
  * session is left with the server's defaults, and SESSION_SQL rides again with every
  * transaction start until one commits (session_pending). Unscoped connections that were
- * never scoped never take this path.
+ * never scoped and have no transaction settings never take this path.
  */
 
 typedef struct pcmd {
@@ -648,13 +655,18 @@ static const char SCOPE_SQL[] = "SELECT pg_catalog.set_config('search_path', $1,
 static const char SCOPE_ROLE_SQL[] = "SELECT pg_catalog.set_config('search_path', $1, true), "
                                      "pg_catalog.set_config('role', $2, true)";
 
+/* The transaction settings in the autocommit form (see the banner of this section). */
+static const char TXN_SQL[] =
+    "SELECT pg_catalog.set_config('statement_timeout', "
+    "COALESCE($1, pg_catalog.current_setting('statement_timeout')), true), "
+    "CASE WHEN $2 = 'on' THEN pg_catalog.set_config('transaction_read_only', 'on', true) END";
+
 /* What a transaction start sends before the caller's statements (see the banner of this
  * section), in cmds (room for START_MAX); the buffers are the caller's and must live until
  * the pipeline was read. Returns the number of commands. */
-#define START_MAX 5
+#define START_MAX 7
 typedef struct start_state {
-    char timeout[32];
-    const char *sparams[2];
+    const char *tparams[2];
     const char *scope_param[2];
     bool discard, session;
 } start_state;
@@ -672,10 +684,8 @@ static int start_prefix(pg_db *d, pcmd *cmds, start_state *st)
         cmds[n++] = (pcmd){"DISCARD ALL", 0, NULL, false, NULL};
     else if (wipe == LEFT_SEQUENCES)
         cmds[n++] = (pcmd){"DISCARD SEQUENCES", 0, NULL, false, NULL};
-    if (st->session) {
-        session_params(d, st->timeout, st->sparams);
-        cmds[n++] = (pcmd){SESSION_SQL, 2, st->sparams, false, NULL};
-    }
+    if (st->session)
+        cmds[n++] = (pcmd){SESSION_SQL, 0, NULL, false, NULL};
     bool begin = d->begin_pending;
     if (begin)
         cmds[n++] = (pcmd){"BEGIN", 0, NULL, false, NULL};
@@ -686,6 +696,16 @@ static int start_prefix(pg_db *d, pcmd *cmds, start_state *st)
     } else if (d->scope[0] != '\0') {
         cmds[n++] = role ? (pcmd){SCOPE_ROLE_SQL, 2, st->scope_param, false, NULL}
                          : (pcmd){SCOPE_SQL, 1, st->scope_param, false, NULL};
+    }
+    if (begin) {
+        if (d->timeout_sql[0] != '\0')
+            cmds[n++] = (pcmd){d->timeout_sql, 0, NULL, false, NULL};
+        if (d->base.opt.read_only)
+            cmds[n++] = (pcmd){"SET TRANSACTION READ ONLY", 0, NULL, false, NULL};
+    } else if (txn_settings(d)) {
+        st->tparams[0] = d->timeout[0] != '\0' ? d->timeout : NULL;
+        st->tparams[1] = d->base.opt.read_only ? "on" : NULL;
+        cmds[n++] = (pcmd){TXN_SQL, 2, st->tparams, false, NULL};
     }
     d->begin_pending = false;   /* sent: the server's state says the rest */
     return n;
@@ -715,7 +735,7 @@ static bool start_due(const pg_db *d)
 {
     return PQstatus(d->conn) == CONNECTION_OK && PQtransactionStatus(d->conn) == PQTRANS_IDLE &&
            (d->scope[0] != '\0' || d->begin_pending || d->session_pending ||
-            wipe_needed(d) != LEFT_NONE);
+            txn_settings(d) || wipe_needed(d) != LEFT_NONE);
 }
 
 /* COPY would stall a pipeline: refused before anything is sent. */
@@ -935,11 +955,13 @@ static void pg_rows_free(tn_rows *rows)
 
 /* ---- state -------------------------------------------------------------------------------- */
 
-/* On a scoped connection BEGIN waits for the first statement (one round trip for both). */
+/* On a scoped connection, or one with transaction settings, BEGIN waits for the first
+ * statement (one round trip for both, and the settings go with it). */
 static int pg_begin(tn_db *db)
 {
     pg_db *d = PDB(db);
-    if (d->scope[0] != '\0' && PQstatus(d->conn) == CONNECTION_OK && !d->desync) {
+    if ((d->scope[0] != '\0' || txn_settings(d)) && PQstatus(d->conn) == CONNECTION_OK &&
+        !d->desync) {
         d->begin_pending = true;
         return TN_OK;
     }

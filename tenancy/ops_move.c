@@ -161,7 +161,7 @@ static int target_begin(job *j, const char *version, bool force_defs, const char
         return rc;
     }
     j->created = true;
-    rc = copy_target_open(j->dst, &j->db, j->err, sizeof(j->err));
+    rc = target_open(j->dst, &j->db, j->err, sizeof(j->err));
     if (rc != TN_OK)
         return rc;
 
@@ -203,10 +203,9 @@ static int target_begin(job *j, const char *version, bool force_defs, const char
         migrate_free(set);
     }
     stepf(j, "beginning the copy");
-    rc = tn_db_begin(j->db);
-    if (rc != TN_OK) {
-        return tn_errf(j->err, sizeof(j->err), rc, "%s", tn_db_error(j->db));
-    }
+    rc = copy_target_begin(j->db, j->err, sizeof(j->err));
+    if (rc != TN_OK)
+        return rc;
     rc = copy_defer_constraints(j->db, j->err, sizeof(j->err));
     /* Rows a migration inserted go (children first): the source's rows replace them. */
     for (int i = ntables - 1; i >= 0 && rc == TN_OK && j->migrations; i--) {

@@ -7,6 +7,8 @@
  *   GET /txn      the same in an explicit transaction, as two statements (current_user,
  *                 then the marker): the second one has no scope of its own in its round
  *                 trip and relies on the transaction's SET LOCAL
+ *   GET /timeout  one autocommit query: the statement_timeout it ran with (in "data"), which
+ *                 the host sends with each transaction, never on the shared session
  *   GET /session  the control: the tenant's schema made the SESSION's search_path
  *                 (set_config(..., false), through tn_db_exec, as an app that switches
  *                 schemas per request would), then the marker read unqualified in a
@@ -48,11 +50,10 @@ static int fail_db(tn_request *r, const char *what, const char *msg)
     return tn_send_error(r, 503, "storage error");
 }
 
-static int scoped(tn_request *r, tn_db *db)
+static int scoped(tn_request *r, tn_db *db, const char *sql)
 {
     tn_rows *rows = NULL;
-    if (tn_db_query(db, &rows, "SELECT tenant, current_user FROM marker WHERE id = 1", 0,
-                    NULL) != TN_OK)
+    if (tn_db_query(db, &rows, sql, 0, NULL) != TN_OK)
         return fail_db(r, "query", tn_db_error(db));
     int rc = tn_rows_next(rows) == TN_OK ? answer(r, tn_rows_get(rows, 0), tn_rows_get(rows, 1))
                                          : fail_db(r, "query", "no marker row");
@@ -116,7 +117,10 @@ static int handle(tn_request *r)
         return fail_db(r, "storage", "no connection");
     const char *path = tn_path(r);
     if (strcmp(path, "/") == 0)
-        return scoped(r, db);
+        return scoped(r, db, "SELECT tenant, current_user FROM marker WHERE id = 1");
+    if (strcmp(path, "/timeout") == 0)
+        return scoped(r, db, "SELECT pg_catalog.current_setting('statement_timeout'), "
+                             "current_user");
     if (strcmp(path, "/txn") == 0)
         return in_txn(r, db);
     if (strcmp(path, "/session") == 0)

@@ -17,7 +17,10 @@
 # test fails, because a setup that cannot show the leak proves nothing.
 #
 # `tenancy check` through the same pool must leave the login's server session writable for
-# the next client. Then the same traffic again after the placement moves to two group
+# the next client. The placement's statement_timeout rides with each of tenancyd's
+# transactions and never stays on the shared server session: a request runs with it whatever
+# a foreign client set there, `tenancy migrate` (which sets none) is not cancelled by it, and
+# `tenancy export` (a read-only snapshot) leaves the session writable too. Then the same traffic again after the placement moves to two group
 # logins (login = group): one server connection per group login, every answer still the
 # tenant's own.
 #
@@ -95,12 +98,14 @@ VIA="host=$B port=$PORT dbname=tenancy_test"
 # ---- tenancyd and its tenants, every connection through PgBouncer ----------------------------
 # The tenancyd.conf lines doc/examples/nginx.conf asks for go with its nginx config.
 mkdir -p "$T/state"
+cp -r "$FIX/migrations" "$T/migrations"   # a slow migration is added below
 tn_conf "app = $SCOPEAPP" "pm.max_children = 4" "request_timeout = 10s" \
     "keepalive_timeout = 75s" "queue_timeout = 60s" "max_body = 8M" \
     "state_dir = $T/state" "tenant.resolvers = subdomain" "tenant.base_domains = localhost" \
     "tenant.max_workers = 100%" \
-    "storage.migrations = $FIX/migrations" "storage.seed = $FIX/seed.sql" \
-    "placement.pgs.dsn = postgres:$VIA user=tenancy_app" "placement.pgs.mode = schema"
+    "storage.migrations = $T/migrations" "storage.seed = $FIX/seed.sql" \
+    "placement.pgs.dsn = postgres:$VIA user=tenancy_app" "placement.pgs.mode = schema" \
+    "placement.pgs.statement_timeout = 1s"
 tn_cli init > "$T/init.out" 2>&1 || fatal "tenancy init failed: $(cat "$T/init.out")"
 [ -s "$T/state/role.key" ] || fail "tenancy init made no role key"
 for i in $(seq 1 "$NT"); do
@@ -226,6 +231,29 @@ w=$(psql -qAt -h "$B" -p "$PORT" -U tenancy_app -d tenancy_test \
     -c "CREATE TEMP TABLE pb_write (a int)" -c "SELECT current_setting('default_transaction_read_only')" 2>&1)
 assert_eq "$w" "off" "the login's next client of the pool may write after tenancy check"
 
+# ---- the timeout rides with each transaction, never on the shared server session ---------------
+pool_psql() { psql -qAt -h "$B" -p "$PORT" -U tenancy_app -d tenancy_test "$@" 2>&1; }
+assert_eq "$(pool_psql -c 'SHOW statement_timeout')" 0 \
+    "the shared server session holds the server's statement_timeout after tenancyd's traffic"
+# One statement of this migration outlasts the requests' timeout (t1's): on a session that
+# kept tenancyd's timeout it would be cancelled.
+echo "SELECT pg_sleep(CASE WHEN current_schema() = 't_t1' THEN 1.5 ELSE 0 END);" \
+    > "$T/migrations/0002_slow.sql"
+out=$(tn_cli migrate --all 2>&1) || fail "tenancy migrate through PgBouncer: $out"
+assert_eq "$(psql -At -c "SELECT count(*) FROM t_t1.tenancy_migrations WHERE version = '0002'")" 1 \
+    "t1's slow migration applied through the pool tenancyd's requests use"
+out=$(tn_cli export t4 -o "$T/t4.dump" 2>&1) || fail "tenancy export through PgBouncer: $out"
+assert_contains "$(cat "$T/t4.dump")" '"t4"' "the export holds t4's marker"
+w=$(pool_psql -c "CREATE TEMP TABLE pb_write2 (a int)" \
+    -c "SELECT current_setting('default_transaction_read_only')")
+assert_eq "$w" "off" "the login's next client of the pool may write after tenancy export"
+assert_eq "$(http / t4.localhost)" '{"tenant":"t4","data":"t4","role":"t_t4"}' \
+    "t4 still reads its own marker"
+pool_psql -c "SET statement_timeout = '7s'" > /dev/null   # a foreign client's session setting
+assert_eq "$(http /timeout t3.localhost)" '{"tenant":"t3","data":"1s","role":"t_t3"}' \
+    "a request runs with the placement's timeout, not the one a foreign client left"
+pool_psql -c "RESET statement_timeout" > /dev/null
+
 # ---- the same through group logins (placement.pgs.login = group) ------------------------------
 # The placement moved to two group logins (its configuration, --repair-roles, a reload):
 # PgBouncer keeps a pool of one server connection per login, so each group's tenants share
@@ -234,8 +262,9 @@ tn_conf "app = $SCOPEAPP" "pm.max_children = 4" "request_timeout = 10s" \
     "keepalive_timeout = 75s" "queue_timeout = 60s" "max_body = 8M" \
     "state_dir = $T/state" "tenant.resolvers = subdomain" "tenant.base_domains = localhost" \
     "tenant.max_workers = 100%" \
-    "storage.migrations = $FIX/migrations" "storage.seed = $FIX/seed.sql" \
+    "storage.migrations = $T/migrations" "storage.seed = $FIX/seed.sql" \
     "placement.pgs.dsn = postgres:$VIA user=tenancy_app" "placement.pgs.mode = schema" \
+    "placement.pgs.statement_timeout = 1s" \
     "placement.pgs.login = group" "placement.pgs.login_groups = 2"
 out=$(tn_cli check --repair-roles 2>&1)
 assert_contains "$out" "repaired the roles of $NT tenants" "the $NT tenants moved to their group logins"

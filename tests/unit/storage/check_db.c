@@ -14,6 +14,7 @@
 
 #include <check.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1282,6 +1283,78 @@ START_TEST(test_pg_statement_timeout)
 }
 END_TEST
 
+/* What the server session itself holds, read on the native connection with no transaction
+ * start of the driver's before it: what the next client of that server session gets behind
+ * PgBouncer in transaction mode. libpq is the one the driver loaded. */
+static void session_value(tn_db *d, const char *sql, char *out, size_t outlen)
+{
+    void *lib = dlopen("libpq.so.5", RTLD_LAZY | RTLD_NOLOAD);
+    ck_assert_msg(lib != NULL, "libpq is not loaded: %s", dlerror());
+    void *(*exec)(void *, const char *) = (void *(*)(void *, const char *))dlsym(lib, "PQexec");
+    char *(*value)(const void *, int, int) =
+        (char *(*)(const void *, int, int))dlsym(lib, "PQgetvalue");
+    int (*ntuples)(const void *) = (int (*)(const void *))dlsym(lib, "PQntuples");
+    void (*clear)(void *) = (void (*)(void *))dlsym(lib, "PQclear");
+    ck_assert(exec != NULL && value != NULL && ntuples != NULL && clear != NULL);
+    void *res = exec(tn_db_native(d), sql);
+    ck_assert_msg(res != NULL && ntuples(res) == 1, "%s: no row", sql);
+    snprintf(out, outlen, "%s", value(res, 0, 0));
+    clear(res);
+    dlclose(lib);
+}
+
+/* The timeout and read-only ride with each transaction and never stay on the server
+ * session: set there, a request's timeout would cancel the next client's migration behind
+ * PgBouncer, and a read-only default refuse its writes. */
+START_TEST(test_pg_settings_ride_with_transactions)
+{
+    make_table();
+    char v[32], server[32];
+    EXPECT(db, TN_OK, db_query_value(db, server, sizeof(server), "SHOW statement_timeout", 0,
+                                     NULL));
+    ck_assert_str_ne(server, "150ms");
+    db_options o = {.statement_timeout_ms = 150, .read_only = true};
+    tn_db *d = open_db(uri, &o);
+    for (int scoped = 0; scoped < 2; scoped++) {
+        if (scoped)
+            EXPECT(d, TN_OK, db_set_scope(d, "tn_check", NULL));
+        /* autocommit */
+        EXPECT(d, TN_OK, db_query_value(d, v, sizeof(v), "SHOW statement_timeout", 0, NULL));
+        ck_assert_str_eq(v, "150ms");
+        EXPECT(d, TN_TIMEOUT, tn_db_exec(d, "SELECT pg_sleep(3)", 0, NULL));
+        EXPECT(d, TN_DENIED, tn_db_exec(d, "INSERT INTO t (id) VALUES (1)", 0, NULL));
+        /* a transaction, whose first statement may still choose its isolation */
+        EXPECT(d, TN_OK, tn_db_begin(d));
+        EXPECT(d, TN_OK, tn_db_exec(d, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", 0,
+                                    NULL));
+        EXPECT(d, TN_OK, db_query_value(d, v, sizeof(v), "SHOW transaction_isolation", 0,
+                                        NULL));
+        ck_assert_str_eq(v, "repeatable read");
+        EXPECT(d, TN_OK, db_query_value(d, v, sizeof(v), "SHOW transaction_read_only", 0,
+                                        NULL));
+        ck_assert_str_eq(v, "on");
+        EXPECT(d, TN_TIMEOUT, tn_db_exec(d, "SELECT pg_sleep(3)", 0, NULL));
+        EXPECT(d, TN_OK, tn_db_rollback(d));
+        EXPECT(d, TN_OK, tn_db_begin(d));
+        EXPECT(d, TN_DENIED, tn_db_exec(d, "INSERT INTO t (id) VALUES (1)", 0, NULL));
+        EXPECT(d, TN_OK, tn_db_rollback(d));
+        /* the server session holds neither */
+        session_value(d, "SHOW statement_timeout", v, sizeof(v));
+        ck_assert_str_eq(v, server);
+        session_value(d, "SHOW default_transaction_read_only", v, sizeof(v));
+        ck_assert_str_eq(v, "off");
+        session_value(d, "SHOW transaction_read_only", v, sizeof(v));
+        ck_assert_str_eq(v, "off");
+    }
+    db_close(d);
+    /* without settings nothing rides: a migration gets the server's timeout */
+    d = open_db(uri, NULL);
+    EXPECT(d, TN_OK, db_query_value(d, v, sizeof(v), "SHOW statement_timeout", 0, NULL));
+    ck_assert_str_eq(v, server);
+    db_close(d);
+}
+END_TEST
+
 START_TEST(test_pg_read_only_and_copy)
 {
     make_table();
@@ -1454,6 +1527,7 @@ Suite *db_suite(bool pg)
     if (pg) {
         tcase_add_test(tc, test_pg_broken_connection);
         tcase_add_test(tc, test_pg_statement_timeout);
+        tcase_add_test(tc, test_pg_settings_ride_with_transactions);
         tcase_add_test(tc, test_pg_read_only_and_copy);
         tcase_add_test(tc, test_pg_uri_forms);
     } else {
