@@ -3,9 +3,9 @@
 # login README.md gives (CREATEROLE, no superuser), through everything that reaches a
 # tenant's storage: tenant create (one at a time, and in bulk on existing and on new group
 # logins), tenancyd's requests, the panel, tenancy migrate, tenancy run, a move to SQLite and
-# back, delete and purge, tenancy check --repair-roles, and a placement of the shared login
-# moved to groups (its configuration, --repair-roles, a reload). Throughout, the
-# dsn's user is a member of no tenant role once the command that made or mended it ends
+# back, delete and purge, tenancy check --repair-roles, a placement of the shared login
+# moved to groups (its configuration, --repair-roles, a reload), and an export imported as
+# another tenant. Throughout, the dsn's user is a member of no tenant role once the command that made or mended it ends
 # (PostgreSQL 15 lists every role a login may become on each SET ROLE: see bench/run roles),
 # each group login is a member of exactly its group's tenants, and every answer carries
 # what only the tenant's own schema holds.
@@ -196,6 +196,24 @@ for i in 1 2 3; do
 done
 assert_ge "$(psql -At -c "SELECT count(*) FROM pg_stat_activity WHERE usename LIKE 'tn\\_pgc\\_%'")" 1 \
     "the requests' connections log in as pgc's group logins"
+
+# ---- export and import: read and written through the group logins ----------------------------
+# g1's dump (its marker and the secret row only its schema holds) imported as x1: a schema of
+# its own, its role a member of its group login only, served through it.
+out=$(tn_cli export g1 -o "$T/g1.dump" 2>&1) || fail "export g1: $out"
+assert_contains "$(cat "$T/g1.dump")" "${SECRET[g1]}" "g1's dump holds the row only its schema holds"
+out=$(tn_cli import "$T/g1.dump" --slug x1 --no-domains 2>&1) || fail "import as x1: $out"
+assert_eq "$(psql -At -c "SELECT string_agg(tenant, ',' ORDER BY id) FROM t_x1.marker")" "g1,${SECRET[g1]}" \
+    "x1's schema holds g1's rows"
+assert_eq "$(psql -At -c "SELECT count(*) || ' ' || bool_and(g.rolname ~ '^tn_pgg_[01]\$') FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.member WHERE m.roleid = 't_x1'::regrole")" \
+    "1 true" "x1's role: a member of one group login of pgg, and of nothing else"
+out=$(tn_cli check 2>&1)
+assert_contains "$out" "consistent: 26 tenants" "tenancy check: x1 in its own group, no drift"
+code=$(curl -s -m 30 -H "Host: x1.localhost" --data-binary "SELECT tenant FROM marker WHERE id = 2" \
+    -o "$T/out" -w '%{http_code}' "http://127.0.0.1:$NGINX_PORT/sql")
+assert_eq "$code" 200 "x1's own SQL through its group login"
+assert_contains "$(cat "$T/out")" "${SECRET[g1]}" "... reads the row imported into its schema"
+assert_eq "$(held)" 0 "the host's login holds no tenant role after the export and the import"
 
 died=$(grep -c 'died from signal' "$T/tenancyd.log" || true)
 assert_eq "$died" 0 "no worker died"
