@@ -1338,6 +1338,12 @@ START_TEST(test_pg_settings_ride_with_transactions)
         EXPECT(d, TN_OK, tn_db_begin(d));
         EXPECT(d, TN_DENIED, tn_db_exec(d, "INSERT INTO t (id) VALUES (1)", 0, NULL));
         EXPECT(d, TN_OK, tn_db_rollback(d));
+        /* a BEGIN the caller sends itself (db_read_begin's BEGIN READ ONLY) */
+        EXPECT(d, TN_OK, tn_db_exec(d, "BEGIN", 0, NULL));
+        EXPECT(d, TN_OK, db_query_value(d, v, sizeof(v), "SHOW statement_timeout", 0, NULL));
+        ck_assert_str_eq(v, "150ms");
+        EXPECT(d, TN_TIMEOUT, tn_db_exec(d, "SELECT pg_sleep(3)", 0, NULL));
+        EXPECT(d, TN_OK, tn_db_exec(d, "ROLLBACK", 0, NULL));
         /* the server session holds neither */
         session_value(d, "SHOW statement_timeout", v, sizeof(v));
         ck_assert_str_eq(v, server);
