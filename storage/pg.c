@@ -86,6 +86,7 @@ typedef struct pg_db {
                                          SCOPE_QUOTED(d) */
     char timeout_sql[48];    /* SET LOCAL statement_timeout = <ms>; "" with no timeout */
     char timeout[24];        /* the same value, as set_config's parameter */
+    char auto_sql[3][320];   /* the autocommit form's first statement (build_auto_sql) */
     bool begin_pending;      /* tn_db_begin on a scoped connection (or one with transaction
                                 settings): BEGIN goes out with the first statement */
     bool served_any;         /* this backend has run a transaction start of ours ... */
@@ -367,6 +368,47 @@ static bool txn_settings(const pg_db *d)
     return d->timeout[0] != '\0' || d->base.opt.read_only;
 }
 
+/* The scope of one transaction. After our BEGIN: SET LOCAL (scope_sql, built once per scope
+ * from the quoted identifier db_quote_ident made) — a utility statement, with no function to look
+ * up and nothing to plan, which counts where concurrent DDL keeps resetting the backends'
+ * catalog caches (tenant creation does). In the autocommit form
+ * there is no transaction block, where PostgreSQL before 17 answers SET LOCAL with a
+ * WARNING (its effect is the same): set_config(..., true) says it without one.
+ *
+ * With a role (the tenant's: see target.h), the same statement sets both, still one
+ * statement of the round trip: the role's rights apply from the next statement on, and the
+ * transaction-local setting dies with the transaction like the path. set_config takes the
+ * role's plain name; SET LOCAL ROLE its quoted form. The transaction settings join the same
+ * statement too: a statement of their own would cost the server a parse, a plan and an
+ * execution more per transaction (bench/README.md, `load`). */
+#define SET_PATH "pg_catalog.set_config('search_path', $1, true)"
+#define SET_ROLE ", pg_catalog.set_config('role', $2, true)"
+#define SET_READ_ONLY "pg_catalog.set_config('transaction_read_only', 'on', true)"
+
+/* The autocommit form's statement, built once per connection from the fixed parts above
+ * (only what the connection has: each expression costs the server): [0] unscoped, with the
+ * settings alone ("" when it has none), [1] the scope, [2] the scope and its role. */
+static void build_auto_sql(pg_db *d)
+{
+    for (int kind = 0; kind < 3; kind++) {
+        char *o = d->auto_sql[kind];
+        size_t len = sizeof(d->auto_sql[kind]);
+        int np = kind;   /* the scope's parameters: $1 the path, $2 the role */
+        int n = snprintf(o, len, "SELECT %s%s", kind > 0 ? SET_PATH : "",
+                         kind > 1 ? SET_ROLE : "");
+        const char *sep = kind > 0 ? ", " : "";
+        if (d->timeout[0] != '\0') {
+            n += snprintf(o + n, len - (size_t)n,
+                          "%spg_catalog.set_config('statement_timeout', $%d, true)", sep, ++np);
+            sep = ", ";
+        }
+        if (d->base.opt.read_only)
+            snprintf(o + n, len - (size_t)n, "%s" SET_READ_ONLY, sep);
+        if (kind == 0 && !txn_settings(d))
+            o[0] = '\0';
+    }
+}
+
 /* A new backend: nothing served yet, the session settings applied. */
 static int session_setup(pg_db *d)
 {
@@ -411,6 +453,7 @@ static int pg_open(const char *target, const db_options *opt, tn_db **out, char 
         snprintf(d->timeout_sql, sizeof(d->timeout_sql), "SET LOCAL statement_timeout = %d",
                  opt->statement_timeout_ms);
     }
+    build_auto_sql(d);
     /* A server that accepts the connection and never answers must not hold a worker for
      * good: a connect timeout unless the target names its own (it comes after, and wins).
      * The program's name shows in pg_stat_activity unless the target sets application_name. */
@@ -455,10 +498,10 @@ static void pg_close(tn_db *db)
  *   first statement after begin: BEGIN; SET LOCAL search_path TO "s"; STMT; Sync
  *
  * A connection with transaction settings (a statement_timeout, read-only) sends them the
- * same way, scoped or not, after the scope:
+ * same way, scoped or not:
  *
- *   autocommit statement:        [set_config(...);] SELECT set_config(timeout, true),
- *                                  [read-only]; STMT; Sync
+ *   autocommit statement:        SELECT [set_config(search_path, ...), ...,]
+ *                                  set_config(statement_timeout, true), [read-only]; STMT; Sync
  *   first statement after begin: BEGIN; [SET LOCAL ...;] SET LOCAL statement_timeout = N;
  *                                  [SET TRANSACTION READ ONLY;] STMT; Sync
  *
@@ -640,43 +683,19 @@ static int wipe_needed(const pg_db *d)
     return d->base.opt.reset_always ? LEFT_SESSION : d->leftover;
 }
 
-/* The scope of one transaction. After our BEGIN: SET LOCAL (scope_sql, built once per scope
- * from the quoted identifier db_quote_ident made) — a utility statement, with no function to look
- * up and nothing to plan, which counts where concurrent DDL keeps resetting the backends'
- * catalog caches (tenant creation does). In the autocommit form
- * there is no transaction block, where PostgreSQL before 17 answers SET LOCAL with a
- * WARNING (its effect is the same): set_config(..., true) says it without one. */
-static const char SCOPE_SQL[] = "SELECT pg_catalog.set_config('search_path', $1, true)";
-
-/* With a role (the tenant's: see target.h), the same statement sets both, still one
- * statement of the round trip: the role's rights apply from the next statement on, and the
- * transaction-local setting dies with the transaction like the path. set_config takes the
- * role's plain name; SET LOCAL ROLE its quoted form. */
-static const char SCOPE_ROLE_SQL[] = "SELECT pg_catalog.set_config('search_path', $1, true), "
-                                     "pg_catalog.set_config('role', $2, true)";
-
-/* The transaction settings in the autocommit form (see the banner of this section). */
-static const char TXN_SQL[] =
-    "SELECT pg_catalog.set_config('statement_timeout', "
-    "COALESCE($1, pg_catalog.current_setting('statement_timeout')), true), "
-    "CASE WHEN $2 = 'on' THEN pg_catalog.set_config('transaction_read_only', 'on', true) END";
-
 /* What a transaction start sends before the caller's statements (see the banner of this
  * section), in cmds (room for START_MAX); the buffers are the caller's and must live until
  * the pipeline was read. Returns the number of commands. */
 #define START_MAX 7
 typedef struct start_state {
-    const char *tparams[2];
-    const char *scope_param[2];
+    const char *params[3];
     bool discard, session;
 } start_state;
 
 static int start_prefix(pg_db *d, pcmd *cmds, start_state *st)
 {
     int n = 0;
-    st->scope_param[0] = SCOPE_QUOTED(d);
-    st->scope_param[1] = d->role;
-    bool role = d->role[0] != '\0';
+    bool role = d->role[0] != '\0', settings = txn_settings(d);
     int wipe = wipe_needed(d);
     st->discard = wipe != LEFT_NONE;
     st->session = wipe == LEFT_SESSION || d->session_pending;
@@ -687,25 +706,28 @@ static int start_prefix(pg_db *d, pcmd *cmds, start_state *st)
     if (st->session)
         cmds[n++] = (pcmd){SESSION_SQL, 0, NULL, false, NULL};
     bool begin = d->begin_pending;
-    if (begin)
-        cmds[n++] = (pcmd){"BEGIN", 0, NULL, false, NULL};
-    if (d->scope[0] != '\0' && begin) {
-        cmds[n++] = (pcmd){d->scope_sql, 0, NULL, false, NULL};
-        if (role)
-            cmds[n++] = (pcmd){d->role_sql, 0, NULL, false, NULL};
-    } else if (d->scope[0] != '\0') {
-        cmds[n++] = role ? (pcmd){SCOPE_ROLE_SQL, 2, st->scope_param, false, NULL}
-                         : (pcmd){SCOPE_SQL, 1, st->scope_param, false, NULL};
-    }
     if (begin) {
+        cmds[n++] = (pcmd){"BEGIN", 0, NULL, false, NULL};
+        if (d->scope[0] != '\0') {
+            cmds[n++] = (pcmd){d->scope_sql, 0, NULL, false, NULL};
+            if (role)
+                cmds[n++] = (pcmd){d->role_sql, 0, NULL, false, NULL};
+        }
         if (d->timeout_sql[0] != '\0')
             cmds[n++] = (pcmd){d->timeout_sql, 0, NULL, false, NULL};
         if (d->base.opt.read_only)
             cmds[n++] = (pcmd){"SET TRANSACTION READ ONLY", 0, NULL, false, NULL};
-    } else if (txn_settings(d)) {
-        st->tparams[0] = d->timeout[0] != '\0' ? d->timeout : NULL;
-        st->tparams[1] = d->base.opt.read_only ? "on" : NULL;
-        cmds[n++] = (pcmd){TXN_SQL, 2, st->tparams, false, NULL};
+    } else if (d->scope[0] != '\0' || settings) {
+        int np = 0;
+        if (d->scope[0] != '\0') {
+            st->params[np++] = SCOPE_QUOTED(d);
+            if (role)
+                st->params[np++] = d->role;
+        }
+        if (d->timeout[0] != '\0')
+            st->params[np++] = d->timeout;
+        const char *sql = d->auto_sql[d->scope[0] == '\0' ? 0 : role ? 2 : 1];
+        cmds[n++] = (pcmd){sql, np, st->params, false, NULL};
     }
     d->begin_pending = false;   /* sent: the server's state says the rest */
     return n;
