@@ -569,6 +569,40 @@ int target_server_reads_memory(const char *server, bool *can, char *err, size_t 
     return rc;
 }
 
+int target_server_login_roles(const char *server, bool *super, int64_t *roles, char *err,
+                              size_t errlen)
+{
+    clear(err, errlen);
+    *super = false;
+    *roles = 0;
+    tn_db *db = NULL;
+    tn_rows *rows = NULL;
+    int rc = db_open(server, NULL, &db, err, errlen);
+    if (rc == TN_OK)
+        rc = tn_db_query(db, &rows,
+                         "WITH RECURSIVE m(oid) AS ("
+                         "SELECT a.roleid FROM pg_catalog.pg_auth_members a "
+                         "WHERE a.member = (SELECT r.oid FROM pg_catalog.pg_roles r "
+                         "WHERE r.rolname = current_user) "
+                         "UNION SELECT a.roleid FROM pg_catalog.pg_auth_members a "
+                         "JOIN m ON a.member = m.oid) "
+                         "SELECT (SELECT r.rolsuper FROM pg_catalog.pg_roles r "
+                         "WHERE r.rolname = current_user)::text, (SELECT count(*) FROM m)",
+                         0, NULL);
+    if (rc == TN_OK && tn_rows_next(rows) == TN_OK) {
+        const char *s = tn_rows_get(rows, 0), *n = tn_rows_get(rows, 1);
+        *super = s != NULL && strcmp(s, "true") == 0;
+        *roles = n != NULL ? strtoll(n, NULL, 10) : 0;
+    } else if (rc == TN_OK) {
+        rc = tn_errf(err, errlen, TN_ERR, "the login's roles could not be read");
+    } else if (db != NULL && err != NULL && err[0] == '\0') {
+        tn_errf(err, errlen, rc, "%s", tn_db_error(db));
+    }
+    tn_rows_free(rows);
+    db_close(db);
+    return rc;
+}
+
 int target_create_on(tn_db *kept, const storage_target *t, char *err, size_t errlen)
 {
     clear(err, errlen);

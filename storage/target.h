@@ -141,6 +141,12 @@ int target_server_harden(const char *server, char *err, size_t errlen);
  * error. */
 int target_server_reads_memory(const char *server, bool *can, char *err, size_t errlen);
 
+/* How many roles the server's login may become (its memberships, direct and through other
+ * roles), and whether it is a superuser (PostgreSQL checks a superuser's SET ROLE against no
+ * list). TN_OK with both set, or a storage error. */
+int target_server_login_roles(const char *server, bool *super, int64_t *roles, char *err,
+                              size_t errlen);
+
 /* Whether it exists. TN_OK with *exists set, or a storage error. */
 int target_exists(const storage_target *t, bool *exists, char *err, size_t errlen);
 

@@ -164,6 +164,19 @@ int ops_memory_unread(const placement *p, bool *unread, char *why, size_t whylen
     "its login may not read its backends' memory (pg_backend_memory_contexts), so "            \
     "max_backend_memory does not apply and max_tenants alone bounds each connection"
 
+/* A schema placement on the shared login (placement.NAME.login, its default): how many roles
+ * that login may become, when it is not a superuser (0 otherwise, and for any other
+ * placement). PostgreSQL 15 lists them on each connection's first SET ROLE and after any role
+ * of the cluster changes, in a time that grows with the square of the count: above
+ * OPS_LOGIN_ROLES_MAX, check says so (bench/run roles measures it). TN_OK, or the storage
+ * error, which why says. */
+int ops_login_roles(const placement *p, int64_t *roles, char *why, size_t whylen);
+#define OPS_LOGIN_ROLES_MAX 2000
+#define OPS_LOGIN_ROLES                                                                       \
+    "PostgreSQL 15 lists the roles a login may become on each connection's first SET ROLE "   \
+    "and after any role of the cluster changes, in a time that grows with the square of "     \
+    "their number; set placement.%s.login = group, then run tenancy check --repair-roles"
+
 /* ---- init (ops_init.c) -------------------------------------------------------------------- */
 
 typedef struct ops_initialized {
@@ -457,7 +470,7 @@ int ops_purge(ops_env *e, const char *const *slugs, int nslugs, bool expired, bo
               ops_purged_fn fn, void *ctx, int *purged, int *failed);
 
 /* A problem `check` found: kind (stuck, tombstone, nostorage, placement, unreachable,
- * missing, role, rolekey, memory, orphan), where, and what. */
+ * missing, role, rolekey, memory, login, orphan), where, and what. */
 typedef struct ops_problem {
     const char *kind, *slug, *placement, *storage, *detail;
 } ops_problem;

@@ -123,6 +123,20 @@ int ops_memory_unread(const placement *p, bool *unread, char *why, size_t whylen
     return rc;
 }
 
+int ops_login_roles(const placement *p, int64_t *roles, char *why, size_t whylen)
+{
+    *roles = 0;
+    bool shared = p->login == PLACEMENT_LOGIN_DEFAULT || p->login == PLACEMENT_LOGIN_SHARED;
+    if (p->kind != TARGET_PG_SCHEMA || p->server == NULL || !shared)
+        return TN_OK;
+    bool super = false;
+    int64_t n = 0;
+    int rc = target_server_login_roles(p->server, &super, &n, why, whylen);
+    if (rc == TN_OK && !super)
+        *roles = n;
+    return rc;
+}
+
 int ops_progress_write(const char *path, const ops_progress *p)
 {
     char tmp[4200];

@@ -544,6 +544,16 @@ int ops_check(ops_env *e, bool repair, ops_problem_fn fn, void *ctx, ops_checked
         else if (unread)
             problem(&r, "memory", NULL, p->name, NULL, OPS_MEMORY_UNREAD "; GRANT "
                     "pg_read_all_stats TO the login, or set max_backend_memory = 0");
+        /* The shared login's list of roles: silent at run time but for the stalls it
+         * causes, so it is told here. */
+        int64_t roles = 0;
+        if (ops_login_roles(p, &roles, why, sizeof(why)) != TN_OK)
+            problem(&r, "login", NULL, p->name, NULL, "cannot count the roles its login may "
+                    "become: %s", why);
+        else if (roles > OPS_LOGIN_ROLES_MAX)
+            problem(&r, "login", NULL, p->name, NULL, "its login may become %lld roles "
+                    "(more than %d): " OPS_LOGIN_ROLES, (long long)roles, OPS_LOGIN_ROLES_MAX,
+                    p->name);
     }
 
     /* Orphans: found, registered by nobody. The registry's own SQLite file is not one. */

@@ -179,6 +179,16 @@ for i in 1 2 3; do
 done
 assert_eq "$(psql -At -c "SELECT count(*) FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid WHERE m.member = 'tenancy_app'::regrole AND r.rolname LIKE 't\\_c_'")" 3 \
     "on the shared login the host's login is a member of its tenants' roles"
+# tenancy check tells when the shared login may become more than 2,000 roles: its own three
+# tenants', pg_read_all_stats, and 2,000 more given to it here
+psql -q -c "DO \$\$BEGIN FOR i IN 1..2000 LOOP EXECUTE format('CREATE ROLE pad_%s', i);
+    EXECUTE format('GRANT pad_%s TO tenancy_app', i); END LOOP; END\$\$" || fatal "the padding roles"
+out=$(tn_cli check 2>&1)
+assert_contains "$out" "its login may become 2004 roles (more than 2000)" "check: the shared login's roles counted"
+assert_contains "$out" "set placement.pgc.login = group" "... and the way out named for its placement"
+assert_eq "$(echo "$out" | grep -c 'may become')" 1 "... on the shared placement only"
+psql -q -c "DO \$\$BEGIN FOR i IN 1..2000 LOOP EXECUTE format('DROP ROLE pad_%s', i); END LOOP; END\$\$" ||
+    fatal "dropping the padding roles"
 conf group
 out=$(tn_cli check 2>&1)
 assert_contains "$out" "its group login tn_pgc_4 does not exist" "check after the switch: t_c1's group login (4 of 8) is missing"

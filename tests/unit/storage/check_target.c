@@ -785,6 +785,35 @@ START_TEST(test_target_schema_role)
 }
 END_TEST
 
+/* The roles a login may become, through other roles too; a superuser says so. */
+START_TEST(test_server_login_roles)
+{
+    tn_db *a = st_open(st_pg, NULL);
+    const char *drop = "DROP ROLE IF EXISTS tn_lr_login, tn_lr_1, tn_lr_2, tn_lr_3, tn_lr_4";
+    tn_db_exec(a, drop, 0, NULL);
+    ST_OK(a, tn_db_exec(a, "CREATE ROLE tn_lr_login LOGIN", 0, NULL));
+    ST_OK(a, tn_db_exec(a, "CREATE ROLE tn_lr_1", 0, NULL));
+    ST_OK(a, tn_db_exec(a, "CREATE ROLE tn_lr_2", 0, NULL));
+    ST_OK(a, tn_db_exec(a, "CREATE ROLE tn_lr_3", 0, NULL));
+    ST_OK(a, tn_db_exec(a, "CREATE ROLE tn_lr_4", 0, NULL));   /* not reachable */
+    ST_OK(a, tn_db_exec(a, "GRANT tn_lr_1, tn_lr_2 TO tn_lr_login", 0, NULL));
+    ST_OK(a, tn_db_exec(a, "GRANT tn_lr_3 TO tn_lr_2", 0, NULL));
+    ST_OK(a, tn_db_exec(a, "GRANT tn_lr_3 TO tn_lr_1", 0, NULL));   /* counted once */
+    char uri[600], err[512];
+    snprintf(uri, sizeof(uri), "%s user=tn_lr_login", st_pg);
+    bool super = true;
+    int64_t roles = -1;
+    ck_assert_msg(target_server_login_roles(uri, &super, &roles, err, sizeof(err)) == TN_OK, "%s",
+                  err);
+    ck_assert(!super);
+    ck_assert_int_eq(roles, 3);
+    ck_assert_int_eq(target_server_login_roles(st_pg, &super, &roles, err, sizeof(err)), TN_OK);
+    ck_assert(super);
+    ST_OK(a, tn_db_exec(a, drop, 0, NULL));
+    db_close(a);
+}
+END_TEST
+
 static void count_problem(void *ctx, const char *problem)
 {
     snprintf(ctx, 256, "%s", problem);
@@ -968,6 +997,7 @@ Suite *target_suite(void)
     tcase_add_test(tc, test_target_schema);
     tcase_add_test(tc, test_target_schema_role);
     tcase_add_test(tc, test_target_schema_group);
+    tcase_add_test(tc, test_server_login_roles);
     tcase_add_test(tc, test_target_database);
     tcase_add_test(tc, test_inventory_sqlite);
     suite_add_tcase(s, tc);
