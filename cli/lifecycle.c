@@ -153,7 +153,8 @@ int cli_check(cli *c, const cli_args *a)
     cli_ops_env(c, &e);
     ops_checked r;
     char err[600];
-    int rc = ops_check(&e, cli_opt(a, "--repair-roles") != NULL, problem, &o, &r, err,
+    bool keep = cli_opt(a, "--keep-shared-login") != NULL;
+    int rc = ops_check(&e, cli_opt(a, "--repair-roles") != NULL, keep, problem, &o, &r, err,
                        sizeof(err));
     if (rc != TN_OK) {
         buf_free(&o.items);
@@ -173,6 +174,9 @@ int cli_check(cli *c, const cli_args *a)
     }
     if (!c->json && r.repaired > 0)
         printf("repaired the roles of %d tenant%s\n", r.repaired, r.repaired == 1 ? "" : "s");
+    if (!c->json && keep)
+        printf("the dsn's users stay members of the tenant roles of group placements: once "
+               "tenancyd has reloaded, run tenancy check --repair-roles\n");
     if (o.items.oom) {
         status = cli_fail(c, TN_NOMEM, "out of memory");
     } else if (r.problems > 0) {

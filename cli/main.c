@@ -112,7 +112,9 @@ static const cli_optdef job_enqueue_opts[] = {{"--tenant", CLI_VALUE, "SLUG"},
                                               {"--max-attempts", CLI_VALUE, "N"},
                                               {NULL, 0, NULL}};
 
-static const cli_optdef check_opts[] = {{"--repair-roles", CLI_FLAG, NULL}, {NULL, 0, NULL}};
+static const cli_optdef check_opts[] = {{"--repair-roles", CLI_FLAG, NULL},
+                                        {"--keep-shared-login", CLI_FLAG, NULL},
+                                        {NULL, 0, NULL}};
 
 /* tenancy run (cli/run.c) */
 static const cli_optdef run_opts[] = {{"--tenant", CLI_LIST, "SLUG"},

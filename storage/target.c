@@ -966,7 +966,8 @@ int target_role_check(tn_db *server, const storage_target *t, int *nproblems,
                 PROBLEM("the %s is not owned by its role %s", what, t->role);
             if (t->group_role == NULL && strcmp(v[2] ? v[2] : "", "t") != 0)
                 PROBLEM("the host's login is not a member of its role %s", t->role);
-            else if (t->group_role != NULL && strcmp(v[7] ? v[7] : "", "t") == 0)
+            else if (t->group_role != NULL && !t->keep_host_member &&
+                     strcmp(v[7] ? v[7] : "", "t") == 0)
                 PROBLEM("the host's login is still a member of its role %s (its group login "
                         "serves it; --repair-roles takes it back)",
                         t->role);
@@ -1056,7 +1057,7 @@ int target_role_repair(tn_db *server, const storage_target *t, char *err, size_t
         rc = give_objects(db, t->name, t->role, err, errlen);
     if (rc == TN_OK && t->kind == TARGET_PG_DATABASE)
         rc = revoke_database(db, t, err, errlen);
-    if (rc == TN_OK)
+    if (rc == TN_OK && !t->keep_host_member)
         rc = hold_role(db, t, false, err, errlen);
     if (db != server)
         db_close(db);

@@ -75,6 +75,10 @@ typedef struct storage_target {
                              drops it. NULL: the URI's user does everything */
     const char *group_verifier; /* the SCRAM-SHA-256 verifier of the group login's password,
                              set on it when the role script runs; NULL: none */
+    bool keep_host_member; /* with group_role, while a placement moves from the shared login
+                             to group logins: target_role_repair leaves the URI's user a
+                             member of the role (a tenancyd still on the shared login keeps
+                             serving it) and target_role_check does not report it */
 } storage_target;
 
 /* Where target_open's connections for a group target (group_role) get the group login's

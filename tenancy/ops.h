@@ -484,9 +484,12 @@ typedef struct ops_checked {
 } ops_checked;
 
 /* Compare the registry with the storage (read-only unless repair: then drifted tenant roles
- * are mended first). Each problem goes to fn. TN_OK (problems or not), or the error. */
-int ops_check(ops_env *e, bool repair, ops_problem_fn fn, void *ctx, ops_checked *out,
-              char *err, size_t errlen);
+ * are mended first). keep_shared_login: a placement moving from the shared login to group
+ * logins, its tenancyd not reloaded yet: the dsn's user stays a member of the tenant roles
+ * of group placements, and that is not a problem (storage_target.keep_host_member). Each
+ * problem goes to fn. TN_OK (problems or not), or the error. */
+int ops_check(ops_env *e, bool repair, bool keep_shared_login, ops_problem_fn fn, void *ctx,
+              ops_checked *out, char *err, size_t errlen);
 
 /* ---- move, export, import (ops_move.c) ------------------------------------------------------ */
 

@@ -411,8 +411,8 @@ static void check_free(check_run *r)
     free(r->wants);
 }
 
-int ops_check(ops_env *e, bool repair, ops_problem_fn fn, void *ctx, ops_checked *out,
-              char *err, size_t errlen)
+int ops_check(ops_env *e, bool repair, bool keep_shared_login, ops_problem_fn fn, void *ctx,
+              ops_checked *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
     const tenancy_config *tc = e->tc;
@@ -490,6 +490,7 @@ int ops_check(ops_env *e, bool repair, ops_problem_fn fn, void *ctx, ops_checked
         storage_target tg;
         if (placement_target_of(tc, w->pname, w->name, NULL, &tg) != TN_OK)
             continue;
+        tg.keep_host_member = keep_shared_login;
         if (!set_has(&r.found, target_kind_name(tg.kind), pl->where, w->name))
             continue;   /* missing: said above */
         char e2[512];

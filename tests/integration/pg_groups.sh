@@ -193,14 +193,56 @@ conf group
 out=$(tn_cli check 2>&1)
 assert_contains "$out" "its group login tn_pgc_4 does not exist" "check after the switch: t_c1's group login (4 of 8) is missing"
 assert_contains "$out" "the host's login is still a member of its role t_c1" "check after the switch: the login still a member"
+# The move without a refused request (README): requests for c1..c3 run throughout, each
+# answer checked whole; --keep-shared-login makes the group logins and leaves the host's
+# login a member, so the running tenancyd (still on the shared login) keeps serving; the
+# reload moves the workers to the group logins; once the old workers are gone, a plain
+# --repair-roles takes the roles back from the host's login.
+rm -f "$T/traffic.stop"
+(
+    while [ ! -e "$T/traffic.stop" ]; do
+        for i in 1 2 3; do
+            out=$(curl -s -m 20 -H "Host: c$i.localhost" -w '\n%{http_code}' \
+                "http://127.0.0.1:$NGINX_PORT/")
+            b=${out%$'\n'*}
+            printf 'c%s %s %s\n' "$i" "${b%$'\n'}" "${out##*$'\n'}"
+        done
+    done > "$T/traffic.log"
+) &
+TRAFFIC=$!
+PIDS+=("$TRAFFIC")
+out=$(tn_cli check --repair-roles --keep-shared-login 2>&1)
+assert_contains "$out" "repaired the roles of 3 tenants" "--repair-roles --keep-shared-login makes the three groups' memberships"
+assert_contains "$out" "once tenancyd has reloaded, run tenancy check --repair-roles" "... and says what comes next"
+assert_eq "$(psql -At -c "SELECT count(*) FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid WHERE m.member = 'tenancy_app'::regrole AND r.rolname LIKE 't\\_c_'")" 3 \
+    "the host's login still holds the three roles the running tenancyd uses"
+assert_contains "$(tn_cli check --keep-shared-login 2>&1)" "consistent: 25 tenants" "check --keep-shared-login: nothing else to mend"
+sleep 1
+kill -HUP "$TN_PID"
+wait_until 10 grep -q 'reloaded: generation 2' "$T/tenancyd.log" || fail "the reload did not happen"
+no_shared_conns() { [ "$(psql -At -c "SELECT count(*) FROM pg_stat_activity WHERE usename = 'tenancy_app'")" = 0 ]; }
+wait_until 20 no_shared_conns || fail "the old workers' connections on the shared login did not go"
+out=$(tn_cli check 2>&1)
+assert_contains "$out" "the host's login is still a member of its role t_c1" "after the reload: the login still a member"
 out=$(tn_cli check --repair-roles 2>&1)
-assert_contains "$out" "repaired the roles of 3 tenants" "--repair-roles moves the three to their groups"
+assert_contains "$out" "repaired the roles of 3 tenants" "--repair-roles takes the three back from the host's login"
 out=$(tn_cli check 2>&1)
 assert_contains "$out" "consistent: 25 tenants" "no drift after the move to groups"
 assert_eq "$(psql -At -c "SELECT count(*) FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid WHERE m.member = 'tenancy_app'::regrole AND r.rolname LIKE 't\\_c_'")" 0 \
     "the host's login holds none of them now"
-kill -HUP "$TN_PID"
-wait_until 10 grep -q 'reloaded: generation 2' "$T/tenancyd.log" || fail "the reload did not happen"
+sleep 1
+touch "$T/traffic.stop"
+wait "$TRAFFIC"
+total=$(wc -l < "$T/traffic.log")
+good=0
+for i in 1 2 3; do
+    good=$((good + $(grep -cxF "c$i $(body "c$i") 200" "$T/traffic.log")))
+done
+log "requests during the move: $good of $total answered 200 with their own tenant's body"
+assert_ge "$good" 30 "requests answered during the move"
+[ "$good" = "$total" ] || grep -vxF -e "c1 $(body c1) 200" -e "c2 $(body c2) 200" -e "c3 $(body c3) 200" \
+    "$T/traffic.log" | cut -c1-160 | sort | uniq -c | head -5 | while read -r l; do log "during the move: $l"; done
+assert_eq "$good" "$total" "every request during the move answered 200 with its own tenant's body"
 for i in 1 2 3; do
     assert_eq "$(http / "c$i.localhost")" "$(body "c$i")" "c$i served through its group login after the reload"
 done

@@ -878,6 +878,17 @@ START_TEST(test_target_schema_group)
     ST_OK(a, tn_db_exec(a, "GRANT tn_tgt_g1 TO CURRENT_USER", 0, NULL));
     expect_problems(&t[0], 1, "the host's login is still a member of its role tn_tgt_g1 (its "
                               "group login serves it; --repair-roles takes it back)");
+    /* ... unless the placement is moving from the shared login (--keep-shared-login): not
+     * reported, and a repair (of its group login, taken out here) leaves it a member */
+    storage_target keep = t[0];
+    keep.keep_host_member = true;
+    expect_problems(&keep, 0, NULL);
+    ST_OK(a, tn_db_exec(a, "REVOKE tn_tgt_g1 FROM tn_tgtgrp_0", 0, NULL));
+    expect_problems(&keep, 1, "its group login tn_tgtgrp_0 is not a member of its role tn_tgt_g1");
+    ck_assert_msg(target_role_repair(NULL, &keep, err, sizeof(err)) == TN_OK, "%s", err);
+    expect_problems(&keep, 0, NULL);
+    ST_OK(a, db_query_value(a, v, sizeof(v), held, 0, NULL));
+    ck_assert_str_eq(v, "1");
     ck_assert_msg(target_role_repair(NULL, &t[0], err, sizeof(err)) == TN_OK, "%s", err);
     ST_OK(a, db_query_value(a, v, sizeof(v), held, 0, NULL));
     ck_assert_str_eq(v, "0");

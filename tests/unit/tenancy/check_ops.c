@@ -588,7 +588,7 @@ START_TEST(test_check)
     ops_plan_free(p);
     problems_seen s = {0};
     ops_checked r;
-    OK(ops_check(&E, false, count_problem, &s, &r, err, sizeof(err)));
+    OK(ops_check(&E, false, false, count_problem, &s, &r, err, sizeof(err)));
     ck_assert_int_eq(r.tenants, 2);
     ck_assert_int_eq(r.problems, 0);
     /* a file nobody owns, and a tenant whose file is gone */
@@ -597,7 +597,7 @@ START_TEST(test_check)
     ck_assert_int_eq(unlink(t->storage), 0);
     free(t);
     memset(&s, 0, sizeof(s));
-    OK(ops_check(&E, false, count_problem, &s, &r, err, sizeof(err)));
+    OK(ops_check(&E, false, false, count_problem, &s, &r, err, sizeof(err)));
     ck_assert_int_eq(r.problems, 2);
     ck_assert_int_eq(s.orphan, 1);
     ck_assert_int_eq(s.missing, 1);
