@@ -515,6 +515,8 @@ int ops_move(ops_env *e, const char *slug, const ops_move_opts *o, ops_moved *ou
                          slug, to);
         goto out;
     }
+    /* a copy may take longer than a request: the placement's timeout is the requests' */
+    src.statement_timeout_ms = dst.statement_timeout_ms = 0;
     ops_verifiers dst_pw;
     ops_role_verifier(tc, &dst, &dst_pw);
     snprintf(out->from_placement, sizeof(out->from_placement), "%s", t->placement);
@@ -754,6 +756,7 @@ int ops_export(ops_env *e, const char *slug, const char *file, FILE *stream,
     if (rc != TN_OK)
         goto failed;
     step = "opening the storage";
+    src.statement_timeout_ms = 0;   /* an export may take longer than a request */
     rc = copy_source_open(&src, false, &sdb, err, sizeof(err));
     if (rc == TN_OK) {
         step = "listing the tables";
@@ -932,6 +935,7 @@ int ops_import(ops_env *e, FILE *f, const char *label, const ops_import_opts *o,
                          "'%s'", slug, pname);
         goto out;
     }
+    dst.statement_timeout_ms = 0;   /* an import may take longer than a request */
     snprintf(out->slug, sizeof(out->slug), "%s", slug);
     snprintf(out->placement, sizeof(out->placement), "%s", pname);
     out->kind = target_kind_name(dst.kind);

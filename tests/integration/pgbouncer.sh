@@ -19,8 +19,9 @@
 # `tenancy check` through the same pool must leave the login's server session writable for
 # the next client. The placement's statement_timeout rides with each of tenancyd's
 # transactions and never stays on the shared server session: a request runs with it whatever
-# a foreign client set there, `tenancy migrate` (which sets none) is not cancelled by it, and
-# `tenancy export` (a read-only snapshot) leaves the session writable too. Then the same traffic again after the placement moves to two group
+# a foreign client set there, `tenancy migrate` (which sets none) is not cancelled by it, nor
+# is a move waiting for a writer, and `tenancy export` (a read-only snapshot) leaves the
+# session writable too. Then the same traffic again after the placement moves to two group
 # logins (login = group): one server connection per group login, every answer still the
 # tenant's own.
 #
@@ -249,6 +250,21 @@ w=$(pool_psql -c "CREATE TEMP TABLE pb_write2 (a int)" \
 assert_eq "$w" "off" "the login's next client of the pool may write after tenancy export"
 assert_eq "$(http / t4.localhost)" '{"tenant":"t4","data":"t4","role":"t_t4"}' \
     "t4 still reads its own marker"
+# A move waits for a writer in flight (its SHARE lock, up to 30 s), not for the requests'
+# timeout: t5's marker is held for 3 s by another session when the move starts (no drain);
+# t5 goes to SQLite (its definitions copied: the slow migration is PostgreSQL's) and back,
+# and reads its own marker again.
+psql -q -c "BEGIN; LOCK TABLE t_t5.marker IN ROW EXCLUSIVE MODE; SELECT pg_sleep(3); COMMIT" &
+holder=$!
+lock_held() { [ "$(psql -At -c "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'marker' AND c.relnamespace = 't_t5'::regnamespace AND l.mode = 'RowExclusiveLock' AND l.granted")" = 1 ]; }
+wait_until 5 lock_held || fail "the writer in flight did not take its lock"
+out=$(tn_cli move t5 --to sqlite --drop-source --copy-definitions --drain 0 2>&1) ||
+    fail "moving t5 behind a writer in flight: $out"
+wait "$holder"
+assert_contains "$(tn_cli tenant show t5 2>&1)" "sqlite" "t5 moved to SQLite after the writer finished"
+out=$(tn_cli move t5 --to pgs --drop-source 2>&1) || fail "moving t5 back: $out"
+assert_eq "$(http / t5.localhost)" '{"tenant":"t5","data":"t5","role":"t_t5"}' \
+    "t5 reads its own marker after the moves"
 pool_psql -c "SET statement_timeout = '7s'" > /dev/null   # a foreign client's session setting
 assert_eq "$(http /timeout t3.localhost)" '{"tenant":"t3","data":"1s","role":"t_t3"}' \
     "a request runs with the placement's timeout, not the one a foreign client left"
