@@ -138,6 +138,7 @@ static int provision_prepare(ops_env *e, const char *pname, provision_plan *p, c
         if (placement_target(tc, p->tpl, &p->tpl_target) != TN_OK)
             return tn_errf(err, errlen, TN_NOTFOUND, "storage.template: the placement of '%s' "
                            "is not configured here", ts);
+        p->tpl_target.statement_timeout_ms = 0;   /* a clone may take longer than a request */
     }
     return TN_OK;
 }

@@ -265,6 +265,18 @@ assert_contains "$(tn_cli tenant show t5 2>&1)" "sqlite" "t5 moved to SQLite aft
 out=$(tn_cli move t5 --to pgs --drop-source 2>&1) || fail "moving t5 back: $out"
 assert_eq "$(http / t5.localhost)" '{"tenant":"t5","data":"t5","role":"t_t5"}' \
     "t5 reads its own marker after the moves"
+# So does a purge, whose DROP waits for a reader in flight: t24's marker is read in a
+# transaction for 3 s when the purge starts.
+tn_cli tenant delete t24 > /dev/null 2>&1 || fail "deleting t24"
+psql -q -c "BEGIN; LOCK TABLE t_t24.marker IN ACCESS SHARE MODE; SELECT pg_sleep(3); COMMIT" &
+holder=$!
+reader_held() { [ "$(psql -At -c "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'marker' AND c.relnamespace = 't_t24'::regnamespace AND l.granted")" -ge 1 ]; }
+wait_until 5 reader_held || fail "the reader in flight did not take its lock"
+out=$(tn_cli purge t24 --now 2>&1) || fail "purging t24 behind a reader in flight: $out"
+wait "$holder"
+assert_eq "$(psql -At -c "SELECT count(*) FROM pg_namespace WHERE nspname = 't_t24'")" 0 \
+    "t24's schema dropped once the reader finished"
+NT=23   # t24 is gone: the requests and checks below cover t1..t23
 pool_psql -c "SET statement_timeout = '7s'" > /dev/null   # a foreign client's session setting
 assert_eq "$(http /timeout t3.localhost)" '{"tenant":"t3","data":"1s","role":"t_t3"}' \
     "a request runs with the placement's timeout, not the one a foreign client left"
