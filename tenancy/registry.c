@@ -2,8 +2,8 @@
  * registry.c — the tenant registry over the storage driver layer (see registry.h).
  *
  * The SQL is the same for both backends: the schema is one text with a small dialect map
- * (the id column, and where the tables live: PostgreSQL schema "tenancy", set once as this
- * connection's search_path; the connection is the registry's own and is never lent to
+ * (the id column, and where the tables live: PostgreSQL schema "tenancy", this connection's
+ * schema scope; the connection is the registry's own and is never lent to
  * tenant code). All statements are parameterized. Must not: scan the tenants table outside
  * registry_list's paged query, change anything outside a transaction, or create or read the
  * tables of other modules kept in the same database (the admin panel's: admin/sessions.c).
@@ -215,10 +215,12 @@ static int schema_for(bool pg, const char *text, buf *b)
     return b->oom ? TN_NOMEM : TN_OK;
 }
 
-/* PostgreSQL: the registry's tables live in schema "tenancy". A session setting, so it is
- * set again after every reconnect (db_reset may PQreset: a new backend forgets it). */
-/* The session every registry connection runs in. PostgreSQL: the registry's schema.
- * SQLite: temporary storage in memory. A statement with RETURNING (a job's enqueue) keeps its
+/* The session every registry connection runs in. PostgreSQL: the registry's tables live in
+ * schema "tenancy", this connection's scope (db_set_scope): the driver sends it with every
+ * transaction, never on the session, because behind PgBouncer in transaction mode the
+ * server session is another client's between two of our transactions, and a search_path
+ * left there (by the next client, or reset by it) would send the registry's unqualified
+ * statements to another schema's tables, or to none. SQLite: temporary storage in memory. A statement with RETURNING (a job's enqueue) keeps its
  * rows in a temporary table, which SQLite otherwise puts in a file of its own in /var/tmp;
  * in a transaction of many such statements (a migration wave's batch of hooks) that file
  * took a page write for every page each statement touched: 6,000 writes for 256 hooks,
@@ -227,8 +229,7 @@ static int set_session(registry *r)
 {
     if (!r->pg)
         return tn_db_exec(r->db, "PRAGMA temp_store = MEMORY", 0, NULL);
-    const char *p[] = {PG_SCHEMA};
-    return tn_db_exec(r->db, "SELECT set_config('search_path', $1, false)", 1, p);
+    return db_set_scope(r->db, PG_SCHEMA, NULL);
 }
 
 /* After an I/O error: roll back or reconnect, then restore the session. */
@@ -1549,7 +1550,7 @@ int registry_list_due(registry *r, int64_t deleted_before, const char *after_slu
     "k.revoked_at, k.last_used_at"
 
 /* TN_OK when the keys' table is there, TN_NOTFOUND when not (a registry made before it),
- * or the error. On PostgreSQL the name is looked up through this connection's search_path. */
+ * or the error. On PostgreSQL the name is looked up through this connection's scope. */
 static int keys_table(registry *r)
 {
     char v[8];

@@ -307,6 +307,32 @@ START_TEST(test_same_schema)
 }
 END_TEST
 
+/* PostgreSQL: the registry's schema rides with each of its transactions, not on the server
+ * session, which behind PgBouncer in transaction mode is another client's between two of
+ * them: a search_path set there (here on the registry's own session) changes nothing. */
+START_TEST(test_scope_not_session)
+{
+    ck_assert_int_eq(create("acme", "Acme", NULL, 0), TN_OK);
+    OK(tn_db_exec(registry_db(R), "CREATE TABLE IF NOT EXISTS public.tenants (slug text)", 0,
+                  NULL));
+    OK(tn_db_exec(registry_db(R), "SELECT pg_catalog.set_config('search_path', 'public', false)",
+                  0, NULL));
+    tenant_rec *t = fetch(LK_SLUG, "acme");
+    ck_assert_ptr_nonnull(t);
+    ck_assert_str_eq(t->name, "Acme");
+    free(t);
+    ck_assert_int_eq(create("beta", "Beta", NULL, 0), TN_OK);
+    t = fetch(LK_SLUG, "beta");
+    ck_assert_ptr_nonnull(t);
+    free(t);
+    char v[16];
+    OK(db_query_value(registry_db(R), v, sizeof(v), "SELECT count(*) FROM public.tenants", 0,
+                      NULL));
+    ck_assert_str_eq(v, "0");
+    OK(tn_db_exec(registry_db(R), "DROP TABLE public.tenants", 0, NULL));
+}
+END_TEST
+
 START_TEST(test_not_initialised)
 {
     registry_close(R);
@@ -1221,8 +1247,10 @@ Suite *registry_suite(bool pg)
     tcase_add_test(tc, test_list_callback);
     tcase_add_test(tc, test_set_migrations);
     tcase_add_test(tc, test_generation_reader_then_writer);
-    if (pg)
+    if (pg) {
         tcase_add_test(tc, test_same_schema);
+        tcase_add_test(tc, test_scope_not_session);
+    }
     else
         tcase_add_test(tc, test_key_revoke_check_fails);
     suite_add_tcase(s, tc);
