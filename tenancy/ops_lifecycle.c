@@ -106,8 +106,8 @@ static int purge_one(void *ctx, const char *slug)
         free(t);
         return TN_OK;
     }
-    if (has_storage)
-        tg.statement_timeout_ms = 0;   /* a drop waits for the locks it needs, not a request's time */
+    if (has_storage)   /* a drop waits for the locks it needs, not a request's timeout */
+        tg.statement_timeout_ms = 0;
     char where[4300] = "no storage";
     if (has_storage)
         snprintf(where, sizeof(where), "%s %s", tg.kind == TARGET_SQLITE ? "file"

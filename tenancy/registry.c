@@ -220,8 +220,9 @@ static int schema_for(bool pg, const char *text, buf *b)
  * transaction, never on the session, because behind PgBouncer in transaction mode the
  * server session is another client's between two of our transactions, and a search_path
  * left there (by the next client, or reset by it) would send the registry's unqualified
- * statements to another schema's tables, or to none. SQLite: temporary storage in memory. A statement with RETURNING (a job's enqueue) keeps its
- * rows in a temporary table, which SQLite otherwise puts in a file of its own in /var/tmp;
+ * statements to another schema's tables, or to none. SQLite: temporary storage in memory.
+ * A statement with RETURNING (a job's enqueue) keeps its rows in a temporary table, which
+ * SQLite otherwise puts in a file of its own in /var/tmp;
  * in a transaction of many such statements (a migration wave's batch of hooks) that file
  * took a page write for every page each statement touched: 6,000 writes for 256 hooks,
  * against 160 for the same inserts without it. */
