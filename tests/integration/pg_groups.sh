@@ -60,6 +60,8 @@ for i in 1 2 3; do
     tn_cli tenant create "c$i" --placement pgc --name "${NAME[c$i]}" > "$T/create.out" 2>&1 ||
         fatal "creating c$i: $(cat "$T/create.out")"
 done
+# what the dsn's user holds of the shared placement's (pgc's) tenants' roles
+held_c() { psql -At -c "SELECT count(*) FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid WHERE m.member = 'tenancy_app'::regrole AND r.rolname LIKE 't\\_c_'"; }
 # what the dsn's user holds of the tenants' roles but the shared placement's
 held() { psql -At -c "SELECT count(*) FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid WHERE m.member = 'tenancy_app'::regrole AND r.rolname LIKE 't\\_%' AND r.rolname NOT LIKE 't\\_c%'"; }
 assert_eq "$(held)" 0 "the host's login holds no tenant role after creating six"
@@ -177,7 +179,7 @@ done
 for i in 1 2 3; do
     assert_eq "$(http / "c$i.localhost")" "$(body "c$i")" "c$i served on the shared login"
 done
-assert_eq "$(psql -At -c "SELECT count(*) FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid WHERE m.member = 'tenancy_app'::regrole AND r.rolname LIKE 't\\_c_'")" 3 \
+assert_eq "$(held_c)" 3 \
     "on the shared login the host's login is a member of its tenants' roles"
 # tenancy check tells when the shared login may become more than 2,000 roles: its own three
 # tenants', pg_read_all_stats, and 2,000 more given to it here
@@ -214,7 +216,7 @@ PIDS+=("$TRAFFIC")
 out=$(tn_cli check --repair-roles --keep-shared-login 2>&1)
 assert_contains "$out" "repaired the roles of 3 tenants" "--repair-roles --keep-shared-login makes the three groups' memberships"
 assert_contains "$out" "once tenancyd has reloaded, run tenancy check --repair-roles" "... and says what comes next"
-assert_eq "$(psql -At -c "SELECT count(*) FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid WHERE m.member = 'tenancy_app'::regrole AND r.rolname LIKE 't\\_c_'")" 3 \
+assert_eq "$(held_c)" 3 \
     "the host's login still holds the three roles the running tenancyd uses"
 assert_contains "$(tn_cli check --keep-shared-login 2>&1)" "consistent: 25 tenants" "check --keep-shared-login: nothing else to mend"
 sleep 1
@@ -228,7 +230,7 @@ out=$(tn_cli check --repair-roles 2>&1)
 assert_contains "$out" "repaired the roles of 3 tenants" "--repair-roles takes the three back from the host's login"
 out=$(tn_cli check 2>&1)
 assert_contains "$out" "consistent: 25 tenants" "no drift after the move to groups"
-assert_eq "$(psql -At -c "SELECT count(*) FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid WHERE m.member = 'tenancy_app'::regrole AND r.rolname LIKE 't\\_c_'")" 0 \
+assert_eq "$(held_c)" 0 \
     "the host's login holds none of them now"
 sleep 1
 touch "$T/traffic.stop"

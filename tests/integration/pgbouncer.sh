@@ -100,13 +100,17 @@ VIA="host=$B port=$PORT dbname=tenancy_test"
 # The tenancyd.conf lines doc/examples/nginx.conf asks for go with its nginx config.
 mkdir -p "$T/state"
 cp -r "$FIX/migrations" "$T/migrations"   # a slow migration is added below
-tn_conf "app = $SCOPEAPP" "pm.max_children = 4" "request_timeout = 10s" \
-    "keepalive_timeout = 75s" "queue_timeout = 60s" "max_body = 8M" \
-    "state_dir = $T/state" "tenant.resolvers = subdomain" "tenant.base_domains = localhost" \
-    "tenant.max_workers = 100%" \
-    "storage.migrations = $T/migrations" "storage.seed = $FIX/seed.sql" \
-    "placement.pgs.dsn = postgres:$VIA user=tenancy_app" "placement.pgs.mode = schema" \
-    "placement.pgs.statement_timeout = 1s"
+# conf [LINE...]: this test's tenancyd.conf, with the placement's extra lines
+conf() {
+    tn_conf "app = $SCOPEAPP" "pm.max_children = 4" "request_timeout = 10s" \
+        "keepalive_timeout = 75s" "queue_timeout = 60s" "max_body = 8M" \
+        "state_dir = $T/state" "tenant.resolvers = subdomain" "tenant.base_domains = localhost" \
+        "tenant.max_workers = 100%" \
+        "storage.migrations = $T/migrations" "storage.seed = $FIX/seed.sql" \
+        "placement.pgs.dsn = postgres:$VIA user=tenancy_app" "placement.pgs.mode = schema" \
+        "placement.pgs.statement_timeout = 1s" "$@"
+}
+conf
 tn_cli init > "$T/init.out" 2>&1 || fatal "tenancy init failed: $(cat "$T/init.out")"
 [ -s "$T/state/role.key" ] || fail "tenancy init made no role key"
 for i in $(seq 1 "$NT"); do
@@ -286,14 +290,7 @@ pool_psql -c "RESET statement_timeout" > /dev/null
 # The placement moved to two group logins (its configuration, --repair-roles, a reload):
 # PgBouncer keeps a pool of one server connection per login, so each group's tenants share
 # one server session, and every answer must still be its own tenant's, as its own role.
-tn_conf "app = $SCOPEAPP" "pm.max_children = 4" "request_timeout = 10s" \
-    "keepalive_timeout = 75s" "queue_timeout = 60s" "max_body = 8M" \
-    "state_dir = $T/state" "tenant.resolvers = subdomain" "tenant.base_domains = localhost" \
-    "tenant.max_workers = 100%" \
-    "storage.migrations = $T/migrations" "storage.seed = $FIX/seed.sql" \
-    "placement.pgs.dsn = postgres:$VIA user=tenancy_app" "placement.pgs.mode = schema" \
-    "placement.pgs.statement_timeout = 1s" \
-    "placement.pgs.login = group" "placement.pgs.login_groups = 2"
+conf "placement.pgs.login = group" "placement.pgs.login_groups = 2"
 out=$(tn_cli check --repair-roles 2>&1)
 assert_contains "$out" "repaired the roles of $NT tenants" "the $NT tenants moved to their group logins"
 kill -HUP "$TN_PID"
