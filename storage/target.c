@@ -842,11 +842,21 @@ int target_open(const storage_target *t, tn_db **out, char *err, size_t errlen)
 
 /* ---- the role's drift and its repair ------------------------------------------------------- */
 
+/* Whether role r (a tenant's, a group login) may do what no login that runs tenants' SQL
+ * may; and whether the connection's own login is a member of r itself (not through
+ * superuser, which pg_has_role counts). */
+#define EXTRA_RIGHTS(r)                                                                      \
+    "COALESCE(" r ".rolsuper OR " r ".rolcreaterole OR " r ".rolcreatedb OR " r                \
+    ".rolreplication OR " r ".rolbypassrls, false)"
+#define HOST_IS_MEMBER                                                                       \
+    "COALESCE(EXISTS (SELECT FROM pg_catalog.pg_auth_members m WHERE m.roleid = r.oid "       \
+    "AND m.member = (SELECT u.oid FROM pg_catalog.pg_roles u WHERE u.rolname = current_user)), " \
+    "false) "
+
 static const char ROLE_CHECK_SCHEMA_SQL[] =
     "SELECT r.oid IS NOT NULL, COALESCE(n.nspowner = r.oid, false), "
     "COALESCE(pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER'), false), "
-    "COALESCE(r.rolsuper OR r.rolcreaterole OR r.rolcreatedb OR r.rolreplication "
-    "OR r.rolbypassrls, false), "
+    EXTRA_RIGHTS("r") ", "
     "(SELECT count(*) FROM pg_catalog.pg_auth_members m WHERE m.member = r.oid), "
     /* the schema's relations by pg_depend, as target_tables lists them (no catalog scan) */
     "(SELECT count(*) FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_class c ON c.oid = d.objid "
@@ -854,22 +864,17 @@ static const char ROLE_CHECK_SCHEMA_SQL[] =
     " AND d.refclassid = 'pg_catalog.pg_namespace'::pg_catalog.regclass "
     " AND d.refobjid = n.oid AND d.deptype = 'n' AND c.relowner IS DISTINCT FROM r.oid), "
     "false, "
-    "COALESCE(EXISTS (SELECT FROM pg_catalog.pg_auth_members m WHERE m.roleid = r.oid "
-    "AND m.member = (SELECT u.oid FROM pg_catalog.pg_roles u WHERE u.rolname = current_user)), "
-    "false) "
+    HOST_IS_MEMBER
     "FROM pg_catalog.pg_namespace n LEFT JOIN pg_catalog.pg_roles r ON r.rolname = $2 "
     "WHERE n.nspname = $1";
 
 static const char ROLE_CHECK_DATABASE_SQL[] =
     "SELECT r.oid IS NOT NULL, COALESCE(d.datdba = r.oid, false), "
     "COALESCE(pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER'), false), "
-    "COALESCE(r.rolsuper OR r.rolcreaterole OR r.rolcreatedb OR r.rolreplication "
-    "OR r.rolbypassrls, false), "
+    EXTRA_RIGHTS("r") ", "
     "(SELECT count(*) FROM pg_catalog.pg_auth_members m WHERE m.member = r.oid), "
     "0, pg_catalog.has_database_privilege('public', d.oid, 'CONNECT'), "
-    "COALESCE(EXISTS (SELECT FROM pg_catalog.pg_auth_members m WHERE m.roleid = r.oid "
-    "AND m.member = (SELECT u.oid FROM pg_catalog.pg_roles u WHERE u.rolname = current_user)), "
-    "false) "
+    HOST_IS_MEMBER
     "FROM pg_catalog.pg_database d LEFT JOIN pg_catalog.pg_roles r ON r.rolname = $2 "
     "WHERE d.datname = $1";
 
@@ -878,8 +883,7 @@ static const char ROLE_CHECK_DATABASE_SQL[] =
 static const char GROUP_CHECK_SQL[] =
     "SELECT g.oid IS NOT NULL, COALESCE(EXISTS (SELECT FROM pg_catalog.pg_auth_members m "
     "JOIN pg_catalog.pg_roles r ON r.oid = m.roleid WHERE m.member = g.oid AND r.rolname = $1), "
-    "false), COALESCE(g.rolsuper OR g.rolcreaterole OR g.rolcreatedb OR g.rolreplication "
-    "OR g.rolbypassrls, false), "
+    "false), " EXTRA_RIGHTS("g") ", "
     /* the placement's other group logins that are members too (login_groups changed) */
     "(SELECT pg_catalog.string_agg(o.rolname, ', ' ORDER BY o.rolname) "
     "FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles o ON o.oid = m.member "

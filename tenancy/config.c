@@ -150,7 +150,7 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
         p = &c->placements[c->nplacements++];
         memset(p, 0, sizeof(*p));
         p->name = arena_strndup(a, name, nl);
-        p->kind = 1;   /* TARGET_PG_SCHEMA */
+        p->kind = TARGET_PG_SCHEMA;
         p->max_tenants = 0;   /* not set: see config.h */
         p->max_backend_memory = POOL_PG_MAX_BACKEND_BYTES;
     }
@@ -162,9 +162,9 @@ int tenancy_config_placement(void *obj, const char *key, const char *value, aren
         p->server = arena_strdup(a, value);
     } else if (strcmp(field, "mode") == 0) {
         if (strcmp(value, "schema") == 0)
-            p->kind = 1;
+            p->kind = TARGET_PG_SCHEMA;
         else if (strcmp(value, "database") == 0)
-            p->kind = 2;
+            p->kind = TARGET_PG_DATABASE;
         else {
             return tn_errf(err, errlen, TN_INVALID,
                            "%s: expected schema or database, got '%s'", key, value);
@@ -367,7 +367,7 @@ int tenancy_config_finish(tenancy_config *c, arena *a, char *err, size_t errlen)
         }
         if (p->login != PLACEMENT_LOGIN_GROUP)
             continue;
-        if (p->kind != 1) {
+        if (p->kind != TARGET_PG_SCHEMA) {
             return tn_errf(err, errlen, TN_INVALID,
                            "placement.%s.login = group: schema mode only (a database's "
                            "connections are its tenant's already)", p->name);
@@ -395,7 +395,7 @@ int tenancy_config_finish(tenancy_config *c, arena *a, char *err, size_t errlen)
         placement *p = &c->placements[c->nplacements++];
         memset(p, 0, sizeof(*p));
         p->name = "sqlite";
-        p->kind = 0;   /* TARGET_SQLITE */
+        p->kind = TARGET_SQLITE;
     }
     if (tenancy_placement(c, c->default_placement) == NULL) {
         return tn_errf(err, errlen, TN_INVALID,
