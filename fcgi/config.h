@@ -32,6 +32,9 @@ enum pm_mode { PM_STATIC = 0, PM_DYNAMIC = 1, PM_ONDEMAND = 2 };
 #define TN_MAX_CONFIG_PARTS 8
 /* Most listen.shards (each shard is one more socket in the master and in nginx's upstream). */
 #define TN_MAX_SHARDS 64
+/* tenant.affinity: the workers numbered below this may be a tenant's home (each is one more
+ * socket pair in the master and a descriptor in every worker). */
+#define TN_AFFINITY_MAX 64
 
 typedef struct tn_config {
     arena *arena;              /* owns every string below */

@@ -133,12 +133,13 @@ void conn_set_intake(worker *w)
     bool want = w->nconns < w->max_conns;
     if (want == !w->intake_paused)
         return;
-    int fds[3] = {w->args->lis->fd, w->args->handoff[1], w->args->shard_fd};
-    uint64_t tags[3] = {LISTEN_TAG, HANDOFF_TAG, SHARD_TAG};
-    for (int i = 0; i < 3; i++) {
+    int fds[4] = {w->args->lis->fd, w->args->handoff[1], w->args->shard_fd, w->inbox_fd};
+    uint64_t tags[4] = {LISTEN_TAG, HANDOFF_TAG, SHARD_TAG, INBOX_TAG};
+    for (int i = 0; i < 4; i++) {
         if (fds[i] < 0 || (tags[i] == HANDOFF_TAG && w->handoff_out))
             continue;   /* (handoff_resume puts that one back) */
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.u64 = tags[i]};
+        struct epoll_event ev = {.events = EPOLLIN | (tags[i] == INBOX_TAG ? 0 : EPOLLEXCLUSIVE),
+                                 .data.u64 = tags[i]};
         epoll_ctl(w->ep, want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fds[i], want ? &ev : NULL);
     }
     w->intake_paused = !want;

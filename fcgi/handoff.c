@@ -101,11 +101,14 @@ int handoff_recv(int sock, handoff_msg *msg)
 }
 
 /* Pass a connection this worker holds but is not serving to whichever worker reads the
- * handoff socket next (see the banner). False when it could not be sent (no handoff socket,
- * or its queue is full): the connection then stays here, untouched. */
-bool conn_hand_off(worker *w, struct conn *c)
+ * handoff socket next (see the banner); `busy`: because this worker is held up by a request
+ * (the taker then does not send the next request back here, tenant.affinity). False when it
+ * could not be sent (no handoff socket, or its queue is full): the connection then stays
+ * here, untouched. */
+bool conn_hand_off(worker *w, struct conn *c, bool busy)
 {
-    handoff_msg msg = {.tag = c->kept ? 'k' : 'n', .req_start_ms = c->req_start_ms};
+    handoff_msg msg = {.tag = c->kept ? 'k' : 'n', .req_start_ms = c->req_start_ms,
+                       .busy_from = busy ? (uint16_t)(w->args->index + 1) : 0};
     if (!handoff_send(w->args->handoff[0], c->fd, &msg))
         return false;
     /* The copy in flight keeps the socket open, and with it our epoll registration (epoll
@@ -169,7 +172,7 @@ bool handoff_balance(worker *w)
         struct conn *c = &w->conns[i];
         if (c->kept && !c->ready && !c->serving && c->wait_tenant == 0 &&
             c->req_start_ms == 0) {
-            if (!conn_hand_off(w, c))
+            if (!conn_hand_off(w, c, false))
                 break;   /* the queue is full: keep the rest */
             gave++;
         }
@@ -213,7 +216,7 @@ static void hand_off_held(worker *w)
          * such requests, and the one that finds room first serves it. */
         if (c->serving || c->wait_tenant != 0)
             continue;
-        if (!conn_hand_off(w, c))
+        if (!conn_hand_off(w, c, true))
             return;   /* the queue is full: keep the rest */
     }
 }
@@ -246,7 +249,7 @@ static void hand_off_pending_accepts(worker *w, int64_t now)
         if (c == NULL)
             return;
         mark_ready(w, c);
-        conn_hand_off(w, c);
+        conn_hand_off(w, c, true);
     }
 }
 
@@ -321,6 +324,7 @@ void handoff_take(worker *w, int64_t now)
         if (c == NULL)
             continue;
         c->kept = msg.tag != 'n';
+        c->avoid = msg.busy_from;   /* tenant.affinity: not back to a busy worker */
         mark_ready(w, c);
         c->deadline_ms = now + w->cfg->keepalive_timeout_ms;
         if (msg.req_start_ms > 0) {

@@ -102,6 +102,10 @@ typedef struct master {
     int sigfd;
     int wake[2];           /* workers write a byte when their app is ready (read end polled) */
     int handoff[2];        /* workers pass connections to each other (handoff.c) */
+    /* tenant.affinity: worker number i's inbox (affinity.c), made before the workers that may
+     * send to it are forked, kept for the master's life */
+    int inbox[TN_AFFINITY_MAX][2];
+    int ninbox;
     /* ondemand: kept connections the last worker left (see park_take) */
     int parked[PARK_MAX];
     int64_t parked_until[PARK_MAX];
@@ -224,6 +228,68 @@ static int next_index(const master *m, unsigned gen)
     }
 }
 
+/* ---- tenant.affinity's inboxes (affinity.c) ---------------------------------------------- */
+
+/* One inbox per worker number a configuration may give a home, made before any worker of it
+ * is forked: every worker can then send to every number. Numbers only grow (a reload that
+ * lowers pm.max_children keeps the inboxes; no worker has those numbers to be a home). */
+static void inbox_make(master *m, const tn_config *cfg)
+{
+    if (cfg->listen_shards > 1 || !tenancy_affinity_wanted(&cfg->tenancy))
+        return;
+    int want = cfg->max_children < TN_AFFINITY_MAX ? cfg->max_children : TN_AFFINITY_MAX;
+    while (m->ninbox < want) {
+        int *p = m->inbox[m->ninbox];
+        if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, p) < 0) {
+            log_warn("cannot make the inbox of worker #%d (%m): tenant.affinity sends no "
+                     "tenant there", m->ninbox);
+            return;
+        }
+        m->ninbox++;
+    }
+}
+
+/* In a child that is not a request worker: the inboxes are none of its business. */
+static void inbox_close_all(const master *m)
+{
+    for (int i = 0; i < m->ninbox; i++) {
+        close(m->inbox[i][0]);
+        close(m->inbox[i][1]);
+    }
+}
+
+/* An inbox whose number no worker has (a worker left before it took what was sent to it, and
+ * none replaced it): what it holds goes to the shared handoff socket, which every worker
+ * reads, or is closed when nobody will (no worker at all: the web server retries on another
+ * connection). */
+static void inbox_sweep(master *m)
+{
+    if (m->ninbox == 0)
+        return;
+    bool live[TN_AFFINITY_MAX] = {false};
+    for (int i = 0; i < SB_SLOTS; i++) {
+        const child *k = &m->kids[i];
+        if (k->pid == 0 || k->index < 0 || k->index >= m->ninbox)
+            continue;
+        int st = __atomic_load_n(&m->sb->slots[i].state, __ATOMIC_RELAXED);
+        if (st != SB_EXITING && st != SB_FREE)
+            live[k->index] = true;
+    }
+    for (int i = 0; i < m->ninbox; i++) {
+        if (live[i])
+            continue;
+        handoff_msg msg;
+        int fd;
+        while ((fd = handoff_recv(m->inbox[i][1], &msg)) >= 0) {
+            __atomic_fetch_sub(&m->sb->pool.affine_queued[i], 1, __ATOMIC_RELAXED);
+            if (m->handoff[0] < 0 || !handoff_send(m->handoff[0], fd, &msg))
+                log_warn("closed a connection sent to worker #%d, which left: the handoff "
+                         "socket could not take it", i);
+            close(fd);
+        }
+    }
+}
+
 static int spawn(master *m, tn_config *cfg, const tn_listener *lis)
 {
     int slot = free_slot(m);
@@ -249,7 +315,8 @@ static int spawn(master *m, tn_config *cfg, const tn_listener *lis)
                      .shard = shard, .shard_fd = shard_fd,
                      .close_fds = {m->sigfd, m->wake[0], m->hub[1]}, .nclose = 3,
                      .wake_fd = m->wake[1], .handoff = {m->handoff[0], m->handoff[1]},
-                     .hub_sock = m->hub[0]};
+                     .hub_sock = m->hub[0], .inbox = (const int (*)[2])m->inbox,
+                     .ninbox = m->ninbox};
     /* The other listeners, and the other shards, are not this worker's to accept on (nor
      * to keep open once the master closes them). */
     const tn_listener *all[] = {&m->lis, &m->pending_lis, &m->old_lis};
@@ -317,6 +384,7 @@ static void spawn_watcher(master *m)
     pid_t pid = fork();
     if (pid == 0) {
         signals_reset_child();
+        inbox_close_all(m);
         close(m->sigfd);
         close(m->wake[0]);
         close(m->wake[1]);
@@ -381,8 +449,10 @@ static void spawn_hub(master *m)
     sigset_t old;
     signals_block_all(&old);
     pid_t pid = fork();
-    if (pid == 0)
+    if (pid == 0) {
+        inbox_close_all(m);
         hub_main(&a);   /* never returns */
+    }
     signals_restore(&old);
     if (pid < 0) {
         log_error("fork (stream hub): %m");
@@ -473,8 +543,10 @@ static void spawn_jobworker(master *m, tn_config *cfg, int number)
     sigset_t old;
     signals_block_all(&old);
     pid_t pid = fork();
-    if (pid == 0)
+    if (pid == 0) {
+        inbox_close_all(m);
         jobworker_main(&a);   /* never returns */
+    }
     signals_restore(&old);
     if (pid < 0) {
         log_error("fork (job worker): %m");
@@ -1172,6 +1244,7 @@ static void start_reload(master *m)
     log_info("reloading: starting generation %u beside generation %u", n->generation,
              m->cfg->generation);
     const tn_listener *lis = m->pending_lis.fd >= 0 ? &m->pending_lis : &m->lis;
+    inbox_make(m, n);
     for (int i = initial_workers(n); i > 0; i--)
         if (spawn(m, n, lis) < 0)
             m->reload_deadline = 0;
@@ -1445,6 +1518,7 @@ int master_run(tn_config *cfg, const char *config_path, const master_hooks *hook
              cfg->app != NULL ? cfg->app : "(none)", cfg->mounts.n,
              cfg->mounts.n == 1 ? "" : "s");
 
+    inbox_make(m, cfg);
     for (int i = initial_workers(cfg); i > 0; i--)
         spawn(m, cfg, &m->lis);
 
@@ -1499,6 +1573,7 @@ int master_run(tn_config *cfg, const char *config_path, const master_hooks *hook
         update_brake(m, now);
         m->handoff_wait_ms = watch_requests(m, now);
         watch_jobs(m, now);
+        inbox_sweep(m);
 
         if (m->state == M_STARTING) {
             int starting = 0;

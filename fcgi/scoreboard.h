@@ -89,6 +89,8 @@ typedef struct sb_pool {
     uint64_t rejected_deadline;    /* answered 503: waited past queue_timeout */
     uint64_t rejected_tenant_limit;
     uint64_t keepalive_released;   /* connections passed to another worker */
+    uint64_t affinity_sent;        /* requests sent to their tenant's home worker */
+    uint64_t affinity_spilled;     /* served where they arrived: the home was too far behind */
     uint64_t malformed;            /* FastCGI streams refused before libfcgi saw them */
     uint64_t get_values;           /* FCGI_GET_VALUES answered */
     uint64_t max_children_reached;
@@ -104,6 +106,11 @@ typedef struct sb_pool {
      * stops here: reading a slot of shared memory makes its page, and the 1,024 slots are
      * half a megabyte a master with a few workers never needs. */
     int32_t slots_used;
+    /* tenant.affinity: per worker number, the connections sent to that worker's inbox whose
+     * request it has not begun to serve yet (the sender adds one, whichever process takes
+     * the connection out of the inbox subtracts it when it serves the request or lets the
+     * connection go), read to keep a busy tenant from piling up behind its home. */
+    int32_t affine_queued[TN_AFFINITY_MAX];
 } sb_pool;
 
 /* The stream hub's counters (fcgi/hub.h). The hub is their only writer, but for `restarts`

@@ -480,11 +480,11 @@ static const char *raw_param(void *ctx, const char *name, size_t *len)
 }
 
 /* The tenant of the request whose header the last pre-check saw, from its params (nothing is
- * read off the connection): false when there is none to wait for. */
-static bool peek_tenant(worker *w, int64_t now, int64_t *id, int *cap)
+ * read off the connection): false when there is no active tenant. */
+static bool peek_who(worker *w, int64_t now, chain_peek *out)
 {
     struct peek_env *pe = &w->pe;
-    if (pe->raw == NULL) {   /* first use: most workers never need it */
+    if (pe->raw == NULL) {   /* first use: a worker needs it only for these looks */
         pe->raw = malloc(w->peek_size);
         pe->text = malloc(w->peek_size + 2 * PEEK_ENV_MAX);
         pe->arena = arena_create(4096);
@@ -503,18 +503,45 @@ static bool peek_tenant(worker *w, int64_t now, int64_t *id, int *cap)
     /* Most hosts name tenants by the host alone: its param is found in the params' bytes,
      * with no environment and no request built. */
     struct raw_params rp = {content, (size_t)joined};
-    int rc = chain_peek_host(raw_param, &rp, now, id, cap);
+    int rc = chain_peek_host(raw_param, &rp, now, out);
     if (rc != TN_DECLINED)
-        return rc == TN_OK && *cap > 0;
+        return rc == TN_OK;
     if (fcgi_params_env(w->peek, w->peek_len, pe->raw, w->peek_size, pe->text,
                         w->peek_size + 2 * PEEK_ENV_MAX, pe->env, PEEK_ENV_MAX) < 0)
         return false;
     tn_request r;
     request_init(&r, &peek_transport, pe->env, pe->arena, &pe->headers, &pe->out, 0, "peek",
                  now * 1000000);
-    bool found = chain_peek_tenant(&r, now, id, cap) == TN_OK && *cap > 0;
+    bool found = chain_peek_tenant(&r, now, out) == TN_OK;
     arena_reset(pe->arena);
     return found;
+}
+
+/* The same for tenant.queue_wait: false also when the tenant has no cap to wait for. */
+static bool peek_tenant(worker *w, int64_t now, int64_t *id, int *cap)
+{
+    chain_peek pk;
+    if (!peek_who(w, now, &pk))
+        return false;
+    *id = pk.id;
+    *cap = pk.cap;
+    return pk.cap > 0;
+}
+
+/* tenant.affinity (affinity.c): true when the request was sent to its tenant's home worker
+ * and the connection is no longer this worker's. */
+static TN_HOT bool route_home(worker *w, struct conn *c, int64_t now)
+{
+    if (w->affinity_n == 0 || w->leaving || c->wait_tenant != 0)
+        return false;
+    int avoid = c->avoid - 1;   /* this request only, as stay */
+    c->avoid = 0;
+    if (c->stay) {
+        c->stay = false;
+        return false;
+    }
+    chain_peek pk;
+    return peek_who(w, now, &pk) && pk.affine && affinity_send_home(w, c, pk.id, avoid, now);
 }
 
 /* Before a request is read: TN_OK to serve it now (*claimed: the tenant whose share was
@@ -572,7 +599,7 @@ static void pass_held_before_heavy(worker *w, int keep_fd)
         struct conn *o = &w->conns[i];
         if (o->fd == keep_fd || o->serving || o->wait_tenant != 0)
             continue;
-        if (!conn_hand_off(w, o))
+        if (!conn_hand_off(w, o, true))
             return;   /* the queue is full: the rest stay */
     }
 }
@@ -602,6 +629,10 @@ TN_HOT void serve_conn(worker *w, struct conn *c, int64_t now)
             conn_close(w, c);
             return;
         }
+        if (c->routed)
+            affinity_unqueue(w, c);   /* its request is being looked at */
+        if (route_home(w, c, now))
+            return;
         int64_t claimed = 0;
         bool heavy = false;
         if (admit_early(w, c, now, &claimed, &heavy) == TN_AGAIN) {

@@ -199,6 +199,8 @@ void status_json(buf *o, scoreboard *sb, const tn_listener *l, const limits *lim
     kv_u64(o, "rejected_deadline", sb_get(&p->rejected_deadline), true);
     kv_u64(o, "rejected_tenant_limit", sb_get(&p->rejected_tenant_limit), true);
     kv_u64(o, "keepalive_released", sb_get(&p->keepalive_released), true);
+    kv_u64(o, "affinity_sent", sb_get(&p->affinity_sent), true);
+    kv_u64(o, "affinity_spilled", sb_get(&p->affinity_spilled), true);
     kv_u64(o, "malformed", sb_get(&p->malformed), true);
     kv_u64(o, "get_values", sb_get(&p->get_values), true);
     buf_puts(o, "},\"apps\":[");
@@ -371,6 +373,11 @@ void status_metrics(buf *o, scoreboard *sb, const tn_listener *l, const status_a
         {"tenancy_reload_failures_total", "Reloads refused or rolled back", &p->reload_failures},
         {"tenancy_keepalive_released_total", "FastCGI connections passed to another worker",
          &p->keepalive_released},
+        {"tenancy_affinity_sent_total", "Requests sent to their tenant's home worker",
+         &p->affinity_sent},
+        {"tenancy_affinity_spilled_total",
+         "Requests served where they arrived because their tenant's home was too far behind",
+         &p->affinity_spilled},
         {"tenancy_malformed_streams_total", "FastCGI streams refused as malformed", &p->malformed},
         {"tenancy_max_children_reached_total", "Times a spawn was wanted at pm.max_children",
          &p->max_children_reached},

@@ -321,7 +321,8 @@ static void worker_loop(worker *w)
         now = w->now_ns / 1000000;
         if (due >= 0 && now >= due)
             alog_flush(w->alog);
-        bool listen_ready = false, handoff_ready = false, shard_ready = false, wake_ready = false;
+        bool listen_ready = false, handoff_ready = false, shard_ready = false, wake_ready = false,
+             inbox_ready = false;
         for (int i = 0; i < n; i++) {
             if (evs[i].data.u64 == LISTEN_TAG) {
                 listen_ready = true;
@@ -337,6 +338,10 @@ static void worker_loop(worker *w)
             }
             if (evs[i].data.u64 == WAKE_TAG) {
                 wake_ready = true;
+                continue;
+            }
+            if (evs[i].data.u64 == INBOX_TAG) {
+                inbox_ready = true;
                 continue;
             }
             struct conn *c = conn_find(w, (int)evs[i].data.u64);
@@ -380,6 +385,8 @@ static void worker_loop(worker *w)
         }
         if (handoff_ready)
             handoff_take(w, now);
+        if (inbox_ready)
+            affinity_take(w, now);
         if (shard_ready && w->nconns < w->max_conns)
             accepted = conn_accept(w, w->args->shard_fd, now);
         /* Serve one ready connection per turn, first come first served, so that the listen
@@ -565,6 +572,7 @@ void worker_main(const worker_args *a)
         log_error("epoll_ctl on the handoff socket: %m");
         _exit(WORKER_EXIT_SETUP);
     }
+    affinity_setup(&w);
     w.max_conns = conn_table_size();
     w.peek_size = (size_t)w.cfg->max_params + PEEK_SLACK;
     w.peek = malloc(w.peek_size);
@@ -596,11 +604,15 @@ void worker_main(const worker_args *a)
      * between its connect and its write for longer than the wait below, and closing one
      * under it fails the request it is about to write). The rest is closed. */
     w.leaving = true;
+    /* What was sent to this worker's inbox is its to serve or pass on, as the rest. (One
+     * sent after this, before the scoreboard shows it leaving, waits for the worker that
+     * takes its number, or the master's sweep.) */
+    affinity_take(&w, clock_mono_ms());
     while (w.nconns > 0) {
         struct conn *c = &w.conns[w.nconns - 1];
         int fd = c->fd;
         /* A request waiting for its tenant's worker goes on waiting in another worker. */
-        if (c->wait_tenant != 0 && handoff_will_be_taken(&w, c) && conn_hand_off(&w, c))
+        if (c->wait_tenant != 0 && handoff_will_be_taken(&w, c) && conn_hand_off(&w, c, false))
             continue;
         if (!c->kept && c->req_start_ms == 0) {
             /* Accepted but silent so far: the web server writes right after connecting. */
@@ -614,7 +626,7 @@ void worker_main(const worker_args *a)
                 continue;
         }
         sb_set_state(w.sb, w.slot, SB_EXITING);   /* not counted among the others below */
-        if (handoff_will_be_taken(&w, c) && conn_hand_off(&w, c))
+        if (handoff_will_be_taken(&w, c) && conn_hand_off(&w, c, false))
             continue;
         conn_drop(&w, c);
     }

@@ -47,6 +47,10 @@ typedef struct worker_args {
     int handoff[2];         /* kept connections passed between workers: send on [0], receive
                              * on [1]; shared by all workers (-1: none) */
     int hub_sock;           /* requests handed to the stream hub go here (-1: none) */
+    /* tenant.affinity: worker number i's inbox, a datagram socket pair (send on [0], the
+     * worker numbered i of any generation receives on [1]); ninbox of them (0: none) */
+    const int (*inbox)[2];
+    int ninbox;
 } worker_args;
 
 /* What travels with a passed connection (SCM_RIGHTS over the handoff socket): whether it
@@ -56,6 +60,9 @@ typedef struct worker_args {
  * stream itself: precheck only peeks. */
 typedef struct handoff_msg {
     char tag;   /* 'k' kept, 'n' new */
+    /* 1 + the number of the worker that passed it because a request of its own ran long (0:
+     * none): tenant.affinity does not send its next request back there */
+    uint16_t busy_from;
     int64_t req_start_ms;
 } handoff_msg;
 

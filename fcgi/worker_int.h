@@ -38,6 +38,7 @@
 #define HANDOFF_TAG (UINT64_MAX - 1)
 #define SHARD_TAG (UINT64_MAX - 2)
 #define WAKE_TAG (UINT64_MAX - 3)
+#define INBOX_TAG (UINT64_MAX - 4)
 #define PEEK_ENV_MAX 512   /* params of a request looked at before it is read (queue_wait) */
 
 struct conn {
@@ -55,6 +56,15 @@ struct conn {
     int wait_cap;         /* the tenant's cap in workers when it began to wait */
     int64_t wait_until_ms;
     uint64_t wait_seq;    /* the order the waiting ones began to wait in */
+    /* tenant.affinity: it came through this worker's inbox and its request has not been
+     * looked at yet (counted in the pool's affine_queued for this worker's number) */
+    bool routed;
+    /* its next request is served here whatever its tenant: it came through this worker's
+     * inbox, so this is that tenant's home */
+    bool stay;
+    /* 1 + the number of a busy worker that passed it on (0: none): its next request is not
+     * sent back there */
+    uint16_t avoid;
 };
 
 /* An app this worker loaded: the one at the root (apps[0]) or mount i's (apps[1 + i]). A
@@ -114,6 +124,14 @@ typedef struct worker {
     int64_t balance_hold_ms;  /* handoff_balance passed some: it passes none and takes
                                  none until then */
     bool handoff_out;         /* the handoff socket is out of the epoll set meanwhile */
+    /* tenant.affinity: the worker numbers that may be a tenant's home (0: this worker sends
+     * none), this worker's inbox (-1: none), and the live workers among those numbers, read
+     * from the scoreboard at most every AFFINITY_LIVE_MS */
+    int affinity_n;
+    int inbox_fd;
+    int nhomes;
+    uint8_t homes[TN_AFFINITY_MAX];
+    int64_t homes_until_ms;
     int64_t now_ns;        /* the clock as of the last read: after a wait, after a request */
     sigset_t wait_mask;    /* the mask while in epoll_pwait: stop signals unblocked */
 } worker;
@@ -150,6 +168,7 @@ static inline void mark_ready(worker *w, struct conn *c)
 }
 
 void conn_unwait(worker *w, struct conn *c);
+void affinity_unqueue(worker *w, struct conn *c);
 
 /* Drop a connection from the table. Its descriptor is closed by the caller (or already);
  * closing removes it from the epoll set, so no EPOLL_CTL_DEL is needed. */
@@ -157,6 +176,8 @@ static inline void conn_forget(worker *w, struct conn *c)
 {
     if (c->wait_tenant != 0)
         conn_unwait(w, c);
+    if (c->routed)
+        affinity_unqueue(w, c);
     *c = w->conns[--w->nconns];
 }
 
@@ -176,7 +197,7 @@ int conn_table_size(void);
 
 /* ---- handoff.c: passing connections on ----------------------------------------------- */
 
-bool conn_hand_off(worker *w, struct conn *c);
+bool conn_hand_off(worker *w, struct conn *c, bool busy);
 /* How long a worker that passed connections to even out the pool leaves the handoff socket
  * out of its epoll set, and passes no more (handoff_balance). */
 #define BALANCE_HOLD_MS 2
@@ -186,6 +207,18 @@ void handoff_publish_held(worker *w);
 bool handoff_start_thread(worker *w);
 void handoff_take(worker *w, int64_t now);
 bool handoff_will_be_taken(const worker *w, const struct conn *c);
+
+/* ---- affinity.c: tenant.affinity ------------------------------------------------------- */
+
+/* How long the list of live home workers is trusted before the scoreboard is read again. */
+#define AFFINITY_LIVE_MS 50
+/* A tenant's home takes its request unless it has this many more connections sent to it and
+ * not yet looked at than the worker the request arrived at: a tenant busier than one worker
+ * spills over to the others instead of queueing behind its home. */
+#define AFFINITY_SLACK 8
+void affinity_setup(worker *w);
+bool affinity_send_home(worker *w, struct conn *c, int64_t id, int avoid, int64_t now);
+void affinity_take(worker *w, int64_t now);
 
 /* ---- reqlog.c: the access log ----------------------------------------------------------- */
 

@@ -277,13 +277,27 @@ static TN_HOT int cap_of(const tenant_rec *t)
     return tenancy_max_workers(ch.env.cfg, t->max_workers, ch.env.max_children);
 }
 
-/* What the early looks answer for a tenant found (or not): only an active one is waited for. */
-static int peek_found(const tenant_rec *t, int64_t *id, int *cap)
+/* Whether t's storage keeps per-worker state that grows with the tenants a worker serves (a
+ * PostgreSQL placement: its backend's catalog caches), so that its requests are worth
+ * sending to one worker (tenant.affinity). */
+static bool affine_of(const tenant_rec *t)
+{
+    const tenancy_config *c = ch.env.cfg;
+    if (!c->affinity || t->placement == NULL)
+        return false;
+    const placement *p = tenancy_placement(c, t->placement);
+    return p != NULL && p->kind != TARGET_SQLITE;
+}
+
+/* What the early looks answer for a tenant found (or not): only an active one is waited for
+ * or sent to its worker. */
+static int peek_found(const tenant_rec *t, chain_peek *out)
 {
     if (t == NULL || t->state != TENANT_ACTIVE)
         return TN_NOTFOUND;
-    *id = t->id;
-    *cap = cap_of(t);
+    out->id = t->id;
+    out->cap = cap_of(t);
+    out->affine = affine_of(t);
     return TN_OK;
 }
 
@@ -382,17 +396,17 @@ static struct peek_memo {
     int64_t until_ms;
     int64_t id;             /* 0: no tenant to wait for */
     int cap;
+    bool affine;
     uint8_t len;
     char host[PEEK_MEMO_HOST];
 } peek_memo[PEEK_MEMO_SLOTS];
 
-static int peek_host_slow(const char *raw, size_t len, int64_t now_ms, int64_t *id, int *cap);
+static int peek_host_slow(const char *raw, size_t len, int64_t now_ms, chain_peek *out);
 
 TN_HOT int chain_peek_host(const char *(*get)(void *ctx, const char *name, size_t *len),
-                           void *ctx, int64_t now_ms, int64_t *id, int *cap)
+                           void *ctx, int64_t now_ms, chain_peek *out)
 {
-    *id = 0;
-    *cap = 0;
+    *out = (chain_peek){0};
     const tenancy_config *c = ch.env.cfg;
     if (!ch.ready || !c->enabled)
         return TN_NOTFOUND;
@@ -409,28 +423,30 @@ TN_HOT int chain_peek_host(const char *(*get)(void *ctx, const char *name, size_
     if (raw == NULL)
         return TN_NOTFOUND;
     if (len >= PEEK_MEMO_HOST)
-        return peek_host_slow(raw, len, now_ms, id, cap);
+        return peek_host_slow(raw, len, now_ms, out);
     uint64_t h = 1469598103934665603ULL;   /* FNV-1a */
     for (size_t i = 0; i < len; i++)
         h = (h ^ (unsigned char)raw[i]) * 1099511628211ULL;
     struct peek_memo *m = &peek_memo[h % PEEK_MEMO_SLOTS];
     uint64_t gen = gen_now(NULL);
     if (m->len == len && m->gen == gen && now_ms < m->until_ms && memcmp(m->host, raw, len) == 0) {
-        *id = m->id;
-        *cap = m->cap;
+        out->id = m->id;
+        out->cap = m->cap;
+        out->affine = m->affine;
         return m->id != 0 ? TN_OK : TN_NOTFOUND;
     }
-    int rc = peek_host_slow(raw, len, now_ms, id, cap);
+    int rc = peek_host_slow(raw, len, now_ms, out);
     m->gen = gen;
     m->until_ms = now_ms + PEEK_MEMO_MS;
-    m->id = rc == TN_OK ? *id : 0;
-    m->cap = rc == TN_OK ? *cap : 0;
+    m->id = rc == TN_OK ? out->id : 0;
+    m->cap = rc == TN_OK ? out->cap : 0;
+    m->affine = rc == TN_OK && out->affine;
     m->len = (uint8_t)len;
     memcpy(m->host, raw, len);
     return rc;
 }
 
-static int peek_host_slow(const char *raw, size_t len, int64_t now_ms, int64_t *id, int *cap)
+static int peek_host_slow(const char *raw, size_t len, int64_t now_ms, chain_peek *out)
 {
     const tenancy_config *c = ch.env.cfg;
     char in[256], host[256];
@@ -453,18 +469,17 @@ static int peek_host_slow(const char *raw, size_t len, int64_t now_ms, int64_t *
         int rc = lookup_get(ch.lookup, kind, key, now_ms, fetch, NULL, gen_now, NULL, &t);
         if (rc == TN_NOTFOUND)
             continue;
-        return peek_found(rc == TN_OK ? t : NULL, id, cap);
+        return peek_found(rc == TN_OK ? t : NULL, out);
     }
     return TN_NOTFOUND;
 }
 
-TN_HOT int chain_peek_tenant(tn_request *r, int64_t now_ms, int64_t *id, int *cap)
+TN_HOT int chain_peek_tenant(tn_request *r, int64_t now_ms, chain_peek *out)
 {
-    *id = 0;
-    *cap = 0;
+    *out = (chain_peek){0};
     if (!ch.ready || !ch.env.cfg->enabled || resolve(r, now_ms, true) != TN_OK)
         return TN_NOTFOUND;
-    return peek_found(r->tenant, id, cap);
+    return peek_found(r->tenant, out);
 }
 
 static TN_HOT int check_state(tn_request *r)

@@ -72,18 +72,26 @@ long chain_fds_wanted(const tenancy_config *c);
 void chain_stages_open(chain_app *app);
 void chain_stages_close(chain_app *app);
 
-/* The tenant of a request not read yet (its params only: fcgi's tenant.queue_wait looks
- * before it reads), found as the chain finds it (the lookup cache, else the registry, the
- * result cached) but with nothing answered and no context entered. TN_OK with *id and *cap
- * (its tenant.max_workers in workers, 0: none) for an active tenant; TN_NOTFOUND otherwise
- * (the chain then decides as usual). */
-int chain_peek_tenant(tn_request *r, int64_t now_ms, int64_t *id, int *cap);
+/* What the early looks find of a request not read yet. */
+typedef struct chain_peek {
+    int64_t id;    /* an active tenant */
+    int cap;       /* its tenant.max_workers in workers (0: none) */
+    bool affine;   /* its storage keeps per-worker state that grows with the tenants a worker
+                    * serves (a PostgreSQL placement), and tenant.affinity is on: its
+                    * requests are worth serving in one worker */
+} chain_peek;
+
+/* The tenant of a request not read yet (its params only: fcgi's tenant.queue_wait and
+ * tenant.affinity look before it reads), found as the chain finds it (the lookup cache, else
+ * the registry, the result cached) but with nothing answered and no context entered. TN_OK
+ * with *out for an active tenant; TN_NOTFOUND otherwise (the chain then decides as usual). */
+int chain_peek_tenant(tn_request *r, int64_t now_ms, chain_peek *out);
 
 /* The same from the host params alone, without a request (get: a param's raw bytes, NULL when
  * absent): TN_DECLINED when the resolvers need more than the host (a header or a path
  * resolver is configured: use chain_peek_tenant), else as chain_peek_tenant. */
 int chain_peek_host(const char *(*get)(void *ctx, const char *name, size_t *len), void *ctx,
-                    int64_t now_ms, int64_t *id, int *cap);
+                    int64_t now_ms, chain_peek *out);
 
 /* Run the request through the chain, then app's stages and handler (or, with env.pick set,
  * those of the app pick names). Returns the handler's code, or TN_DONE when the chain

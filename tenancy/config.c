@@ -35,6 +35,9 @@ const conf_opt tenancy_config_table[] = {
      "nice increment of a worker serving a tenant wanting more than its share (0: off)"},
     {"tenant.queue_wait", CONF_DURATION, OFF(queue_wait_ms), "5s", 0, 3600000, NULL, 0,
      "how long a request of a tenant at tenant.max_workers waits, holding no worker, before 503"},
+    {"tenant.affinity", CONF_BOOL, OFF(affinity), "on", 0, 0, NULL, 0,
+     "serve each PostgreSQL tenant's requests in one worker of the pool, its home, while that "
+     "worker is not far behind the others (its connection keeps that tenant's catalog warm)"},
     {"registry", CONF_STR, OFF(registry), NULL, 0, 0, NULL, 0,
      "the tenant registry: sqlite:PATH or postgres:CONNINFO (default: the state_dir's)"},
     {"state_dir", CONF_STR, OFF(state_dir), "/var/lib/tenancy", 0, 0, NULL, 0,
@@ -419,6 +422,16 @@ int tenancy_config_finish(tenancy_config *c, arena *a, char *err, size_t errlen)
     return TN_OK;
 oom:
     return tn_errf(err, errlen, TN_NOMEM, "out of memory");
+}
+
+bool tenancy_affinity_wanted(const tenancy_config *c)
+{
+    if (!c->affinity || !c->enabled)
+        return false;
+    for (int i = 0; i < c->nplacements; i++)
+        if (c->placements[i].kind != TARGET_SQLITE)
+            return true;
+    return false;
 }
 
 TN_HOT int tenancy_max_workers(const tenancy_config *c, int own, int max_children)

@@ -65,6 +65,7 @@ typedef struct tenancy_config {
     const char *state_dir;
     const char *max_workers_text;
     int64_t queue_wait_ms;        /* tenant.queue_wait: 0 answers 503 at once */
+    bool affinity;                /* tenant.affinity */
     int heavy_nice;               /* tenant.heavy_nice: 0 off */
     bool lookup_cache;
     int64_t lookup_cache_ttl_ms;
@@ -132,6 +133,10 @@ const placement *tenancy_placement(const tenancy_config *c, const char *name);
 /* Parse the text options into their forms (a percentage of tenant.max_workers is resolved
  * later, by tenancy_max_workers). TN_OK or TN_INVALID with a message naming the option. */
 int tenancy_config_finish(tenancy_config *c, arena *a, char *err, size_t errlen);
+
+/* tenant.affinity applies on this host: it is on, tenants are identified, and a placement is
+ * a PostgreSQL one (the only kind whose tenants it sends to a home worker). */
+bool tenancy_affinity_wanted(const tenancy_config *c);
 
 /* The per-tenant worker cap for a tenant whose own cap is `own` (0: the default); 0 for
  * none, which a cap of max_children or more is too (it could never refuse a request). */

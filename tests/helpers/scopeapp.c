@@ -4,6 +4,8 @@
  * that leaks behind PgBouncer in transaction mode (tests/integration/pgbouncer.sh).
  *
  *   GET /         one autocommit query through tn_db_of(): the marker and current_user
+ *   GET /plain    the marker alone, current_user empty (either backend: the SQLite tenants of
+ *                 tests/integration/affinity.sh)
  *   GET /txn      the same in an explicit transaction, as two statements (current_user,
  *                 then the marker): the second one has no scope of its own in its round
  *                 trip and relies on the transaction's SET LOCAL
@@ -118,6 +120,8 @@ static int handle(tn_request *r)
     const char *path = tn_path(r);
     if (strcmp(path, "/") == 0)
         return scoped(r, db, "SELECT tenant, current_user FROM marker WHERE id = 1");
+    if (strcmp(path, "/plain") == 0)
+        return scoped(r, db, "SELECT tenant, '' FROM marker WHERE id = 1");
     if (strcmp(path, "/timeout") == 0)
         return scoped(r, db, "SELECT pg_catalog.current_setting('statement_timeout'), "
                              "current_user");

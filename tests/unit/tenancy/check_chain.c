@@ -123,6 +123,11 @@ static void setup(void)
     cfg.state_dir = dir;
     cfg.max_workers_text = "1";
     char err[256];
+    /* A PostgreSQL placement, never connected to here: tenant.affinity looks at the kind. */
+    ck_assert_msg(tenancy_config_placement(&cfg, "placement.pgs.dsn", "postgres:dbname=none",
+                                           cfg_arena, err, sizeof(err)) == TN_OK, "%s", err);
+    ck_assert_msg(tenancy_config_placement(&cfg, "placement.pgs.mode", "schema", cfg_arena, err,
+                                           sizeof(err)) == TN_OK, "%s", err);
     ck_assert_msg(tenancy_config_finish(&cfg, cfg_arena, err, sizeof(err)) == TN_OK, "%s", err);
     registry *reg;
     ck_assert_int_eq(registry_open(cfg.registry_uri, cfg.gen_path, &reg, err, sizeof(err)), TN_OK);
@@ -135,6 +140,9 @@ static void setup(void)
     registry_new g = {.slug = "globex", .name = "Globex", .state = TENANT_ACTIVE};
     ck_assert_int_eq(registry_create(reg, &g, NULL, err, sizeof(err)), TN_OK);
     ck_assert_int_eq(registry_set_state(reg, "globex", TENANT_SUSPENDED, err, sizeof(err)), TN_OK);
+    registry_new pg = {.slug = "pgco", .name = "PG Co", .placement = "pgs", .storage = "t_pgco",
+                       .state = TENANT_ACTIVE};
+    ck_assert_int_eq(registry_create(reg, &pg, NULL, err, sizeof(err)), TN_OK);
     registry_new m = {.slug = "moving", .name = "Moving", .state = TENANT_ACTIVE};
     ck_assert_int_eq(registry_create(reg, &m, NULL, err, sizeof(err)), TN_OK);
     ck_assert_int_eq(registry_set_state(reg, "moving", TENANT_MOVING, err, sizeof(err)), TN_OK);
@@ -318,17 +326,17 @@ START_TEST(test_peek_tenant)
         f.params[f.n++][1] = "/";
         tn_request r;
         request_init(&r, &fake_tp, &f, req_arena, &headers, &out, 1 << 20, "peek", 0);
-        int64_t id = -1;
-        int cap = -1;
-        int rc = chain_peek_tenant(&r, 0, &id, &cap);
+        chain_peek pk = {.id = -1, .cap = -1, .affine = true};
+        int rc = chain_peek_tenant(&r, 0, &pk);
         if (cases[i][1] != NULL) {
             ck_assert_int_eq(rc, TN_OK);
-            ck_assert_int_eq(id, 1);
-            ck_assert_int_eq(cap, 1);   /* tenant.max_workers = 1 in this suite */
+            ck_assert_int_eq(pk.id, 1);
+            ck_assert_int_eq(pk.cap, 1);   /* tenant.max_workers = 1 in this suite */
+            ck_assert(!pk.affine);         /* a SQLite tenant is never sent to a home */
         } else {
             /* suspended, central, unknown, invalid: the chain answers those itself */
             ck_assert_msg(rc == TN_NOTFOUND, "%s", cases[i][0]);
-            ck_assert_int_eq(id, 0);
+            ck_assert_int_eq(pk.id, 0);
         }
         ck_assert_uint_eq(f.out.len, 0);      /* nothing answered */
         ck_assert_uint_eq(out.len, 0);
@@ -336,33 +344,40 @@ START_TEST(test_peek_tenant)
     }
     /* From the host param alone: declined here, where a header or a path may name the
      * tenant first (this suite's resolvers); tenancy.sh runs the host-only way. */
-    int64_t hid = -1;
-    int hcap = -1;
-    ck_assert_int_eq(chain_peek_host(host_param, (void *)"acme.example.com", 0, &hid, &hcap),
+    chain_peek hp = {.id = -1, .cap = -1};
+    ck_assert_int_eq(chain_peek_host(host_param, (void *)"acme.example.com", 0, &hp),
                      TN_DECLINED);
-    ck_assert_int_eq(hid, 0);
+    ck_assert_int_eq(hp.id, 0);
     int saved_n = cfg.nkinds, saved_k = cfg.kinds[0];
     cfg.nkinds = 1;   /* the host alone names tenants: found from the param's bytes */
     cfg.kinds[0] = RES_SUBDOMAIN;
-    ck_assert_int_eq(chain_peek_host(host_param, (void *)"acme.example.com", 0, &hid, &hcap),
-                     TN_OK);
-    ck_assert_int_eq(hid, 1);
-    ck_assert_int_eq(hcap, 1);
-    ck_assert_int_eq(chain_peek_host(host_param, (void *)"ACME.example.com.", 0, &hid, &hcap),
-                     TN_OK);
-    ck_assert_int_eq(hid, 1);   /* normalised as the chain does */
+    ck_assert_int_eq(chain_peek_host(host_param, (void *)"acme.example.com", 0, &hp), TN_OK);
+    ck_assert_int_eq(hp.id, 1);
+    ck_assert_int_eq(hp.cap, 1);
+    ck_assert(!hp.affine);
+    ck_assert_int_eq(chain_peek_host(host_param, (void *)"ACME.example.com.", 0, &hp), TN_OK);
+    ck_assert_int_eq(hp.id, 1);   /* normalised as the chain does */
+    /* A tenant of a PostgreSQL placement is sent to its home (tenant.affinity, on by
+     * default), from the lookup and again from the memo; not when the option is off. */
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(chain_peek_host(host_param, (void *)"pgco.example.com", 0, &hp), TN_OK);
+        ck_assert(hp.affine);
+        ck_assert(hp.id > 1);
+    }
+    cfg.affinity = false;
+    ck_assert_int_eq(chain_peek_host(host_param, (void *)"pgco.example.com", 5000, &hp), TN_OK);
+    ck_assert(!hp.affine);
+    cfg.affinity = true;
     const char *none[] = {"globex.example.com", "admin.example.com", "nobody.example.com",
                           "bad host", ""};
     for (size_t i = 0; i < TN_ARRAY_LEN(none); i++) {
-        ck_assert_msg(chain_peek_host(host_param, (void *)none[i], 0, &hid, &hcap) ==
-                          TN_NOTFOUND, "%s", none[i]);
-        ck_assert_int_eq(hid, 0);
+        ck_assert_msg(chain_peek_host(host_param, (void *)none[i], 0, &hp) == TN_NOTFOUND, "%s",
+                      none[i]);
+        ck_assert_int_eq(hp.id, 0);
         /* and again, from the memo */
-        ck_assert_int_eq(chain_peek_host(host_param, (void *)none[i], 0, &hid, &hcap),
-                         TN_NOTFOUND);
+        ck_assert_int_eq(chain_peek_host(host_param, (void *)none[i], 0, &hp), TN_NOTFOUND);
     }
-    ck_assert_int_eq(chain_peek_host(host_param, (void *)"acme.example.com", 0, &hid, &hcap),
-                     TN_OK);
+    ck_assert_int_eq(chain_peek_host(host_param, (void *)"acme.example.com", 0, &hp), TN_OK);
     /* The memo's answer holds for its registry generation only: a tenant suspended (or
      * resumed) is answered as it now is at once, at the same instant, not after the memo's
      * time is up. */
@@ -370,14 +385,13 @@ START_TEST(test_peek_tenant)
     char err[256];
     ck_assert_int_eq(registry_open(cfg.registry_uri, cfg.gen_path, &reg, err, sizeof(err)), TN_OK);
     ck_assert_int_eq(registry_set_state(reg, "acme", TENANT_SUSPENDED, err, sizeof(err)), TN_OK);
-    ck_assert_int_eq(chain_peek_host(host_param, (void *)"acme.example.com", 0, &hid, &hcap),
+    ck_assert_int_eq(chain_peek_host(host_param, (void *)"acme.example.com", 0, &hp),
                      TN_NOTFOUND);
-    ck_assert_int_eq(hid, 0);
+    ck_assert_int_eq(hp.id, 0);
     ck_assert_int_eq(registry_set_state(reg, "acme", TENANT_ACTIVE, err, sizeof(err)), TN_OK);
     registry_close(reg);
-    ck_assert_int_eq(chain_peek_host(host_param, (void *)"acme.example.com", 0, &hid, &hcap),
-                     TN_OK);
-    ck_assert_int_eq(hid, 1);
+    ck_assert_int_eq(chain_peek_host(host_param, (void *)"acme.example.com", 0, &hp), TN_OK);
+    ck_assert_int_eq(hp.id, 1);
     cfg.nkinds = saved_n;
     cfg.kinds[0] = saved_k;
     /* The context stays empty: a request right after runs through the chain as usual. */

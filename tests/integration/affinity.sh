@@ -1,0 +1,180 @@
+#!/bin/bash
+# affinity.sh — tenant.affinity: each PostgreSQL tenant's requests served by one worker.
+#
+# Against a real PostgreSQL (schema mode, README's login: no superuser) and nginx set up as
+# doc/examples/nginx.conf recommends (kept connections, no second try), with 4 static workers
+# and no shards, every answer checked exactly (the tenant's marker, read from its own schema
+# as its own role):
+# - on the defaults, at least 95 % of each tenant's requests are served by one worker (read
+#   from the access log's pid), and requests were sent between workers to get there; the
+#   control, tenant.affinity = off after a reload, must spread them (under 60 % on one
+#   worker), else the measure proves nothing;
+# - tenants on SQLite are never sent (their files are per worker and cheap to keep);
+# - a tenant busier than its home spills over to other workers instead of queueing;
+# - workers recycling every 40 requests under load lose nothing (what was sent to a leaving
+#   worker is served or passed on), and neither does a reload; a worker killed under load
+#   costs at most the requests in flight on it;
+# - `tenancyd -t` takes the option and refuses a bad value.
+. "$(dirname "$0")/lib.sh"
+SCOPEAPP=$(cd "$top_builddir" && pwd)/tests/helpers/.libs/scopeapp.so
+FIX=$top_srcdir/tests/fixtures/storeapp
+need psql curl nginx "$HELPERS/hammer" "$HELPERS/json_check" "$TENANCY_CLI" "$SCOPEAPP"
+NT=32   # PostgreSQL tenants
+NS=8    # SQLite tenants
+
+pg_cluster
+psql -q -v ON_ERROR_STOP=1 > /dev/null <<'SQL' || fatal "the login role"
+CREATE ROLE tenancy_app LOGIN CREATEROLE;
+ALTER DATABASE tenancy_test OWNER TO tenancy_app;
+SQL
+
+mkdir -p "$T/state"
+# conf [LINE...]: 4 static workers, the access log written at once (its pid field says
+# which worker served), tenants by subdomain, the PostgreSQL placement pgs and SQLite.
+conf() {
+    tn_conf "app = $SCOPEAPP" "pm.max_children = 4" "request_timeout = 10s" \
+        "access_log_buffer = 0" "state_dir = $T/state" "tenant.resolvers = subdomain" \
+        "tenant.base_domains = localhost" "tenant.max_workers = 100%" \
+        "storage.migrations = $FIX/migrations" "storage.seed = $FIX/seed.sql" \
+        "placement.pgs.dsn = postgres:host=$PG_DIR port=5432 dbname=tenancy_test user=tenancy_app" \
+        "placement.pgs.mode = schema" "$@"
+}
+conf
+tn_cli init > "$T/init.out" 2>&1 || fatal "tenancy init failed: $(cat "$T/init.out")"
+seq 1 "$NT" | sed 's/^/t/' > "$T/pg.list"
+seq 1 "$NS" | sed 's/^/s/' > "$T/sq.list"
+tn_cli tenant create --from-file "$T/pg.list" --placement pgs -j 4 > "$T/create.out" 2>&1 ||
+    fatal "creating the PostgreSQL tenants: $(tail -3 "$T/create.out")"
+tn_cli tenant create --from-file "$T/sq.list" --placement sqlite -j 4 > "$T/create.out" 2>&1 ||
+    fatal "creating the SQLite tenants: $(tail -3 "$T/create.out")"
+tn_start
+nginx_start
+
+assert_eq "$(http / t5.localhost)" '{"tenant":"t5","data":"t5","role":"t_t5"}' \
+    "t5 reads its own marker as its own role"
+assert_eq "$(http /plain s3.localhost)" '{"tenant":"s3","data":"s3","role":""}' \
+    "s3 reads its own marker from its file"
+
+counter() { http /_tenancy/status | grep -o "\"$1\":[0-9]*" | cut -d: -f2; }
+
+# load NAME HOSTS N EXPECT [hammer args]: N checked requests over the tenants, 8 connections;
+# every answer must be exactly the tenant's own, with no error.
+load() {
+    local name=$1 hosts=$2 n=$3 expect=$4
+    shift 4
+    "$HELPERS/hammer" -p "$NGINX_PORT" -c 8 -n "$n" -d 60 -H "$hosts" --exact -e "$expect" \
+        --json "$T/$name.json" "$@" 2> "$T/$name.log"
+    local rc=$?
+    log "$name: $(tail -1 "$T/$name.log")"
+    [ $rc = 0 ] || fail "$name: hammer saw errors or wrong answers"
+}
+
+# modal_share FROM_LINE PREFIX: of the access-log lines after FROM_LINE for tenants PREFIX*,
+# the share served by each tenant's most frequent worker, in percent.
+modal_share() {
+    tail -n +"$(($1 + 1))" "$T/access.log" |
+        grep -o '"pid":[0-9]*.*"slug":"'"$2"'[0-9]*"' |
+        sed 's/"pid":\([0-9]*\).*"slug":"\([^"]*\)"/\2 \1/' |
+        awk '{ n[$1 " " $2]++; t[$1]++ } END {
+            for (k in n) { split(k, a, " "); if (n[k] > m[a[1]]) m[a[1]] = n[k] }
+            for (s in t) { top += m[s]; all += t[s] }
+            if (all == 0) print 0; else print int(100 * top / all) }'
+}
+
+PG_EXPECT=$'{"tenant":"t%d","data":"t%d","role":"t_t%d"}\n'
+
+# ---- on the defaults: one worker per tenant ----------------------------------------------------
+from=$(wc -l < "$T/access.log")
+sent0=$(counter affinity_sent)
+spilled0=$(counter affinity_spilled)
+released0=$(counter keepalive_released)
+load affine 't%d.localhost' 2000 "$PG_EXPECT" -N "$NT"
+log "spilled $(($(counter affinity_spilled) - spilled0)), passed on $(($(counter keepalive_released) - released0))"
+share=$(modal_share "$from" t)
+log "with affinity: $share % of each tenant's requests on its most frequent worker"
+assert_ge "$share" 95 "each PostgreSQL tenant is served by one worker"
+sent=$(($(counter affinity_sent) - sent0))
+assert_ge "$sent" 100 "requests were sent to their tenant's home ($sent)"
+homes=$(tail -n +"$((from + 1))" "$T/access.log" | grep -o '"pid":[0-9]*' | sort -u | wc -l)
+assert_eq "$homes" 4 "the tenants' homes are spread over the 4 workers"
+assert_nginx_clean "requests sent between workers"
+
+# ---- SQLite tenants are never sent --------------------------------------------------------------
+sent0=$(counter affinity_sent)
+load sqlite 's%d.localhost' 400 $'{"tenant":"s%d","data":"s%d","role":""}\n' -N "$NS" -u /plain
+assert_eq "$(($(counter affinity_sent) - sent0))" 0 "no SQLite tenant's request was sent"
+
+# ---- the control: tenant.affinity = off, after a reload ----------------------------------------
+reload_to() {   # reload_to [LINE...]: the new configuration, reloaded and serving
+    conf "$@"
+    local before
+    before=$(tn_log_count ' reloaded: ')
+    kill -HUP "$TN_PID"
+    wait_until 10 bash -c "[ \$(grep -c ' reloaded: ' '$T/tenancyd.log') -gt $before ]" ||
+        fatal "the reload did not complete: $(tail -3 "$T/tenancyd.log")"
+    wait_until 10 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 4 ]" || fatal "old workers stayed"
+}
+reload_to "tenant.affinity = off"
+from=$(wc -l < "$T/access.log")
+sent0=$(counter affinity_sent)
+load control 't%d.localhost' 2000 "$PG_EXPECT" -N "$NT"
+share=$(modal_share "$from" t)
+log "without affinity: $share %"
+[ "$share" -lt 60 ] && log "ok: without affinity the tenants spread over the workers ($share % < 60 %)" ||
+    fail "the control did not spread the tenants ($share %): the measure above cannot fail"
+assert_eq "$(($(counter affinity_sent) - sent0))" 0 "nothing was sent with tenant.affinity = off"
+
+# ---- a tenant busier than its home spills over --------------------------------------------------
+reload_to
+from=$(wc -l < "$T/access.log")
+spilled0=$(counter affinity_spilled)
+"$HELPERS/hammer" -p "$NGINX_PORT" -c 32 -d 4 -H 't7.localhost' --exact \
+    -e $'{"tenant":"t7","data":"t7","role":"t_t7"}\n' --json "$T/hot.json" 2> "$T/hot.log" ||
+    fail "hot tenant: hammer saw errors or wrong answers: $(tail -1 "$T/hot.log")"
+log "hot: $(tail -1 "$T/hot.log")"
+workers=$(tail -n +"$((from + 1))" "$T/access.log" | grep -o '"pid":[0-9]*' | sort -u | wc -l)
+assert_ge "$workers" 2 "one tenant's 32 connections were served by several workers ($workers)"
+assert_ge "$(($(counter affinity_spilled) - spilled0))" 1 "requests spilled from the busy home"
+
+# ---- recycling and reloads under load lose nothing ---------------------------------------------
+reload_to "pm.max_requests = 40"
+: > "$T/nginx-error.log"
+"$HELPERS/hammer" -p "$NGINX_PORT" -c 8 -n 3000 -d 60 -H 't%d.localhost' -N "$NT" --exact \
+    -e "$PG_EXPECT" --json "$T/recycle.json" 2> "$T/recycle.log" &
+hpid=$!
+sleep 1
+kill -HUP "$TN_PID"
+wait "$hpid" || fail "recycling and a reload under load: $(tail -1 "$T/recycle.log")"
+log "recycling: $(tail -1 "$T/recycle.log")"
+assert_ge "$(tn_log_count 'recycling after')" 20 "workers recycled under the load"
+assert_nginx_clean "recycling every 40 requests, and a reload, with requests sent between workers"
+
+# ---- a worker killed under load costs at most its requests in flight ---------------------------
+reload_to
+"$HELPERS/hammer" -p "$NGINX_PORT" -c 8 -n 3000 -d 60 -H 't%d.localhost' -N "$NT" --exact \
+    -e "$PG_EXPECT" --json "$T/kill.json" 2> "$T/kill.log" &
+hpid=$!
+sleep 1
+victim=$(pgrep -P "$TN_PID" | head -1)
+kill -9 "$victim"
+wait "$hpid"
+log "kill: $(tail -1 "$T/kill.log")"
+jv() { "$HELPERS/json_check" "$2" < "$T/$1.json" 2> /dev/null || echo 0; }
+assert_eq "$(jv kill .wrong)" 0 "no wrong answer around the kill"
+lost=$(($(jv kill .requests) - $(jv kill .status.200)))
+assert_ge "$(jv kill .status.200)" 2900 "answers right around the kill"
+[ "$lost" -le 8 ] && log "ok: the kill cost $lost requests (at most the 8 in flight)" ||
+    fail "the kill cost $lost requests (at most 8 were in flight)"
+wait_until 10 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 4 ]" || fail "the killed worker was not replaced"
+load after-kill 't%d.localhost' 500 "$PG_EXPECT" -N "$NT"
+
+# ---- the option --------------------------------------------------------------------------------
+conf "tenant.affinity = sometimes"
+out=$("$TENANCYD" -t -c "$T/tenancyd.conf" 2>&1)
+[ $? = 1 ] || fail "tenancyd -t accepted tenant.affinity = sometimes"
+assert_contains "$out" "tenant.affinity" "tenancyd -t names the option"
+conf "tenant.affinity = off"
+"$TENANCYD" -t -c "$T/tenancyd.conf" > /dev/null 2>&1 || fail "tenancyd -t refused tenant.affinity = off"
+
+kill -TERM "$TN_PID"
+wait_until 10 bash -c "! kill -0 $TN_PID" || fail "tenancyd did not stop"
