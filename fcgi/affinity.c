@@ -19,8 +19,9 @@
  * the web server's next request on it names a tenant whose home is elsewhere.
  *
  * A tenant busier than one worker must not queue behind its home: the pool counts, per
- * worker number, the connections sent to that inbox and not yet looked at, and a request is
- * served where it arrived when its home has AFFINITY_SLACK more of them than this worker.
+ * worker number, the connections in its inbox, and each worker those it took from there and
+ * has not looked at yet; a request is served where it arrived when its home is
+ * AFFINITY_SLACK more of them behind than this worker.
  * A connection that came through the inbox serves its request where it is; one that a worker
  * passed on because a request of its own ran long is not sent back to that worker.
  *
@@ -86,8 +87,10 @@ static void homes_refresh(worker *w, int64_t now)
             continue;
         uint8_t st = __atomic_load_n(&s->state, __ATOMIC_RELAXED);
         uint32_t idx = __atomic_load_n(&s->index, __ATOMIC_RELAXED);
-        if (st >= SB_IDLE && st <= SB_FINISHING && idx < (uint32_t)w->affinity_n)
+        if (st >= SB_IDLE && st <= SB_FINISHING && idx < (uint32_t)w->affinity_n) {
+            w->home_slot[w->nhomes] = (uint16_t)i;
             w->homes[w->nhomes++] = (uint8_t)idx;
+        }
     }
 }
 
@@ -100,28 +103,31 @@ static inline uint64_t mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
-/* Highest random weight: the home of tenant id among the live numbers (-1: none). */
-static int home_of(const worker *w, int64_t id)
+/* Highest random weight: the home of tenant id among the n worker numbers in homes (-1:
+ * none). A number that comes or goes moves only the tenants whose home it is or becomes. */
+int affinity_home(const uint8_t *homes, int n, int64_t id)
 {
     int best = -1;
     uint64_t top = 0;
     uint64_t t = mix64((uint64_t)id);
-    for (int i = 0; i < w->nhomes; i++) {
-        uint64_t h = mix64(t ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(w->homes[i] + 1)));
+    for (int i = 0; i < n; i++) {
+        uint64_t h = mix64(t ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(homes[i] + 1)));
         if (best < 0 || h > top) {
-            best = w->homes[i];
+            best = homes[i];
             top = h;
         }
     }
     return best;
 }
 
-static int32_t queued(const worker *w, int idx)
+/* How far behind a worker is in what was sent to it: its number's inbox, and what it took
+ * from there and has not looked at yet. */
+static int64_t behind(const worker *w, int idx, const sb_slot *s)
 {
     if (idx < 0 || idx >= TN_AFFINITY_MAX)
         return 0;
-    int32_t v = __atomic_load_n(&w->sb->pool.affine_queued[idx], __ATOMIC_RELAXED);
-    return v > 0 ? v : 0;
+    int32_t q = __atomic_load_n(&w->sb->pool.affine_queued[idx], __ATOMIC_RELAXED);
+    return (q > 0 ? q : 0) + __atomic_load_n(&s->affine_pending, __ATOMIC_RELAXED);
 }
 
 /* Send c, whose request (of tenant id, not read yet) this worker was about to serve, to the
@@ -130,12 +136,18 @@ static int32_t queued(const worker *w, int idx)
 bool affinity_send_home(worker *w, struct conn *c, int64_t id, int avoid, int64_t now)
 {
     homes_refresh(w, now);
-    int home = home_of(w, id);
+    int home = affinity_home(w->homes, w->nhomes, id);
     int me = w->args->index;
     if (home < 0 || home == me || home == avoid)
         return false;
+    const sb_slot *hs = NULL;
+    for (int i = 0; i < w->nhomes && hs == NULL; i++)
+        if (w->homes[i] == home)
+            hs = sb_slot_at(w->sb, w->home_slot[i]);
+    if (hs == NULL)
+        return false;
     int32_t *q = &w->sb->pool.affine_queued[home];
-    if (queued(w, home) > queued(w, me) + AFFINITY_SLACK) {
+    if (behind(w, home, hs) > behind(w, me, w->slot) + AFFINITY_SLACK) {
         sb_inc(&w->sb->pool.affinity_spilled);
         return false;
     }
@@ -156,13 +168,11 @@ bool affinity_send_home(worker *w, struct conn *c, int64_t id, int avoid, int64_
 }
 
 /* The request of a connection that came through the inbox is being looked at (or the
- * connection leaves the table first): it no longer counts as queued here. */
+ * connection leaves the table first): this worker is no longer behind by it. */
 void affinity_unqueue(worker *w, struct conn *c)
 {
     c->routed = false;
-    int me = w->args->index;
-    if (me >= 0 && me < TN_AFFINITY_MAX)
-        __atomic_fetch_sub(&w->sb->pool.affine_queued[me], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&w->slot->affine_pending, 1, __ATOMIC_RELAXED);
 }
 
 /* Take what the inbox holds, while the table has room: each is looked at at once, and served
@@ -174,16 +184,13 @@ void affinity_take(worker *w, int64_t now)
         int fd = handoff_recv(w->inbox_fd, &msg);
         if (fd < 0)
             return;
+        __atomic_fetch_sub(&w->sb->pool.affine_queued[w->args->index], 1, __ATOMIC_RELAXED);
         struct conn *c = conn_add(w, fd, now);
-        if (c == NULL) {
-            /* cannot happen (the table had room): the count must still go down */
-            int me = w->args->index;
-            if (me < TN_AFFINITY_MAX)
-                __atomic_fetch_sub(&w->sb->pool.affine_queued[me], 1, __ATOMIC_RELAXED);
-            continue;
-        }
+        if (c == NULL)
+            continue;   /* cannot happen: the table had room */
         c->kept = msg.tag != 'n';
         c->routed = true;
+        __atomic_fetch_add(&w->slot->affine_pending, 1, __ATOMIC_RELAXED);
         c->stay = true;
         mark_ready(w, c);
         c->deadline_ms = now + w->cfg->keepalive_timeout_ms;

@@ -61,6 +61,8 @@ typedef struct sb_slot {
     uint32_t slow_logged_seq; /* master-only: req_seq already reported slow */
     int64_t tenant_id;       /* tenant counted in the per-tenant table now (0: none) */
     uint32_t held;           /* worker: connections it holds beside the current request */
+    uint32_t affine_pending; /* worker: connections it took from its tenant.affinity inbox
+                                whose request it has not looked at yet */
     uint32_t handoff_seq;    /* master: low bits of the req_seq whose worker it asked to pass
                                 the connections it holds on (a futex word the worker's
                                 handoff thread waits on; see handoff.c) */
@@ -106,10 +108,11 @@ typedef struct sb_pool {
      * stops here: reading a slot of shared memory makes its page, and the 1,024 slots are
      * half a megabyte a master with a few workers never needs. */
     int32_t slots_used;
-    /* tenant.affinity: per worker number, the connections sent to that worker's inbox whose
-     * request it has not begun to serve yet (the sender adds one, whichever process takes
-     * the connection out of the inbox subtracts it when it serves the request or lets the
-     * connection go), read to keep a busy tenant from piling up behind its home. */
+    /* tenant.affinity: per worker number, the connections in that number's inbox (the
+     * sender adds one before it sends, whoever takes one out subtracts it at once); with
+     * the taker's affine_pending, how far behind a home is, read to keep a busy tenant from
+     * piling up behind it. Counted per number, not per process, so that nothing is lost
+     * when the process dies: what is in the inbox stays there for the next one. */
     int32_t affine_queued[TN_AFFINITY_MAX];
 } sb_pool;
 

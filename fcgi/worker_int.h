@@ -57,7 +57,7 @@ struct conn {
     int64_t wait_until_ms;
     uint64_t wait_seq;    /* the order the waiting ones began to wait in */
     /* tenant.affinity: it came through this worker's inbox and its request has not been
-     * looked at yet (counted in the pool's affine_queued for this worker's number) */
+     * looked at yet (counted in the slot's affine_pending) */
     bool routed;
     /* its next request is served here whatever its tenant: it came through this worker's
      * inbox, so this is that tenant's home */
@@ -131,6 +131,7 @@ typedef struct worker {
     int inbox_fd;
     int nhomes;
     uint8_t homes[TN_AFFINITY_MAX];
+    uint16_t home_slot[TN_AFFINITY_MAX];   /* the scoreboard slot of homes[i] */
     int64_t homes_until_ms;
     int64_t now_ns;        /* the clock as of the last read: after a wait, after a request */
     sigset_t wait_mask;    /* the mask while in epoll_pwait: stop signals unblocked */
@@ -217,6 +218,7 @@ bool handoff_will_be_taken(const worker *w, const struct conn *c);
  * spills over to the others instead of queueing behind its home. */
 #define AFFINITY_SLACK 8
 void affinity_setup(worker *w);
+int affinity_home(const uint8_t *homes, int n, int64_t id);
 bool affinity_send_home(worker *w, struct conn *c, int64_t id, int avoid, int64_t now);
 void affinity_take(worker *w, int64_t now);
 
