@@ -22,9 +22,10 @@
  *                     the previous one may have left in the session, in the same round
  *                     trip). A backend caches the catalog of every schema it touches (memory
  *                     it never gives back), so the connection is closed on release once
- *                     it has served the target's max_tenants distinct schemas (default
- *                     pg_max_tenants), or once the backend's memory has reached the
- *                     target's max_backend_bytes: a count alone bounds nothing, since a
+ *                     it has served the target's max_tenants distinct schemas (when not
+ *                     set: none while the byte bound below is read, pg_max_tenants when it
+ *                     is off or cannot be read), or once the backend's memory has reached
+ *                     the target's max_backend_bytes: a count alone bounds nothing, since a
  *                     schema of forty tables costs a backend forty times what one of one
  *                     table does. The memory is read from the server
  *                     (pg_backend_memory_contexts) first after POOL_PG_MEMORY_EVERY new
@@ -95,7 +96,8 @@ struct pool_entry {
     /* schema mode: the distinct schemas this backend served (hashes, open addressing) */
     uint64_t session;           /* db->session the set belongs to */
     int max_tenants;            /* closed on release once nseen reaches it (the target's
-                                   placement's, from its latest acquire) */
+                                   placement's, from its latest acquire; 0: not set, see
+                                   count_bound) */
     membound mem;               /* ... or once the backend's memory reaches its bound */
     uint64_t *seen;
     size_t nseen, seen_cap;
@@ -668,10 +670,23 @@ int pool_acquire(storage_pool *p, const storage_target *t, tn_db **out, char *er
         if (rc != TN_OK)
             return tn_errf(err, errlen, rc, "%s", tn_db_error(e->db));
         seen_add(e, t->name);
-        e->max_tenants = t->max_tenants > 0 ? t->max_tenants : p->lim.pg_max_tenants;
+        e->max_tenants = t->max_tenants;
         membound_set_max(&e->mem, t->max_backend_bytes);
     }
     return lend(p, e, out, err, errlen);
+}
+
+/* Schema mode: how many distinct schemas the connection may serve. Its placement's
+ * max_tenants when set; else none while the byte bound is on and the login may read its
+ * backend's memory (that bound holds the backend whatever its schemas cost, and a new backend
+ * starts with every catalog cold: with tenant.affinity a worker's connection keeps its share
+ * of the tenants warm for as long as it fits), else the pool's pg_max_tenants. As
+ * membound_run_count decides for the command's runs. */
+static size_t count_bound(const storage_pool *p, const pool_entry *e)
+{
+    if (e->max_tenants > 0)
+        return (size_t)e->max_tenants;
+    return e->mem.max > 0 && !e->mem.unread ? SIZE_MAX : (size_t)p->lim.pg_max_tenants;
 }
 
 /* Schema mode, on release (the connection clean and unscoped): whether the backend's memory
@@ -720,7 +735,7 @@ void pool_release(storage_pool *p, tn_db *db)
     if (keep && !db_is_clean(db))
         keep = false;
     if (keep && e->cls == CLASS_SCHEMA && e->db->session == e->session &&
-        e->nseen >= (size_t)e->max_tenants) {
+        e->nseen >= count_bound(p, e)) {
         keep = false;
         p->st.pg_recycles++;
     } else if (keep && e->cls == CLASS_SCHEMA && backend_too_big(p, e)) {

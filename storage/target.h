@@ -52,7 +52,9 @@ typedef struct storage_target {
     int busy_timeout_ms;  /* SQLite (0: 5000) */
     int statement_timeout_ms; /* PostgreSQL (0: server default) */
     int max_tenants;      /* schema mode: recycle a server connection after it has served
-                             this many distinct schemas (0: the pool's pg_max_tenants) */
+                             this many distinct schemas (0: none while its backend's memory
+                             is read against max_backend_bytes, else the pool's
+                             pg_max_tenants; pool.c, count_bound) */
     int64_t max_backend_bytes; /* schema mode: ... or once its backend's memory reaches this
                              (0: no byte bound; see pool.c, backend_too_big) */
     bool reset_always;    /* PostgreSQL: db_options.reset_always */
@@ -208,7 +210,8 @@ typedef struct pool_limits {
     int sqlite_cache_kib;       /* the page cache of each SQLite handle, at most (KiB) */
     int pg_max_tenants;         /* schema mode: recycle a server connection after it has
                                    served this many distinct schemas (backend catalog memory
-                                   grows with each schema touched and never shrinks) */
+                                   grows with each schema touched and never shrinks), when
+                                   the target sets no count and no byte bound can be read */
     int pg_db_max_open;         /* database mode: connections kept open (LRU) */
     int pg_memory_every;        /* schema mode: new schemas between two reads of a backend's
                                    memory (0: POOL_PG_MEMORY_EVERY; tests set it lower) */
@@ -233,7 +236,8 @@ typedef struct pool_limits {
 #define POOL_SQLITE_MAX_OPEN 1024
 #define POOL_SQLITE_CACHE_KIB 256
 
-/* The default of pool_limits.pg_max_tenants, and so of placement.NAME.max_tenants. */
+/* The default of pool_limits.pg_max_tenants: the count a placement without max_tenants
+ * gets when its byte bound is off or its login may not read its backends' memory. */
 #define POOL_PG_MAX_TENANTS 1000
 /* The default of placement.NAME.max_backend_memory, and how many new schemas a backend
  * serves between two looks at its memory. */

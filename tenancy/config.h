@@ -21,9 +21,9 @@ typedef struct placement {
     int kind;                     /* target_kind (storage/target.h) */
     const char *server;           /* PostgreSQL URI; NULL for sqlite */
     int max_tenants;              /* schema mode: recycle a connection after this many
-                                     schemas; 0 (not set): tenancyd's workers
-                                     POOL_PG_MAX_TENANTS, a CLI run's workers only the byte
-                                     bound when it applies (membound_run_count) */
+                                     schemas; 0 (not set): only the byte bound when it
+                                     applies, else POOL_PG_MAX_TENANTS (storage/pool.c,
+                                     count_bound; membound_run_count for a CLI run) */
     int64_t max_backend_memory;   /* schema mode: ... or once its backend holds this many
                                      bytes (0: no byte bound) */
     int64_t statement_timeout_ms;

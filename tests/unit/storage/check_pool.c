@@ -731,6 +731,70 @@ START_TEST(test_pool_schema_memory)
 }
 END_TEST
 
+/* A placement that sets no max_tenants: while the byte bound is read, the count does not
+ * close the connection (a worker keeps its share of the tenants warm); with the byte bound
+ * off, or a login that may not read the memory, the pool's count does. */
+START_TEST(test_pool_schema_count_default)
+{
+    pool = pool_create(&(pool_limits){.pg_max_tenants = 3, .pg_memory_every = 2});
+    storage_target t[6];
+    for (int i = 0; i < 6; i++) {
+        t[i] = sch[i];
+        t[i].max_tenants = 0;
+        t[i].max_backend_bytes = 1ll << 40;   /* read, never reached */
+    }
+    tn_db *d;
+    pool_stats s;
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < 6; i++) {
+            acquire(&t[i], &d);
+            expect_marker(d, schema_name[i]);
+            pool_release(pool, d);
+        }
+    stats(&s);
+    ck_assert_uint_eq(s.pg_recycles, 0);   /* 6 schemas on one backend, over the count 3 */
+    ck_assert_int_eq(s.pg_open, 1);
+    /* the byte bound off: the count holds */
+    for (int i = 0; i < 6; i++)
+        t[i].max_backend_bytes = 0;
+    for (int i = 0; i < 6; i++) {
+        acquire(&t[i], &d);
+        pool_release(pool, d);
+    }
+    stats(&s);
+    ck_assert_uint_ge(s.pg_recycles, 1);
+    /* the placement's own count wins over the byte bound */
+    pool_destroy(pool);
+    pool = pool_create(&(pool_limits){.pg_max_tenants = 100, .pg_memory_every = 2});
+    for (int i = 0; i < 6; i++) {
+        t[i].max_backend_bytes = 1ll << 40;
+        t[i].max_tenants = 2;
+    }
+    for (int i = 0; i < 6; i++) {
+        acquire(&t[i], &d);
+        pool_release(pool, d);
+    }
+    stats(&s);
+    ck_assert_uint_eq(s.pg_recycles, 3);
+    pool_destroy(pool);
+    /* a login that may not read its backend's memory: the pool's count after the refusal */
+    char server[1024];
+    st_plain_login("tn_pool_nostats2", server, sizeof(server));
+    pool = pool_create(&(pool_limits){.pg_max_tenants = 3, .pg_memory_every = 2});
+    for (int i = 0; i < 6; i++) {
+        t[i].server = server;
+        t[i].max_tenants = 0;
+    }
+    for (int i = 0; i < 6; i++) {
+        acquire(&t[i], &d);
+        pool_release(pool, d);
+    }
+    stats(&s);
+    ck_assert_uint_ge(s.pg_memory_unread, 1);   /* once per backend */
+    ck_assert_uint_ge(s.pg_recycles, 1);
+}
+END_TEST
+
 /* Random tenants and random bad endings, one connection: every read is its own tenant's. */
 START_TEST(test_pool_schema_random)
 {
@@ -1063,6 +1127,7 @@ Suite *pool_suite(void)
     tcase_add_test(tc, test_pool_schema_broken);
     tcase_add_test(tc, test_pool_schema_recycle);
     tcase_add_test(tc, test_pool_schema_memory);
+    tcase_add_test(tc, test_pool_schema_count_default);
     tcase_add_test(tc, test_pool_schema_random);
     tcase_add_test(tc, test_pool_database_lru);
     tcase_add_test(tc, test_pool_database_dropped);
