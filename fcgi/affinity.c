@@ -9,6 +9,10 @@
  * requests pay for a schema their backend has not cached (bench/README.md, `load`). With a
  * home per tenant, each backend meets only its worker's share of the tenants.
  *
+ * When. The chain says whether a tenant's requests are worth sending (chain_peek.affine): its
+ * placement is PostgreSQL and tenant.affinity is on, or auto and this worker's pool has
+ * closed a connection at its bound (the tenants it serves do not all fit).
+ *
  * How. The web server hands a request to whichever worker takes the connection. Before the
  * request is read (its params are peeked, as tenant.queue_wait does), the worker finds the
  * tenant's home among the live workers of its generation, by highest random weight over

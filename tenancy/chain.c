@@ -60,6 +60,8 @@ static struct __attribute__((aligned(64))) {
     bool table_full_logged;
     appcache *apps;
     storage_pool *pool;       /* tenants' storage connections, opened on first use */
+    bool crowded;             /* the pool closed a schema connection at its bound (auto
+                                 tenant.affinity sends from then on) */
     int64_t reg_retry_ms;      /* no reconnect before (after a failure) */
     struct stage stages[MAX_STAGES];
     bool stages_open;
@@ -278,15 +280,36 @@ static TN_HOT int cap_of(const tenant_rec *t)
 }
 
 /* Whether t's storage keeps per-worker state that grows with the tenants a worker serves (a
- * PostgreSQL placement: its backend's catalog caches), so that its requests are worth
+ * PostgreSQL placement: its backend's catalog caches), so that its requests may be worth
  * sending to one worker (tenant.affinity). */
-static bool affine_of(const tenant_rec *t)
+static bool pg_placed(const tenant_rec *t)
 {
     const tenancy_config *c = ch.env.cfg;
-    if (!c->affinity || t->placement == NULL)
+    if (c->affinity == AFFINITY_OFF || t->placement == NULL)
         return false;
     const placement *p = tenancy_placement(c, t->placement);
     return p != NULL && p->kind != TARGET_SQLITE;
+}
+
+/* tenant.affinity for a tenant on PostgreSQL: always (on), or (auto) once this worker's pool
+ * closed a schema-mode connection at its bound, the sign that the tenants it serves do not
+ * all fit in what a connection keeps. Until then sending a request to another worker costs
+ * system calls and buys nothing: every worker's connection keeps every tenant warm. Once
+ * seen, for the worker's life (the tenants it serves keep not fitting if it serves them
+ * all again). */
+static bool worth_sending(void)
+{
+    const tenancy_config *c = ch.env.cfg;
+    if (c->affinity == AFFINITY_ON)
+        return true;
+    if (c->affinity != AFFINITY_AUTO)
+        return false;
+    if (!ch.crowded && ch.pool != NULL) {
+        pool_stats s;
+        pool_get_stats(ch.pool, &s);
+        ch.crowded = s.pg_recycles > 0;
+    }
+    return ch.crowded;
 }
 
 /* What the early looks answer for a tenant found (or not): only an active one is waited for
@@ -297,7 +320,7 @@ static int peek_found(const tenant_rec *t, chain_peek *out)
         return TN_NOTFOUND;
     out->id = t->id;
     out->cap = cap_of(t);
-    out->affine = affine_of(t);
+    out->affine = pg_placed(t);   /* chain_peek_host adds worth_sending() */
     return TN_OK;
 }
 
@@ -422,8 +445,11 @@ TN_HOT int chain_peek_host(const char *(*get)(void *ctx, const char *name, size_
     }
     if (raw == NULL)
         return TN_NOTFOUND;
-    if (len >= PEEK_MEMO_HOST)
-        return peek_host_slow(raw, len, now_ms, out);
+    if (len >= PEEK_MEMO_HOST) {
+        int rc = peek_host_slow(raw, len, now_ms, out);
+        out->affine = out->affine && worth_sending();
+        return rc;
+    }
     uint64_t h = 1469598103934665603ULL;   /* FNV-1a */
     for (size_t i = 0; i < len; i++)
         h = (h ^ (unsigned char)raw[i]) * 1099511628211ULL;
@@ -432,7 +458,7 @@ TN_HOT int chain_peek_host(const char *(*get)(void *ctx, const char *name, size_
     if (m->len == len && m->gen == gen && now_ms < m->until_ms && memcmp(m->host, raw, len) == 0) {
         out->id = m->id;
         out->cap = m->cap;
-        out->affine = m->affine;
+        out->affine = m->affine && worth_sending();
         return m->id != 0 ? TN_OK : TN_NOTFOUND;
     }
     int rc = peek_host_slow(raw, len, now_ms, out);
@@ -441,6 +467,7 @@ TN_HOT int chain_peek_host(const char *(*get)(void *ctx, const char *name, size_
     m->id = rc == TN_OK ? out->id : 0;
     m->cap = rc == TN_OK ? out->cap : 0;
     m->affine = rc == TN_OK && out->affine;
+    out->affine = out->affine && worth_sending();
     m->len = (uint8_t)len;
     memcpy(m->host, raw, len);
     return rc;
@@ -479,7 +506,9 @@ TN_HOT int chain_peek_tenant(tn_request *r, int64_t now_ms, chain_peek *out)
     *out = (chain_peek){0};
     if (!ch.ready || !ch.env.cfg->enabled || resolve(r, now_ms, true) != TN_OK)
         return TN_NOTFOUND;
-    return peek_found(r->tenant, out);
+    int rc = peek_found(r->tenant, out);
+    out->affine = out->affine && worth_sending();
+    return rc;
 }
 
 static TN_HOT int check_state(tn_request *r)

@@ -77,8 +77,9 @@ typedef struct chain_peek {
     int64_t id;    /* an active tenant */
     int cap;       /* its tenant.max_workers in workers (0: none) */
     bool affine;   /* its storage keeps per-worker state that grows with the tenants a worker
-                    * serves (a PostgreSQL placement), and tenant.affinity is on: its
-                    * requests are worth serving in one worker */
+                    * serves (a PostgreSQL placement), and tenant.affinity says its requests
+                    * are worth serving in one worker (on; auto once this worker's pool closed
+                    * a connection at its bound) */
 } chain_peek;
 
 /* The tenant of a request not read yet (its params only: fcgi's tenant.queue_wait and

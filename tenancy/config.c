@@ -14,6 +14,8 @@
 
 #define OFF(f) offsetof(tenancy_config, f)
 
+static const char *const affinity_names[] = {"off", "auto", "on", NULL};
+
 const conf_opt tenancy_config_table[] = {
     {"tenant.resolvers", CONF_STR, OFF(resolvers), "", 0, 0, NULL, 0,
      "ordered tenant resolvers: host, subdomain, header, path (empty: no tenancy)"},
@@ -35,9 +37,10 @@ const conf_opt tenancy_config_table[] = {
      "nice increment of a worker serving a tenant wanting more than its share (0: off)"},
     {"tenant.queue_wait", CONF_DURATION, OFF(queue_wait_ms), "5s", 0, 3600000, NULL, 0,
      "how long a request of a tenant at tenant.max_workers waits, holding no worker, before 503"},
-    {"tenant.affinity", CONF_BOOL, OFF(affinity), "on", 0, 0, NULL, 0,
-     "serve each PostgreSQL tenant's requests in one worker of the pool, its home, while that "
-     "worker is not far behind the others (its connection keeps that tenant's catalog warm)"},
+    {"tenant.affinity", CONF_ENUM, OFF(affinity), "auto", 0, 0, affinity_names, 0,
+     "serve each PostgreSQL tenant's requests in one worker of the pool, its home (its "
+     "connection keeps that tenant's catalog warm): off, on, or auto (once a worker's "
+     "connection could not keep every tenant it served)"},
     {"registry", CONF_STR, OFF(registry), NULL, 0, 0, NULL, 0,
      "the tenant registry: sqlite:PATH or postgres:CONNINFO (default: the state_dir's)"},
     {"state_dir", CONF_STR, OFF(state_dir), "/var/lib/tenancy", 0, 0, NULL, 0,
@@ -426,7 +429,7 @@ oom:
 
 bool tenancy_affinity_wanted(const tenancy_config *c)
 {
-    if (!c->affinity || !c->enabled)
+    if (c->affinity == AFFINITY_OFF || !c->enabled)
         return false;
     for (int i = 0; i < c->nplacements; i++)
         if (c->placements[i].kind != TARGET_SQLITE)

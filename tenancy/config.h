@@ -12,6 +12,10 @@
 #include "core/conf.h"
 #include "core/netaddr.h"
 
+/* tenant.affinity: never; once the worker's connections no longer hold every tenant it
+ * serves (auto); always. */
+enum { AFFINITY_OFF = 0, AFFINITY_AUTO, AFFINITY_ON };
+
 enum resolver_kind { RES_HOST = 0, RES_SUBDOMAIN, RES_HEADER, RES_PATH, RES_NKINDS };
 
 /* A named place for tenants' storage: the built-in "sqlite" (a file per tenant under
@@ -65,7 +69,7 @@ typedef struct tenancy_config {
     const char *state_dir;
     const char *max_workers_text;
     int64_t queue_wait_ms;        /* tenant.queue_wait: 0 answers 503 at once */
-    bool affinity;                /* tenant.affinity */
+    int affinity;                 /* tenant.affinity: AFFINITY_* */
     int heavy_nice;               /* tenant.heavy_nice: 0 off */
     bool lookup_cache;
     int64_t lookup_cache_ttl_ms;
@@ -134,8 +138,8 @@ const placement *tenancy_placement(const tenancy_config *c, const char *name);
  * later, by tenancy_max_workers). TN_OK or TN_INVALID with a message naming the option. */
 int tenancy_config_finish(tenancy_config *c, arena *a, char *err, size_t errlen);
 
-/* tenant.affinity applies on this host: it is on, tenants are identified, and a placement is
- * a PostgreSQL one (the only kind whose tenants it sends to a home worker). */
+/* tenant.affinity may apply on this host: it is not off, tenants are identified, and a
+ * placement is a PostgreSQL one (the only kind whose tenants it sends to a home worker). */
 bool tenancy_affinity_wanted(const tenancy_config *c);
 
 /* The per-tenant worker cap for a tenant whose own cap is `own` (0: the default); 0 for

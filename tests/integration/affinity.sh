@@ -5,10 +5,13 @@
 # doc/examples/nginx.conf recommends (kept connections, no second try), with 4 static workers
 # and no shards, every answer checked exactly (the tenant's marker, read from its own schema
 # as its own role):
-# - on the defaults, at least 95 % of each tenant's requests are served by one worker (read
-#   from the access log's pid), and requests were sent between workers to get there; the
-#   control, tenant.affinity = off after a reload, must spread them (under 60 % on one
-#   worker), else the measure proves nothing;
+# - on the defaults (tenant.affinity = auto), nothing is sent while every worker's
+#   connection keeps every tenant it serves (32 tenants, no count bound);
+# - once the workers' connections are closed at their bound (max_tenants = 6 here), at least
+#   95 % of each tenant's requests are served by one worker (read from the access log's pid),
+#   and requests were sent between workers to get there; the control, tenant.affinity = off
+#   after a reload, must spread them (under 60 % on one worker), else the measure proves
+#   nothing;
 # - tenants on SQLite are never sent (their files are per worker and cheap to keep);
 # - a tenant busier than its home spills over to other workers instead of queueing;
 # - workers recycling every 40 requests under load lose nothing (what was sent to a leaving
@@ -83,7 +86,25 @@ modal_share() {
 
 PG_EXPECT=$'{"tenant":"t%d","data":"t%d","role":"t_t%d"}\n'
 
-# ---- on the defaults: one worker per tenant ----------------------------------------------------
+reload_to() {   # reload_to [LINE...]: the new configuration, reloaded and serving
+    conf "$@"
+    local before
+    before=$(tn_log_count ' reloaded: ')
+    kill -HUP "$TN_PID"
+    wait_until 10 bash -c "[ \$(grep -c ' reloaded: ' '$T/tenancyd.log') -gt $before ]" ||
+        fatal "the reload did not complete: $(tail -3 "$T/tenancyd.log")"
+    wait_until 10 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 4 ]" || fatal "old workers stayed"
+}
+
+# ---- on the defaults (auto): nothing to gain, nothing sent ------------------------------------
+sent0=$(counter affinity_sent)
+load auto-fits 't%d.localhost' 1000 "$PG_EXPECT" -N "$NT"
+assert_eq "$(($(counter affinity_sent) - sent0))" 0 \
+    "auto: nothing sent while every connection keeps every tenant"
+
+# ---- connections closed at their bound: one worker per tenant --------------------------------
+reload_to "placement.pgs.max_tenants = 6"
+load warm-up 't%d.localhost' 400 "$PG_EXPECT" -N "$NT"   # every worker meets its bound
 from=$(wc -l < "$T/access.log")
 sent0=$(counter affinity_sent)
 spilled0=$(counter affinity_spilled)
@@ -105,16 +126,7 @@ load sqlite 's%d.localhost' 400 $'{"tenant":"s%d","data":"s%d","role":""}\n' -N 
 assert_eq "$(($(counter affinity_sent) - sent0))" 0 "no SQLite tenant's request was sent"
 
 # ---- the control: tenant.affinity = off, after a reload ----------------------------------------
-reload_to() {   # reload_to [LINE...]: the new configuration, reloaded and serving
-    conf "$@"
-    local before
-    before=$(tn_log_count ' reloaded: ')
-    kill -HUP "$TN_PID"
-    wait_until 10 bash -c "[ \$(grep -c ' reloaded: ' '$T/tenancyd.log') -gt $before ]" ||
-        fatal "the reload did not complete: $(tail -3 "$T/tenancyd.log")"
-    wait_until 10 bash -c "[ \$(pgrep -P $TN_PID | wc -l) -eq 4 ]" || fatal "old workers stayed"
-}
-reload_to "tenant.affinity = off"
+reload_to "tenant.affinity = off" "placement.pgs.max_tenants = 6"
 from=$(wc -l < "$T/access.log")
 sent0=$(counter affinity_sent)
 load control 't%d.localhost' 2000 "$PG_EXPECT" -N "$NT"
@@ -124,8 +136,8 @@ log "without affinity: $share %"
     fail "the control did not spread the tenants ($share %): the measure above cannot fail"
 assert_eq "$(($(counter affinity_sent) - sent0))" 0 "nothing was sent with tenant.affinity = off"
 
-# ---- a tenant busier than its home spills over --------------------------------------------------
-reload_to
+# ---- a tenant busier than its home spills over (on: sent from the first request) -------------
+reload_to "tenant.affinity = on"
 from=$(wc -l < "$T/access.log")
 spilled0=$(counter affinity_spilled)
 "$HELPERS/hammer" -p "$NGINX_PORT" -c 32 -d 4 -H 't7.localhost' --exact \
@@ -137,7 +149,7 @@ assert_ge "$workers" 2 "one tenant's 32 connections were served by several worke
 assert_ge "$(($(counter affinity_spilled) - spilled0))" 1 "requests spilled from the busy home"
 
 # ---- recycling and reloads under load lose nothing ---------------------------------------------
-reload_to "pm.max_requests = 40"
+reload_to "tenant.affinity = on" "pm.max_requests = 40"
 : > "$T/nginx-error.log"
 "$HELPERS/hammer" -p "$NGINX_PORT" -c 8 -n 3000 -d 60 -H 't%d.localhost' -N "$NT" --exact \
     -e "$PG_EXPECT" --json "$T/recycle.json" 2> "$T/recycle.log" &
@@ -150,7 +162,7 @@ assert_ge "$(tn_log_count 'recycling after')" 20 "workers recycled under the loa
 assert_nginx_clean "recycling every 40 requests, and a reload, with requests sent between workers"
 
 # ---- a worker killed under load costs at most its requests in flight ---------------------------
-reload_to
+reload_to "tenant.affinity = on"
 "$HELPERS/hammer" -p "$NGINX_PORT" -c 8 -n 3000 -d 60 -H 't%d.localhost' -N "$NT" --exact \
     -e "$PG_EXPECT" --json "$T/kill.json" 2> "$T/kill.log" &
 hpid=$!
@@ -173,8 +185,10 @@ conf "tenant.affinity = sometimes"
 out=$("$TENANCYD" -t -c "$T/tenancyd.conf" 2>&1)
 [ $? = 1 ] || fail "tenancyd -t accepted tenant.affinity = sometimes"
 assert_contains "$out" "tenant.affinity" "tenancyd -t names the option"
-conf "tenant.affinity = off"
-"$TENANCYD" -t -c "$T/tenancyd.conf" > /dev/null 2>&1 || fail "tenancyd -t refused tenant.affinity = off"
+for v in off auto on; do
+    conf "tenant.affinity = $v"
+    "$TENANCYD" -t -c "$T/tenancyd.conf" > /dev/null 2>&1 || fail "tenancyd -t refused tenant.affinity = $v"
+done
 
 kill -TERM "$TN_PID"
 wait_until 10 bash -c "! kill -0 $TN_PID" || fail "tenancyd did not stop"

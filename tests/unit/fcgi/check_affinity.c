@@ -69,7 +69,7 @@ static void two_workers(void)
     cfg.max_children = 2;
     cfg.listen_shards = 1;
     cfg.keepalive_timeout_ms = 75000;
-    cfg.tenancy.affinity = true;
+    cfg.tenancy.affinity = AFFINITY_ON;
     cfg.tenancy.enabled = true;
     cfg.tenancy.nplacements = 1;
     cfg.tenancy.placements[0].kind = TARGET_PG_SCHEMA;

@@ -357,17 +357,23 @@ START_TEST(test_peek_tenant)
     ck_assert(!hp.affine);
     ck_assert_int_eq(chain_peek_host(host_param, (void *)"ACME.example.com.", 0, &hp), TN_OK);
     ck_assert_int_eq(hp.id, 1);   /* normalised as the chain does */
-    /* A tenant of a PostgreSQL placement is sent to its home (tenant.affinity, on by
-     * default), from the lookup and again from the memo; not when the option is off. */
+    /* A tenant of a PostgreSQL placement: with tenant.affinity = auto (the default) not sent
+     * while this worker's pool has closed no connection at its bound (it has not connected
+     * at all here); with on, sent to its home, from the lookup and again from the memo; with
+     * off, never. */
+    ck_assert_int_eq(cfg.affinity, AFFINITY_AUTO);
+    ck_assert_int_eq(chain_peek_host(host_param, (void *)"pgco.example.com", 0, &hp), TN_OK);
+    ck_assert(!hp.affine);
+    ck_assert(hp.id > 1);
+    cfg.affinity = AFFINITY_ON;
     for (int k = 0; k < 2; k++) {
         ck_assert_int_eq(chain_peek_host(host_param, (void *)"pgco.example.com", 0, &hp), TN_OK);
         ck_assert(hp.affine);
-        ck_assert(hp.id > 1);
     }
-    cfg.affinity = false;
+    cfg.affinity = AFFINITY_OFF;
     ck_assert_int_eq(chain_peek_host(host_param, (void *)"pgco.example.com", 5000, &hp), TN_OK);
     ck_assert(!hp.affine);
-    cfg.affinity = true;
+    cfg.affinity = AFFINITY_AUTO;
     const char *none[] = {"globex.example.com", "admin.example.com", "nobody.example.com",
                           "bad host", ""};
     for (size_t i = 0; i < TN_ARRAY_LEN(none); i++) {
