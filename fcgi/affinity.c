@@ -156,18 +156,12 @@ bool affinity_send_home(worker *w, struct conn *c, int64_t id, int avoid, int64_
         return false;
     }
     __atomic_fetch_add(q, 1, __ATOMIC_RELAXED);
-    handoff_msg msg = {.tag = c->kept ? 'k' : 'n', .req_start_ms = c->req_start_ms};
-    if (!handoff_send(w->args->inbox[home][0], c->fd, &msg)) {
+    if (!conn_pass(w, c, w->args->inbox[home][0], 0)) {
         __atomic_fetch_sub(q, 1, __ATOMIC_RELAXED);
         sb_inc(&w->sb->pool.affinity_spilled);   /* its inbox is full: served here */
         return false;
     }
-    /* The copy in flight keeps the socket, and with it our epoll registration: remove it
-     * before closing ours (as conn_hand_off does). */
-    if (c->registered)
-        epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
     sb_inc(&w->sb->pool.affinity_sent);
-    conn_drop(w, c);
     return true;
 }
 

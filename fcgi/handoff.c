@@ -100,6 +100,23 @@ int handoff_recv(int sock, handoff_msg *msg)
     }
 }
 
+/* Pass c to the process that reads `sock` (its queue: the shared handoff socket, or a
+ * worker's affinity inbox), with its state and `busy_from` (handoff_msg), and let it go
+ * here. False when it could not be sent (the queue is full): c then stays, untouched. */
+bool conn_pass(worker *w, struct conn *c, int sock, uint16_t busy_from)
+{
+    handoff_msg msg = {.tag = c->kept ? 'k' : 'n', .req_start_ms = c->req_start_ms,
+                       .busy_from = busy_from};
+    if (!handoff_send(sock, c->fd, &msg))
+        return false;
+    /* The copy in flight keeps the socket open, and with it our epoll registration (epoll
+     * forgets a socket only when its last reference goes): remove it before closing ours. */
+    if (c->registered)
+        epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    conn_drop(w, c);
+    return true;
+}
+
 /* Pass a connection this worker holds but is not serving to whichever worker reads the
  * handoff socket next (see the banner); `busy`: because this worker is held up by a request
  * (the taker then does not send the next request back here, tenant.affinity). False when it
@@ -107,16 +124,9 @@ int handoff_recv(int sock, handoff_msg *msg)
  * here, untouched. */
 bool conn_hand_off(worker *w, struct conn *c, bool busy)
 {
-    handoff_msg msg = {.tag = c->kept ? 'k' : 'n', .req_start_ms = c->req_start_ms,
-                       .busy_from = busy ? (uint16_t)(w->args->index + 1) : 0};
-    if (!handoff_send(w->args->handoff[0], c->fd, &msg))
+    if (!conn_pass(w, c, w->args->handoff[0], busy ? (uint16_t)(w->args->index + 1) : 0))
         return false;
-    /* The copy in flight keeps the socket open, and with it our epoll registration (epoll
-     * forgets a socket only when its last reference goes): remove it before closing ours. */
-    if (c->registered)
-        epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
     sb_inc(&w->sb->pool.keepalive_released);
-    conn_drop(w, c);
     return true;
 }
 

@@ -198,6 +198,7 @@ int conn_table_size(void);
 
 /* ---- handoff.c: passing connections on ----------------------------------------------- */
 
+bool conn_pass(worker *w, struct conn *c, int sock, uint16_t busy_from);
 bool conn_hand_off(worker *w, struct conn *c, bool busy);
 /* How long a worker that passed connections to even out the pool leaves the handoff socket
  * out of its epoll set, and passes no more (handoff_balance). */

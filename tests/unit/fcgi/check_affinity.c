@@ -98,13 +98,15 @@ static void two_workers(void)
     }
 }
 
-/* affinity_setup closes the other numbers' receive ends in a worker process; here both
- * workers share one process, so the set-up is done by hand. */
-static void watch_own_inbox(worker *w)
+/* Both workers watching their own inbox: affinity_setup closes the other numbers' receive
+ * ends in a worker process; here both workers share one process, so it is done by hand. */
+static void two_watching(void)
 {
-    int n = w->args->index;
-    w->inbox_fd = inbox[n][1];
-    w->affinity_n = 2;
+    two_workers();
+    for (int i = 0; i < 2; i++) {
+        ws[i].inbox_fd = inbox[i][1];
+        ws[i].affinity_n = 2;
+    }
 }
 
 /* A tenant whose home is worker `home` (of the two). */
@@ -131,9 +133,7 @@ static struct conn *held(worker *w, int *peer, bool kept)
 
 START_TEST(test_send_and_take)
 {
-    two_workers();
-    watch_own_inbox(&ws[0]);
-    watch_own_inbox(&ws[1]);
+    two_watching();
     int64_t now = clock_mono_ms();
     int peer;
     /* A tenant at home in worker 0 is served there: nothing moves. */
@@ -175,9 +175,7 @@ END_TEST
 
 START_TEST(test_not_sent)
 {
-    two_workers();
-    watch_own_inbox(&ws[0]);
-    watch_own_inbox(&ws[1]);
+    two_watching();
     int64_t now = clock_mono_ms();
     int peer;
     struct conn *c = held(&ws[0], &peer, true);

@@ -731,6 +731,20 @@ START_TEST(test_pool_schema_memory)
 }
 END_TEST
 
+/* Each of the six targets served once (its marker read when `read`: a login without rights
+ * on the schemas only connects): the pool's stats after. */
+static void serve_six(const storage_target *t, bool read, pool_stats *s)
+{
+    tn_db *d;
+    for (int i = 0; i < 6; i++) {
+        acquire(&t[i], &d);
+        if (read)
+            expect_marker(d, schema_name[i]);
+        pool_release(pool, d);
+    }
+    stats(s);
+}
+
 /* A placement that sets no max_tenants: while the byte bound is read, the count does not
  * close the connection (a worker keeps its share of the tenants warm); with the byte bound
  * off, or a login that may not read the memory, the pool's count does. */
@@ -743,25 +757,15 @@ START_TEST(test_pool_schema_count_default)
         t[i].max_tenants = 0;
         t[i].max_backend_bytes = 1ll << 40;   /* read, never reached */
     }
-    tn_db *d;
     pool_stats s;
-    for (int round = 0; round < 2; round++)
-        for (int i = 0; i < 6; i++) {
-            acquire(&t[i], &d);
-            expect_marker(d, schema_name[i]);
-            pool_release(pool, d);
-        }
-    stats(&s);
+    serve_six(t, true, &s);
+    serve_six(t, true, &s);
     ck_assert_uint_eq(s.pg_recycles, 0);   /* 6 schemas on one backend, over the count 3 */
     ck_assert_int_eq(s.pg_open, 1);
     /* the byte bound off: the count holds */
     for (int i = 0; i < 6; i++)
         t[i].max_backend_bytes = 0;
-    for (int i = 0; i < 6; i++) {
-        acquire(&t[i], &d);
-        pool_release(pool, d);
-    }
-    stats(&s);
+    serve_six(t, true, &s);
     ck_assert_uint_ge(s.pg_recycles, 1);
     /* the placement's own count wins over the byte bound */
     pool_destroy(pool);
@@ -770,11 +774,7 @@ START_TEST(test_pool_schema_count_default)
         t[i].max_backend_bytes = 1ll << 40;
         t[i].max_tenants = 2;
     }
-    for (int i = 0; i < 6; i++) {
-        acquire(&t[i], &d);
-        pool_release(pool, d);
-    }
-    stats(&s);
+    serve_six(t, true, &s);
     ck_assert_uint_eq(s.pg_recycles, 3);
     pool_destroy(pool);
     /* a login that may not read its backend's memory: the pool's count after the refusal */
@@ -785,11 +785,7 @@ START_TEST(test_pool_schema_count_default)
         t[i].server = server;
         t[i].max_tenants = 0;
     }
-    for (int i = 0; i < 6; i++) {
-        acquire(&t[i], &d);
-        pool_release(pool, d);
-    }
-    stats(&s);
+    serve_six(t, false, &s);
     ck_assert_uint_ge(s.pg_memory_unread, 1);   /* once per backend */
     ck_assert_uint_ge(s.pg_recycles, 1);
 }
