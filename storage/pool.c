@@ -279,6 +279,8 @@ static bool evict_one(storage_pool *p, int cls)
         if (!e->in_use) {
             drop(p, e);
             p->st.evictions++;
+            if (cls == CLASS_DATABASE)
+                p->st.pg_evictions++;
             return true;
         }
     }

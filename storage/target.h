@@ -255,6 +255,8 @@ typedef struct pool_stats {
     uint64_t sqlite_checks;     /* kept SQLite handles checked against their path (a stat) */
     uint64_t pg_down;           /* PostgreSQL connects that failed (the target backs off) */
     uint64_t pg_refused;        /* acquires refused at once while their target backs off */
+    uint64_t pg_evictions;      /* of evictions, connections of database mode or of a tenant's
+                                   own login (pg_db_max_open reached) */
     int sqlite_open, pg_open;
 } pool_stats;
 

@@ -60,8 +60,8 @@ static struct __attribute__((aligned(64))) {
     bool table_full_logged;
     appcache *apps;
     storage_pool *pool;       /* tenants' storage connections, opened on first use */
-    bool crowded;             /* the pool closed a schema connection at its bound (auto
-                                 tenant.affinity sends from then on) */
+    bool crowded;             /* the pool closed a PostgreSQL connection at its bound or to
+                                 make room (auto tenant.affinity sends from then on) */
     int64_t reg_retry_ms;      /* no reconnect before (after a failure) */
     struct stage stages[MAX_STAGES];
     bool stages_open;
@@ -292,8 +292,9 @@ static bool pg_placed(const tenant_rec *t)
 }
 
 /* tenant.affinity for a tenant on PostgreSQL: always (on), or (auto) once this worker's pool
- * closed a schema-mode connection at its bound, the sign that the tenants it serves do not
- * all fit in what a connection keeps. Until then sending a request to another worker costs
+ * closed a schema-mode connection at its bound, or closed a database-mode (or a tenant's own
+ * login's) connection to make room for another: the sign that the tenants it serves do not
+ * all fit in what it keeps. Until then sending a request to another worker costs
  * system calls and buys nothing: every worker's connection keeps every tenant warm. Once
  * seen, for the worker's life (the tenants it serves keep not fitting if it serves them
  * all again). */
@@ -307,7 +308,7 @@ static bool worth_sending(void)
     if (!ch.crowded && ch.pool != NULL) {
         pool_stats s;
         pool_get_stats(ch.pool, &s);
-        ch.crowded = s.pg_recycles > 0;
+        ch.crowded = s.pg_recycles + s.pg_evictions > 0;
     }
     return ch.crowded;
 }

@@ -12,6 +12,8 @@
 #   and requests were sent between workers to get there; the control, tenant.affinity = off
 #   after a reload, must spread them (under 60 % on one worker), else the measure proves
 #   nothing;
+# - database mode: once a worker's pool had to close a tenant's database connection to make
+#   room (pg_db_max_open = 2 here), each database tenant is served by one worker too;
 # - tenants on SQLite are never sent (their files are per worker and cheap to keep);
 # - a tenant busier than its home spills over to other workers instead of queueing;
 # - workers recycling every 40 requests under load lose nothing (what was sent to a leaving
@@ -22,12 +24,14 @@
 SCOPEAPP=$(cd "$top_builddir" && pwd)/tests/helpers/.libs/scopeapp.so
 FIX=$top_srcdir/tests/fixtures/storeapp
 need psql curl nginx "$HELPERS/hammer" "$HELPERS/json_check" "$TENANCY_CLI" "$SCOPEAPP"
-NT=32   # PostgreSQL tenants
+NT=32   # PostgreSQL schema tenants
+ND=8    # PostgreSQL database tenants
 NS=8    # SQLite tenants
 
 pg_cluster
 psql -q -v ON_ERROR_STOP=1 > /dev/null <<'SQL' || fatal "the login role"
-CREATE ROLE tenancy_app LOGIN CREATEROLE;
+CREATE ROLE tenancy_app LOGIN CREATEROLE CREATEDB;
+GRANT pg_read_all_stats TO tenancy_app;
 ALTER DATABASE tenancy_test OWNER TO tenancy_app;
 SQL
 
@@ -40,16 +44,21 @@ conf() {
         "tenant.base_domains = localhost" "tenant.max_workers = 100%" \
         "storage.migrations = $FIX/migrations" "storage.seed = $FIX/seed.sql" \
         "placement.pgs.dsn = postgres:host=$PG_DIR port=5432 dbname=tenancy_test user=tenancy_app" \
-        "placement.pgs.mode = schema" "$@"
+        "placement.pgs.mode = schema" \
+        "placement.pgd.dsn = postgres:host=$PG_DIR port=5432 dbname=tenancy_test user=tenancy_app" \
+        "placement.pgd.mode = database" "$@"
 }
 conf
 tn_cli init > "$T/init.out" 2>&1 || fatal "tenancy init failed: $(cat "$T/init.out")"
 seq 1 "$NT" | sed 's/^/t/' > "$T/pg.list"
 seq 1 "$NS" | sed 's/^/s/' > "$T/sq.list"
+seq 1 "$ND" | sed 's/^/d/' > "$T/db.list"
 tn_cli tenant create --from-file "$T/pg.list" --placement pgs -j 4 > "$T/create.out" 2>&1 ||
     fatal "creating the PostgreSQL tenants: $(tail -3 "$T/create.out")"
 tn_cli tenant create --from-file "$T/sq.list" --placement sqlite -j 4 > "$T/create.out" 2>&1 ||
     fatal "creating the SQLite tenants: $(tail -3 "$T/create.out")"
+tn_cli tenant create --from-file "$T/db.list" --placement pgd -j 4 > "$T/create.out" 2>&1 ||
+    fatal "creating the database tenants: $(tail -3 "$T/create.out")"
 tn_start
 nginx_start
 
@@ -119,6 +128,18 @@ assert_ge "$sent" 100 "requests were sent to their tenant's home ($sent)"
 homes=$(tail -n +"$((from + 1))" "$T/access.log" | grep -o '"pid":[0-9]*' | sort -u | wc -l)
 assert_eq "$homes" 4 "the tenants' homes are spread over the 4 workers"
 assert_nginx_clean "requests sent between workers"
+
+# ---- database mode: once a worker's connections no longer hold its tenants' databases ------
+reload_to "storage.pg_db_max_open = 2"
+D_EXPECT=$'{"tenant":"d%d","data":"d%d","role":""}\n'
+load db-warm-up 'd%d.localhost' 200 "$D_EXPECT" -N "$ND" -u /plain
+from=$(wc -l < "$T/access.log")
+sent0=$(counter affinity_sent)
+load db 'd%d.localhost' 800 "$D_EXPECT" -N "$ND" -u /plain
+share=$(modal_share "$from" d)
+log "database mode: $share % of each tenant's requests on its most frequent worker"
+assert_ge "$share" 95 "each database tenant is served by one worker (2 connections a worker)"
+assert_ge "$(($(counter affinity_sent) - sent0))" 50 "database tenants' requests were sent"
 
 # ---- SQLite tenants are never sent --------------------------------------------------------------
 sent0=$(counter affinity_sent)

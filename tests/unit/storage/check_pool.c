@@ -872,6 +872,7 @@ START_TEST(test_pool_database_lru)
     ck_assert_int_eq(s.pg_open, 2);
     ck_assert_uint_eq(s.pg_connects, 3);
     ck_assert_uint_eq(s.evictions, 1);
+    ck_assert_uint_eq(s.pg_evictions, 1);   /* what auto tenant.affinity looks for */
     acquire(&t[2], &d);   /* kept */
     expect_marker(d, names[2]);
     ST_OK(d, tn_db_begin(d));
