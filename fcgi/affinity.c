@@ -5,9 +5,10 @@
  * Why. A worker's PostgreSQL connection in schema mode serves every tenant that reaches the
  * worker, and its backend keeps the catalog entries of each schema it has met: with
  * thousands of tenants and requests spread at random over the pool, every worker meets
- * every tenant, a backend is replaced after placement.NAME.max_tenants schemas, and most
- * requests pay for a schema their backend has not cached (bench/README.md, `load`). With a
- * home per tenant, each backend meets only its worker's share of the tenants.
+ * every tenant, a backend is replaced at its bound (placement.NAME.max_backend_memory, or
+ * max_tenants), and most requests pay for a schema their backend has not cached
+ * (bench/README.md, `load`). With a home per tenant, each backend meets only its worker's
+ * share of the tenants.
  *
  * When. The chain says whether a tenant's requests are worth sending (chain_peek.affine): its
  * placement is PostgreSQL and tenant.affinity is on, or auto and this worker's pool has
@@ -38,12 +39,9 @@
  * open per worker, and the handoff would cost every request its system calls).
  */
 #include "core/first.h"
-#include "core/clock.h"
 #include "core/log.h"
 #include "fcgi/worker_int.h"
 
-#include <errno.h>
-#include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
