@@ -105,8 +105,11 @@ int handoff_recv(int sock, handoff_msg *msg)
  * here. False when it could not be sent (the queue is full): c then stays, untouched. */
 bool conn_pass(worker *w, struct conn *c, int sock, uint16_t busy_from)
 {
-    handoff_msg msg = {.tag = c->kept ? 'k' : 'n', .req_start_ms = c->req_start_ms,
-                       .busy_from = busy_from};
+    handoff_msg msg;
+    memset(&msg, 0, sizeof(msg));   /* its padding goes to another process too */
+    msg.tag = c->kept ? 'k' : 'n';
+    msg.busy_from = busy_from;
+    msg.req_start_ms = c->req_start_ms;
     if (!handoff_send(sock, c->fd, &msg))
         return false;
     /* The copy in flight keeps the socket open, and with it our epoll registration (epoll

@@ -209,7 +209,9 @@ static void sub_release(hub *h, sub *s, bool hand_back)
 {
     epoll_ctl(h->ep, EPOLL_CTL_DEL, s->fd, NULL);
     if (hand_back && s->keep_conn && !s->gone && h->a->pool_sock >= 0) {
-        handoff_msg m = {.tag = 'k', .req_start_ms = 0};
+        handoff_msg m;
+        memset(&m, 0, sizeof(m));   /* padding too: it goes to another process */
+        m.tag = 'k';
         if (handoff_send(h->a->pool_sock, s->fd, &m))
             sb_inc(&h->st->kept_returned);
     }

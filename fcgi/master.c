@@ -1069,7 +1069,9 @@ static void park_take(master *m, int64_t now)
 static void park_release(master *m)
 {
     while (m->nparked > 0) {
-        handoff_msg msg = {.tag = 'k', .req_start_ms = 0};
+        handoff_msg msg;
+        memset(&msg, 0, sizeof(msg));   /* padding too: it goes to another process */
+        msg.tag = 'k';
         if (!handoff_send(m->handoff[0], m->parked[m->nparked - 1], &msg))
             log_warn("ondemand: cannot pass a kept connection to the new worker: closed");
         park_close(m, m->nparked - 1);
