@@ -520,7 +520,8 @@ void worker_main(const worker_args *a)
 
     /* Descriptors for the connection table and the chain's storage pool, which both size
      * themselves from RLIMIT_NOFILE: raised before either is made. */
-    long fd_want = MAX_CONNS + CONN_FD_RESERVE + chain_fds_wanted(&w.cfg->tenancy);
+    long fd_want = MAX_CONNS + CONN_FD_RESERVE + chain_fds_wanted(&w.cfg->tenancy) +
+                   a->ninbox;   /* tenant.affinity: every number's inbox, to send to */
     long fd_got = fd_limit_raise(fd_want);
     if (fd_got < fd_want && a->index == 0)
         log_warn("RLIMIT_NOFILE allows %ld descriptors, %ld wanted (%d connections and 3 per "
