@@ -540,6 +540,8 @@ static TN_HOT bool route_home(worker *w, struct conn *c, int64_t now)
         c->stay = false;
         return false;
     }
+    if (!chain_affinity_now())
+        return false;   /* (auto, every tenant fits): no look at the tenant at all */
     chain_peek pk;
     return peek_who(w, now, &pk) && pk.affine && affinity_send_home(w, c, pk.id, avoid, now);
 }

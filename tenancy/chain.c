@@ -313,6 +313,11 @@ static bool worth_sending(void)
     return ch.crowded;
 }
 
+bool chain_affinity_now(void)
+{
+    return ch.ready && worth_sending();
+}
+
 /* What the early looks answer for a tenant found (or not): only an active one is waited for
  * or sent to its worker. */
 static int peek_found(const tenant_rec *t, chain_peek *out)

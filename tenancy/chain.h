@@ -82,6 +82,11 @@ typedef struct chain_peek {
                     * a connection at its bound) */
 } chain_peek;
 
+/* Whether tenant.affinity sends anything from this worker now (on; or auto once its pool has
+ * closed a PostgreSQL connection at its bound or to make room): when not, fcgi need not even
+ * look at a request's tenant for it. */
+bool chain_affinity_now(void);
+
 /* The tenant of a request not read yet (its params only: fcgi's tenant.queue_wait and
  * tenant.affinity look before it reads), found as the chain finds it (the lookup cache, else
  * the registry, the result cached) but with nothing answered and no context entered. TN_OK

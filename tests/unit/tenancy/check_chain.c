@@ -362,15 +362,18 @@ START_TEST(test_peek_tenant)
      * at all here); with on, sent to its home, from the lookup and again from the memo; with
      * off, never. */
     ck_assert_int_eq(cfg.affinity, AFFINITY_AUTO);
+    ck_assert(!chain_affinity_now());
     ck_assert_int_eq(chain_peek_host(host_param, (void *)"pgco.example.com", 0, &hp), TN_OK);
     ck_assert(!hp.affine);
     ck_assert(hp.id > 1);
     cfg.affinity = AFFINITY_ON;
+    ck_assert(chain_affinity_now());
     for (int k = 0; k < 2; k++) {
         ck_assert_int_eq(chain_peek_host(host_param, (void *)"pgco.example.com", 0, &hp), TN_OK);
         ck_assert(hp.affine);
     }
     cfg.affinity = AFFINITY_OFF;
+    ck_assert(!chain_affinity_now());
     ck_assert_int_eq(chain_peek_host(host_param, (void *)"pgco.example.com", 5000, &hp), TN_OK);
     ck_assert(!hp.affine);
     cfg.affinity = AFFINITY_AUTO;
