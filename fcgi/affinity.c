@@ -105,9 +105,8 @@ static inline uint64_t mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
-/* Highest random weight: the home of tenant id among the n worker numbers in homes (-1:
- * none). A number that comes or goes moves only the tenants whose home it is or becomes. */
-int affinity_home(const uint8_t *homes, int n, int64_t id)
+/* Highest random weight: the position in homes of tenant id's home (-1: none). */
+static int home_pos(const uint8_t *homes, int n, int64_t id)
 {
     int best = -1;
     uint64_t top = 0;
@@ -115,11 +114,19 @@ int affinity_home(const uint8_t *homes, int n, int64_t id)
     for (int i = 0; i < n; i++) {
         uint64_t h = mix64(t ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(homes[i] + 1)));
         if (best < 0 || h > top) {
-            best = homes[i];
+            best = i;
             top = h;
         }
     }
     return best;
+}
+
+/* The home of tenant id among the n worker numbers in homes (-1: none). A number that comes
+ * or goes moves only the tenants whose home it is or becomes. */
+int affinity_home(const uint8_t *homes, int n, int64_t id)
+{
+    int i = home_pos(homes, n, id);
+    return i < 0 ? -1 : homes[i];
 }
 
 /* How far behind a worker is in what was sent to it: its number's inbox, and what it took
@@ -138,16 +145,13 @@ static int64_t behind(const worker *w, int idx, const sb_slot *s)
 bool affinity_send_home(worker *w, struct conn *c, int64_t id, int avoid, int64_t now)
 {
     homes_refresh(w, now);
-    int home = affinity_home(w->homes, w->nhomes, id);
-    int me = w->args->index;
-    if (home < 0 || home == me || home == avoid)
+    int pos = home_pos(w->homes, w->nhomes, id);
+    if (pos < 0)
         return false;
-    const sb_slot *hs = NULL;
-    for (int i = 0; i < w->nhomes && hs == NULL; i++)
-        if (w->homes[i] == home)
-            hs = sb_slot_at(w->sb, w->home_slot[i]);
-    if (hs == NULL)
+    int home = w->homes[pos], me = w->args->index;
+    if (home == me || home == avoid)
         return false;
+    const sb_slot *hs = sb_slot_at(w->sb, w->home_slot[pos]);
     int32_t *q = &w->sb->pool.affine_queued[home];
     if (behind(w, home, hs) > behind(w, me, w->slot) + AFFINITY_SLACK) {
         sb_inc(&w->sb->pool.affinity_spilled);
@@ -181,18 +185,11 @@ void affinity_take(worker *w, int64_t now)
         if (fd < 0)
             return;
         __atomic_fetch_sub(&w->sb->pool.affine_queued[w->args->index], 1, __ATOMIC_RELAXED);
-        struct conn *c = conn_add(w, fd, now);
+        struct conn *c = conn_take_passed(w, fd, &msg, now);
         if (c == NULL)
             continue;   /* cannot happen: the table had room */
-        c->kept = msg.tag != 'n';
         c->routed = true;
         __atomic_fetch_add(&w->slot->affine_pending, 1, __ATOMIC_RELAXED);
         c->stay = true;
-        mark_ready(w, c);
-        c->deadline_ms = now + w->cfg->keepalive_timeout_ms;
-        if (msg.req_start_ms > 0) {
-            c->req_start_ms = msg.req_start_ms;
-            c->deadline_ms = conn_header_deadline(w, msg.req_start_ms);
-        }
     }
 }

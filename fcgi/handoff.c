@@ -333,19 +333,27 @@ void handoff_take(worker *w, int64_t now)
         int fd = handoff_recv(sock, &msg);
         if (fd < 0)
             return;   /* none left (or another worker took it) */
-        struct conn *c = conn_add(w, fd, now);
-        if (c == NULL)
-            continue;
-        c->kept = msg.tag != 'n';
-        c->avoid = msg.busy_from;   /* tenant.affinity: not back to a busy worker */
-        mark_ready(w, c);
-        c->deadline_ms = now + w->cfg->keepalive_timeout_ms;
-        if (msg.req_start_ms > 0) {
-            /* a request partly there: its bound runs from its first byte, as before */
-            c->req_start_ms = msg.req_start_ms;
-            c->deadline_ms = conn_header_deadline(w, msg.req_start_ms);
-        }
+        conn_take_passed(w, fd, &msg, now);
     }
+}
+
+/* A connection another process passed (handoff_recv's fd and message) into the table,
+ * looked at at once; NULL when the table had no room (the fd is closed). */
+struct conn *conn_take_passed(worker *w, int fd, const handoff_msg *msg, int64_t now)
+{
+    struct conn *c = conn_add(w, fd, now);
+    if (c == NULL)
+        return NULL;
+    c->kept = msg->tag != 'n';
+    c->avoid = msg->busy_from;   /* tenant.affinity: not back to a busy worker */
+    mark_ready(w, c);
+    c->deadline_ms = now + w->cfg->keepalive_timeout_ms;
+    if (msg->req_start_ms > 0) {
+        /* a request partly there: its bound runs from its first byte, as before */
+        c->req_start_ms = msg->req_start_ms;
+        c->deadline_ms = conn_header_deadline(w, msg->req_start_ms);
+    }
+    return c;
 }
 
 /* Whether a process will take c if this leaving worker (SB_EXITING) passes it now: when

@@ -208,6 +208,7 @@ void handoff_resume(worker *w, int64_t now);
 void handoff_publish_held(worker *w);
 bool handoff_start_thread(worker *w);
 void handoff_take(worker *w, int64_t now);
+struct conn *conn_take_passed(worker *w, int fd, const handoff_msg *msg, int64_t now);
 bool handoff_will_be_taken(const worker *w, const struct conn *c);
 
 /* ---- affinity.c: tenant.affinity ------------------------------------------------------- */

@@ -326,7 +326,7 @@ static int peek_found(const tenant_rec *t, chain_peek *out)
         return TN_NOTFOUND;
     out->id = t->id;
     out->cap = cap_of(t);
-    out->affine = pg_placed(t);   /* chain_peek_host adds worth_sending() */
+    out->affine = pg_placed(t);   /* the callers add worth_sending() */
     return TN_OK;
 }
 
@@ -432,8 +432,8 @@ static struct peek_memo {
 
 static int peek_host_slow(const char *raw, size_t len, int64_t now_ms, chain_peek *out);
 
-TN_HOT int chain_peek_host(const char *(*get)(void *ctx, const char *name, size_t *len),
-                           void *ctx, int64_t now_ms, chain_peek *out)
+static TN_HOT int peek_host(const char *(*get)(void *ctx, const char *name, size_t *len),
+                            void *ctx, int64_t now_ms, chain_peek *out)
 {
     *out = (chain_peek){0};
     const tenancy_config *c = ch.env.cfg;
@@ -451,11 +451,8 @@ TN_HOT int chain_peek_host(const char *(*get)(void *ctx, const char *name, size_
     }
     if (raw == NULL)
         return TN_NOTFOUND;
-    if (len >= PEEK_MEMO_HOST) {
-        int rc = peek_host_slow(raw, len, now_ms, out);
-        out->affine = out->affine && worth_sending();
-        return rc;
-    }
+    if (len >= PEEK_MEMO_HOST)
+        return peek_host_slow(raw, len, now_ms, out);
     uint64_t h = 1469598103934665603ULL;   /* FNV-1a */
     for (size_t i = 0; i < len; i++)
         h = (h ^ (unsigned char)raw[i]) * 1099511628211ULL;
@@ -464,7 +461,7 @@ TN_HOT int chain_peek_host(const char *(*get)(void *ctx, const char *name, size_
     if (m->len == len && m->gen == gen && now_ms < m->until_ms && memcmp(m->host, raw, len) == 0) {
         out->id = m->id;
         out->cap = m->cap;
-        out->affine = m->affine && worth_sending();
+        out->affine = m->affine;
         return m->id != 0 ? TN_OK : TN_NOTFOUND;
     }
     int rc = peek_host_slow(raw, len, now_ms, out);
@@ -473,7 +470,6 @@ TN_HOT int chain_peek_host(const char *(*get)(void *ctx, const char *name, size_
     m->id = rc == TN_OK ? out->id : 0;
     m->cap = rc == TN_OK ? out->cap : 0;
     m->affine = rc == TN_OK && out->affine;
-    out->affine = out->affine && worth_sending();
     m->len = (uint8_t)len;
     memcpy(m->host, raw, len);
     return rc;
@@ -505,6 +501,16 @@ static int peek_host_slow(const char *raw, size_t len, int64_t now_ms, chain_pee
         return peek_found(rc == TN_OK ? t : NULL, out);
     }
     return TN_NOTFOUND;
+}
+
+/* The memo keeps whether a tenant's placement is PostgreSQL; whether that is worth sending
+ * now (worth_sending) is this worker's state, asked at each look. */
+TN_HOT int chain_peek_host(const char *(*get)(void *ctx, const char *name, size_t *len),
+                           void *ctx, int64_t now_ms, chain_peek *out)
+{
+    int rc = peek_host(get, ctx, now_ms, out);
+    out->affine = out->affine && worth_sending();
+    return rc;
 }
 
 TN_HOT int chain_peek_tenant(tn_request *r, int64_t now_ms, chain_peek *out)
