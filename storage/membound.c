@@ -57,9 +57,14 @@ membound_look membound_check(membound *m, tn_db *db, size_t served, size_t every
     return MEMBOUND_UNDER;
 }
 
-size_t membound_run_count(const membound *m, int configured)
+size_t membound_count(const membound *m, int configured, size_t fallback)
 {
     if (configured > 0)
         return (size_t)configured;
-    return m->max > 0 && !m->unread ? SIZE_MAX : (size_t)POOL_PG_MAX_TENANTS;
+    return m->max > 0 && !m->unread ? SIZE_MAX : fallback;
+}
+
+size_t membound_run_count(const membound *m, int configured)
+{
+    return membound_count(m, configured, (size_t)POOL_PG_MAX_TENANTS);
 }

@@ -56,7 +56,11 @@ membound_look membound_check(membound *m, tn_db *db, size_t served, size_t every
  * the login may read the backend's memory, since that bound holds the backend for any schema
  * and a new backend costs the run its cold caches (a migration over 10,000 schema tenants ran
  * about a fifth slower with a new backend every 1,000 tenants); else POOL_PG_MAX_TENANTS.
- * tenancyd's pool decides the same way (pool.c, count_bound). */
+ * tenancyd's pool decides the same way with its own fallback (membound_count). */
 size_t membound_run_count(const membound *m, int configured);
+
+/* The same rule with `fallback` for the count when no byte bound can be read (the pool's
+ * pg_max_tenants). */
+size_t membound_count(const membound *m, int configured, size_t fallback);
 
 #endif

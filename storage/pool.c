@@ -97,7 +97,7 @@ struct pool_entry {
     uint64_t session;           /* db->session the set belongs to */
     int max_tenants;            /* closed on release once nseen reaches it (the target's
                                    placement's, from its latest acquire; 0: not set, see
-                                   count_bound) */
+                                   membound_count: none while the byte bound is read) */
     membound mem;               /* ... or once the backend's memory reaches its bound */
     uint64_t *seen;
     size_t nseen, seen_cap;
@@ -678,19 +678,6 @@ int pool_acquire(storage_pool *p, const storage_target *t, tn_db **out, char *er
     return lend(p, e, out, err, errlen);
 }
 
-/* Schema mode: how many distinct schemas the connection may serve. Its placement's
- * max_tenants when set; else none while the byte bound is on and the login may read its
- * backend's memory (that bound holds the backend whatever its schemas cost, and a new backend
- * starts with every catalog cold: with tenant.affinity a worker's connection keeps its share
- * of the tenants warm for as long as it fits), else the pool's pg_max_tenants. As
- * membound_run_count decides for the command's runs. */
-static size_t count_bound(const storage_pool *p, const pool_entry *e)
-{
-    if (e->max_tenants > 0)
-        return (size_t)e->max_tenants;
-    return e->mem.max > 0 && !e->mem.unread ? SIZE_MAX : (size_t)p->lim.pg_max_tenants;
-}
-
 /* Schema mode, on release (the connection clean and unscoped): whether the backend's memory
  * has reached the entry's bound, read when due (membound.h), counted. */
 static bool backend_too_big(storage_pool *p, pool_entry *e)
@@ -737,7 +724,7 @@ void pool_release(storage_pool *p, tn_db *db)
     if (keep && !db_is_clean(db))
         keep = false;
     if (keep && e->cls == CLASS_SCHEMA && e->db->session == e->session &&
-        e->nseen >= count_bound(p, e)) {
+        e->nseen >= membound_count(&e->mem, e->max_tenants, (size_t)p->lim.pg_max_tenants)) {
         keep = false;
         p->st.pg_recycles++;
     } else if (keep && e->cls == CLASS_SCHEMA && backend_too_big(p, e)) {

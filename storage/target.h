@@ -54,7 +54,7 @@ typedef struct storage_target {
     int max_tenants;      /* schema mode: recycle a server connection after it has served
                              this many distinct schemas (0: none while its backend's memory
                              is read against max_backend_bytes, else the pool's
-                             pg_max_tenants; pool.c, count_bound) */
+                             pg_max_tenants; membound_count) */
     int64_t max_backend_bytes; /* schema mode: ... or once its backend's memory reaches this
                              (0: no byte bound; see pool.c, backend_too_big) */
     bool reset_always;    /* PostgreSQL: db_options.reset_always */

@@ -27,7 +27,7 @@ typedef struct placement {
     int max_tenants;              /* schema mode: recycle a connection after this many
                                      schemas; 0 (not set): only the byte bound when it
                                      applies, else POOL_PG_MAX_TENANTS (storage/pool.c,
-                                     count_bound; membound_run_count for a CLI run) */
+                                     membound_count; membound_run_count for a CLI run) */
     int64_t max_backend_memory;   /* schema mode: ... or once its backend holds this many
                                      bytes (0: no byte bound) */
     int64_t statement_timeout_ms;
