@@ -66,6 +66,8 @@ typedef struct sb_slot {
     uint32_t handoff_seq;    /* master: low bits of the req_seq whose worker it asked to pass
                                 the connections it holds on (a futex word the worker's
                                 handoff thread waits on; see handoff.c) */
+    uint32_t pg_open;        /* worker: the PostgreSQL connections its pool holds now */
+    uint32_t sqlite_open;    /* worker: the SQLite handles its pool holds now */
     char method[8];
     char uri[200];
     char tenant[64];
@@ -189,8 +191,24 @@ typedef struct sb_jobs {
     sb_job_slot slots[SB_JOB_SLOTS];
 } sb_jobs;
 
+/* What the workers' storage pools did (tenancy/chain.h's chain_storage), summed: after each
+ * request a worker adds what its pool did since its last one (fcgi/serve.c), so the counts
+ * outlive a worker that leaves. The connections open now are each slot's own. */
+#define SB_STORAGE_COUNTERS(X)                                                             \
+    X(pg_connects) X(pg_closed_tenants) X(pg_closed_memory) X(pg_evicted) X(pg_unreachable) \
+    X(pg_refused) X(memory_reads) X(sqlite_opens) X(sqlite_hits) X(sqlite_evicted) X(resets)
+typedef struct sb_storage {
+#define SB_STORAGE_FIELD(f) uint64_t f;
+    SB_STORAGE_COUNTERS(SB_STORAGE_FIELD)
+#undef SB_STORAGE_FIELD
+    uint32_t warned;   /* a worker said that the tenants it serves do not fit its
+                          connection (once per master) */
+    int32_t pad;
+} sb_storage;
+
 typedef struct scoreboard {
     sb_pool pool;
+    sb_storage storage;
     sb_slot slots[SB_SLOTS];
     sb_hub hub;
     sb_jobs jobs;

@@ -334,6 +334,41 @@ static bool drain_stdin(FCGX_Request *fx)
     return FCGX_HasSeenEOF(fx->in) && FCGX_GetError(fx->in) == 0;
 }
 
+/* After a request, what the worker's storage pool did during it (connections opened, closed
+ * at a bound, evicted) is added to the host's counts for the status page and the metrics,
+ * and the connections it holds are written to its slot. A worker whose pool has closed its
+ * PostgreSQL connection at its bound a second time serves more tenants than one backend
+ * keeps (the first close is how tenant.affinity = auto learns that they do not all fit, and
+ * after it each worker serves its share): said once per host, with what to change. */
+static void storage_publish(worker *w)
+{
+    chain_storage now;
+    if (chain_storage_stats(&now) != TN_OK)
+        return;
+    const chain_storage *seen = &w->storage_seen;
+    sb_storage *t = &w->sb->storage;
+#define ADD_DELTA(f)                                                                        \
+    if (now.f != seen->f)                                                                  \
+        __atomic_fetch_add(&t->f, now.f - seen->f, __ATOMIC_RELAXED);
+    SB_STORAGE_COUNTERS(ADD_DELTA)
+#undef ADD_DELTA
+    __atomic_store_n(&w->slot->pg_open, now.pg_open, __ATOMIC_RELAXED);
+    __atomic_store_n(&w->slot->sqlite_open, now.sqlite_open, __ATOMIC_RELAXED);
+    uint64_t closed = now.pg_closed_memory + now.pg_closed_tenants;
+    if (closed >= 2 && seen->pg_closed_memory + seen->pg_closed_tenants < 2 &&
+        __atomic_exchange_n(&t->warned, 1, __ATOMIC_RELAXED) == 0) {
+        bool memory = now.pg_closed_memory > seen->pg_closed_memory;
+        log_warn("a worker closed its PostgreSQL connection at placement.NAME.%s a second "
+                   "time: the tenants it serves do not fit in one backend, whose cached "
+                   "catalog a new one reads again for each of them; raise that bound or add "
+                   "workers (with tenant.affinity each serves a smaller share); the status "
+                   "page counts these closes in storage.%s (said once)",
+                   memory ? "max_backend_memory" : "max_tenants",
+                   memory ? "pg_closed_memory" : "pg_closed_tenants");
+    }
+    w->storage_seen = now;
+}
+
 /* The request was handed to the stream hub (fx_hand_off): the hub answers it on the same
  * connection, so this process writes nothing more — no flush, no END_REQUEST (libfcgi's
  * FCGX_Finish_r would write both: it gets no descriptor to write to) — and closes only its
@@ -357,6 +392,7 @@ static bool finish_detached(worker *w, tn_request *r, int fd, int64_t t0)
     reqlog_line(w, r, 200, us);
     chain_finish(r, 200);
     log_set_context(NULL);
+    storage_publish(w);
     arena_reset(w->req_arena);
     w->served++;
     serving_w = NULL;
@@ -445,6 +481,7 @@ static TN_HOT bool serve_one(worker *w, int fd, unsigned req_id, bool whole, int
     reqlog_line(w, &r, status, us);
     chain_finish(&r, status);   /* the tenant context ends here, on every path */
     log_set_context(NULL);
+    storage_publish(w);
     arena_reset(w->req_arena);
     w->served++;
 

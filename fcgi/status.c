@@ -136,6 +136,35 @@ static void jobs_json(buf *o, sb_jobs *j, int64_t now_ns)
     buf_puts(o, "]}");
 }
 
+/* The workers' connections open now (their slots'), summed. */
+static void storage_open(scoreboard *sb, uint64_t *pg, uint64_t *sqlite)
+{
+    *pg = *sqlite = 0;
+    for (int i = 0, n = sb_slots_used(sb); i < n; i++) {
+        const sb_slot *s = &sb->slots[i];
+        if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == SB_FREE)
+            continue;
+        *pg += __atomic_load_n(&s->pg_open, __ATOMIC_RELAXED);
+        *sqlite += __atomic_load_n(&s->sqlite_open, __ATOMIC_RELAXED);
+    }
+}
+
+/* Ends the pool object and adds "storage": what the workers' storage pools did (opened,
+ * closed at a bound, evicted for room) and hold now. */
+static void storage_json(buf *o, scoreboard *sb)
+{
+    sb_storage *t = &sb->storage;
+    uint64_t pg, sqlite;
+    storage_open(sb, &pg, &sqlite);
+    buf_puts(o, "},\"storage\":{\"pg_open\":");
+    buf_u64(o, pg);
+    kv_u64(o, "sqlite_open", sqlite, true);
+#define STORAGE_KV(f) kv_u64(o, #f, sb_get(&t->f), true);
+    SB_STORAGE_COUNTERS(STORAGE_KV)
+#undef STORAGE_KV
+    buf_putc(o, '}');
+}
+
 void status_json(buf *o, scoreboard *sb, const tn_listener *l, const limits *lim,
                  const status_app *apps, int napps)
 {
@@ -203,7 +232,8 @@ void status_json(buf *o, scoreboard *sb, const tn_listener *l, const limits *lim
     kv_u64(o, "affinity_spilled", sb_get(&p->affinity_spilled), true);
     kv_u64(o, "malformed", sb_get(&p->malformed), true);
     kv_u64(o, "get_values", sb_get(&p->get_values), true);
-    buf_puts(o, "},\"apps\":[");
+    storage_json(o, sb);
+    buf_puts(o, ",\"apps\":[");
     for (int i = 0; i < napps; i++) {
         buf_puts(o, i ? ",{\"name\":" : "{\"name\":");
         buf_json_str(o, apps[i].name);
@@ -236,6 +266,8 @@ void status_json(buf *o, scoreboard *sb, const tn_listener *l, const limits *lim
         buf_json_str(o, sb_state_name(s.state));
         kv_u64(o, "requests", s.requests, true);
         kv_u64(o, "uptime_s", (uint64_t)((now_ns - s.started_ns) / 1000000000), true);
+        kv_u64(o, "pg_open", s.pg_open, true);
+        kv_u64(o, "sqlite_open", s.sqlite_open, true);
         bool busy = s.state == SB_READING || s.state == SB_RUNNING || s.state == SB_FINISHING;
         if (busy && s.req_start_ns) {
             buf_puts(o, ",\"request\":{\"method\":");
@@ -293,6 +325,59 @@ static void label_value(buf *o, const char *v)
             buf_puts(o, "\\n");
         else
             buf_putc(o, *p);
+    }
+}
+
+/* The storage pools' counts as metrics, labelled by kind (and by reason for the closes). */
+static void storage_metrics(buf *o, scoreboard *sb)
+{
+    sb_storage *t = &sb->storage;
+    uint64_t pg, sqlite;
+    storage_open(sb, &pg, &sqlite);
+    metric(o, "tenancy_storage_open", "gauge",
+           "Connections (PostgreSQL) and handles (SQLite) the workers' pools hold");
+    buf_printf(o, "tenancy_storage_open{kind=\"postgresql\"} %llu\n", (unsigned long long)pg);
+    buf_printf(o, "tenancy_storage_open{kind=\"sqlite\"} %llu\n", (unsigned long long)sqlite);
+    metric(o, "tenancy_storage_opened_total", "counter",
+           "PostgreSQL connections and SQLite handles the workers' pools opened");
+    buf_printf(o, "tenancy_storage_opened_total{kind=\"postgresql\"} %llu\n",
+               (unsigned long long)sb_get(&t->pg_connects));
+    buf_printf(o, "tenancy_storage_opened_total{kind=\"sqlite\"} %llu\n",
+               (unsigned long long)sb_get(&t->sqlite_opens));
+    metric(o, "tenancy_storage_closed_total", "counter",
+           "Connections and handles closed at a bound (max_tenants, max_backend_memory) or "
+           "for room (pg_db_max_open, sqlite_max_open)");
+    struct {
+        const char *kind, *reason;
+        uint64_t *v;
+    } closed[] = {
+        {"postgresql", "max_tenants", &t->pg_closed_tenants},
+        {"postgresql", "max_backend_memory", &t->pg_closed_memory},
+        {"postgresql", "pg_db_max_open", &t->pg_evicted},
+        {"sqlite", "sqlite_max_open", &t->sqlite_evicted},
+    };
+    for (size_t i = 0; i < TN_ARRAY_LEN(closed); i++)
+        buf_printf(o, "tenancy_storage_closed_total{kind=\"%s\",reason=\"%s\"} %llu\n",
+                   closed[i].kind, closed[i].reason, (unsigned long long)sb_get(closed[i].v));
+    struct {
+        const char *name, *help;
+        uint64_t *v;
+    } counters[] = {
+        {"tenancy_storage_sqlite_hits_total",
+         "Requests that found their tenant's SQLite handle open", &t->sqlite_hits},
+        {"tenancy_storage_pg_connect_failures_total", "PostgreSQL connects that failed",
+         &t->pg_unreachable},
+        {"tenancy_storage_pg_refused_total",
+         "Requests refused at once while their PostgreSQL server was backed off", &t->pg_refused},
+        {"tenancy_storage_memory_reads_total",
+         "Reads of a backend's memory for placement.NAME.max_backend_memory", &t->memory_reads},
+        {"tenancy_storage_resets_total",
+         "Connections a request left in a transaction or with session state, cleaned",
+         &t->resets},
+    };
+    for (size_t i = 0; i < TN_ARRAY_LEN(counters); i++) {
+        metric(o, counters[i].name, "counter", counters[i].help);
+        buf_printf(o, "%s %llu\n", counters[i].name, (unsigned long long)sb_get(counters[i].v));
     }
 }
 
@@ -386,6 +471,7 @@ void status_metrics(buf *o, scoreboard *sb, const tn_listener *l, const status_a
         metric(o, counters[i].name, "counter", counters[i].help);
         buf_printf(o, "%s %llu\n", counters[i].name, (unsigned long long)sb_get(counters[i].v));
     }
+    storage_metrics(o, sb);
     metric(o, "tenancy_rejected_requests_total", "counter", "Requests refused before running");
     buf_printf(o, "tenancy_rejected_requests_total{reason=\"deadline\"} %llu\n",
                (unsigned long long)sb_get(&p->rejected_deadline));

@@ -133,6 +133,7 @@ typedef struct worker {
     uint8_t homes[TN_AFFINITY_MAX];
     uint16_t home_slot[TN_AFFINITY_MAX];   /* the scoreboard slot of homes[i] */
     int64_t homes_until_ms;
+    chain_storage storage_seen;   /* the pool's counts as last added to the scoreboard's */
     int64_t now_ns;        /* the clock as of the last read: after a wait, after a request */
     sigset_t wait_mask;    /* the mask while in epoll_pwait: stop signals unblocked */
 } worker;

@@ -313,6 +313,29 @@ static bool worth_sending(void)
     return ch.crowded;
 }
 
+int chain_storage_stats(chain_storage *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (ch.pool == NULL)
+        return TN_DECLINED;
+    pool_stats s;
+    pool_get_stats(ch.pool, &s);
+    out->pg_connects = s.pg_connects;
+    out->pg_closed_memory = s.pg_memory_recycles;
+    out->pg_closed_tenants = s.pg_recycles - s.pg_memory_recycles;
+    out->pg_evicted = s.pg_evictions;
+    out->pg_unreachable = s.pg_down;
+    out->pg_refused = s.pg_refused;
+    out->memory_reads = s.pg_memory_looks;
+    out->sqlite_opens = s.sqlite_opens;
+    out->sqlite_hits = s.sqlite_hits;
+    out->sqlite_evicted = s.evictions - s.pg_evictions;
+    out->resets = s.resets;
+    out->pg_open = s.pg_open > 0 ? (uint32_t)s.pg_open : 0;
+    out->sqlite_open = s.sqlite_open > 0 ? (uint32_t)s.sqlite_open : 0;
+    return TN_OK;
+}
+
 bool chain_affinity_now(void)
 {
     return ch.ready && worth_sending();

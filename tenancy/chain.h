@@ -82,6 +82,28 @@ typedef struct chain_peek {
                     * a connection at its bound) */
 } chain_peek;
 
+/* What this process's storage pool did since it started (counters) and holds now (gauges):
+ * what fcgi publishes for the status page and the metrics, so that an operator sees
+ * connections being made, closed at their bounds or evicted for room. */
+typedef struct chain_storage {
+    uint64_t pg_connects;       /* PostgreSQL connections opened */
+    uint64_t pg_closed_tenants; /* closed after max_tenants distinct schemas */
+    uint64_t pg_closed_memory;  /* closed at max_backend_memory */
+    uint64_t pg_evicted;        /* database-mode (or a tenant login's) ones closed for room
+                                   (storage.pg_db_max_open) */
+    uint64_t pg_unreachable;    /* connects that failed */
+    uint64_t pg_refused;        /* acquires refused while their server backs off */
+    uint64_t memory_reads;      /* reads of a backend's memory (the byte bound) */
+    uint64_t sqlite_opens;      /* SQLite handles opened */
+    uint64_t sqlite_hits;       /* requests that found their tenant's handle open */
+    uint64_t sqlite_evicted;    /* handles closed for room (storage.sqlite_max_open) */
+    uint64_t resets;            /* connections a request left dirty, rolled back or wiped */
+    uint32_t pg_open, sqlite_open;
+} chain_storage;
+
+/* TN_OK with *out, or TN_DECLINED before chain_init made the pool (all zero). */
+int chain_storage_stats(chain_storage *out);
+
 /* Whether tenant.affinity sends anything from this worker now (on; or auto once its pool has
  * closed a PostgreSQL connection at its bound or to make room): when not, fcgi need not even
  * look at a request's tenant for it. */

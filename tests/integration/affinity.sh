@@ -19,7 +19,12 @@
 # - workers recycling every 40 requests under load lose nothing (what was sent to a leaving
 #   worker is served or passed on), and neither does a reload; a worker killed under load
 #   costs at most the requests in flight on it;
-# - `tenancyd -t` takes the option and refuses a bad value.
+# - `tenancyd -t` takes the option and refuses a bad value;
+# - the status page and the metrics count what the workers' storage pools did: nothing
+#   closed while every tenant fits, connections closed at max_tenants and evicted for
+#   pg_db_max_open, SQLite handles opened and found open, the connections open now (the
+#   workers' own figures adding up to the host's); the log says once, and only once the
+#   shares do not fit, which bound to raise.
 . "$(dirname "$0")/lib.sh"
 SCOPEAPP=$(cd "$top_builddir" && pwd)/tests/helpers/.libs/scopeapp.so
 FIX=$top_srcdir/tests/fixtures/storeapp
@@ -68,6 +73,11 @@ assert_eq "$(http /plain s3.localhost)" '{"tenant":"s3","data":"s3","role":""}' 
     "s3 reads its own marker from its file"
 
 counter() { http /_tenancy/status | grep -o "\"$1\":[0-9]*" | cut -d: -f2; }
+# st FIELD: storage.FIELD of the status page
+st() { http /_tenancy/status | "$HELPERS/json_check" ".storage.$1" || echo missing; }
+# metric LINE_START: the value of the metrics line that starts so
+metric() { http /_tenancy/metrics | grep -F "$1 " | awk '{ print $NF }'; }
+FIT_WARN='closed its PostgreSQL connection at placement.NAME.max_tenants a second time'
 
 # load NAME HOSTS N EXPECT [hammer args]: N checked requests over the tenants, 8 connections;
 # every answer must be exactly the tenant's own, with no error.
@@ -110,6 +120,18 @@ sent0=$(counter affinity_sent)
 load auto-fits 't%d.localhost' 1000 "$PG_EXPECT" -N "$NT"
 assert_eq "$(($(counter affinity_sent) - sent0))" 0 \
     "auto: nothing sent while every connection keeps every tenant"
+assert_eq "$(st pg_closed_tenants)/$(st pg_closed_memory)" 0/0 \
+    "storage: no connection closed at a bound while every tenant fits"
+assert_ge "$(st pg_connects)" 1 "storage: the workers' PostgreSQL connections are counted"
+http /_tenancy/status > "$T/status.json"
+open_sum=0
+for ((i = 0; i < $("$HELPERS/json_check" '.workers#' < "$T/status.json"); i++)); do
+    open_sum=$((open_sum + $("$HELPERS/json_check" ".workers[$i].pg_open" < "$T/status.json")))
+done
+assert_eq "$open_sum" "$("$HELPERS/json_check" .storage.pg_open < "$T/status.json")" \
+    "storage: the workers' open connections add up to the host's"
+assert_ge "$open_sum" 1 "storage: connections are open"
+assert_eq "$(tn_log_count "$FIT_WARN")" 0 "nothing said while every tenant fits"
 
 # ---- connections closed at their bound: one worker per tenant --------------------------------
 reload_to "placement.pgs.max_tenants = 6"
@@ -128,6 +150,13 @@ assert_ge "$sent" 100 "requests were sent to their tenant's home ($sent)"
 homes=$(tail -n +"$((from + 1))" "$T/access.log" | grep -o '"pid":[0-9]*' | sort -u | wc -l)
 assert_eq "$homes" 4 "the tenants' homes are spread over the 4 workers"
 assert_nginx_clean "requests sent between workers"
+closed=$(st pg_closed_tenants)
+assert_ge "$closed" 8 "storage: connections closed at max_tenants are counted ($closed)"
+assert_eq "$(metric 'tenancy_storage_closed_total{kind="postgresql",reason="max_tenants"}')" "$closed" \
+    "metrics: the same count of closes at max_tenants"
+assert_ge "$(st pg_connects)" "$closed" "storage: each close was followed by a connect"
+# 8 tenants a worker against a bound of 6: the shares do not fit, and the log says so once
+assert_eq "$(tn_log_count "$FIT_WARN")" 1 "the log says once which bound to raise"
 
 # ---- database mode: once a worker's connections no longer hold its tenants' databases ------
 reload_to "storage.pg_db_max_open = 2"
@@ -140,11 +169,22 @@ share=$(modal_share "$from" d)
 log "database mode: $share % of each tenant's requests on its most frequent worker"
 assert_ge "$share" 95 "each database tenant is served by one worker (2 connections a worker)"
 assert_ge "$(($(counter affinity_sent) - sent0))" 50 "database tenants' requests were sent"
+assert_ge "$(st pg_evicted)" 1 "storage: database connections closed for room are counted"
+assert_eq "$(metric 'tenancy_storage_closed_total{kind="postgresql",reason="pg_db_max_open"}')" \
+    "$(st pg_evicted)" "metrics: the same count of evictions"
 
 # ---- SQLite tenants are never sent --------------------------------------------------------------
 sent0=$(counter affinity_sent)
+hits0=$(st sqlite_hits)
 load sqlite 's%d.localhost' 400 $'{"tenant":"s%d","data":"s%d","role":""}\n' -N "$NS" -u /plain
 assert_eq "$(($(counter affinity_sent) - sent0))" 0 "no SQLite tenant's request was sent"
+opens=$(st sqlite_opens)
+hits=$(($(st sqlite_hits) - hits0))
+log "storage: $opens SQLite handles opened, $hits requests found theirs open, $(st sqlite_open) open now"
+assert_ge "$opens" 1 "storage: SQLite handles opened are counted"
+[ "$opens" -le $((4 * NS + 1)) ] || fail "storage: $opens SQLite opens for $NS tenants on 4 workers"
+assert_ge "$hits" $((400 - 4 * NS)) "storage: requests that found their handle open are counted"
+assert_ge "$(st sqlite_open)" 1 "storage: the SQLite handles open now"
 
 # ---- the control: tenant.affinity = off, after a reload ----------------------------------------
 reload_to "tenant.affinity = off" "placement.pgs.max_tenants = 6"
@@ -210,6 +250,8 @@ for v in off auto on; do
     conf "tenant.affinity = $v"
     "$TENANCYD" -t -c "$T/tenancyd.conf" > /dev/null 2>&1 || fail "tenancyd -t refused tenant.affinity = $v"
 done
+
+assert_eq "$(tn_log_count "$FIT_WARN")" 1 "the log said it once for the host's life"
 
 kill -TERM "$TN_PID"
 wait_until 10 bash -c "! kill -0 $TN_PID" || fail "tenancyd did not stop"
