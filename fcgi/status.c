@@ -315,6 +315,20 @@ static void metric(buf *o, const char *name, const char *type, const char *help)
     buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* Counters without labels, each with its HELP and TYPE lines. */
+typedef struct named_counter {
+    const char *name, *help;
+    uint64_t *v;
+} named_counter;
+
+static void counters_out(buf *o, const named_counter *c, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        metric(o, c[i].name, "counter", c[i].help);
+        buf_printf(o, "%s %llu\n", c[i].name, (unsigned long long)sb_get(c[i].v));
+    }
+}
+
 /* A label value of the text format: backslash, double quote and newline escaped. */
 static void label_value(buf *o, const char *v)
 {
@@ -359,10 +373,7 @@ static void storage_metrics(buf *o, scoreboard *sb)
     for (size_t i = 0; i < TN_ARRAY_LEN(closed); i++)
         buf_printf(o, "tenancy_storage_closed_total{kind=\"%s\",reason=\"%s\"} %llu\n",
                    closed[i].kind, closed[i].reason, (unsigned long long)sb_get(closed[i].v));
-    struct {
-        const char *name, *help;
-        uint64_t *v;
-    } counters[] = {
+    const named_counter counters[] = {
         {"tenancy_storage_sqlite_hits_total",
          "Requests that found their tenant's SQLite handle open", &t->sqlite_hits},
         {"tenancy_storage_pg_connect_failures_total", "PostgreSQL connects that failed",
@@ -375,10 +386,7 @@ static void storage_metrics(buf *o, scoreboard *sb)
          "Connections a request left in a transaction or with session state, cleaned",
          &t->resets},
     };
-    for (size_t i = 0; i < TN_ARRAY_LEN(counters); i++) {
-        metric(o, counters[i].name, "counter", counters[i].help);
-        buf_printf(o, "%s %llu\n", counters[i].name, (unsigned long long)sb_get(counters[i].v));
-    }
+    counters_out(o, counters, TN_ARRAY_LEN(counters));
 }
 
 void status_metrics(buf *o, scoreboard *sb, const tn_listener *l, const status_app *apps,
@@ -446,10 +454,7 @@ void status_metrics(buf *o, scoreboard *sb, const tn_listener *l, const status_a
                (double)sb_get(&p->duration_sum_us) / 1e6);
     buf_printf(o, "tenancy_request_duration_seconds_count %llu\n", cum);
 
-    struct {
-        const char *name, *help;
-        uint64_t *v;
-    } counters[] = {
+    const named_counter counters[] = {
         {"tenancy_slow_requests_total", "Requests that ran past slow_request", &p->slow},
         {"tenancy_request_timeouts_total", "Workers killed by request_timeout", &p->timeouts},
         {"tenancy_worker_crashes_total", "Workers that died abnormally", &p->crashes},
@@ -467,10 +472,7 @@ void status_metrics(buf *o, scoreboard *sb, const tn_listener *l, const status_a
         {"tenancy_max_children_reached_total", "Times a spawn was wanted at pm.max_children",
          &p->max_children_reached},
     };
-    for (size_t i = 0; i < TN_ARRAY_LEN(counters); i++) {
-        metric(o, counters[i].name, "counter", counters[i].help);
-        buf_printf(o, "%s %llu\n", counters[i].name, (unsigned long long)sb_get(counters[i].v));
-    }
+    counters_out(o, counters, TN_ARRAY_LEN(counters));
     storage_metrics(o, sb);
     metric(o, "tenancy_rejected_requests_total", "counter", "Requests refused before running");
     buf_printf(o, "tenancy_rejected_requests_total{reason=\"deadline\"} %llu\n",
@@ -478,10 +480,7 @@ void status_metrics(buf *o, scoreboard *sb, const tn_listener *l, const status_a
     buf_printf(o, "tenancy_rejected_requests_total{reason=\"tenant_limit\"} %llu\n",
                (unsigned long long)sb_get(&p->rejected_tenant_limit));
     sb_hub *h = &sb->hub;
-    struct {
-        const char *name, *help;
-        uint64_t *v;
-    } hub_counters[] = {
+    const named_counter hub_counters[] = {
         {"tenancy_hub_streams_total", "Streams the hub took", &h->streams},
         {"tenancy_hub_events_sent_total", "Events written to streams", &h->events_sent},
         {"tenancy_hub_heartbeats_total", "Heartbeats written to idle streams", &h->heartbeats},
@@ -492,11 +491,7 @@ void status_metrics(buf *o, scoreboard *sb, const tn_listener *l, const status_a
         {"tenancy_hub_refused_total", "Streams refused over a limit", &h->refused_limit},
         {"tenancy_hub_restarts_total", "Stream hubs started after the first", &h->restarts},
     };
-    for (size_t i = 0; i < TN_ARRAY_LEN(hub_counters); i++) {
-        metric(o, hub_counters[i].name, "counter", hub_counters[i].help);
-        buf_printf(o, "%s %llu\n", hub_counters[i].name,
-                   (unsigned long long)sb_get(hub_counters[i].v));
-    }
+    counters_out(o, hub_counters, TN_ARRAY_LEN(hub_counters));
     metric(o, "tenancy_hub_subscribers", "gauge", "Open streams");
     buf_printf(o, "tenancy_hub_subscribers %llu\n", (unsigned long long)sb_get(&h->subscribers));
     metric(o, "tenancy_hub_bytes_buffered", "gauge", "Bytes waiting for slow stream clients");
@@ -505,10 +500,7 @@ void status_metrics(buf *o, scoreboard *sb, const tn_listener *l, const status_a
     metric(o, "tenancy_hub_up", "gauge", "1 while the stream hub runs");
     buf_printf(o, "tenancy_hub_up %d\n", __atomic_load_n(&h->pid, __ATOMIC_ACQUIRE) ? 1 : 0);
     sb_jobs *jb = &sb->jobs;
-    struct {
-        const char *name, *help;
-        uint64_t *v;
-    } job_counters[] = {
+    const named_counter job_counters[] = {
         {"tenancy_jobs_enqueued_total", "Jobs queued by this host", &jb->enqueued},
         {"tenancy_jobs_claimed_total", "Job attempts started", &jb->claimed},
         {"tenancy_jobs_done_total", "Jobs done", &jb->done},
@@ -519,11 +511,7 @@ void status_metrics(buf *o, scoreboard *sb, const tn_listener *l, const status_a
         {"tenancy_jobs_timeouts_total", "Job attempts stopped at their timeout", &jb->timeouts},
         {"tenancy_job_worker_crashes_total", "Job workers that died", &jb->crashes},
     };
-    for (size_t i = 0; i < TN_ARRAY_LEN(job_counters); i++) {
-        metric(o, job_counters[i].name, "counter", job_counters[i].help);
-        buf_printf(o, "%s %llu\n", job_counters[i].name,
-                   (unsigned long long)sb_get(job_counters[i].v));
-    }
+    counters_out(o, job_counters, TN_ARRAY_LEN(job_counters));
     int jrun = 0, jup = 0;
     for (int i = 0; i < SB_JOB_SLOTS; i++) {
         int st = __atomic_load_n(&jb->slots[i].state, __ATOMIC_ACQUIRE);
