@@ -342,6 +342,10 @@ static bool drain_stdin(FCGX_Request *fx)
  * after it each worker serves its share): said once per host, with what to change. */
 static void storage_publish(worker *w)
 {
+    uint64_t uses = chain_storage_uses();
+    if (uses == w->storage_uses)
+        return;   /* the request touched no storage: nothing changed */
+    w->storage_uses = uses;
     chain_storage now;
     if (chain_storage_stats(&now) != TN_OK)
         return;

@@ -134,6 +134,7 @@ typedef struct worker {
     uint16_t home_slot[TN_AFFINITY_MAX];   /* the scoreboard slot of homes[i] */
     int64_t homes_until_ms;
     chain_storage storage_seen;   /* the pool's counts as last added to the scoreboard's */
+    uint64_t storage_uses;        /* chain_storage_uses() then */
     int64_t now_ns;        /* the clock as of the last read: after a wait, after a request */
     sigset_t wait_mask;    /* the mask while in epoll_pwait: stop signals unblocked */
 } worker;

@@ -741,6 +741,11 @@ void pool_release(storage_pool *p, tn_db *db)
     trim(p);
 }
 
+uint64_t pool_uses(const storage_pool *p)
+{
+    return p != NULL ? p->st.acquires : 0;
+}
+
 void pool_get_stats(const storage_pool *p, pool_stats *s)
 {
     if (s == NULL)

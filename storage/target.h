@@ -283,5 +283,8 @@ int pool_acquire(storage_pool *p, const storage_target *t, tn_db **out, char *er
 void pool_release(storage_pool *p, tn_db *db);
 
 void pool_get_stats(const storage_pool *p, pool_stats *s);
+/* How many acquires the pool has served (0 for NULL): every count of pool_stats changes in
+ * an acquire or the release after it, so while this stays the same, so do they. */
+uint64_t pool_uses(const storage_pool *p);
 
 #endif

@@ -60,6 +60,7 @@ static struct __attribute__((aligned(64))) {
     bool table_full_logged;
     appcache *apps;
     storage_pool *pool;       /* tenants' storage connections, opened on first use */
+    uint64_t crowd_uses;      /* pool_uses() when `crowded` was last worked out */
     bool crowded;             /* the pool closed a PostgreSQL connection at its bound or to
                                  make room (auto tenant.affinity sends from then on) */
     int64_t reg_retry_ms;      /* no reconnect before (after a failure) */
@@ -305,7 +306,8 @@ static bool worth_sending(void)
         return true;
     if (c->affinity != AFFINITY_AUTO)
         return false;
-    if (!ch.crowded && ch.pool != NULL) {
+    if (!ch.crowded && ch.pool != NULL && pool_uses(ch.pool) != ch.crowd_uses) {
+        ch.crowd_uses = pool_uses(ch.pool);   /* looked at again only after the pool's use */
         pool_stats s;
         pool_get_stats(ch.pool, &s);
         ch.crowded = s.pg_recycles + s.pg_evictions > 0;
@@ -334,6 +336,11 @@ int chain_storage_stats(chain_storage *out)
     out->pg_open = s.pg_open > 0 ? (uint32_t)s.pg_open : 0;
     out->sqlite_open = s.sqlite_open > 0 ? (uint32_t)s.sqlite_open : 0;
     return TN_OK;
+}
+
+uint64_t chain_storage_uses(void)
+{
+    return pool_uses(ch.pool);
 }
 
 bool chain_affinity_now(void)

@@ -104,6 +104,10 @@ typedef struct chain_storage {
 /* TN_OK with *out, or TN_DECLINED before chain_init made the pool (all zero). */
 int chain_storage_stats(chain_storage *out);
 
+/* A number that changes whenever the pool is used: while it stays the same, so does every
+ * count of chain_storage (a request that touched no storage need not look at them). */
+uint64_t chain_storage_uses(void);
+
 /* Whether tenant.affinity sends anything from this worker now (on; or auto once its pool has
  * closed a PostgreSQL connection at its bound or to make room): when not, fcgi need not even
  * look at a request's tenant for it. */
