@@ -74,7 +74,9 @@ typedef struct sb_slot {
     char req_id[40];
     char audit_id[24];       /* worker: the audit entry of the console statement it runs now
                                 ("": none); the master closes that entry if the worker dies */
-} sb_slot;
+} __attribute__((aligned(64))) sb_slot;   /* whole cache lines: workers write their own
+                                             slots at every request stage, so no two
+                                             slots share a line */
 
 typedef struct sb_pool {
     uint64_t magic;
@@ -208,7 +210,7 @@ typedef struct sb_storage {
 
 typedef struct scoreboard {
     sb_pool pool;
-    sb_storage storage;
+    sb_storage storage __attribute__((aligned(64)));   /* apart from the pool's counters */
     sb_slot slots[SB_SLOTS];
     sb_hub hub;
     sb_jobs jobs;
