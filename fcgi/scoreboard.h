@@ -118,6 +118,10 @@ typedef struct sb_pool {
      * piling up behind it. Counted per number, not per process, so that nothing is lost
      * when the process dies: what is in the inbox stays there for the next one. */
     int32_t affine_queued[TN_AFFINITY_MAX];
+    /* tenant.affinity = auto: the generation one of whose workers found that the tenants do
+     * not all fit (its pool closed a connection at its bound or for room; 0: none yet). Its
+     * other workers, and those started later, send from then on without finding it again. */
+    uint32_t crowded_generation;
 } sb_pool;
 
 /* The stream hub's counters (fcgi/hub.h). The hub is their only writer, but for `restarts`

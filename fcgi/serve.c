@@ -371,6 +371,11 @@ static void storage_publish(worker *w)
                    memory ? "pg_closed_memory" : "pg_closed_tenants");
     }
     w->storage_seen = now;
+    /* what this worker's pool found, for the generation's other workers (generation_crowded) */
+    if (w->affinity_n > 0 && !w->crowd_told && chain_affinity_now()) {
+        w->crowd_told = true;
+        __atomic_store_n(&w->sb->pool.crowded_generation, w->slot->generation, __ATOMIC_RELAXED);
+    }
 }
 
 /* The request was handed to the stream hub (fx_hand_off): the hub answers it on the same
@@ -569,6 +574,17 @@ static bool peek_tenant(worker *w, int64_t now, int64_t *id, int *cap)
     return pk.cap > 0;
 }
 
+/* tenant.affinity = auto: whether another worker of this generation found that the tenants
+ * do not all fit; if so the chain learns it, and this worker sends from now on. */
+static bool generation_crowded(worker *w)
+{
+    uint32_t g = __atomic_load_n(&w->sb->pool.crowded_generation, __ATOMIC_RELAXED);
+    if (g == 0 || g != w->slot->generation)
+        return false;
+    chain_affinity_learn();
+    return chain_affinity_now();
+}
+
 /* tenant.affinity (affinity.c): true when the request was sent to its tenant's home worker
  * and the connection is no longer this worker's. */
 static TN_HOT bool route_home(worker *w, struct conn *c, int64_t now)
@@ -581,7 +597,7 @@ static TN_HOT bool route_home(worker *w, struct conn *c, int64_t now)
         c->stay = false;
         return false;
     }
-    if (!chain_affinity_now())
+    if (!chain_affinity_now() && !generation_crowded(w))
         return false;   /* (auto, every tenant fits): no look at the tenant at all */
     chain_peek pk;
     return peek_who(w, now, &pk) && pk.affine && affinity_send_home(w, c, pk.id, avoid, now);

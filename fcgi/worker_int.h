@@ -135,6 +135,7 @@ typedef struct worker {
     int64_t homes_until_ms;
     chain_storage storage_seen;   /* the pool's counts as last added to the scoreboard's */
     uint64_t storage_uses;        /* chain_storage_uses() then */
+    bool crowd_told;              /* it set the scoreboard's crowded_generation */
     int64_t now_ns;        /* the clock as of the last read: after a wait, after a request */
     sigset_t wait_mask;    /* the mask while in epoll_pwait: stop signals unblocked */
 } worker;

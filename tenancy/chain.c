@@ -294,8 +294,9 @@ static bool pg_placed(const tenant_rec *t)
 
 /* tenant.affinity for a tenant on PostgreSQL: always (on), or (auto) once this worker's pool
  * closed a schema-mode connection at its bound, or closed a database-mode (or a tenant's own
- * login's) connection to make room for another: the sign that the tenants it serves do not
- * all fit in what it keeps. Until then sending a request to another worker costs
+ * login's) connection to make room for another, or another worker of the generation's did
+ * (chain_affinity_learn): the sign that the tenants it serves do not all fit in what it
+ * keeps. Until then sending a request to another worker costs
  * system calls and buys nothing: every worker's connection keeps every tenant warm. Once
  * seen, for the worker's life (the tenants it serves keep not fitting if it serves them
  * all again). */
@@ -336,6 +337,11 @@ int chain_storage_stats(chain_storage *out)
     out->pg_open = s.pg_open > 0 ? (uint32_t)s.pg_open : 0;
     out->sqlite_open = s.sqlite_open > 0 ? (uint32_t)s.sqlite_open : 0;
     return TN_OK;
+}
+
+void chain_affinity_learn(void)
+{
+    ch.crowded = true;   /* read only with auto (worth_sending) */
 }
 
 uint64_t chain_storage_uses(void)

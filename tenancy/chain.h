@@ -113,6 +113,11 @@ uint64_t chain_storage_uses(void);
  * look at a request's tenant for it. */
 bool chain_affinity_now(void);
 
+/* Another worker of this generation found that the tenants do not all fit (fcgi reads it from
+ * the scoreboard): with tenant.affinity = auto this worker sends from now on too, as if its
+ * own pool had closed a connection at its bound. */
+void chain_affinity_learn(void);
+
 /* The tenant of a request not read yet (its params only: fcgi's tenant.queue_wait and
  * tenant.affinity look before it reads), found as the chain finds it (the lookup cache, else
  * the registry, the result cached) but with nothing answered and no context entered. TN_OK

@@ -12,6 +12,9 @@
 #   and requests were sent between workers to get there; the control, tenant.affinity = off
 #   after a reload, must spread them (under 60 % on one worker), else the measure proves
 #   nothing;
+# - auto learns it for the whole generation: workers recycled every 50 requests, each too
+#   short-lived to find by itself that 32 tenants do not fit a count bound of 24, send most
+#   requests to their home once one worker of the generation has (a worker alone: 22 %);
 # - database mode: once a worker's pool had to close a tenant's database connection to make
 #   room (pg_db_max_open = 2 here), each database tenant is served by one worker too;
 # - tenants on SQLite are never sent (their files are per worker and cheap to keep);
@@ -185,6 +188,17 @@ assert_ge "$opens" 1 "storage: SQLite handles opened are counted"
 [ "$opens" -le $((4 * NS + 1)) ] || fail "storage: $opens SQLite opens for $NS tenants on 4 workers"
 assert_ge "$hits" $((400 - 4 * NS)) "storage: requests that found their handle open are counted"
 assert_ge "$(st sqlite_open)" 1 "storage: the SQLite handles open now"
+
+# ---- auto learns for the whole generation ------------------------------------------------------
+# Workers recycled every 50 requests with a count bound of 24 (of 32 tenants): a worker alone
+# would close its connection at its bound only after about 49 requests and send little before
+# it leaves; once one worker of the generation has, the later ones send from their first.
+reload_to "placement.pgs.max_tenants = 24" "pm.max_requests = 50"
+sent0=$(counter affinity_sent)
+load learnt 't%d.localhost' 3000 "$PG_EXPECT" -N "$NT"
+sent=$(($(counter affinity_sent) - sent0))
+log "auto with workers recycled every 50 requests: $sent of 3000 requests sent to their home"
+assert_ge "$sent" 1500 "workers started later send from their first request"
 
 # ---- the control: tenant.affinity = off, after a reload ----------------------------------------
 reload_to "tenant.affinity = off" "placement.pgs.max_tenants = 6"
