@@ -292,6 +292,14 @@ static bool pg_placed(const tenant_rec *t)
     return p != NULL && p->kind != TARGET_SQLITE;
 }
 
+/* Whether the pool's counts s show it crowded (see worth_sending), noted with the use they
+ * were read at. */
+static void note_crowding(const pool_stats *s)
+{
+    ch.crowd_uses = pool_uses(ch.pool);   /* looked at again only after the pool's next use */
+    ch.crowded = ch.crowded || s->pg_recycles + s->pg_evictions > 0;
+}
+
 /* tenant.affinity for a tenant on PostgreSQL: always (on), or (auto) once this worker's pool
  * closed a schema-mode connection at its bound, or closed a database-mode (or a tenant's own
  * login's) connection to make room for another, or another worker of the generation's did
@@ -308,10 +316,9 @@ static bool worth_sending(void)
     if (c->affinity != AFFINITY_AUTO)
         return false;
     if (!ch.crowded && ch.pool != NULL && pool_uses(ch.pool) != ch.crowd_uses) {
-        ch.crowd_uses = pool_uses(ch.pool);   /* looked at again only after the pool's use */
         pool_stats s;
         pool_get_stats(ch.pool, &s);
-        ch.crowded = s.pg_recycles + s.pg_evictions > 0;
+        note_crowding(&s);
     }
     return ch.crowded;
 }
@@ -323,6 +330,7 @@ int chain_storage_stats(chain_storage *out)
         return TN_DECLINED;
     pool_stats s;
     pool_get_stats(ch.pool, &s);
+    note_crowding(&s);   /* so that worth_sending need not read them again */
     out->pg_connects = s.pg_connects;
     out->pg_closed_memory = s.pg_memory_recycles;
     out->pg_closed_tenants = s.pg_recycles - s.pg_memory_recycles;
