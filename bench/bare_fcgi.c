@@ -1,8 +1,11 @@
 /*
  * bare_fcgi.c — the baseline for `bench/run http`: the smallest prefork libfcgi responder a
- * C programmer would write by hand, answering what apps/hello answers ("hello from <host>").
+ * C programmer would write by hand, answering what apps/hello answers ("hello from <host>");
+ * with a connection string, the HTTP floor of `bench/run load`: the same responder answering
+ * what bench/benchapp.c's GET / answers, from the tenant's PostgreSQL schema.
  *
- *   bare_fcgi SOCKET NPROC      SOCKET is a unix path or ":port" (FCGX_OpenSocket syntax)
+ *   bare_fcgi SOCKET NPROC [CONNINFO]
+ *                               SOCKET is a unix path or ":port" (FCGX_OpenSocket syntax)
  *
  * It is deliberately naive, because it stands for "libfcgi with no host around it": one
  * listen socket from FCGX_OpenSocket, NPROC forked children each looping on
@@ -15,11 +18,23 @@
  * (SIGTERM, then SIGKILL after a second) and exits. Children die with the parent
  * (PR_SET_PDEATHSIG), so a killed benchmark leaves nothing behind.
  *
- * Not part of `make check`: bench/run compiles it with `cc ... -lfcgi`.
+ * With CONNINFO each child opens one PostgreSQL connection and keeps it. A request's tenant
+ * is the first label of its Host (`t5` of t5.localhost), its schema and role `t_` and that
+ * label, as `tenancy tenant create` names them; per request the child sends what tenancyd
+ * sends for one autocommit query (the path and the role by set_config, then the query, one
+ * pipeline, one Sync) and answers {"tenant":"t5","data":"<marker row>"}. No registry, no
+ * access log, no pool, no isolation beyond the role: what a hand-written app on libfcgi and
+ * libpq costs, so that `load` can show how much of the gap to pgbench the HTTP path itself
+ * takes on the same machine. A host whose role or schema does not exist gets 404; a broken
+ * connection 503, and the child connects again for the next request.
+ *
+ * Not part of `make check`: bench/run compiles it with `cc ... -lfcgi -lpq`.
  */
 #include <errno.h>
 #include <fcgiapp.h>
+#include <libpq-fe.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,11 +46,86 @@
 #define MAX_PROCS 256
 
 static volatile sig_atomic_t stop;
+static const char *conninfo;   /* NULL: the hello responder */
 
 static void on_stop(int signo)
 {
     (void)signo;
     stop = 1;   /* the parent's loop does the work */
+}
+
+/* A connection with an empty search_path, or NULL (said on stderr). */
+static PGconn *pg_connect(void)
+{
+    PGconn *c = PQconnectdb(conninfo);
+    if (PQstatus(c) == CONNECTION_OK) {
+        PGresult *r = PQexec(c, "SELECT pg_catalog.set_config('search_path', '', false)");
+        bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+        PQclear(r);
+        if (ok)
+            return c;
+    }
+    fprintf(stderr, "bare_fcgi: cannot connect: %s", PQerrorMessage(c));
+    PQfinish(c);
+    return NULL;
+}
+
+/* The marker row of the tenant named by host's first label into out; the HTTP status. */
+static int pg_marker(PGconn **pc, const char *host, char *slug, size_t slen, char *out,
+                     size_t olen)
+{
+    size_t n = strcspn(host, ".:");
+    if (n == 0 || n >= slen)
+        return 404;
+    for (size_t i = 0; i < n; i++)
+        if (!((host[i] >= 'a' && host[i] <= 'z') || (host[i] >= '0' && host[i] <= '9') ||
+              host[i] == '_' || host[i] == '-'))
+            return 404;
+    memcpy(slug, host, n);
+    slug[n] = '\0';
+    char name[72];
+    snprintf(name, sizeof(name), "t_%s", slug);
+    if (*pc == NULL && (*pc = pg_connect()) == NULL)
+        return 503;
+    PGconn *c = *pc;
+    const char *params[2] = {name, name};
+    int status = 200;
+    out[0] = '\0';
+    if (!PQenterPipelineMode(c) ||
+        !PQsendQueryParams(c,
+                           "SELECT pg_catalog.set_config('search_path', $1, true), "
+                           "pg_catalog.set_config('role', $2, true)",
+                           2, NULL, params, NULL, NULL, 0) ||
+        !PQsendQueryParams(c, "SELECT tenant FROM marker WHERE id = 1", 0, NULL, NULL, NULL,
+                           NULL, 0) ||
+        !PQpipelineSync(c))
+        status = 503;
+    for (int q = 0; q < 2 && status != 503; q++) {   /* each query's result, then its NULL */
+        PGresult *r = PQgetResult(c);
+        if (r == NULL) {
+            status = 503;
+            break;
+        }
+        ExecStatusType st = PQresultStatus(r);
+        if (st == PGRES_FATAL_ERROR || st == PGRES_PIPELINE_ABORTED)
+            status = 404;   /* no such role or schema */
+        else if (q == 1 && PQntuples(r) == 1)
+            snprintf(out, olen, "%s", PQgetvalue(r, 0, 0));
+        PQclear(r);
+        while ((r = PQgetResult(c)) != NULL)
+            PQclear(r);
+    }
+    PGresult *r = status == 503 ? NULL : PQgetResult(c);   /* the Sync */
+    if (status != 503 && (r == NULL || PQresultStatus(r) != PGRES_PIPELINE_SYNC))
+        status = 503;
+    PQclear(r);
+    if (status == 503 || !PQexitPipelineMode(c) || PQstatus(c) != CONNECTION_OK) {
+        fprintf(stderr, "bare_fcgi: connection lost: %s", PQerrorMessage(c));
+        PQfinish(c);
+        *pc = NULL;
+        return 503;
+    }
+    return status;
 }
 
 static void child(int sock)
@@ -49,19 +139,35 @@ static void child(int sock)
         fprintf(stderr, "bare_fcgi: FCGX_Init failed\n");
         _exit(1);
     }
+    PGconn *pg = conninfo != NULL ? pg_connect() : NULL;
     FCGX_Request req;
     FCGX_InitRequest(&req, sock, 0);
-    char body[512];
+    char body[512], slug[64], data[256];
     while (FCGX_Accept_r(&req) >= 0) {
         const char *host = FCGX_GetParam("HTTP_HOST", req.envp);
-        int n = snprintf(body, sizeof(body),
+        int n;
+        if (conninfo == NULL) {
+            n = snprintf(body, sizeof(body),
                          "Content-Type: text/plain; charset=utf-8\r\n\r\nhello from %s\n",
                          host != NULL && host[0] != '\0' ? host : "nowhere");
+        } else {
+            int status = pg_marker(&pg, host != NULL ? host : "", slug, sizeof(slug), data,
+                                   sizeof(data));
+            if (status == 200)
+                n = snprintf(body, sizeof(body),
+                             "Content-Type: application/json\r\n\r\n"
+                             "{\"tenant\":\"%s\",\"data\":\"%s\"}\n",
+                             slug, data);
+            else
+                n = snprintf(body, sizeof(body), "Status: %d\r\nContent-Type: text/plain\r\n\r\n"
+                             "%s\n", status, status == 404 ? "no such tenant" : "unavailable");
+        }
         if (n < 0 || (size_t)n >= sizeof(body))
             n = (int)strlen(body);
         FCGX_PutStr(body, n, req.out);
         FCGX_Finish_r(&req);
     }
+    PQfinish(pg);
     _exit(0);
 }
 
@@ -77,11 +183,12 @@ static pid_t spawn(int sock)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: bare_fcgi SOCKET NPROC\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: bare_fcgi SOCKET NPROC [CONNINFO]\n");
         return 2;
     }
     int nproc = atoi(argv[2]);
+    conninfo = argc == 4 ? argv[3] : NULL;
     if (nproc < 1 || nproc > MAX_PROCS) {
         fprintf(stderr, "bare_fcgi: NPROC must be 1..%d\n", MAX_PROCS);
         return 2;
