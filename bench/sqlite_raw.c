@@ -4,6 +4,7 @@
  *   sqlite_raw run DIR PREFIX TENANTS PROCS SECONDS full|normal MAX_OPEN SEED [COUNTS]
  *   sqlite_raw count DIR PREFIX TENANTS [ROWS [WHERE]]
  *   sqlite_raw create DIR PREFIX TENANTS PROCS full|normal
+ *   sqlite_raw serve SOCKET DIR PREFIX TENANTS PROCS full|normal MAX_OPEN
  *
  * run: PROCS forked processes, each for SECONDS, pick a random tenant file DIR/PREFIXn.db
  * (n in 1..TENANTS) and insert 20 rows into its items table in one transaction (BEGIN
@@ -27,10 +28,20 @@
  * transaction with the items table (the columns the data API keeps and the benchmark's)
  * and its 100 rows "PREFIXn-rK". One JSON line: tenants, errors, seconds, per_s.
  *
+ * serve: the HTTP floor of bench/run sqlite: the same transaction behind a bare libfcgi
+ * responder, PROCS forked processes on one listen socket (FCGX_OpenSocket syntax), each
+ * with its own handles as in run. A POST's Host names the tenant (PREFIXn.anything); each
+ * line of its body becomes a row (name the line, n its index), in one transaction, and the
+ * answer is bench/benchapp.c's, {"tenant":"PREFIXn","inserted":20}; another tenant gets 404,
+ * a failed transaction 503. No registry, no log, no pool of workers around it: how much of
+ * the raw loop's figure a hand-written FastCGI app keeps once nginx and the load generator
+ * share the machine. Runs until SIGTERM (or SIGINT), then stops its processes.
+ *
  * Exit status 0, or 1 when anything failed.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcgiapp.h>
 #include <stdbool.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -41,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -127,11 +139,12 @@ static handle *get_handle(const char *dir, const char *prefix, long n, long tena
     return h;
 }
 
-static int one_tx(handle *h, long k)
+/* One transaction of count rows named names[i] (n = i), as the app does per request. */
+static int one_tx(handle *h, const char *const *names, int count)
 {
     if (sqlite3_exec(h->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
         return -1;
-    char name[64], stamp[96] = "";
+    char stamp[96] = "";
     if (h->stamped) {
         struct timespec ts;
         struct tm tm;
@@ -141,9 +154,8 @@ static int one_tx(handle *h, long k)
                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                  (long)(ts.tv_nsec / 1000000) % 1000);
     }
-    for (int i = 0; i < ROWS_PER_TX; i++) {
-        snprintf(name, sizeof(name), "raw %ld %d", k, i);
-        sqlite3_bind_text(h->ins, 1, name, -1, SQLITE_TRANSIENT);
+    for (int i = 0; i < count; i++) {
+        sqlite3_bind_text(h->ins, 1, names[i], -1, SQLITE_TRANSIENT);
         sqlite3_bind_int(h->ins, 2, i);
         if (h->stamped)
             sqlite3_bind_text(h->ins, 3, stamp, -1, SQLITE_TRANSIENT);
@@ -159,6 +171,18 @@ static int one_tx(handle *h, long k)
         return -1;
     }
     return 0;
+}
+
+/* The loop's own rows: "raw K I". */
+static int loop_tx(handle *h, long k)
+{
+    char buf[ROWS_PER_TX][64];
+    const char *names[ROWS_PER_TX];
+    for (int i = 0; i < ROWS_PER_TX; i++) {
+        snprintf(buf[i], sizeof(buf[i]), "raw %ld %d", k, i);
+        names[i] = buf[i];
+    }
+    return one_tx(h, names, ROWS_PER_TX);
 }
 
 static int run(int argc, char **argv)
@@ -206,7 +230,7 @@ static int run(int argc, char **argv)
             while (now_s() < end) {
                 long n = 1 + (long)(rnd() % (uint64_t)tenants);
                 handle *h = get_handle(dir, prefix, n, tenants, max_open, sync);
-                if (h == NULL || one_tx(h, tx) != 0) {
+                if (h == NULL || loop_tx(h, tx) != 0) {
                     err++;
                 } else {
                     tx++;
@@ -365,6 +389,140 @@ static int create(int argc, char **argv)
     return bad == 0 ? 0 : 1;
 }
 
+/* ---- serve: the HTTP floor ---------------------------------------------------------------- */
+
+static volatile sig_atomic_t serve_stop;
+
+static void on_serve_stop(int signo)
+{
+    (void)signo;
+    serve_stop = 1;   /* the parent's loop does the work */
+}
+
+/* The tenant number of a Host "PREFIXn..." (1..tenants), or 0. */
+static long host_tenant(const char *host, const char *prefix, long tenants)
+{
+    size_t pl = strlen(prefix);
+    if (host == NULL || strncmp(host, prefix, pl) != 0)
+        return 0;
+    char *end;
+    errno = 0;
+    long n = strtol(host + pl, &end, 10);
+    if (errno != 0 || end == host + pl || (*end != '.' && *end != ':' && *end != '\0') ||
+        n < 1 || n > tenants)
+        return 0;
+    return n;
+}
+
+static void serve_child(int sock, const char *dir, const char *prefix, long tenants, long max_open,
+                        const char *sync)
+{
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    H = calloc((size_t)tenants + 1, sizeof(*H));
+    if (H == NULL || FCGX_Init() != 0)
+        _exit(1);
+    FCGX_Request req;
+    FCGX_InitRequest(&req, sock, 0);
+    static char body[65536];
+    enum { MAX_LINES = 1024 };
+    const char *names[MAX_LINES];
+    while (FCGX_Accept_r(&req) >= 0) {
+        long n = host_tenant(FCGX_GetParam("HTTP_HOST", req.envp), prefix, tenants);
+        const char *cl = FCGX_GetParam("CONTENT_LENGTH", req.envp);
+        long len = cl != NULL ? atol(cl) : 0;
+        int status = 200, lines = 0;
+        if (n == 0) {
+            status = 404;
+        } else if (len <= 0 || len >= (long)sizeof(body) || FCGX_GetStr(body, (int)len, req.in) != len) {
+            status = 400;
+        } else {
+            body[len] = '\0';
+            char *save = NULL;
+            for (char *line = strtok_r(body, "\n", &save); line != NULL && lines < MAX_LINES;
+                 line = strtok_r(NULL, "\n", &save))
+                names[lines++] = line;
+            handle *h = get_handle(dir, prefix, n, tenants, max_open, sync);
+            if (lines == 0)
+                status = 400;
+            else if (h == NULL || one_tx(h, names, lines) != 0)
+                status = 503;
+        }
+        if (status == 200)
+            FCGX_FPrintF(req.out, "Content-Type: application/json\r\n\r\n"
+                                  "{\"tenant\":\"%s%ld\",\"inserted\":%d}\n", prefix, n, lines);
+        else
+            FCGX_FPrintF(req.out, "Status: %d\r\nContent-Type: text/plain\r\n\r\nstatus %d\n",
+                         status, status);
+        FCGX_Finish_r(&req);
+    }
+    _exit(0);
+}
+
+static int serve(int argc, char **argv)
+{
+    if (argc != 9)
+        return 2;
+    const char *dir = argv[3], *prefix = argv[4], *sync = argv[7];
+    long tenants = atol(argv[5]), procs = atol(argv[6]), max_open = atol(argv[8]);
+    if (tenants < 1 || procs < 1 || procs > 256 || max_open < 1 ||
+        (strcmp(sync, "full") != 0 && strcmp(sync, "normal") != 0))
+        return 2;
+    struct rlimit rl;   /* as run does */
+    rlim_t want = (rlim_t)max_open * 3 + 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_serve_stop;   /* no SA_RESTART: wait returns EINTR */
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    if (FCGX_Init() != 0)
+        return 1;
+    int sock = FCGX_OpenSocket(argv[2], 511);
+    if (sock < 0) {
+        fprintf(stderr, "sqlite_raw: cannot listen on %s\n", argv[2]);
+        return 1;
+    }
+    pid_t kids[256];
+    for (long p = 0; p < procs; p++) {
+        kids[p] = fork();
+        if (kids[p] == 0)
+            serve_child(sock, dir, prefix, tenants, max_open, sync);
+    }
+    fprintf(stderr, "sqlite_raw: serving %s/%s*.db with %ld processes on %s\n", dir, prefix, procs,
+            argv[2]);
+    int status, bad = 0;
+    while (!serve_stop) {   /* a process that dies spoils the measurement: said, not replaced */
+        pid_t pid = wait(&status);
+        if (pid > 0 && !serve_stop) {
+            fprintf(stderr, "sqlite_raw: serving process %d ended (status %d)\n", (int)pid, status);
+            bad++;
+        } else if (pid < 0 && errno != EINTR) {
+            break;
+        }
+    }
+    for (long p = 0; p < procs; p++)
+        if (kids[p] > 0)
+            kill(kids[p], SIGTERM);
+    for (int t = 0; t < 50 && waitpid(-1, &status, WNOHANG) >= 0; t++) {   /* up to 1 s */
+        while (waitpid(-1, &status, WNOHANG) > 0)
+            ;
+        struct timespec tick = {0, 20 * 1000 * 1000};
+        nanosleep(&tick, NULL);
+    }
+    for (long p = 0; p < procs; p++)
+        if (kids[p] > 0)
+            kill(kids[p], SIGKILL);
+    while (wait(&status) > 0)
+        ;
+    return bad == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -375,9 +533,13 @@ int main(int argc, char **argv)
         rc = count(argc, argv);
     else if (argc > 1 && strcmp(argv[1], "create") == 0)
         rc = create(argc, argv);
+    else if (argc > 1 && strcmp(argv[1], "serve") == 0)
+        rc = serve(argc, argv);
     if (rc == 2)
         fprintf(stderr, "usage: sqlite_raw run DIR PREFIX TENANTS PROCS SECONDS full|normal "
                         "MAX_OPEN SEED [COUNTS]\n       sqlite_raw count DIR PREFIX TENANTS [ROWS [WHERE]]\n"
-                        "       sqlite_raw create DIR PREFIX TENANTS PROCS full|normal\n");
+                        "       sqlite_raw create DIR PREFIX TENANTS PROCS full|normal\n"
+                        "       sqlite_raw serve SOCKET DIR PREFIX TENANTS PROCS full|normal "
+                        "MAX_OPEN\n");
     return rc;
 }
