@@ -2,8 +2,9 @@
  * handoff.c — passing the connections a worker holds to the other workers (see worker.h).
  *
  * To free itself — when a request has run for keepalive_handoff_after while other workers
- * are idle, or when it leaves (recycle, scale-down, reload) — and to even out the kept
- * connections when it holds more than an idle worker (handoff_balance), a worker passes
+ * are idle, or when it leaves (recycle, scale-down, reload) — to even out the kept
+ * connections when it holds more than an idle worker (handoff_balance), and to let idle
+ * workers serve the requests waiting behind its next one (handoff_spread), a worker passes
  * connections it is not serving to the other workers over a datagram socket they all share
  * (SCM_RIGHTS): the connection stays open throughout, and a request written meanwhile waits
  * in its socket buffer for the worker that takes it.
@@ -193,6 +194,44 @@ bool handoff_balance(worker *w)
     if (gave == 0)
         return false;
     w->balance_hold_ms = now + BALANCE_HOLD_MS;
+    if (!w->intake_paused && !w->handoff_out) {
+        epoll_ctl(w->ep, EPOLL_CTL_DEL, w->args->handoff[1], NULL);
+        w->handoff_out = true;
+    }
+    return true;
+}
+
+/* Requests waiting behind the one about to be served (`serve_fd`), on connections this worker
+ * holds, while other workers are idle: with kept connections each worker has a queue of its
+ * own, so a request that arrived on a connection of a busy worker waits for it however many
+ * others idle, where one accept queue for all would have given it to the first free one (a
+ * bare libfcgi app behind a connection per request has the shorter tail under load). So as
+ * many of them as there are idle workers are passed on, their requests still unread in the
+ * socket: the worker that takes one serves it at once, or with tenant.affinity sends it to
+ * its tenant's home like any request it reads (not marked as passed by a busy worker: one
+ * whose home is here comes back, so each tenant keeps its one worker). Not one that came
+ * through this worker's affinity inbox (its tenant's home is here), nor one waiting for its
+ * tenant's cap, nor one partly read; not with listen.shards (see handoff_balance). The
+ * sender then leaves the handoff socket alone for BALANCE_HOLD_MS, as handoff_balance does,
+ * so that it does not take them back itself. True when it passed any: the table moved. */
+bool handoff_spread(worker *w, int serve_fd)
+{
+    if (w->args->handoff[0] < 0 || w->args->shard_fd >= 0 || w->nconns < 2)
+        return false;
+    int idle = __atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED);
+    int gave = 0;
+    for (int i = w->nconns - 1; i >= 0 && gave < idle; i--) {
+        struct conn *c = &w->conns[i];
+        if (c->fd == serve_fd || !c->ready || c->serving || c->wait_tenant != 0 || c->routed ||
+            c->stay || c->req_start_ms != 0)
+            continue;
+        if (!conn_hand_off(w, c, false))
+            break;   /* the queue is full: keep the rest */
+        gave++;
+    }
+    if (gave == 0)
+        return false;
+    w->balance_hold_ms = w->now_ns / 1000000 + BALANCE_HOLD_MS;
     if (!w->intake_paused && !w->handoff_out) {
         epoll_ctl(w->ep, EPOLL_CTL_DEL, w->args->handoff[1], NULL);
         w->handoff_out = true;
