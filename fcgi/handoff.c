@@ -142,6 +142,18 @@ void handoff_publish_held(worker *w)
     __atomic_store_n(&w->slot->held, (uint32_t)(w->nconns - w->nwaiting), __ATOMIC_RELAXED);
 }
 
+/* After passing connections to even out or spread: the handoff socket out of the epoll set
+ * for BALANCE_HOLD_MS (handoff_resume puts it back), so that this worker does not take them
+ * back before the woken worker is scheduled. */
+static void hold_handoff(worker *w, int64_t now)
+{
+    w->balance_hold_ms = now + BALANCE_HOLD_MS;
+    if (!w->intake_paused && !w->handoff_out) {
+        epoll_ctl(w->ep, EPOLL_CTL_DEL, w->args->handoff[1], NULL);
+        w->handoff_out = true;
+    }
+}
+
 /* Kept connections evened out over the workers. The web server opens its kept connections
  * in a burst (after its own idle timeout emptied its cache), and whichever worker the
  * scheduler happens to run while they arrive accepts most of them: one worker can then hold
@@ -193,11 +205,7 @@ bool handoff_balance(worker *w)
     }
     if (gave == 0)
         return false;
-    w->balance_hold_ms = now + BALANCE_HOLD_MS;
-    if (!w->intake_paused && !w->handoff_out) {
-        epoll_ctl(w->ep, EPOLL_CTL_DEL, w->args->handoff[1], NULL);
-        w->handoff_out = true;
-    }
+    hold_handoff(w, now);
     return true;
 }
 
@@ -231,11 +239,7 @@ bool handoff_spread(worker *w, int serve_fd)
     }
     if (gave == 0)
         return false;
-    w->balance_hold_ms = w->now_ns / 1000000 + BALANCE_HOLD_MS;
-    if (!w->intake_paused && !w->handoff_out) {
-        epoll_ctl(w->ep, EPOLL_CTL_DEL, w->args->handoff[1], NULL);
-        w->handoff_out = true;
-    }
+    hold_handoff(w, w->now_ns / 1000000);
     return true;
 }
 
