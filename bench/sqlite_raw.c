@@ -185,6 +185,18 @@ static int loop_tx(handle *h, long k)
     return one_tx(h, names, ROWS_PER_TX);
 }
 
+/* Three descriptors per open handle (the file, -wal, -shm), as tenancyd's workers raise
+ * their limit for (up to the hard limit). */
+static void raise_nofile(long max_open)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)max_open * 3 + 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
 static int run(int argc, char **argv)
 {
     if (argc != 10 && argc != 11)
@@ -197,14 +209,7 @@ static int run(int argc, char **argv)
     if (tenants < 1 || procs < 1 || secs <= 0 || max_open < 1 ||
         (strcmp(sync, "full") != 0 && strcmp(sync, "normal") != 0))
         return 2;
-    /* three descriptors per open handle (the file, -wal, -shm), as tenancyd's workers raise
-     * their limit for (up to the hard limit) */
-    struct rlimit rl;
-    rlim_t want = (rlim_t)max_open * 3 + 64;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
+    raise_nofile(max_open);
     int fds[2];
     if (pipe(fds) != 0)
         return 1;
@@ -469,12 +474,7 @@ static int serve(int argc, char **argv)
     if (tenants < 1 || procs < 1 || procs > 256 || max_open < 1 ||
         (strcmp(sync, "full") != 0 && strcmp(sync, "normal") != 0))
         return 2;
-    struct rlimit rl;   /* as run does */
-    rlim_t want = (rlim_t)max_open * 3 + 64;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
+    raise_nofile(max_open);
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sigemptyset(&sa.sa_mask);
