@@ -370,7 +370,8 @@ static void run_job(const job_rec *claimed)
         rc = run_host(j, x.error, sizeof(x.error));
     } else {
         arm_timeout(j->timeout_ms);
-        rc = chain_run_job(j->tenant_id ? j->slug : NULL, hook, j->app, run_one, &x);
+        rc = chain_run_job(j->tenant_id ? j->slug : NULL, hook, j->app, j->timeout_ms,
+                           run_one, &x);
         arm_timeout(0);
         if (rc == TN_NOTFOUND && x.error[0] == '\0')
             tn_errf(x.error, sizeof(x.error), rc, "the tenant '%s' is gone", j->slug);

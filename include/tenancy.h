@@ -253,7 +253,9 @@ typedef struct tn_job_opts {
     const char *unique_key;  /* while a job of the tenant with this key is queued or running,
                               * enqueue returns TN_EXISTS and its id instead (NULL: none) */
     int max_attempts;        /* 0: jobs.max_attempts */
-    int timeout_ms;          /* 0: jobs.timeout; the attempt is killed after it */
+    int timeout_ms;          /* 0: jobs.timeout; the attempt is killed after it, and it is
+                              * each of the job's PostgreSQL statements' statement_timeout
+                              * (in place of the placement's, a request's bound) */
     const char *tenant;      /* central requests and jobs only: the slug of the tenant to
                               * queue for (NULL: the caller's own tenant, or a central job) */
 } tn_job_opts;

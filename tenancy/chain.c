@@ -827,6 +827,8 @@ tn_db *tn_db_of(tn_request *r)
         last_log_id = r->tenant->id;
         return NULL;
     }
+    if (r->stmt_timeout_ms > 0)   /* a job: its own limit (chain_run_job) */
+        t.statement_timeout_ms = r->stmt_timeout_ms;
     char err[512];
     tn_db *db = NULL;
     if (pool_acquire(ch.pool, &t, &db, err, sizeof(err)) != TN_OK) {
@@ -1093,7 +1095,8 @@ int tn_events(tn_request *r, uint64_t after, tn_event_fn fn, void *ctx, uint64_t
 
 /* tn_run and the job workers: fn in a tenant's context (or none: slug NULL), with a request
  * that has no client. */
-int chain_run_job(const char *slug, bool hook, const char *app, tn_run_fn fn, void *arg)
+int chain_run_job(const char *slug, bool hook, const char *app, int timeout_ms, tn_run_fn fn,
+                  void *arg)
 {
     if (!ch.ready)
         return TN_ERR;
@@ -1124,6 +1127,7 @@ int chain_run_job(const char *slug, bool hook, const char *app, tn_run_fn fn, vo
     request_init_detached(&r, ch.run_arena, &ch.run_headers, &ch.run_out);
     r.tenant = t;
     r.app = app;
+    r.stmt_timeout_ms = timeout_ms > 0 ? timeout_ms : 0;
     ch.in_request = true;
     ch.current = t;
     if (t != NULL && ch.env.note_tenant)
@@ -1150,7 +1154,7 @@ int tn_run(const char *slug, tn_run_fn fn, void *arg)
 {
     if (slug == NULL || slug[0] == '\0')
         return TN_NOTFOUND;
-    return chain_run_job(slug, false, NULL, fn, arg);
+    return chain_run_job(slug, false, NULL, 0, fn, arg);
 }
 
 /* ---- jobs ------------------------------------------------------------------------------------ */

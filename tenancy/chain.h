@@ -143,9 +143,14 @@ void chain_finish(tn_request *r, int status);
  * request that has no client, as tn_run does: the same context, storage released and the
  * context cleared after, however fn ends. `hook`: a tenant being deleted is served too (the
  * lifecycle hook that tells the app). `app`: the job's app (its mount name, "" the root
- * one), which tn_job_enqueue from the job queues for. fn's code, TN_NOTFOUND (no such
- * tenant, or it is being deleted), TN_DENIED (inside a request), or a registry error. */
-int chain_run_job(const char *slug, bool hook, const char *app, tn_run_fn fn, void *arg);
+ * one), which tn_job_enqueue from the job queues for. `timeout_ms` > 0: the job's own time
+ * limit, which bounds its PostgreSQL statements in place of the placement's
+ * statement_timeout (a request's bound; a job may take longer, and a statement must not
+ * outlive the attempt the job worker gives up on); 0: the placement's, as for a request.
+ * fn's code, TN_NOTFOUND (no such tenant, or it is being deleted), TN_DENIED (inside a
+ * request), or a registry error. */
+int chain_run_job(const char *slug, bool hook, const char *app, int timeout_ms, tn_run_fn fn,
+                  void *arg);
 
 /* For the access log and error lines: the stage that was running ("identify", "state",
  * "limit", "theme", an app stage's name, "handler"). */

@@ -101,6 +101,9 @@ struct tn_request {
     bool tenant_counted;               /* admitted by limits_enter: limits_leave is owed */
     const char *stage;                 /* the chain stage running, for error lines */
     tn_db *db;                         /* the tenant's storage, when the chain gave one */
+    int stmt_timeout_ms;               /* a job's: PostgreSQL's statement_timeout for its
+                                        * storage in place of the placement's (0: the
+                                        * placement's, as for a request) */
 
     /* The message of the last app API call that failed with one to give (tn_key_check,
      * tn_db_query_sandboxed), for tn_request_error. Allocated from the request arena when

@@ -13,6 +13,8 @@
  *   GET  /log                  the tenant's job_log, one row a line:
  *                              "job_id|name|payload|marker|attempt"
  *   GET  /pids                 the process ids that ran this tenant's jobs, one a line
+ *   GET  /pgsleep?s=SECONDS    PostgreSQL: pg_sleep(SECONDS) in the request's storage;
+ *                              answers "ok" or "error <the server's message>"
  * Jobs:
  *   record    inserts (job id, name, payload, the marker it read, attempt) into job_log
  *   flaky     payload K: records the attempt, then for attempts <= K begins a transaction,
@@ -20,6 +22,8 @@
  *   sleep     payload MS or FIRST/LATER: records, then sleeps MS (FIRST ms on attempt 1,
  *             LATER ms on the attempts after it: a test that kills the first attempt has a
  *             wide window, and the retry ends soon); jobs.timeout stops it
+ *   pgsleep   payload SECONDS (PostgreSQL): records, then pg_sleep(SECONDS) in the
+ *             tenant's storage; fails with the server's message when it is cancelled
  *   crash     records, then abort()s the job worker
  *   spawn     records, then queues a "record" job from inside the job (payload
  *             "child-of-<id>")
@@ -90,6 +94,15 @@ static int handle(tn_request *r)
         tn_rows_free(rows);
         return TN_OK;
     }
+    if (strcmp(p, "/pgsleep") == 0) {
+        tn_db *db = tn_db_of(r);
+        const char *sec[] = {arg(r, "s", "0")};
+        if (db == NULL)
+            return tn_send_error(r, 503, "storage");
+        if (tn_db_exec(db, "SELECT pg_sleep(CAST($1 AS float8))", 1, sec) != TN_OK)
+            return tn_printf(r, "error %s\n", tn_db_error(db));
+        return tn_printf(r, "ok\n");
+    }
     if (strcmp(p, "/log") == 0) {
         tn_db *db = tn_db_of(r);
         tn_rows *rows = NULL;
@@ -159,6 +172,12 @@ static int job(tn_request *r, const tn_job *j)
         const char *later = strchr(j->payload, '/');
         int ms = j->attempt > 1 && later != NULL ? atoi(later + 1) : atoi(j->payload);
         usleep((useconds_t)ms * 1000);
+    }
+    if (strcmp(n, "pgsleep") == 0) {
+        tn_db *db = tn_db_of(r);
+        const char *sec[] = {j->payload};
+        if (tn_db_exec(db, "SELECT pg_sleep(CAST($1 AS float8))", 1, sec) != TN_OK)
+            return tn_job_fail(r, "pg_sleep: %s", tn_db_error(db));
     }
     if (strcmp(n, "crash") == 0)
         abort();

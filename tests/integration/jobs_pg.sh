@@ -4,7 +4,9 @@
 # schema and as its tenant's own role (placement login = tenant); a tenant moved to SQLite
 # is told so (tenancy.moved) in its new storage; and a host killed with a
 # job in hand gets it back the moment it starts again (its leases are recognised as its
-# own), not when the lease expires.
+# own), not when the lease expires. A job's statements are bounded by the job's own time
+# limit, not by the placement's statement_timeout (a request's bound), and a statement of a
+# job that ran out of time is cancelled by the server, not left running.
 #
 # Two tenancyd (a and b: their own state_dir and socket, one registry) behind one nginx
 # whose upstream has both, so requests and their jobs land on either host.
@@ -25,7 +27,8 @@ for h in a b; do
     host_conf "$h" "$JOBAPP" "pm.jobs = 2" "stream.hub = off" \
         "storage.migrations = $FIX/migrations" "storage.seed = $FIX/seed.sql" \
         "placement.pgs.dsn = $TENANCY_TEST_PG" "placement.pgs.mode = schema" \
-        "placement.pgs.login = tenant" "jobs.poll = 200ms" "jobs.timeout = 60s"
+        "placement.pgs.login = tenant" "placement.pgs.statement_timeout = 1s" \
+        "jobs.poll = 200ms" "jobs.timeout = 60s"
 done
 tn_cli() { "$TENANCY_CLI" -c "$T/a.conf" "$@"; }
 tn_cli init > "$T/init.out" 2>&1 || fatal "init on PostgreSQL failed: $(cat "$T/init.out")"
@@ -68,6 +71,32 @@ assert_eq "$(http /log initech.localhost | awk -F'|' '$2 == "tenancy.moved"' | c
     '{"from":"pgs","to":"sqlite"}|initech' "initech's app was told of its move, in its new storage"
 assert_eq "$(http /log initech.localhost | awk -F'|' '$2 == "record"' | grep -c .)" 40 \
     "its 40 rows came along"
+
+# ---- a job's statements are bounded by its own time limit, not the placement's -----------------
+# The placement's statement_timeout (1 s) bounds a request: a 2.5 s statement is cancelled. A
+# job may take longer (jobs.timeout, 60 s here): the same statement runs to its end. A job given
+# 3 s for a 60 s statement has it cancelled by the server when its attempt ends.
+r=$(http "/pgsleep?s=2.5" acme.localhost)
+assert_contains "$r" "canceling statement due to statement timeout" \
+    "a request's statement is bounded by the placement's statement_timeout"
+r=$(post "/enqueue?name=pgsleep&payload=2.5&attempts=1" acme.localhost)
+jid=$(awk '{print $2}' <<< "$r")
+[ -n "$jid" ] && [ "$jid" != 0 ] || fatal "enqueue pgsleep: '$r'"
+wait_until 30 bash -c "psql -X -At -c \"SELECT state FROM tenancy.jobs WHERE id = $jid\" | grep -qx 'done\|dead'" ||
+    fail "the 2.5 s job did not end ($(job_state "$jid"))"
+assert_eq "$(job_state "$jid")" "done|1" \
+    "a job's 2.5 s statement ran past the placement's 1 s statement_timeout"
+assert_eq "$(http /log acme.localhost | awk -F'|' '$2 == "pgsleep"' | cut -d'|' -f3,4,5)" \
+    "2.5|acme|1" "the job ran once, in acme's storage"
+r=$(post "/enqueue?name=pgsleep&payload=60&attempts=1&timeout=3000" globex.localhost)
+jid=$(awk '{print $2}' <<< "$r")
+[ -n "$jid" ] && [ "$jid" != 0 ] || fatal "enqueue pgsleep: '$r'"
+wait_until 30 bash -c "[ \"\$(psql -X -At -c \"SELECT state FROM tenancy.jobs WHERE id = $jid\")\" = dead ]" ||
+    fail "the job past its 3 s was not kept as dead ($(job_state "$jid"))"
+running_sql="SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%' AND state = 'active'"
+wait_until 5 bash -c "[ \"\$(psql -X -At -c \"$running_sql\")\" = 0 ]" ||
+    fail "the statement of the job that ran out of time still runs ($(psql_q -c "$running_sql"))"
+log "ok: the timed-out job's statement was cancelled by the server"
 
 # ---- a host killed with a job in hand gets it back as it starts --------------------------------------
 # Only host a takes jobs now (b reloaded with pm.jobs = 0), so the job is a's.
