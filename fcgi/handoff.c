@@ -221,10 +221,16 @@ bool handoff_balance(worker *w)
  * through this worker's affinity inbox (its tenant's home is here), nor one waiting for its
  * tenant's cap, nor one partly read; not with listen.shards (see handoff_balance). The
  * sender then leaves the handoff socket alone for BALANCE_HOLD_MS, as handoff_balance does,
- * so that it does not take them back itself. True when it passed any: the table moved. */
-bool handoff_spread(worker *w, int serve_fd)
+ * so that it does not take them back itself. True when it passed any: the table moved.
+ *
+ * Only while tenant.affinity sends requests home (`sending`): that is where a worker's queue
+ * grows behind its tenants while others idle. Without it, with short requests, some worker
+ * is idle for a moment at nearly every request, and the connections went back and forth
+ * between the workers for nothing: the kept connections' p99 in the `http` benchmark rose
+ * to about twice bare libfcgi's (bench/README.md, `http`). */
+bool handoff_spread(worker *w, int serve_fd, bool sending)
 {
-    if (w->args->handoff[0] < 0 || w->args->shard_fd >= 0 || w->nconns < 2)
+    if (!sending || w->args->handoff[0] < 0 || w->args->shard_fd >= 0 || w->nconns < 2)
         return false;
     int idle = __atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED);
     int gave = 0;

@@ -207,7 +207,7 @@ bool conn_hand_off(worker *w, struct conn *c, bool busy);
  * out of its epoll set, and passes no more (handoff_balance). */
 #define BALANCE_HOLD_MS 2
 bool handoff_balance(worker *w);
-bool handoff_spread(worker *w, int serve_fd);
+bool handoff_spread(worker *w, int serve_fd, bool sending);
 void handoff_resume(worker *w, int64_t now);
 void handoff_publish_held(worker *w);
 bool handoff_start_thread(worker *w);

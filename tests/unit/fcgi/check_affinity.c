@@ -226,11 +226,14 @@ START_TEST(test_spread_waiting)
     int waiting_fd = ws[0].conns[4].fd;  /* the one that may go */
     /* No idle worker: nothing moves. */
     __atomic_store_n(&sb->pool.idle_workers, 0, __ATOMIC_RELAXED);
-    ck_assert(!handoff_spread(&ws[0], serve_fd));
+    ck_assert(!handoff_spread(&ws[0], serve_fd, true));
+    ck_assert_int_eq(ws[0].nconns, 5);
+    /* Idle workers, but tenant.affinity not sending: nothing moves. */
+    __atomic_store_n(&sb->pool.idle_workers, 3, __ATOMIC_RELAXED);
+    ck_assert(!handoff_spread(&ws[0], serve_fd, false));
     ck_assert_int_eq(ws[0].nconns, 5);
     /* Idle workers: the waiting request goes, and only it. */
-    __atomic_store_n(&sb->pool.idle_workers, 3, __ATOMIC_RELAXED);
-    ck_assert(handoff_spread(&ws[0], serve_fd));
+    ck_assert(handoff_spread(&ws[0], serve_fd, true));
     ck_assert_int_eq(ws[0].nconns, 4);
     ck_assert_ptr_nonnull(conn_find(&ws[0], serve_fd));
     ck_assert_ptr_null(conn_find(&ws[0], waiting_fd));
@@ -246,13 +249,13 @@ START_TEST(test_spread_waiting)
     ck_assert_int_eq(recv(t->fd, got, sizeof(got), MSG_PEEK), 7);
     ck_assert_int_eq(memcmp(got, "request", 7), 0);
     /* Nothing else may go, however many idle. */
-    ck_assert(!handoff_spread(&ws[0], serve_fd));
+    ck_assert(!handoff_spread(&ws[0], serve_fd, true));
     ck_assert_int_eq(ws[0].nconns, 4);
     /* As many as there are idle workers, no more. */
     for (int i = 0; i < 3; i++)
         held(&ws[0], &peer[i], true)->ready = true;
     __atomic_store_n(&sb->pool.idle_workers, 2, __ATOMIC_RELAXED);
-    ck_assert(handoff_spread(&ws[0], serve_fd));
+    ck_assert(handoff_spread(&ws[0], serve_fd, true));
     ck_assert_int_eq(ws[0].nconns, 5);
     close(hs[0]);
     close(hs[1]);
