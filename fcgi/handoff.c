@@ -219,7 +219,10 @@ bool handoff_balance(worker *w)
  * its tenant's home like any request it reads (not marked as passed by a busy worker: one
  * whose home is here comes back, so each tenant keeps its one worker). Not one that came
  * through this worker's affinity inbox (its tenant's home is here), nor one waiting for its
- * tenant's cap, nor one partly read; not with listen.shards (see handoff_balance). The
+ * tenant's cap, nor one partly read, nor one taken from another worker and not looked at
+ * yet (`unseen`: it is ready only to be looked at, and most hold no request; passed on
+ * unlooked, the idle workers kept sending each other the web server's idle kept connections
+ * for as long as they were open); not with listen.shards (see handoff_balance). The
  * sender then leaves the handoff socket alone for BALANCE_HOLD_MS, as handoff_balance does,
  * so that it does not take them back itself. True when it passed any: the table moved.
  *
@@ -236,8 +239,8 @@ bool handoff_spread(worker *w, int serve_fd, bool sending)
     int gave = 0;
     for (int i = w->nconns - 1; i >= 0 && gave < idle; i--) {
         struct conn *c = &w->conns[i];
-        if (c->fd == serve_fd || !c->ready || c->serving || c->wait_tenant != 0 || c->routed ||
-            c->stay || c->req_start_ms != 0)
+        if (c->fd == serve_fd || !c->ready || c->unseen || c->serving || c->wait_tenant != 0 ||
+            c->routed || c->stay || c->req_start_ms != 0)
             continue;
         if (!conn_hand_off(w, c, false))
             break;   /* the queue is full: keep the rest */
@@ -396,6 +399,7 @@ struct conn *conn_take_passed(worker *w, int fd, const handoff_msg *msg, int64_t
     c->kept = msg->tag != 'n';
     c->avoid = msg->busy_from;   /* tenant.affinity: not back to a busy worker */
     mark_ready(w, c);
+    c->unseen = true;
     c->deadline_ms = now + w->cfg->keepalive_timeout_ms;
     if (msg->req_start_ms > 0) {
         /* a request partly there: its bound runs from its first byte, as before */

@@ -45,6 +45,9 @@ struct conn {
     int fd;
     bool kept;            /* served a request before (FCGI_KEEP_CONN) */
     bool ready;           /* epoll said readable (edge-triggered) and we have not looked */
+    /* ready only because it was just taken from another worker (looked at at once): whether
+     * a request waits on it is not known until it is looked at */
+    bool unseen;
     bool registered;      /* in the epoll set (added only when it has to wait) */
     bool serving;         /* a request of it is being served: not to be released */
     bool rcvtimeo;        /* SO_RCVTIMEO set (see arm_read_timeout in serve.c) */
