@@ -9,7 +9,8 @@
 #   connection keeps every tenant it serves (32 tenants, no count bound);
 # - once the workers' connections are closed at their bound (max_tenants = 6 here), at least
 #   95 % of each tenant's requests are served by one worker (read from the access log's pid),
-#   and requests were sent between workers to get there; the control, tenant.affinity = off
+#   and requests were sent between workers to get there, and the pool at rest after it uses
+#   next to no CPU (no connection goes round the idle workers); the control, tenant.affinity = off
 #   after a reload, must spread them (under 60 % on one worker), else the measure proves
 #   nothing;
 # - auto learns it for the whole generation: workers recycled every 50 requests, each too
@@ -94,6 +95,17 @@ load() {
     [ $rc = 0 ] || fail "$name: hammer saw errors or wrong answers"
 }
 
+# pool_ticks: the CPU clock ticks tenancyd and its workers have used so far (user + system;
+# the fields after the command name, which may hold spaces).
+pool_ticks() {
+    local s=0 p t
+    for p in "$TN_PID" $(pgrep -P "$TN_PID"); do
+        t=$(sed 's/^.*) //' "/proc/$p/stat" 2> /dev/null | awk '{ print $12 + $13 }')
+        s=$((s + ${t:-0}))
+    done
+    echo "$s"
+}
+
 # modal_share FROM_LINE PREFIX: of the access-log lines after FROM_LINE for tenants PREFIX*,
 # the share served by each tenant's most frequent worker, in percent.
 modal_share() {
@@ -160,6 +172,17 @@ assert_eq "$(metric 'tenancy_storage_closed_total{kind="postgresql",reason="max_
 assert_ge "$(st pg_connects)" "$closed" "storage: each close was followed by a connect"
 # 8 tenants a worker against a bound of 6: the shares do not fit, and the log says so once
 assert_eq "$(tn_log_count "$FIT_WARN")" 1 "the log says once which bound to raise"
+# At rest after a load on more connections than workers the pool uses next to no CPU: idle
+# workers once passed nginx's idle kept connections round between them for as long as nginx
+# kept them open (a taken connection is marked to be looked at, and was taken for one with a
+# request waiting: about 0.7 of a core).
+load many-conns 't%d.localhost' 3000 "$PG_EXPECT" -N "$NT" -c 64
+sleep 1
+ticks0=$(pool_ticks)
+sleep 3
+idle_ticks=$(($(pool_ticks) - ticks0))
+log "at rest after the load: $idle_ticks clock ticks of CPU in 3 s ($(getconf CLK_TCK) a second)"
+[ "$idle_ticks" -le 30 ] || fail "the idle pool used $idle_ticks clock ticks of CPU in 3 s"
 
 # ---- database mode: once a worker's connections no longer hold its tenants' databases ------
 reload_to "storage.pg_db_max_open = 2"
