@@ -3,8 +3,7 @@
  *
  * To free itself — when a request has run for keepalive_handoff_after while other workers
  * are idle, or when it leaves (recycle, scale-down, reload) — to even out the kept
- * connections when it holds more than an idle worker (handoff_balance), and to let idle
- * workers serve the requests waiting behind its next one (handoff_spread), a worker passes
+ * connections when it holds more than an idle worker (handoff_balance), a worker passes
  * connections it is not serving to the other workers over a datagram socket they all share
  * (SCM_RIGHTS): the connection stays open throughout, and a request written meanwhile waits
  * in its socket buffer for the worker that takes it.
@@ -142,7 +141,7 @@ void handoff_publish_held(worker *w)
     __atomic_store_n(&w->slot->held, (uint32_t)(w->nconns - w->nwaiting), __ATOMIC_RELAXED);
 }
 
-/* After passing connections to even out or spread: the handoff socket out of the epoll set
+/* After passing connections to even out: the handoff socket out of the epoll set
  * for BALANCE_HOLD_MS (handoff_resume puts it back), so that this worker does not take them
  * back before the woken worker is scheduled. */
 static void hold_handoff(worker *w, int64_t now)
@@ -206,49 +205,6 @@ bool handoff_balance(worker *w)
     if (gave == 0)
         return false;
     hold_handoff(w, now);
-    return true;
-}
-
-/* Requests waiting behind the one about to be served (`serve_fd`), on connections this worker
- * holds, while other workers are idle: with kept connections each worker has a queue of its
- * own, so a request that arrived on a connection of a busy worker waits for it however many
- * others idle, where one accept queue for all would have given it to the first free one (a
- * bare libfcgi app behind a connection per request has the shorter tail under load). So as
- * many of them as there are idle workers are passed on, their requests still unread in the
- * socket: the worker that takes one serves it at once, or with tenant.affinity sends it to
- * its tenant's home like any request it reads (not marked as passed by a busy worker: one
- * whose home is here comes back, so each tenant keeps its one worker). Not one that came
- * through this worker's affinity inbox (its tenant's home is here), nor one waiting for its
- * tenant's cap, nor one partly read, nor one taken from another worker and not looked at
- * yet (`unseen`: it is ready only to be looked at, and most hold no request; passed on
- * unlooked, the idle workers kept sending each other the web server's idle kept connections
- * for as long as they were open); not with listen.shards (see handoff_balance). The
- * sender then leaves the handoff socket alone for BALANCE_HOLD_MS, as handoff_balance does,
- * so that it does not take them back itself. True when it passed any: the table moved.
- *
- * Only while tenant.affinity sends requests home (`sending`): that is where a worker's queue
- * grows behind its tenants while others idle. Without it, with short requests, some worker
- * is idle for a moment at nearly every request, and the connections went back and forth
- * between the workers for nothing: the kept connections' p99 in the `http` benchmark rose
- * to about twice bare libfcgi's (bench/README.md, `http`). */
-bool handoff_spread(worker *w, int serve_fd, bool sending)
-{
-    if (!sending || w->args->handoff[0] < 0 || w->args->shard_fd >= 0 || w->nconns < 2)
-        return false;
-    int idle = __atomic_load_n(&w->sb->pool.idle_workers, __ATOMIC_RELAXED);
-    int gave = 0;
-    for (int i = w->nconns - 1; i >= 0 && gave < idle; i--) {
-        struct conn *c = &w->conns[i];
-        if (c->fd == serve_fd || !c->ready || c->unseen || c->serving || c->wait_tenant != 0 ||
-            c->routed || c->stay || c->req_start_ms != 0)
-            continue;
-        if (!conn_hand_off(w, c, false))
-            break;   /* the queue is full: keep the rest */
-        gave++;
-    }
-    if (gave == 0)
-        return false;
-    hold_handoff(w, w->now_ns / 1000000);
     return true;
 }
 
@@ -399,7 +355,6 @@ struct conn *conn_take_passed(worker *w, int fd, const handoff_msg *msg, int64_t
     c->kept = msg->tag != 'n';
     c->avoid = msg->busy_from;   /* tenant.affinity: not back to a busy worker */
     mark_ready(w, c);
-    c->unseen = true;
     c->deadline_ms = now + w->cfg->keepalive_timeout_ms;
     if (msg->req_start_ms > 0) {
         /* a request partly there: its bound runs from its first byte, as before */

@@ -668,7 +668,6 @@ static void pass_held_before_heavy(worker *w, int keep_fd)
 TN_HOT void serve_conn(worker *w, struct conn *c, int64_t now)
 {
     c->ready = false;
-    c->unseen = false;
     for (;;) {
         unsigned req_id = 0;
         bool whole = false;

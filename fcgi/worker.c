@@ -409,9 +409,6 @@ static void worker_loop(worker *w)
             continue;
         if (handoff_balance(w))   /* behind while another idles with fewer: even out */
             pick = conn_oldest_ready(w);
-        /* requests behind this one, to idle workers, while tenant.affinity sends */
-        if (handoff_spread(w, pick->fd, w->affinity_n > 0 && chain_affinity_now()))
-            pick = conn_oldest_ready(w);
         serve_conn(w, pick, now);
         w->idle_since_ms = w->now_ns / 1000000;
     }

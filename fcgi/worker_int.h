@@ -45,9 +45,6 @@ struct conn {
     int fd;
     bool kept;            /* served a request before (FCGI_KEEP_CONN) */
     bool ready;           /* epoll said readable (edge-triggered) and we have not looked */
-    /* ready only because it was just taken from another worker (looked at at once): whether
-     * a request waits on it is not known until it is looked at */
-    bool unseen;
     bool registered;      /* in the epoll set (added only when it has to wait) */
     bool serving;         /* a request of it is being served: not to be released */
     bool rcvtimeo;        /* SO_RCVTIMEO set (see arm_read_timeout in serve.c) */
@@ -210,7 +207,6 @@ bool conn_hand_off(worker *w, struct conn *c, bool busy);
  * out of its epoll set, and passes no more (handoff_balance). */
 #define BALANCE_HOLD_MS 2
 bool handoff_balance(worker *w);
-bool handoff_spread(worker *w, int serve_fd, bool sending);
 void handoff_resume(worker *w, int64_t now);
 void handoff_publish_held(worker *w);
 bool handoff_start_thread(worker *w);

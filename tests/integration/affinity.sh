@@ -172,10 +172,11 @@ assert_eq "$(metric 'tenancy_storage_closed_total{kind="postgresql",reason="max_
 assert_ge "$(st pg_connects)" "$closed" "storage: each close was followed by a connect"
 # 8 tenants a worker against a bound of 6: the shares do not fit, and the log says so once
 assert_eq "$(tn_log_count "$FIT_WARN")" 1 "the log says once which bound to raise"
-# At rest after a load on more connections than workers the pool uses next to no CPU: idle
-# workers once passed nginx's idle kept connections round between them for as long as nginx
-# kept them open (a taken connection is marked to be looked at, and was taken for one with a
-# request waiting: about 0.7 of a core).
+# At rest after a load on more connections than workers the pool uses next to no CPU: the
+# spread of waiting requests (7b1721a, taken out since) once made idle workers pass nginx's
+# idle kept connections round between them for as long as nginx kept them open (a taken
+# connection is marked to be looked at, and it took that for a request waiting: about 0.7 of
+# a core). Anything that passes connections between idle workers must not do that again.
 load many-conns 't%d.localhost' 3000 "$PG_EXPECT" -N "$NT" -c 64
 sleep 1
 ticks0=$(pool_ticks)

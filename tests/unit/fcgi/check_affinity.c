@@ -204,113 +204,6 @@ START_TEST(test_not_sent)
 }
 END_TEST
 
-/* handoff_spread (fcgi/handoff.c): requests waiting behind the one a worker is about to serve
- * go to idle workers, one each, unread; what must stay, stays. */
-START_TEST(test_spread_waiting)
-{
-    two_workers();
-    int hs[2];
-    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, hs), 0);
-    for (int i = 0; i < 2; i++) {
-        args[i].handoff[0] = hs[0];
-        args[i].handoff[1] = hs[1];
-    }
-    ws[0].now_ns = clock_mono_ns();
-    int peer[5];
-    for (int i = 0; i < 5; i++)
-        held(&ws[0], &peer[i], true)->ready = true;
-    int serve_fd = ws[0].conns[0].fd;
-    ws[0].conns[1].stay = true;          /* came through its home's inbox: served here */
-    ws[0].conns[2].req_start_ms = 1;     /* a request partly read */
-    ws[0].conns[3].ready = false;        /* nothing waiting on it */
-    int waiting_fd = ws[0].conns[4].fd;  /* the one that may go */
-    /* No idle worker: nothing moves. */
-    __atomic_store_n(&sb->pool.idle_workers, 0, __ATOMIC_RELAXED);
-    ck_assert(!handoff_spread(&ws[0], serve_fd, true));
-    ck_assert_int_eq(ws[0].nconns, 5);
-    /* Idle workers, but tenant.affinity not sending: nothing moves. */
-    __atomic_store_n(&sb->pool.idle_workers, 3, __ATOMIC_RELAXED);
-    ck_assert(!handoff_spread(&ws[0], serve_fd, false));
-    ck_assert_int_eq(ws[0].nconns, 5);
-    /* Idle workers: the waiting request goes, and only it. */
-    ck_assert(handoff_spread(&ws[0], serve_fd, true));
-    ck_assert_int_eq(ws[0].nconns, 4);
-    ck_assert_ptr_nonnull(conn_find(&ws[0], serve_fd));
-    ck_assert_ptr_null(conn_find(&ws[0], waiting_fd));
-    ck_assert_uint_eq(sb_get(&sb->pool.keepalive_released), 1);
-    /* The other worker takes it, its request still unread; not marked as coming from a
-     * busy worker, so that tenant.affinity may send it home, even back here. */
-    handoff_take(&ws[1], clock_mono_ms());
-    ck_assert_int_eq(ws[1].nconns, 1);
-    struct conn *t = &ws[1].conns[0];
-    ck_assert(t->kept && t->ready);
-    ck_assert_uint_eq(t->avoid, 0);
-    char got[16] = "";
-    ck_assert_int_eq(recv(t->fd, got, sizeof(got), MSG_PEEK), 7);
-    ck_assert_int_eq(memcmp(got, "request", 7), 0);
-    /* Nothing else may go, however many idle. */
-    ck_assert(!handoff_spread(&ws[0], serve_fd, true));
-    ck_assert_int_eq(ws[0].nconns, 4);
-    /* As many as there are idle workers, no more. */
-    for (int i = 0; i < 3; i++)
-        held(&ws[0], &peer[i], true)->ready = true;
-    __atomic_store_n(&sb->pool.idle_workers, 2, __ATOMIC_RELAXED);
-    ck_assert(handoff_spread(&ws[0], serve_fd, true));
-    ck_assert_int_eq(ws[0].nconns, 5);
-    close(hs[0]);
-    close(hs[1]);
-}
-END_TEST
-
-/* A connection a worker just took from another is ready only to be looked at: it is not
- * passed on again before it is, or idle workers pass the web server's idle kept connections
- * round and round (the workers of an idle pool used a core between them). */
-START_TEST(test_spread_not_unseen)
-{
-    two_workers();
-    int hs[2];
-    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, hs), 0);
-    for (int i = 0; i < 2; i++) {
-        args[i].handoff[0] = hs[0];
-        args[i].handoff[1] = hs[1];
-    }
-    ws[0].now_ns = ws[1].now_ns = clock_mono_ns();
-    int64_t now = clock_mono_ms();
-    __atomic_store_n(&sb->pool.idle_workers, 1, __ATOMIC_RELAXED);
-    /* Worker 0 passes three idle kept connections (nothing written on them), as
-     * handoff_balance does; worker 1 takes them, each marked to be looked at. */
-    int peer[3];
-    for (int i = 0; i < 3; i++) {
-        int sp[2];
-        ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
-        struct conn *c = conn_add(&ws[0], sp[0], now);
-        c->kept = true;
-        peer[i] = sp[1];
-        ck_assert(conn_hand_off(&ws[0], c, false));
-    }
-    handoff_take(&ws[1], now);
-    ck_assert_int_eq(ws[1].nconns, 3);
-    for (int i = 0; i < 3; i++)
-        ck_assert(ws[1].conns[i].ready && ws[1].conns[i].unseen);
-    /* About to look at the first, it passes none of the others on. */
-    struct conn *pick = conn_oldest_ready(&ws[1]);
-    int pick_fd = pick->fd;
-    ck_assert(!handoff_spread(&ws[1], pick_fd, true));
-    ck_assert_int_eq(ws[1].nconns, 3);
-    /* Looked at (nothing there: it waits in the epoll set), it is an ordinary connection:
-     * a request written on it later is ready as any other. */
-    serve_conn(&ws[1], pick, now);
-    ck_assert_int_eq(ws[1].nconns, 3);
-    struct conn *seen = conn_find(&ws[1], pick_fd);
-    ck_assert_ptr_nonnull(seen);
-    ck_assert(!seen->ready && !seen->unseen);
-    for (int i = 0; i < 3; i++)
-        close(peer[i]);
-    close(hs[0]);
-    close(hs[1]);
-}
-END_TEST
-
 Suite *affinity_suite(void);
 Suite *affinity_suite(void)
 {
@@ -320,8 +213,6 @@ Suite *affinity_suite(void)
     tcase_add_test(tc, test_home_stable);
     tcase_add_test(tc, test_send_and_take);
     tcase_add_test(tc, test_not_sent);
-    tcase_add_test(tc, test_spread_waiting);
-    tcase_add_test(tc, test_spread_not_unseen);
     suite_add_tcase(s, tc);
     return s;
 }
