@@ -491,6 +491,30 @@ static int key_holder(registry *r, int64_t key, const char *ukey, int64_t *id, c
                       2, p);
 }
 
+/* The job's row (p: enqueue_tx's eleven parameters): TN_OK with *id, TN_NOTFOUND when its
+ * unique key is held (nothing added). SQLite answers RETURNING from a table it fills during
+ * the statement, a cost per insert that reading the connection's last rowid does not have
+ * (bench/README.md, `migrate`: a migration queues a hook per tenant), so there the id is
+ * that rowid, read when the insert added a row; PostgreSQL has no such rowid and returns it. */
+#define INSERT_JOB_SQL                                                                      \
+    "INSERT INTO jobs (tenant_id, app, name, payload, priority, unique_key, max_attempts, " \
+    "timeout_ms, schedule_id, run_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, "  \
+    "$9, $10, $11) ON CONFLICT ((COALESCE(tenant_id, 0)), unique_key) WHERE unique_key IS "  \
+    "NOT NULL AND state IN ('queued', 'running') DO NOTHING"
+static int insert_job(registry *r, const char *const *p, int64_t *id, char *err, size_t errlen)
+{
+    if (is_pg(r))
+        return query_ints(r, id, 1, err, errlen, INSERT_JOB_SQL " RETURNING id", 11, p);
+    tn_db *db = registry_db(r);
+    int rc = exec(r, err, errlen, INSERT_JOB_SQL, 11, p);
+    if (rc != TN_OK)
+        return rc;
+    if (tn_db_changes(db) != 1)
+        return TN_NOTFOUND;
+    *id = tn_db_last_id(db);
+    return TN_OK;
+}
+
 /* Enqueue inside the caller's transaction (jobs_enqueue, jobs_schedules_due). */
 static int enqueue_tx(registry *r, const job_new *j, int64_t now, int64_t schedule_id,
                       int64_t *id, char *err, size_t errlen)
@@ -522,13 +546,7 @@ static int enqueue_tx(registry *r, const job_new *j, int64_t now, int64_t schedu
     /* A holder can finish between the insert that met it and the read that looks for it
      * (PostgreSQL: another transaction): then the insert is tried again. */
     for (int attempt = 0; attempt < 3; attempt++) {
-        rc = query_ints(r, id, 1, err, errlen,
-                        "INSERT INTO jobs (tenant_id, app, name, payload, priority, unique_key, "
-                        "max_attempts, timeout_ms, schedule_id, run_at, created_at) VALUES ($1, "
-                        "$2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT "
-                        "((COALESCE(tenant_id, 0)), unique_key) WHERE unique_key IS NOT NULL AND "
-                        "state IN ('queued', 'running') DO NOTHING RETURNING id",
-                        11, p);
+        rc = insert_job(r, p, id, err, errlen);
         if (rc == TN_OK)
             return queue_ready(r, j->tenant_id, run_at, err, errlen);
         if (rc != TN_NOTFOUND || ukey == NULL)
