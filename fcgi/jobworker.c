@@ -88,7 +88,8 @@ static struct {
     japp apps[1 + TN_MAX_MOUNTS];
     int napps;
     uint64_t log_gen;
-    int64_t next_schedules, next_reap, next_prune;
+    int64_t next_schedules, next_reap, next_prune, next_say;
+    char host[13];   /* jobworker_host_key */
 } jw;
 
 void jobworker_host_key(const tn_config *cfg, char out[13])
@@ -478,6 +479,15 @@ static void recover_host(void)
     }
 }
 
+/* Whether a hook reaches an app here: run_one tells every app with a job handler. */
+static bool apps_take_hooks(void)
+{
+    for (int i = 0; i < jw.napps; i++)
+        if (jw.apps[i].owner && jw.apps[i].mod.job != NULL)
+            return true;
+    return false;
+}
+
 static void chores(int64_t mono)
 {
     if (jw.a->number != 0)
@@ -488,6 +498,17 @@ static void chores(int64_t mono)
     char err[512];
     int n = 0, rc;
     int64_t now = wall_ms();
+    /* what jobs.hooks = auto reads, wherever a hook is queued (tenancy/jobs.h) */
+    if (mono >= jw.next_say) {
+        jw.next_say = mono + JOBS_HOST_SAY_MS;
+        rc = jobs_host_say(g, jw.host, jw.lease, apps_take_hooks(), now, err, sizeof(err));
+        if (rc != TN_OK) {
+            log_error("job worker: saying whether this host takes hooks: %s", err);
+            reg_failed(rc);
+            if ((g = reg()) == NULL)
+                return;
+        }
+    }
     if (mono >= jw.next_schedules) {
         jw.next_schedules = mono + CHORE_SCHEDULES_MS;
         rc = jobs_schedules_due(g, now, SCHEDULES_PER_TURN, jw.cfg->tenancy.jobs_max_attempts,
@@ -629,14 +650,13 @@ void jobworker_main(const jobworker_args *a)
     if (worker_drop_privileges(jw.cfg) != TN_OK)
         _exit(JOB_EXIT_SETUP);
 
-    char key[13];
-    jobworker_host_key(jw.cfg, key);
+    jobworker_host_key(jw.cfg, jw.host);
     char rnd[32];
     if (token_random_b64url(rnd, sizeof(rnd), 15) != TN_OK) {
         log_error("job worker: no random bytes for its lease");
         _exit(JOB_EXIT_SETUP);
     }
-    snprintf(jw.lease, sizeof(jw.lease), "%s%s", key, rnd);
+    snprintf(jw.lease, sizeof(jw.lease), "%s%s", jw.host, rnd);
     snprintf(jw.slot->lease, sizeof(jw.slot->lease), "%s", jw.lease);
 
     /* The storage pool sizes itself from RLIMIT_NOFILE (the worker's warning says when the
@@ -670,6 +690,13 @@ void jobworker_main(const jobworker_args *a)
     loop();
 
     __atomic_store_n(&jw.slot->state, SBJ_EXITING, __ATOMIC_RELEASE);
+    /* Stopping (a reload's new worker says again at its start; a recycled one is replaced
+     * at once and keeps the row): this host no longer runs its apps' job handlers. */
+    registry *g;
+    char err[512];
+    if (stop_requested && jw.a->number == 0 && (g = reg()) != NULL &&
+        jobs_host_gone(g, jw.host, jw.lease, err, sizeof(err)) != TN_OK)
+        log_error("job worker: %s", err);
     handlers_fini();
     for (int i = 0; i < jw.napps; i++)
         if (jw.apps[i].owner && jw.apps[i].mod.app->fini != NULL)

@@ -434,7 +434,8 @@ typedef struct tn_app {
     /* (abi 2) Run one job in the job's tenant context (see Jobs). TN_OK: done; anything
      * else: the attempt failed (retried with backoff, then dead). Also told of tenants'
      * lifecycle (names "tenancy.*"), where TN_OK or TN_DECLINED both mean done. NULL: the
-     * app takes no jobs (its jobs die with "no job handler"; hooks are skipped). */
+     * app takes no jobs (its jobs die with "no job handler"; hooks are skipped, and with
+     * jobs.hooks = auto not even queued while no app of a running host has a handler). */
     int (*job)(tn_request *r, const tn_job *job);
 } tn_app;
 

@@ -15,6 +15,7 @@
 #define OFF(f) offsetof(tenancy_config, f)
 
 static const char *const affinity_names[] = {"off", "auto", "on", NULL};
+static const char *const hooks_names[] = {"off", "on", "auto", NULL};   /* HOOKS_* */
 
 const conf_opt tenancy_config_table[] = {
     {"tenant.resolvers", CONF_STR, OFF(resolvers), "", 0, 0, NULL, 0,
@@ -95,9 +96,10 @@ const conf_opt tenancy_config_table[] = {
      0, "longest wait before a failed job's next attempt (the wait doubles from 1 s)"},
     {"jobs.poll", CONF_DURATION, OFF(jobs_poll_ms), "1s", 10, 60000, NULL, 0,
      "how often an idle job worker looks for jobs queued by another process or host"},
-    {"jobs.hooks", CONF_BOOL, OFF(jobs_hooks), "on", 0, 0, NULL, 0,
+    {"jobs.hooks", CONF_ENUM, OFF(jobs_hooks), "auto", 0, 0, hooks_names, 0,
      "tell the apps' job handlers of tenants created, suspended, resumed, restored, "
-     "migrated, moved and deleted (jobs named tenancy.*)"},
+     "migrated, moved and deleted (jobs named tenancy.*): on, off, or auto (queued while "
+     "some host's job workers run an app with a job handler, or no host's run)"},
     {"jobs.keep", CONF_DURATION, OFF(jobs_keep_ms), "168h", 60000, 31536000000LL, NULL, 0,
      "how long done and cancelled jobs are kept (dead ones stay until retried)"},
     {NULL, 0, 0, NULL, 0, 0, NULL, 0, NULL},

@@ -15,6 +15,9 @@
 /* tenant.affinity: never; once the worker's connections no longer hold every tenant it
  * serves (auto); always. */
 enum { AFFINITY_OFF = 0, AFFINITY_AUTO, AFFINITY_ON };
+/* jobs.hooks: auto queues a lifecycle hook unless every host whose job workers said so
+ * lately runs no app with a job handler (jobs_hooks_wanted, tenancy/jobs.h). */
+enum { HOOKS_OFF = 0, HOOKS_ON, HOOKS_AUTO };
 
 enum resolver_kind { RES_HOST = 0, RES_SUBDOMAIN, RES_HEADER, RES_PATH, RES_NKINDS };
 
@@ -98,7 +101,7 @@ typedef struct tenancy_config {
     int64_t jobs_max_backoff_ms;
     int64_t jobs_poll_ms;
     int64_t jobs_keep_ms;
-    bool jobs_hooks;
+    int jobs_hooks;   /* HOOKS_OFF, HOOKS_ON, HOOKS_AUTO */
 
     /* placements (placement.NAME.KEY lines, plus the built-in "sqlite") */
     placement placements[MAX_PLACEMENTS];

@@ -634,6 +634,63 @@ int jobs_enqueue_many(registry *r, const job_new *j, int n, int64_t now_ms, int 
     return in_tx(r, do_enqueue_many, &a, err, errlen);
 }
 
+/* ---- which hosts take hooks --------------------------------------------------------------- */
+
+#define HOST_KEEP_MS (24ll * 3600 * 1000)   /* a row unsaid this long is deleted */
+
+int jobs_host_say(registry *r, const char *host, const char *worker, bool hooks, int64_t now_ms,
+                  char *err, size_t errlen)
+{
+    int rc = prepare(r, err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    num now, old;
+    num_set(&now, now_ms);
+    num_set(&old, now_ms - HOST_KEEP_MS);
+    const char *p[] = {host, worker, hooks ? "1" : "0", now.s};
+    int64_t changed = 0;
+    rc = exec_alone(r, &changed, err, errlen,
+                    "INSERT INTO job_hosts (host, worker, hooks, seen_at) VALUES ($1, $2, $3, $4) "
+                    "ON CONFLICT (host) DO UPDATE SET worker = excluded.worker, hooks = "
+                    "excluded.hooks, seen_at = excluded.seen_at",
+                    4, p);
+    const char *po[] = {old.s};
+    if (rc == TN_OK)
+        rc = exec_alone(r, &changed, err, errlen, "DELETE FROM job_hosts WHERE seen_at < $1", 1,
+                        po);
+    return rc;
+}
+
+int jobs_host_gone(registry *r, const char *host, const char *worker, char *err, size_t errlen)
+{
+    int rc = prepare(r, err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    const char *p[] = {host, worker};
+    int64_t changed = 0;
+    return exec_alone(r, &changed, err, errlen,
+                      "DELETE FROM job_hosts WHERE host = $1 AND worker = $2", 2, p);
+}
+
+int jobs_hooks_wanted(registry *r, int64_t now_ms, bool *wanted, char *err, size_t errlen)
+{
+    *wanted = true;
+    int rc = prepare(r, err, errlen);
+    if (rc != TN_OK)
+        return rc;
+    num since;
+    num_set(&since, now_ms - JOBS_HOST_STALE_MS);
+    const char *p[] = {since.s};
+    int64_t v[2] = {0, 0};
+    rc = query_ints(r, v, 2, err, errlen,
+                    "SELECT count(*), COALESCE(max(hooks), 0) FROM job_hosts WHERE seen_at >= $1",
+                    1, p);
+    if (rc != TN_OK)
+        return reset_on_io(r, rc);
+    *wanted = v[0] == 0 || v[1] != 0;
+    return TN_OK;
+}
+
 /* ---- claim -------------------------------------------------------------------------------- */
 
 struct claim_arg {

@@ -214,6 +214,29 @@ int jobs_counts(registry *r, int64_t tenant_id, int64_t counts[JOB_NSTATES]);
  * transaction (none holds the write lock long); PostgreSQL: one statement. */
 int jobs_prune(registry *r, int64_t before_ms, int *n, char *err, size_t errlen);
 
+/* ---- which hosts take hooks (jobs.hooks = auto) ---------------------------------------- */
+
+/* A host's job workers say every JOBS_HOST_SAY_MS whether an app of theirs has a job handler
+ * (each hook goes to every such app); a row not renewed for JOBS_HOST_STALE_MS no longer
+ * counts, and one a day old is deleted by the next say. */
+#define JOBS_HOST_SAY_MS 10000
+#define JOBS_HOST_STALE_MS 35000
+
+/* The row of host `host` (its key, jobworker_host_key), written by the job worker `worker`
+ * (its lease). TN_OK or a storage error. */
+int jobs_host_say(registry *r, const char *host, const char *worker, bool hooks, int64_t now_ms,
+                  char *err, size_t errlen);
+
+/* The job worker `worker` stops for good: the host's row goes, unless another worker of the
+ * host (a reload's) has written it since. TN_OK or a storage error. */
+int jobs_host_gone(registry *r, const char *host, const char *worker, char *err, size_t errlen);
+
+/* Whether a hook queued now can reach an app: true when some host said lately that it runs an
+ * app with a job handler, and when none said anything lately (no job worker runs: the hook
+ * waits for whichever apps start); false only when every host that said lately runs none.
+ * TN_OK with *wanted, or a storage error (*wanted true). One read of job_hosts. */
+int jobs_hooks_wanted(registry *r, int64_t now_ms, bool *wanted, char *err, size_t errlen);
+
 /* ---- schedules ----------------------------------------------------------------------- */
 
 typedef struct job_schedule {

@@ -8,6 +8,11 @@
  * whatever happens to its hook, and a hook that cannot be queued is reported to the caller
  * (the command prints it as a warning) with the change already done.
  *
+ * jobs.hooks = auto (the default) queues a hook only when it can reach an app: some host's
+ * job workers said lately that they run an app with a job handler, or none said anything
+ * (jobs_hooks_wanted); otherwise a job worker would claim it and tell nobody. Asked once per
+ * call: a batch's hooks go or stay together.
+ *
  * Must not: fail the operation it follows, or queue anything when jobs.hooks is off.
  */
 #include "core/first.h"
@@ -20,6 +25,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Whether this call's hooks are queued (jobs.hooks; auto asks the registry, and queues
+ * when it cannot say). */
+static bool hooks_wanted(ops_env *e)
+{
+    if (e->tc->jobs_hooks != HOOKS_AUTO)
+        return e->tc->jobs_hooks == HOOKS_ON;
+    if (e->reg == NULL)
+        return true;   /* the caller reports the missing registry */
+    bool wanted = true;
+    char err[512];
+    (void)jobs_hooks_wanted(e->reg, clock_wall_us() / 1000, &wanted, err, sizeof(err));
+    return wanted;
+}
 
 /* The job of a hook: every app's, now, with the host's limits. */
 static job_new hook_job(const ops_env *e, int64_t tenant_id, const char *name,
@@ -34,7 +53,7 @@ static job_new hook_job(const ops_env *e, int64_t tenant_id, const char *name,
 int ops_hook(ops_env *e, const char *slug, const char *event, const char *payload, char *err,
              size_t errlen)
 {
-    if (!e->tc->jobs_hooks)
+    if (!hooks_wanted(e))
         return TN_OK;
     if (e->reg == NULL)
         return tn_errf(err, errlen, TN_IO, "hook %s of '%s': no registry connection", event, slug);
@@ -69,7 +88,7 @@ static void tell(ops_env *e, const char *err)
 
 void ops_hooks_told(ops_env *e, const ops_hook_item *items, int n, const char *event)
 {
-    if (!e->tc->jobs_hooks || n <= 0)
+    if (n <= 0 || !hooks_wanted(e))
         return;
     char name[JOB_NAME_MAX + 1];
     snprintf(name, sizeof(name), "tenancy.%s", event);

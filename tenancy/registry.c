@@ -83,7 +83,9 @@ static const char keys_schema[] = KEYS_SCHEMA;
  * job_queues has one row per tenant that ever had a job (tenant_key 0: the central jobs):
  * when it was last served (the round robin), the earliest run_at of its queued jobs (NULL:
  * none queued) and how many of its jobs run; the partial index lists only the queues with
- * queued jobs, in turn order. */
+ * queued jobs, in turn order. job_hosts has a row per tenancyd whose job workers run (its
+ * host key): whether an app of theirs has a job handler, and when they last said so
+ * (jobs.hooks = auto reads it). */
 #define JOBS_SCHEMA                                                                          \
     "CREATE TABLE IF NOT EXISTS @ns@jobs ("                                                  \
     " id @id@,"                                                                              \
@@ -141,7 +143,12 @@ static const char keys_schema[] = KEYS_SCHEMA;
     "CREATE UNIQUE INDEX IF NOT EXISTS job_schedules_name ON"                                \
     " @ns@job_schedules((COALESCE(tenant_id, 0)), app, name);"                              \
     "CREATE INDEX IF NOT EXISTS job_schedules_due ON @ns@job_schedules(next_run_at);"       \
-    "CREATE INDEX IF NOT EXISTS job_schedules_tenant ON @ns@job_schedules(tenant_id, id);"
+    "CREATE INDEX IF NOT EXISTS job_schedules_tenant ON @ns@job_schedules(tenant_id, id);"   \
+    "CREATE TABLE IF NOT EXISTS @ns@job_hosts ("                                             \
+    " host TEXT PRIMARY KEY,"                                                                \
+    " worker TEXT NOT NULL,"                                                                 \
+    " hooks INTEGER NOT NULL,"                                                               \
+    " seen_at BIGINT NOT NULL);"
 
 static const char jobs_schema[] = JOBS_SCHEMA;
 
@@ -1868,10 +1875,11 @@ int registry_key_touch(registry *r, int64_t id, int64_t now, int64_t min_interva
 
 /* ---- the job store's tables -------------------------------------------------------------- */
 
-/* TN_OK when all three job tables are there, TN_NOTFOUND when one is missing. */
+/* TN_OK when all the job tables are there, TN_NOTFOUND when one is missing (job_hosts came
+ * after the others: a registry made before it gets it here). */
 static int jobs_tables(registry *r)
 {
-    static const char *const names[] = {"jobs", "job_queues", "job_schedules"};
+    static const char *const names[] = {"jobs", "job_queues", "job_schedules", "job_hosts"};
     int rc = TN_OK;
     for (size_t i = 0; rc == TN_OK && i < TN_ARRAY_LEN(names); i++) {
         char v[8];

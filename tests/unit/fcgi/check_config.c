@@ -33,7 +33,33 @@ START_TEST(test_minimal_and_defaults)
     ck_assert_int_eq(c->request_timeout_ms, 60000);
     ck_assert_str_eq(c->status_path, "/_tenancy/status");
     ck_assert(c->log_requests);
+    ck_assert_int_eq(c->tenancy.jobs_hooks, HOOKS_AUTO);
     config_free(c);
+}
+END_TEST
+
+/* jobs.hooks: off, on or auto; a boolean's other spellings are refused, naming the line */
+START_TEST(test_jobs_hooks)
+{
+    conf_error err;
+    char msg[1024];
+    static const struct {
+        const char *value;
+        int want;
+    } ok[] = {{"off", HOOKS_OFF}, {"on", HOOKS_ON}, {"auto", HOOKS_AUTO}};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        char text[96];
+        snprintf(text, sizeof(text), "app = /x.so\njobs.hooks = %s\n", ok[i].value);
+        tn_config *c = load_text(text, &err);
+        ck_assert_ptr_nonnull(c);
+        ck_assert_int_eq(c->tenancy.jobs_hooks, ok[i].want);
+        config_free(c);
+    }
+    tn_config *c = load_text("app = /x.so\njobs.hooks = yes\n", &err);
+    ck_assert_ptr_null(c);
+    ck_assert_int_eq(err.line, 2);
+    conf_error_format(&err, msg, sizeof(msg));
+    ck_assert_msg(strstr(msg, "off, on, auto") != NULL, "%s", msg);
 }
 END_TEST
 
@@ -137,6 +163,7 @@ Suite *config_suite(void)
     TCase *tc = tcase_create("fcgi");
     tcase_add_test(tc, test_minimal_and_defaults);
     tcase_add_test(tc, test_sections_and_errors);
+    tcase_add_test(tc, test_jobs_hooks);
     tcase_add_test(tc, test_every_option_has_help_and_valid_default);
     tcase_add_test(tc, test_parts);
     suite_add_tcase(s, tc);

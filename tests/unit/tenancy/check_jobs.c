@@ -5,7 +5,8 @@
  * leases, recover, reap; release (a deferred job) and the hooks' order; priority; the fair
  * claim (one tenant's 10,000 jobs against 100 tenants' one each) and its cost; the
  * per-tenant cap; delayed jobs; several processes claiming at once; schedules; a tenant's
- * purge; a registry made before the job tables; a session the server ended (PostgreSQL).
+ * purge; a registry made before the job tables (or before job_hosts); which hosts take hooks
+ * (jobs.hooks = auto); a session the server ended (PostgreSQL).
  *
  * Times are given to the store (now_ms), never read from the clock, except for the logged
  * figures of the claim's cost.
@@ -1298,6 +1299,63 @@ START_TEST(test_older_registry)
     ck_assert_int_eq(claim(LEASE_A), id);
     OK(registry_init(R, err, sizeof(err)));   /* `tenancy init` again: the jobs stay */
     ck_assert_int_eq(count_of(-1, JOB_RUNNING), 1);
+    /* a registry made after the other job tables but before job_hosts */
+    ck_assert_int_eq(tn_db_exec(registry_db(R), "DROP TABLE job_hosts", 0, NULL), TN_OK);
+    registry_close(R);
+    open_registry();
+    bool wanted = false;
+    OK(jobs_hooks_wanted(R, T0, &wanted, err, sizeof(err)));
+    ck_assert(wanted);
+    OK(jobs_host_say(R, "host-a", LEASE_A, false, T0, err, sizeof(err)));
+    ck_assert_int_eq(count_of(-1, JOB_RUNNING), 1);
+}
+END_TEST
+
+/* ---- which hosts take hooks (jobs.hooks = auto) -------------------------------------------- */
+
+static bool wanted_at(int64_t now)
+{
+    bool w = false;
+    OK(jobs_hooks_wanted(R, now, &w, err, sizeof(err)));
+    return w;
+}
+
+static int host_rows(void)
+{
+    char v[16];
+    ck_assert_int_eq(db_query_value(registry_db(R), v, sizeof(v),
+                                    "SELECT count(*) FROM job_hosts", 0, NULL), TN_OK);
+    return atoi(v);
+}
+
+START_TEST(test_hosts)
+{
+    const int64_t stale = JOBS_HOST_STALE_MS;
+    ck_assert_msg(wanted_at(T0), "no host said anything: a hook waits for whichever apps start");
+    OK(jobs_host_say(R, "host-a", LEASE_A, false, T0, err, sizeof(err)));
+    ck_assert_msg(!wanted_at(T0 + 1000), "the one host runs no app with a job handler");
+    OK(jobs_host_say(R, "host-b", LEASE_B, true, T0, err, sizeof(err)));
+    ck_assert_msg(wanted_at(T0 + 1000), "another host's app takes hooks");
+    /* host-b stops saying; host-a goes on */
+    OK(jobs_host_say(R, "host-a", LEASE_A, false, T0 + stale, err, sizeof(err)));
+    ck_assert_msg(wanted_at(T0 + stale), "host-b's row is still fresh");
+    ck_assert_msg(!wanted_at(T0 + stale + 1), "host-b's row is stale: it no longer counts");
+    /* a reload of host-a: the new generation's worker says first, then the old one stops */
+    OK(jobs_host_say(R, "host-a", "lease-new", false, T0 + stale + 2, err, sizeof(err)));
+    OK(jobs_host_gone(R, "host-a", LEASE_A, err, sizeof(err)));
+    ck_assert_msg(!wanted_at(T0 + stale + 3), "the new worker's row stays");
+    OK(jobs_host_say(R, "host-a", "lease-new", true, T0 + stale + 4, err, sizeof(err)));
+    ck_assert_msg(wanted_at(T0 + stale + 4), "host-a's apps take hooks after the reload");
+    OK(jobs_host_say(R, "host-a", "lease-new", false, T0 + stale + 5, err, sizeof(err)));
+    ck_assert(!wanted_at(T0 + stale + 5));
+    /* host-a stops: its row goes, and with no host saying anything hooks are queued again */
+    OK(jobs_host_gone(R, "host-a", "lease-new", err, sizeof(err)));
+    ck_assert_msg(wanted_at(T0 + stale + 6), "no host runs job workers");
+    ck_assert_int_eq(host_rows(), 1);   /* host-b's, stale */
+    /* a row a day old is deleted by the next say */
+    OK(jobs_host_say(R, "host-c", "lease-c", false, T0 + 25LL * 3600 * 1000, err, sizeof(err)));
+    ck_assert_int_eq(host_rows(), 1);
+    ck_assert(!wanted_at(T0 + 25LL * 3600 * 1000));
 }
 END_TEST
 
@@ -1562,6 +1620,7 @@ Suite *jobs_suite(bool pg)
     tcase_add_test(tc, test_schedules);
     tcase_add_test(tc, test_purge_cascade);
     tcase_add_test(tc, test_older_registry);
+    tcase_add_test(tc, test_hosts);
     if (pg)   /* a SQLite registry has no session to lose */
         tcase_add_test(tc, test_lost_session);
     suite_add_tcase(s, tc);
