@@ -261,6 +261,15 @@ static void slot_end(void)
     __atomic_add_fetch(&s->jobs, 1, __ATOMIC_RELAXED);
 }
 
+/* A job run to its end whose finish is not committed yet: no longer running (the master's
+ * watchdog leaves the worker alone, the status page shows it idle), but its id stays in the
+ * slot until slot_end, so that a worker that dies meanwhile has its job recovered at once
+ * (it runs again: at least once), as it would while the job ran. */
+static void slot_pending(void)
+{
+    __atomic_store_n(&jw.slot->state, SBJ_IDLE, __ATOMIC_RELEASE);
+}
+
 static void arm_timeout(int ms)
 {
     struct itimerval it;
@@ -332,7 +341,23 @@ static bool job_copy_of(job_copy *c, const job_rec *j)
     return c->payload != NULL;
 }
 
-static void run_job(const job_rec *claimed)
+/* What the registry said of a finished job's end (jobs_finish, or the finish that rode with
+ * the next claim). */
+static void finish_told(int64_t id, int rc, const char *err)
+{
+    if (rc == TN_OK)
+        sb_inc(&jw.jobs->done);
+    else if (rc == TN_NOTFOUND)
+        log_warn("job %lld: its lease was taken back before it ended (it may run again)",
+                 (long long)id);
+    else
+        log_error("job %lld: cannot record its end: %s", (long long)id, err);
+}
+
+/* Runs the job and records its end, except a successful one's: that is left in *done for the
+ * loop's next claim to commit with it (jobs_finish_claim), one wait for the registry's disk
+ * instead of two. */
+static void run_job(const job_rec *claimed, job_done *done)
 {
     char err[512];
     job_copy jc;
@@ -387,10 +412,9 @@ static void run_job(const job_rec *claimed)
         char why[200];
         tn_errf(why, sizeof(why), TN_AGAIN, "waiting: tenant '%s' is not active", j->slug);
         src = jobs_release(g, j->id, jw.lease, why, now + DEFER_MS, now, err, sizeof(err));
-    } else if (g != NULL && rc == TN_OK) {
-        src = jobs_finish(g, j->id, jw.lease, now, err, sizeof(err));
-        if (src == TN_OK)
-            sb_inc(&jw.jobs->done);
+    } else if (rc == TN_OK) {
+        *done = (job_done){.id = j->id, .at_ms = now};
+        src = TN_OK;
     } else if (g != NULL) {
         bool dead = false;
         src = jobs_fail(g, j->id, jw.lease, x.error, now, jw.cfg->tenancy.jobs_max_backoff_ms,
@@ -413,7 +437,10 @@ static void run_job(const job_rec *claimed)
                   g ? err : "the registry cannot be reached");
         reg_failed(src);
     }
-    slot_end();
+    if (done->id == j->id)
+        slot_pending();   /* slot_end once the finish is committed */
+    else
+        slot_end();
     free(jc.payload);
 }
 
@@ -565,12 +592,29 @@ static uint64_t jittered_limit(void)
     return n + (spread ? (uint64_t)(getpid() % (pid_t)(spread + 1)) : 0);
 }
 
+/* The end of a job run to completion that no claim took along: recorded on its own. */
+static void finish_alone(job_done *done)
+{
+    if (done->id <= 0)
+        return;
+    char err[512];
+    registry *g = reg();
+    int rc = g != NULL ? jobs_finish(g, done->id, jw.lease, done->at_ms, err, sizeof(err))
+                       : TN_IO;
+    finish_told(done->id, rc, g != NULL ? err : "the registry cannot be reached");
+    if (rc != TN_OK && rc != TN_NOTFOUND)
+        reg_failed(rc);   /* the lease expires and the job runs again: at least once */
+    slot_end();
+    *done = (job_done){0};
+}
+
 static void loop(void)
 {
     uint64_t limit = jittered_limit();
     uint64_t ran = 0;
     int64_t poll_ms = jw.cfg->tenancy.jobs_poll_ms;
     char err[512];
+    job_done done = {0};   /* run to its end, its finish not yet committed */
     while (!stop_requested && ran < limit) {
         uint64_t lg = __atomic_load_n(&jw.a->sb->pool.log_generation, __ATOMIC_RELAXED);
         if (lg != jw.log_gen) {
@@ -587,10 +631,15 @@ static void loop(void)
         }
         job_rec j;
         int64_t next = 0;
-        int rc = jobs_claim(g, jw.lease, jw.cfg->tenancy.jobs_per_tenant, LEASE_GRACE_MS,
-                            wall_ms(), &j, &next, err, sizeof(err));
+        int rc = jobs_finish_claim(g, &done, jw.lease, jw.cfg->tenancy.jobs_per_tenant,
+                                   LEASE_GRACE_MS, wall_ms(), &j, &next, err, sizeof(err));
+        if (done.recorded) {
+            finish_told(done.id, done.rc, "");
+            slot_end();
+            done = (job_done){0};
+        }
         if (rc == TN_OK) {
-            run_job(&j);
+            run_job(&j, &done);
             ran++;
             continue;
         }
@@ -617,6 +666,7 @@ static void loop(void)
             wait = CHORE_SCHEDULES_MS;
         wait_for_work(seen, wait);
     }
+    finish_alone(&done);   /* leaving: recycled, or told to stop */
 }
 
 /* A job queued another (tn_job_enqueue): counted, and the idle job workers woken. */

@@ -770,8 +770,41 @@ static int do_claim(registry *r, void *arg, char *err, size_t errlen)
     return TN_OK;
 }
 
-int jobs_claim(registry *r, const char *lease, int per_tenant_cap, int grace_ms, int64_t now_ms,
-               job_rec *out, int64_t *next_ms, char *err, size_t errlen)
+/* An attempt's end (do_finish, do_fail and the rest below). */
+struct end_arg {
+    int64_t id;
+    const char *lease, *error;
+    int64_t now, max_backoff;
+    bool dead;
+};
+
+static int do_finish(registry *r, void *arg, char *err, size_t errlen);
+
+struct finish_claim_arg {
+    job_done *done;   /* NULL: a claim alone */
+    int done_rc;
+    struct claim_arg claim;
+};
+
+/* The finish first, so that the claim sees the tenant's running count and hooks after it. */
+static int do_finish_claim(registry *r, void *arg, char *err, size_t errlen)
+{
+    struct finish_claim_arg *a = arg;
+    a->done_rc = TN_OK;   /* again on each attempt of in_tx */
+    if (a->done != NULL) {
+        struct end_arg e = {.id = a->done->id, .lease = a->claim.lease, .now = a->done->at_ms};
+        char why[256];
+        int rc = do_finish(r, &e, why, sizeof(why));
+        if (rc != TN_OK && rc != TN_NOTFOUND)
+            return tn_errf(err, errlen, rc, "%s", why);
+        a->done_rc = rc;
+    }
+    return do_claim(r, &a->claim, err, errlen);
+}
+
+int jobs_finish_claim(registry *r, job_done *done, const char *lease, int per_tenant_cap,
+                      int grace_ms, int64_t now_ms, job_rec *out, int64_t *next_ms, char *err,
+                      size_t errlen)
 {
     if (next_ms != NULL)
         *next_ms = 0;
@@ -781,10 +814,18 @@ int jobs_claim(registry *r, const char *lease, int per_tenant_cap, int grace_ms,
     int rc = prepare(r, err, errlen);
     if (rc != TN_OK)
         return rc;
-    struct claim_arg a = {lease, per_tenant_cap, grace_ms < 0 ? 0 : grace_ms, now_ms, 0, out};
-    rc = in_tx(r, do_claim, &a, err, errlen);
-    if (rc != TN_OK || a.id > 0)
+    struct finish_claim_arg a = {done != NULL && done->id > 0 ? done : NULL, TN_OK,
+                                 {lease, per_tenant_cap, grace_ms < 0 ? 0 : grace_ms, now_ms, 0,
+                                  out}};
+    rc = in_tx(r, do_finish_claim, &a, err, errlen);
+    if (rc != TN_OK)
         return rc;
+    if (a.done != NULL) {
+        a.done->rc = a.done_rc;
+        a.done->recorded = true;
+    }
+    if (a.claim.id > 0)
+        return TN_OK;
     if (next_ms != NULL) {
         int64_t v = 0;
         rc = query_ints(r, &v, 1, err, errlen, "SELECT MIN(next_run_at) FROM job_queues", 0, NULL);
@@ -793,6 +834,13 @@ int jobs_claim(registry *r, const char *lease, int per_tenant_cap, int grace_ms,
         *next_ms = v;
     }
     return tn_errf(err, errlen, TN_NOTFOUND, "no job is ready");
+}
+
+int jobs_claim(registry *r, const char *lease, int per_tenant_cap, int grace_ms, int64_t now_ms,
+               job_rec *out, int64_t *next_ms, char *err, size_t errlen)
+{
+    return jobs_finish_claim(r, NULL, lease, per_tenant_cap, grace_ms, now_ms, out, next_ms, err,
+                             errlen);
 }
 
 /* ---- the end of an attempt ---------------------------------------------------------------- */
@@ -861,13 +909,6 @@ static int running_job(registry *r, int64_t id, const char *lease, int64_t v[3],
                      (long long)id, lease);
     return rc;
 }
-
-struct end_arg {
-    int64_t id;
-    const char *lease, *error;
-    int64_t now, max_backoff;
-    bool dead;
-};
 
 static int do_finish(registry *r, void *arg, char *err, size_t errlen)
 {

@@ -143,6 +143,24 @@ typedef struct job_rec {
 int jobs_claim(registry *r, const char *lease, int per_tenant_cap, int grace_ms, int64_t now_ms,
                job_rec *out, int64_t *next_ms, char *err, size_t errlen);
 
+/* A job that ran to its end, for jobs_finish_claim: its id (0: none) and when it ended; once
+ * its end is committed, `recorded` is set and `rc` has jobs_finish's answer for it. */
+typedef struct job_done {
+    int64_t id, at_ms;
+    int rc;
+    bool recorded;
+} job_done;
+
+/* jobs_finish of `done` and jobs_claim in one registry transaction: a job worker that ran a
+ * job to its end records it and takes its next with one commit, where the two calls wait
+ * for the disk twice. The finish's own answer goes to done->rc (TN_NOTFOUND: its lease was
+ * taken back; the claim goes on either way) with done->recorded, whatever the call returns
+ * after the commit; when done->recorded is false nothing was committed (try again). Returns
+ * as jobs_claim. */
+int jobs_finish_claim(registry *r, job_done *done, const char *lease, int per_tenant_cap,
+                      int grace_ms, int64_t now_ms, job_rec *out, int64_t *next_ms, char *err,
+                      size_t errlen);
+
 /* The job ran to the end: done. TN_OK; TN_NOTFOUND when the job is no longer running under
  * this lease (it was recovered and may be running elsewhere: the caller logs it). */
 int jobs_finish(registry *r, int64_t id, const char *lease, int64_t now_ms, char *err,

@@ -800,6 +800,54 @@ START_TEST(test_fairness)
 }
 END_TEST
 
+/* jobs_finish_claim: the finish first, in the claim's transaction. With a cap of one the
+ * tenant's next job can only be claimed if its first is already done; a finish whose lease
+ * was taken back is told apart and the claim goes on; with nothing to claim the finish is
+ * committed all the same. */
+START_TEST(test_finish_claim)
+{
+    int64_t a = tenant("acme");
+    int64_t j1 = enqueue(a), j2 = enqueue(a);
+    ck_assert_int_eq(claim_at(LEASE_A, 1, T0, NULL, NULL), j1);
+    job_done d = {.id = j1, .at_ms = T0 + 5};
+    job_rec c;
+    int64_t next = -1;
+    OK(jobs_finish_claim(R, &d, LEASE_A, 1, GRACE, T0 + 7, &c, &next, err, sizeof(err)));
+    ck_assert(d.recorded);
+    ck_assert_int_eq(d.rc, TN_OK);
+    ck_assert_int_eq(c.id, j2);
+    job_rec g = get(j1);
+    ck_assert_int_eq(g.state, JOB_DONE);
+    ck_assert_int_eq(g.finished_at, T0 + 5);   /* when it ended, not when the claim ran */
+    ck_assert_int_eq(get(j2).started_at, T0 + 7);
+    /* j2's lease taken back (its worker counted as dead): its finish is refused, the claim
+     * of j3 goes on */
+    int64_t j3 = enqueue(a);
+    int n = 0;
+    OK(jobs_recover(R, LEASE_A, "worker died", T0 + 8, &n, err, sizeof(err)));
+    ck_assert_int_eq(n, 1);
+    d = (job_done){.id = j2, .at_ms = T0 + 9};
+    OK(jobs_finish_claim(R, &d, LEASE_A, 1, GRACE, T0 + 9, &c, NULL, err, sizeof(err)));
+    ck_assert(d.recorded);
+    ck_assert_int_eq(d.rc, TN_NOTFOUND);
+    ck_assert_msg(c.id == j2 || c.id == j3, "claimed job %lld", (long long)c.id);
+    ck_assert_int_eq(get(c.id).state, JOB_RUNNING);
+    /* nothing left to claim but the other: then nothing at all; the finishes still commit */
+    int64_t other = c.id == j2 ? j3 : j2;
+    d = (job_done){.id = c.id, .at_ms = T0 + 10};
+    OK(jobs_finish_claim(R, &d, LEASE_A, 1, GRACE, T0 + 10, &c, NULL, err, sizeof(err)));
+    ck_assert_int_eq(c.id, other);
+    d = (job_done){.id = other, .at_ms = T0 + 11};
+    EXPECT(TN_NOTFOUND, jobs_finish_claim(R, &d, LEASE_A, 1, GRACE, T0 + 11, &c, &next, err,
+                                          sizeof(err)));
+    ck_assert(d.recorded);
+    ck_assert_int_eq(d.rc, TN_OK);
+    ck_assert_int_eq(next, 0);
+    ck_assert_int_eq(count_of(a, JOB_DONE), 3);
+    ck_assert_int_eq(count_of(a, JOB_RUNNING), 0);
+}
+END_TEST
+
 START_TEST(test_cap)
 {
     int64_t a = tenant("acme"), b = tenant("globex");
@@ -1608,6 +1656,7 @@ Suite *jobs_suite(bool pg)
     tcase_add_test(tc, test_priority);
     tcase_add_test(tc, test_round_robin);
     tcase_add_test(tc, test_cap);
+    tcase_add_test(tc, test_finish_claim);
     tcase_add_test(tc, test_delayed);
     tcase_add_test(tc, test_list_counts_prune);
     tcase_add_test(tc, test_schedules);
