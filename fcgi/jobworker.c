@@ -189,9 +189,20 @@ static registry *reg(void)
             log_error("job worker: the registry: %s (%u more tries failed so since the last "
                       "such line)", err, held);
         jw.reg = NULL;
+        return NULL;
     } else if (log_repeat_clear(&jw.reg_log)) {
         log_info("job worker: the registry is open again");
     }
+    /* This connection's commits (claims, ends, the chores) do not wait for the disk (a
+     * SQLite registry; nothing changes on PostgreSQL). What an OS crash or a power loss can
+     * take is the last of them, never a job queued by a request, a job or a command: those
+     * commit on connections that wait (the chain's, the command's), which flushes the WAL
+     * with everything before it. A claim lost puts its job back in the queue; an end lost
+     * leaves the job running until its lease expires, when it runs again (at least once, as
+     * after a worker's death); a schedule's job lost goes with its schedule's step, which
+     * then runs again. */
+    if (registry_defer_sync(jw.reg, err, sizeof(err)) != TN_OK)
+        log_warn("job worker: %s (its commits wait for the disk)", err);
     return jw.reg;
 }
 
