@@ -54,6 +54,7 @@
 #define BUSY_RETRY_MS 20           /* ready jobs none could take: look again after this */
 #define DEFER_MS 10000            /* a job of a tenant not served now looks again after this */
 #define HOOK_WAIT_MS 200          /* a hook behind its tenant's earlier one looks again */
+#define FLUSH_MS 1000              /* the registry's deferred commits made durable this often */
 #define JOB_FD_RESERVE 64          /* descriptors besides the storage pool: logs, the registry */
 
 static volatile sig_atomic_t stop_requested;
@@ -88,7 +89,7 @@ static struct {
     japp apps[1 + TN_MAX_MOUNTS];
     int napps;
     uint64_t log_gen;
-    int64_t next_schedules, next_reap, next_prune, next_say;
+    int64_t next_schedules, next_reap, next_prune, next_say, next_flush;
     char host[13];   /* jobworker_host_key */
 } jw;
 
@@ -200,7 +201,9 @@ static registry *reg(void)
      * with everything before it. A claim lost puts its job back in the queue; an end lost
      * leaves the job running until its lease expires, when it runs again (at least once, as
      * after a worker's death); a schedule's job lost goes with its schedule's step, which
-     * then runs again. */
+     * then runs again. The loop flushes them before a claim once FLUSH_MS has passed
+     * (flush_due): a crash takes at most the last second's, and the claim and the end
+     * before it of a job in hand. */
     if (registry_defer_sync(jw.reg, err, sizeof(err)) != TN_OK)
         log_warn("job worker: %s (its commits wait for the disk)", err);
     return jw.reg;
@@ -603,6 +606,21 @@ static uint64_t jittered_limit(void)
     return n + (spread ? (uint64_t)(getpid() % (pid_t)(spread + 1)) : 0);
 }
 
+/* The registry's commits made durable once FLUSH_MS has passed since the last time (the
+ * WAL file is shared: this covers every job worker's deferred commits). */
+static void flush_due(int64_t mono)
+{
+    if (mono < jw.next_flush || jw.reg == NULL)
+        return;
+    jw.next_flush = mono + FLUSH_MS;
+    char err[512];
+    int rc = registry_flush(jw.reg, err, sizeof(err));
+    if (rc != TN_OK) {
+        log_error("job worker: flushing the registry: %s", err);
+        reg_failed(rc);
+    }
+}
+
 /* The end of a job run to completion that no claim took along: recorded on its own. */
 static void finish_alone(job_done *done)
 {
@@ -634,6 +652,7 @@ static void loop(void)
         }
         int64_t mono = clock_mono_ms();
         chores(mono);
+        flush_due(mono);
         uint32_t seen = __atomic_load_n(&jw.jobs->wake, __ATOMIC_ACQUIRE);
         registry *g = reg();
         if (g == NULL) {
@@ -678,6 +697,8 @@ static void loop(void)
         wait_for_work(seen, wait);
     }
     finish_alone(&done);   /* leaving: recycled, or told to stop */
+    jw.next_flush = 0;
+    flush_due(clock_mono_ms());
 }
 
 /* A job queued another (tn_job_enqueue): counted, and the idle job workers woken. */
